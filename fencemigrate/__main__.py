@@ -1,0 +1,5 @@
+"""``python -m fencemigrate``."""
+
+from .cli import main
+
+main()

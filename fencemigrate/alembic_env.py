@@ -1,0 +1,60 @@
+"""Fencing for env.py files written by ``fencemigrate init``, so plain ``alembic`` is fenced too.
+
+Under ``fencemigrate`` the runner has already fenced the run and this is a pass-through.
+Under plain ``alembic``, ``-x fence_token=N`` (and optionally ``fence_holder``,
+``fence_resource``) is required for any command that would change the database.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import Any
+
+from alembic.runtime.migration import MigrationContext
+
+from .config import configured_resource, fence_schema
+from .errors import FencemigrateError, UsageError
+from .runtime.environment import FENCED_RUN_ATTRIBUTE, translated_errors
+from .runtime.fenced_run import FencedRun
+from .runtime.outcome import RunOutcome
+from .runtime.settings import FenceSettings
+from .validation import check_holder, check_resource, check_schema, parse_token
+
+
+def run_migrations(context: ModuleType | Any) -> None:
+    """Use in env.py instead of ``context.run_migrations()``."""
+    if context.config.attributes.get(FENCED_RUN_ATTRIBUTE) is not None:
+        context.run_migrations()
+        return
+    x_arguments = context.get_x_argument(as_dictionary=True)
+    token = x_arguments.get("fence_token")
+    resource = x_arguments.get("fence_resource") or configured_resource(context.config)
+    migration_context: MigrationContext = context.get_context()
+    original = migration_context._migrations_fn
+
+    def planner(heads: tuple[str, ...], ctx: MigrationContext) -> tuple[list[Any], list[str]]:
+        assert original is not None
+        steps = list(original(heads, ctx))
+        if steps and token is None:
+            raise UsageError(
+                "refusing to migrate without a fencing token: run `fencemigrate upgrade REV --token N`, "
+                "or pass `-x fence_token=N` to alembic"
+            )
+        return steps, []
+
+    try:
+        settings = FenceSettings(
+            token=parse_token(token) if token is not None else 1,
+            holder=check_holder(x_arguments.get("fence_holder")),
+            resource=check_resource(resource),
+            schema=check_schema(fence_schema(context.config)),
+        )
+        outcome = RunOutcome("upgrade", settings.resource, settings.token, settings.holder)
+        run = FencedRun(settings, planner, outcome)
+        migration_context._migrations_fn = run.migrations_fn
+        with translated_errors(settings.resource, settings.token):
+            context.run_migrations()
+    except FencemigrateError as error:
+        print(str(error) if error.status == "fenced" else f"fencemigrate: {error}", file=sys.stderr)
+        raise SystemExit(error.exit_status) from None

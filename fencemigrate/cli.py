@@ -1,0 +1,247 @@
+"""The ``fencemigrate`` command line: each command is a few lines calling ``api``.
+
+Exit statuses: 0 success, 1 error, 2 bad usage, 3 FENCED.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Callable, NoReturn
+
+import click
+from alembic.config import Config
+
+from . import api
+from .config import load_config
+from .errors import EXIT_ERROR, FencemigrateError, UsageError
+from .runtime.outcome import RunOutcome
+from .scrub import scrub_secrets
+from .state import State
+
+_VERBS = {"upgrade": "applied", "downgrade": "rolled back", "reapply": "re-applied", "stamp": "stamped"}
+
+
+class _Context:
+    def __init__(self, config_files: tuple[str, ...], name: str, x_arguments: tuple[str, ...]) -> None:
+        self.config_files, self.name, self.x_arguments = config_files, name, x_arguments
+
+    def config(self) -> Config:
+        return load_config(self.config_files, self.name, self.x_arguments)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-c", "--config", "config_files", multiple=True, metavar="FILE",
+              help="Alembic config file (alembic.ini and/or pyproject.toml); default alembic.ini or $ALEMBIC_CONFIG.")
+@click.option("-n", "--name", default="alembic", show_default=True, help="Section of the ini file to use.")
+@click.option("-x", "x_arguments", multiple=True, metavar="KEY=VALUE", help="Extra argument for env.py, as alembic -x.")
+@click.version_option(package_name="fencemigrate")
+@click.pass_context
+def main(ctx: click.Context, config_files: tuple[str, ...], name: str, x_arguments: tuple[str, ...]) -> None:
+    """Fenced Alembic migrations: a stale lease holder can never apply, re-apply or roll back."""
+    ctx.obj = _Context(config_files, name, x_arguments)
+
+
+def _fence_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+        click.option("--token", envvar="FENCEMIGRATE_TOKEN", metavar="N",
+                     help="Your lease's fencing token (1..2**63-1); also $FENCEMIGRATE_TOKEN."),
+        click.option("--holder", metavar="NAME", help="Who is writing (default host:pid)."),
+        click.option("--resource", metavar="NAME", help="Fenced resource (default db/migrations)."),
+        click.option("--tag", metavar="TAG", help="Arbitrary tag for env.py, as alembic --tag."),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+_sql_option = click.option("--sql", is_flag=True, help="Write the SQL (with the fence claims) instead of running it.")
+
+
+@main.command()
+@click.argument("revision")
+@_fence_options
+@_sql_option
+@click.pass_obj
+def upgrade(obj: _Context, revision: str, as_json: bool, **options: Any) -> None:
+    """Upgrade to REVISION, claiming the fence before every step."""
+    _run(as_json, lambda: api.upgrade(obj.config(), revision, **options))
+
+
+@main.command()
+@click.argument("revision")
+@_fence_options
+@_sql_option
+@click.pass_obj
+def downgrade(obj: _Context, revision: str, as_json: bool, **options: Any) -> None:
+    """Downgrade to REVISION, claiming the fence before every step."""
+    _run(as_json, lambda: api.downgrade(obj.config(), revision, **options))
+
+
+@main.command()
+@click.argument("revision")
+@_fence_options
+@click.pass_obj
+def reapply(obj: _Context, revision: str, as_json: bool, **options: Any) -> None:
+    """Roll back REVISION and apply it again in one transaction; only under the token that applied it."""
+    _run(as_json, lambda: api.reapply(obj.config(), revision, **options))
+
+
+@main.command()
+@click.argument("revisions", nargs=-1, required=True)
+@_fence_options
+@_sql_option
+@click.pass_obj
+def stamp(obj: _Context, revisions: tuple[str, ...], as_json: bool, **options: Any) -> None:
+    """Set the version table to REVISIONS without running migrations, under the fence."""
+    _run(as_json, lambda: api.stamp(obj.config(), revisions, **options))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@click.pass_obj
+def state(obj: _Context, as_json: bool) -> None:
+    """Show heads, fence tokens and the ledger: read this before you re-plan."""
+    result = _guarded(as_json, lambda: api.state(obj.config()))
+    if as_json:
+        _print_json(result.as_json())
+    else:
+        click.echo(_state_text(result))
+
+
+@main.command()
+@click.option("--sql", is_flag=True, help="Print the install script instead of running it.")
+@click.pass_obj
+def install(obj: _Context, sql: bool) -> None:
+    """Install the fence schema (done automatically on the first fenced run)."""
+    click.echo(_guarded(False, lambda: api.install(obj.config(), sql=sql)))
+
+
+@main.command()
+@click.argument("directory")
+@click.pass_obj
+def init(obj: _Context, directory: str) -> None:
+    """Create a new Alembic environment in DIRECTORY whose env.py is fence-aware."""
+    path = _guarded(False, lambda: api.init(_template_config(obj), directory))
+    click.echo(f"fence-aware Alembic environment written to {path}; edit sqlalchemy.url in alembic.ini")
+
+
+@main.command()
+@click.option("-v", "--verbose", is_flag=True)
+@click.pass_obj
+def current(obj: _Context, verbose: bool) -> None:
+    """As alembic current."""
+    _guarded(False, lambda: api.current(obj.config(), verbose=verbose))
+
+
+@main.command()
+@click.option("-v", "--verbose", is_flag=True)
+@click.pass_obj
+def heads(obj: _Context, verbose: bool) -> None:
+    """As alembic heads."""
+    _guarded(False, lambda: api.heads(obj.config(), verbose=verbose))
+
+
+@main.command()
+@click.option("-r", "--rev-range", metavar="RANGE")
+@click.option("-v", "--verbose", is_flag=True)
+@click.pass_obj
+def history(obj: _Context, rev_range: str | None, verbose: bool) -> None:
+    """As alembic history."""
+    _guarded(False, lambda: api.history(obj.config(), rev_range=rev_range, verbose=verbose))
+
+
+@main.command()
+@click.argument("revision")
+@click.pass_obj
+def show(obj: _Context, revision: str) -> None:
+    """As alembic show."""
+    _guarded(False, lambda: api.show(obj.config(), revision))
+
+
+# -- output ------------------------------------------------------------------------------------
+
+
+def _run(as_json: bool, call: Callable[[], RunOutcome]) -> None:
+    outcome = _guarded(as_json, call)
+    if as_json:
+        _print_json(outcome.as_json())
+    else:
+        # With --sql the script owns stdout, so the summary goes to stderr.
+        click.echo(_outcome_text(outcome), err=outcome.offline)
+
+
+def _guarded(as_json: bool, call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except FencemigrateError as error:
+        _fail(as_json, error)
+    except Exception as error:  # a revision script's own bug, an env.py failure, ...
+        _fail(as_json, FencemigrateError(f"{type(error).__name__}: {scrub_secrets(str(error)).strip()}"))
+
+
+def _fail(as_json: bool, error: FencemigrateError) -> NoReturn:
+    if as_json:
+        _print_json(error.as_json())
+    else:
+        prefix = "" if error.status == "fenced" else f"fencemigrate: {error.status}: "
+        click.echo(prefix + str(error), err=True)
+    sys.exit(error.exit_status)
+
+
+def _print_json(payload: dict[str, Any]) -> None:
+    click.echo(json.dumps(payload, sort_keys=True))
+
+
+def _outcome_text(outcome: RunOutcome) -> str:
+    verb = _VERBS[outcome.command]
+    lines = [
+        f"{outcome.command} {'written as SQL' if outcome.offline else 'done'}: resource {outcome.resource}, "
+        f"token {outcome.token}, holder {outcome.holder}"
+    ]
+    if outcome.installed_fence_schema:
+        lines.append("  installed the fence schema")
+    if outcome.forced_single_transaction:
+        lines.append("  ran in one transaction (overriding transaction_per_migration=True in env.py)")
+    for step in outcome.steps:
+        action = verb if step.direction != "down" or outcome.command == "downgrade" else "rolled back"
+        names = ", ".join(step.revisions) or "(version table only)"
+        lines.append(f"  {action} {names} under token {step.token}")
+        if not step.atomic:
+            lines.append(
+                "    WARNING: this revision ran outside a single transaction (autocommit block or COMMIT): "
+                "the fence was claimed before it and re-claimed and verified after it"
+            )
+    if not outcome.steps:
+        lines.append("  nothing to do")
+    if outcome.heads is not None:
+        lines.append(f"  heads now: {', '.join(outcome.heads) or '(none)'}")
+    return "\n".join(lines)
+
+
+def _state_text(result: State) -> str:
+    lines = [f"heads: {', '.join(result.heads) or '(none)'}"]
+    if result.fence_schema_version is None:
+        lines.append("fence schema: not installed (no fenced run has written here yet)")
+        return "\n".join(lines)
+    lines.append(f"fence schema: {result.fence_schema_version}")
+    lines.append("fences:")
+    lines += [f"  {row.resource}  token={row.token}  since {row.updated_at}" for row in result.fences] or ["  (none)"]
+    lines.append(f"ledger ({result.version_table}):")
+    lines += [
+        f"  {row.revision}  applied_token={row.applied_token}  holder={row.holder}  "
+        f"{row.method} at {row.applied_at}"
+        for row in result.ledger
+    ] or ["  (empty)"]
+    return "\n".join(lines)
+
+
+def _template_config(obj: _Context) -> Config:
+    """``init`` needs no existing configuration; a given -c names the ini file to write."""
+    if obj.config_files:
+        return Config(obj.config_files[0])
+    return Config("alembic.ini")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

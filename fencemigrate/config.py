@@ -1,0 +1,72 @@
+"""Find and load the Alembic configuration exactly as the ``alembic`` command does."""
+
+from __future__ import annotations
+
+import os
+from argparse import Namespace
+from pathlib import Path
+from typing import Sequence
+
+from alembic.config import Config
+
+from .errors import UsageError
+
+DEFAULT_SCHEMA = "fencemigrate"
+
+
+def load_config(
+    config_files: Sequence[str] = (), name: str = "alembic", x_arguments: Sequence[str] = ()
+) -> Config:
+    """An Alembic ``Config`` from ``-c`` files (ini and/or pyproject.toml), ``-n`` and ``-x``."""
+    toml, ini = _config_paths(config_files)
+    explicit = {Path(path) for path in config_files}
+    for path in (ini, toml):
+        if path in explicit and not path.is_file():
+            raise UsageError(f"config file {str(path)!r} does not exist")
+    has_toml_config = toml.is_file() and "[tool.alembic]" in toml.read_text(encoding="utf-8")
+    if not ini.is_file() and not has_toml_config:
+        raise UsageError(
+            f"no Alembic configuration found: {str(ini)!r} does not exist "
+            "(pass -c/--config, or set ALEMBIC_CONFIG)"
+        )
+    config = Config(
+        file_=str(ini) if ini.is_file() else None,
+        toml_file=str(toml) if has_toml_config else None,
+        ini_section=name,
+        cmd_opts=Namespace(x=list(x_arguments), config=list(config_files), name=name),
+    )
+    if ini.is_file() and not config.file_config.has_section(name):
+        raise UsageError(f"config file {str(ini)!r} has no [{name}] section")
+    if not config.get_alembic_option("script_location"):
+        raise UsageError(f"no script_location in the [{name}] section of {str(ini)!r}")
+    return config
+
+
+def _config_paths(config_files: Sequence[str]) -> tuple[Path, Path]:
+    environment = os.environ.get("ALEMBIC_CONFIG")
+    toml: str | None = None
+    ini: str | None = None
+    for path in config_files:
+        if os.path.basename(path) == "pyproject.toml":
+            if toml is not None:
+                raise UsageError("pyproject.toml given more than once")
+            toml = path
+        else:
+            if ini is not None:
+                raise UsageError("only one ini file may be given")
+            ini = path
+    if environment and os.path.basename(environment) == "pyproject.toml":
+        toml = toml or environment
+    elif environment:
+        ini = ini or environment
+    return Path(toml or "pyproject.toml"), Path(ini or "alembic.ini")
+
+
+def fence_schema(config: Config) -> str:
+    """The schema the fence tables live in: ``fencemigrate_schema`` in the config, or ``fencemigrate``."""
+    return config.get_alembic_option("fencemigrate_schema") or DEFAULT_SCHEMA
+
+
+def configured_resource(config: Config) -> str | None:
+    """``fencemigrate_resource`` from the config, if set."""
+    return config.get_alembic_option("fencemigrate_resource")

@@ -1,0 +1,127 @@
+"""One exception per outcome, each with its exit status.
+
+Only ``cli.py`` turns these into output. Database errors raised by the fence schema
+carry our own SQLSTATE codes and are mapped here explicitly (``from_database_error``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_FENCED = 3
+
+SQLSTATE_FENCED = "FM001"
+SQLSTATE_MONOTONIC_GUARD = "FM002"
+
+
+class FencemigrateError(Exception):
+    """Base class: a failure that fencemigrate reports as one clear line."""
+
+    exit_status = EXIT_ERROR
+    status = "error"
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON object the CLI prints for this outcome."""
+        return {"status": self.status, "message": str(self)}
+
+
+class UsageError(FencemigrateError):
+    """Bad input detected before the database is touched."""
+
+    exit_status = EXIT_USAGE
+    status = "usage"
+
+
+class DatabaseError(FencemigrateError):
+    """The database refused or could not be reached; nothing was applied."""
+
+
+class NotTransactional(FencemigrateError):
+    """The claim could not be proven to share a transaction with the DDL: refused, nothing ran."""
+
+
+class Fenced(FencemigrateError):
+    """A newer token has written to the resource, or the revision is not ours to re-apply."""
+
+    exit_status = EXIT_FENCED
+    status = "fenced"
+
+    def __init__(self, resource: str, token: int, fence_token: int | None, reason: str) -> None:
+        self.resource = resource
+        self.token = token
+        self.fence_token = fence_token
+        self.reason = reason
+        super().__init__(self.agent_message())
+
+    def agent_message(self) -> str:
+        """The rejection, written for an agent that must stop and re-plan, not retry."""
+        if self.fence_token is not None and self.fence_token > self.token:
+            headline = f"FENCED: you no longer own {self.resource}."
+            cause = (
+                f"Your lease token ({self.token}) is older than token {self.fence_token}, "
+                "which has since written to this resource."
+            )
+        else:
+            headline = f"FENCED: this write to {self.resource} is not yours to make."
+            cause = f"Rejected for token {self.token}: {self.reason}."
+        return "\n".join(
+            [
+                headline,
+                cause,
+                "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply.",
+                "Your plan and your memory of this resource are probably stale, including anything",
+                "your context summary says you 'hold'.",
+                "Next step: run `fencemigrate state` and re-plan from what is actually there.",
+                "If your goal is already met by the current state, report that and stop.",
+            ]
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "resource": self.resource,
+            "token": self.token,
+            "fence_token": self.fence_token,
+            "reason": self.reason,
+            "message": str(self),
+        }
+
+
+def sqlstate_of(error: BaseException) -> str | None:
+    """The SQLSTATE of a DBAPI error (psycopg 3, psycopg2, asyncpg), if it has one."""
+    original = getattr(error, "orig", error)
+    for attribute in ("sqlstate", "pgcode"):
+        code = getattr(original, attribute, None)
+        if isinstance(code, str):
+            return code
+    return None
+
+
+def _detail_of(error: BaseException) -> str | None:
+    original = getattr(error, "orig", error)
+    diag = getattr(original, "diag", None)
+    detail = getattr(diag, "message_detail", None) or getattr(original, "detail", None)
+    return detail if isinstance(detail, str) else None
+
+
+def from_database_error(error: BaseException, resource: str, token: int) -> FencemigrateError | None:
+    """Map an error raised with one of our SQLSTATEs to its outcome; None for anything else."""
+    if sqlstate_of(error) != SQLSTATE_FENCED:
+        return None
+    fields: dict[str, Any] = {}
+    detail = _detail_of(error)
+    if detail:
+        try:
+            fields = json.loads(detail)
+        except ValueError:
+            fields = {}
+    return Fenced(
+        resource=str(fields.get("resource", resource)),
+        token=int(fields.get("token", token)),
+        fence_token=fields.get("fence_token"),
+        reason=str(fields.get("reason", "a newer token has written")),
+    )

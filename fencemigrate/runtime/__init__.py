@@ -1,0 +1,1 @@
+"""The fencing engine: runs Alembic's own environment with every migration step fenced."""

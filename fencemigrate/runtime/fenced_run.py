@@ -1,0 +1,179 @@
+"""One fenced run: claim before each step's DDL, ledger after it, all in the step's transaction."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from alembic.runtime.migration import MigrationContext, RevisionStep
+from alembic.script import ScriptDirectory
+
+from ..errors import NotTransactional
+from ..fence_schema import ensure_installed
+from .fence_calls import FenceCalls
+from .fenced_step import FencedStep
+from .ledger_changes import LedgerChange, ledger_change, script_sha256
+from .outcome import RunOutcome, StepOutcome
+from .settings import FenceSettings
+
+Planner = Callable[[tuple[str, ...], MigrationContext], tuple[list[Any], list[str]]]
+"""Given the current heads, the steps to run and the revisions a reapply rolls back."""
+
+
+class FencedRun:
+    """Wraps Alembic's migration function so every step it yields is fenced."""
+
+    def __init__(self, settings: FenceSettings, planner: Planner, outcome: RunOutcome) -> None:
+        self.settings = settings
+        self.outcome = outcome
+        self._planner = planner
+        self._context: MigrationContext | None = None
+        self._calls: FenceCalls | None = None
+        self._reapplied: list[str] = []
+        self._first_step = True
+        self._escaped = False
+
+    # -- the function Alembic calls with the current heads ------------------------------
+
+    def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
+        """Plan the steps, then hand Alembic fenced proxies of them."""
+        steps, self._reapplied = self._planner(heads, context)
+        self._context = context
+        quoted = context.dialect.identifier_preparer.quote(self.settings.schema)
+        self._quoted_schema = quoted
+        self._calls = FenceCalls(context, quoted)
+        self._guard_autocommit_blocks(context)
+        context.on_version_apply_callbacks = (
+            *context.on_version_apply_callbacks,
+            self._note_heads,
+        )
+        return [FencedStep(step, self) for step in steps]
+
+    def _note_heads(self, *, heads: set[str], **_: Any) -> None:
+        self.outcome.heads = sorted(heads)
+
+    # -- one step ------------------------------------------------------------------------
+
+    def execute_step(self, step: Any, migration_fn: Callable[..., None], kw: dict[str, Any]) -> None:
+        """Claim, run the step's DDL, re-claim if it escaped its transaction, write the ledger."""
+        context, calls = self._context, self._calls
+        assert context is not None and calls is not None
+        settings = self.settings
+        self._require_transaction(context)
+        if self._first_step:
+            self._prepare(context)
+        claim_xact = calls.claim(settings.resource, settings.token)
+        if self._first_step and self._reapplied:
+            calls.check_reapply(self._version_table(context), settings.resource, self._reapplied, settings.token)
+        self._first_step = False
+
+        self._escaped = False
+        migration_fn(**kw)
+
+        atomic = not self._escaped
+        if self._escaped:
+            claim_xact = calls.claim(settings.resource, settings.token)
+        change = ledger_change(self._script(context), step)
+        last_xact = self._record(context, calls, change)
+        if not calls.offline and last_xact != claim_xact:
+            # The revision committed on its own (e.g. op.execute("COMMIT")): the claim is no
+            # longer in this transaction, so claim again before Alembic records the version.
+            calls.claim(settings.resource, settings.token)
+            atomic = False
+        self.outcome.steps.append(
+            StepOutcome(
+                revisions=change.added or change.removed,
+                direction=_direction(step),
+                token=settings.token,
+                atomic=atomic,
+            )
+        )
+
+    def _prepare(self, context: MigrationContext) -> None:
+        if context.as_sql:
+            context.impl.static_output(
+                f"-- fencemigrate: fenced by token {self.settings.token} on resource "
+                f"{self.settings.resource!r}; needs the fence schema "
+                "(fencemigrate install, or CREATE EXTENSION fencemigrate)"
+            )
+            return
+        assert context.connection is not None
+        self.outcome.installed_fence_schema = ensure_installed(context.connection, self._quoted_schema)
+
+    def _require_transaction(self, context: MigrationContext) -> None:
+        """Fail closed unless the claim and the DDL are bound to share one transaction."""
+        if context.as_sql:
+            if not context.impl.transactional_ddl:
+                raise NotTransactional(
+                    "refusing to write an offline script without BEGIN/COMMIT: env.py sets "
+                    "transactional_ddl=False, so the fence claim could not share a transaction "
+                    "with the DDL"
+                )
+            return
+        connection = context.connection
+        assert connection is not None
+        dbapi_connection = connection.connection.dbapi_connection
+        autocommit = connection.dialect.detect_autocommit_setting(dbapi_connection)
+        if autocommit or not connection.in_transaction():
+            raise NotTransactional(
+                "refusing to migrate: the connection env.py gave Alembic is in autocommit mode "
+                "or outside a transaction, so the fence claim could not share a transaction "
+                "with the DDL; nothing was applied"
+            )
+
+    def _record(self, context: MigrationContext, calls: FenceCalls, change: LedgerChange) -> int | None:
+        settings, version_table = self.settings, self._version_table(context)
+        script = self._script(context)
+        last: int | None = None
+        for revision in change.removed:
+            last = calls.record_rollback(version_table, revision)
+        for revision in change.added:
+            path = script.get_revision(revision).path  # type: ignore[union-attr]
+            last = calls.record_apply(
+                version_table,
+                revision,
+                settings.resource,
+                settings.token,
+                settings.holder,
+                change.method,
+                script_sha256(path),
+            )
+        if last is None and not calls.offline:
+            last = calls.current_xact()
+        return last
+
+    # -- revisions that leave the transaction ---------------------------------------------
+
+    def _guard_autocommit_blocks(self, context: MigrationContext) -> None:
+        """Claim again inside every ``autocommit_block()`` and mark the step as non-atomic."""
+        original = context.autocommit_block
+        run = self
+
+        @contextmanager
+        def fenced_autocommit_block() -> Iterator[None]:
+            run._escaped = True
+            with original():
+                assert run._calls is not None
+                run._calls.claim(run.settings.resource, run.settings.token)
+                yield
+
+        context.autocommit_block = fenced_autocommit_block  # type: ignore[method-assign]
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _script(context: MigrationContext) -> ScriptDirectory:
+        script = context.script
+        assert script is not None
+        return script
+
+    @staticmethod
+    def _version_table(context: MigrationContext) -> str:
+        schema = context.version_table_schema
+        return f"{schema}.{context.version_table}" if schema else context.version_table
+
+
+def _direction(step: Any) -> str:
+    if not isinstance(step, RevisionStep):
+        return "stamp"
+    return "up" if step.is_upgrade else "down"

@@ -1,0 +1,46 @@
+"""Which ledger rows a migration step adds and removes."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from alembic.runtime.migration import RevisionStep
+from alembic.script import ScriptDirectory
+
+
+@dataclass(frozen=True)
+class LedgerChange:
+    """Revisions that become applied, and revisions that stop being applied, with a step."""
+
+    method: str  # "upgrade" or "stamp"
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+
+
+def script_sha256(path: str) -> str:
+    """sha256 of a revision file as it is on disk now."""
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def covered(script: ScriptDirectory, revisions: tuple[str, ...]) -> set[str]:
+    """``revisions`` and all their ancestors."""
+    if not revisions:
+        return set()
+    return {sc.revision for sc in script.revision_map.iterate_revisions(revisions, "base")}
+
+
+def ledger_change(script: ScriptDirectory, step: Any) -> LedgerChange:
+    """The ledger rows that ``step`` adds and removes."""
+    if isinstance(step, RevisionStep):
+        revision = (step.revision.revision,)
+        if step.is_upgrade:
+            return LedgerChange("upgrade", added=revision, removed=())
+        return LedgerChange("upgrade", added=(), removed=revision)
+    before = covered(script, step.from_)
+    after = covered(script, step.to_)
+    return LedgerChange(
+        "stamp", added=tuple(sorted(after - before)), removed=tuple(sorted(before - after))
+    )

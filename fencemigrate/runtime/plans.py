@@ -1,0 +1,70 @@
+"""The migration steps each fenced command runs, computed from the current heads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError
+
+from ..errors import UsageError
+from .fenced_run import Planner
+from .ledger_changes import covered
+
+
+def _as_usage_errors(plan: Planner) -> Planner:
+    """Alembic's resolution errors (unknown or unreachable revisions) are bad input."""
+
+    def planner(heads: tuple[str, ...], context: MigrationContext) -> tuple[list[Any], list[str]]:
+        try:
+            return plan(heads, context)
+        except CommandError as error:
+            raise UsageError(str(error)) from None
+
+    return planner
+
+
+def upgrade_plan(script: ScriptDirectory, revision: str) -> Planner:
+    """Steps from the current heads up to ``revision``."""
+    return _as_usage_errors(lambda heads, _: (list(script._upgrade_revs(revision, heads)), []))
+
+
+def downgrade_plan(script: ScriptDirectory, revision: str) -> Planner:
+    """Steps from the current heads down to ``revision``."""
+    return _as_usage_errors(lambda heads, _: (list(script._downgrade_revs(revision, heads)), []))
+
+
+def stamp_plan(script: ScriptDirectory, revisions: tuple[str, ...]) -> Planner:
+    """Stamp steps that move the version table to ``revisions`` without running them."""
+    return _as_usage_errors(lambda heads, _: (list(script._stamp_revs(revisions, heads)), []))
+
+
+def reapply_plan(script: ScriptDirectory, revision: str) -> Planner:
+    """Roll back ``revision`` and whatever sits above it on its branch, then apply them again."""
+
+    def plan(heads: tuple[str, ...], _: MigrationContext) -> tuple[list[Any], list[str]]:
+        target = script.get_revision(revision)
+        if target is None:
+            raise UsageError(f"cannot reapply {revision!r}: it names no revision")
+        branch_heads = [head for head in heads if target.revision in covered(script, (head,))]
+        if not branch_heads:
+            raise UsageError(f"cannot reapply {target.revision}: it is not applied to this database")
+        if len(branch_heads) > 1:
+            raise UsageError(
+                f"cannot reapply {target.revision}: more than one applied head sits above it "
+                f"({', '.join(branch_heads)}); downgrade and upgrade each branch explicitly"
+            )
+        parents = target._normalized_down_revisions
+        if len(parents) > 1:
+            raise UsageError(
+                f"cannot reapply {target.revision}: it is a merge point; "
+                "downgrade and upgrade explicitly"
+            )
+        head = branch_heads[0]
+        below = parents[0] if parents else "base"
+        down = list(script._downgrade_revs(below, head))
+        up = list(script._upgrade_revs(head, tuple(parents)))
+        return down + up, [step.revision.revision for step in down]
+
+    return _as_usage_errors(plan)

@@ -1,0 +1,85 @@
+"""What an agent reads before it re-plans: heads, fences and the ledger."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from alembic.runtime.migration import MigrationContext
+
+from .fence_schema import installed_version
+from .queries import statement
+
+
+@dataclass(frozen=True)
+class FenceRow:
+    """One fenced resource and the highest token that has written to it."""
+
+    resource: str
+    token: int
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """One applied revision and the token it was applied under."""
+
+    revision: str
+    resource: str
+    applied_token: int
+    holder: str
+    method: str
+    applied_at: str
+    script_sha256: str | None
+
+
+@dataclass
+class State:
+    """The database as it is now."""
+
+    version_table: str
+    heads: list[str] = field(default_factory=list)
+    fence_schema_version: str | None = None
+    fences: list[FenceRow] = field(default_factory=list)
+    ledger: list[LedgerRow] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON form, printed by ``state --json``."""
+        return {
+            "status": "ok",
+            "version_table": self.version_table,
+            "heads": self.heads,
+            "fence_schema_version": self.fence_schema_version,
+            "fences": [vars(row) for row in self.fences],
+            "ledger": [vars(row) for row in self.ledger],
+        }
+
+
+def read_state(context: MigrationContext, schema: str) -> State:
+    """Read heads, fence rows and ledger rows through the migration context's connection."""
+    connection = context.connection
+    assert connection is not None
+    table = context.version_table
+    version_table = f"{context.version_table_schema}.{table}" if context.version_table_schema else table
+    state = State(version_table=version_table, heads=sorted(context.get_current_heads()))
+    quoted = context.dialect.identifier_preparer.quote(schema)
+    state.fence_schema_version = installed_version(connection, quoted)
+    if state.fence_schema_version is None:
+        return state
+    state.fences = [
+        FenceRow(row.resource, int(row.token), row.updated_at.isoformat())
+        for row in connection.execute(statement("fence_rows", quoted))
+    ]
+    state.ledger = [
+        LedgerRow(
+            row.revision,
+            row.resource,
+            int(row.applied_token),
+            row.holder,
+            row.method,
+            row.applied_at.isoformat(),
+            row.script_sha256,
+        )
+        for row in connection.execute(statement("ledger_rows", quoted), {"version_table": version_table})
+    ]
+    return state

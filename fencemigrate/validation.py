@@ -1,0 +1,66 @@
+"""Checks on user input, done before anything touches the database."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from .errors import UsageError
+
+MAX_TOKEN = 2**63 - 1
+MAX_NAME_LENGTH = 255
+DEFAULT_RESOURCE = "db/migrations"
+
+
+def parse_token(value: str | int | None) -> int:
+    """A fencing token: an integer in 1..2**63-1."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise UsageError(
+            "a fencing token is required: pass --token N or set FENCEMIGRATE_TOKEN"
+        )
+    if isinstance(value, bool):
+        raise UsageError(f"invalid token {value!r}: must be an integer from 1 to {MAX_TOKEN}")
+    try:
+        token = int(value)
+    except (TypeError, ValueError):
+        raise UsageError(
+            f"invalid token {value!r}: must be an integer from 1 to {MAX_TOKEN}"
+        ) from None
+    if not 1 <= token <= MAX_TOKEN:
+        raise UsageError(f"invalid token {value!r}: must be an integer from 1 to {MAX_TOKEN}")
+    return token
+
+
+def _check_name(kind: str, value: str) -> str:
+    if not value or not value.strip():
+        raise UsageError(f"{kind} name must not be empty")
+    if len(value) > MAX_NAME_LENGTH:
+        raise UsageError(
+            f"{kind} name is {len(value)} characters long; the limit is {MAX_NAME_LENGTH}"
+        )
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise UsageError(f"{kind} name must not contain control characters")
+    return value
+
+
+def check_resource(value: str | None) -> str:
+    """A fenced resource name (default ``db/migrations``)."""
+    return _check_name("resource", DEFAULT_RESOURCE if value is None else value)
+
+
+def check_holder(value: str | None) -> str:
+    """Who is writing; defaults to ``host:pid``."""
+    return _check_name("holder", value if value is not None else default_holder())
+
+
+def default_holder() -> str:
+    """``host:pid`` of this process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def check_schema(value: str) -> str:
+    """The schema the fence tables live in."""
+    _check_name("schema", value)
+    if len(value) > 63:
+        raise UsageError(f"schema name {value!r} is longer than PostgreSQL's 63-byte limit")
+    return value

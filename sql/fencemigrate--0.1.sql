@@ -1,0 +1,194 @@
+-- fencemigrate 0.1: the fence schema.
+--
+-- Every object lives in the extension's schema (@extschema@, "fencemigrate" by default).
+-- The runner applies this same file when the extension is not installed on the server,
+-- replacing @extschema@ with the configured schema name.
+\echo Use "CREATE EXTENSION fencemigrate" to load this file. \quit
+
+-- One row per fenced resource: the highest token that has ever written to it.
+CREATE TABLE @extschema@.agent_fence (
+    resource   text        PRIMARY KEY
+               CHECK (resource <> '' AND length(resource) <= 255),
+    token      bigint      NOT NULL CHECK (token > 0),
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE @extschema@.agent_fence IS
+    'Highest fencing token seen per resource. Monotonic: see agent_fence_guard().';
+
+-- One row per revision applied (or stamped) by a fenced run, per Alembic version table.
+CREATE TABLE @extschema@.applied_revision (
+    version_table text        NOT NULL,
+    revision      text        NOT NULL,
+    resource      text        NOT NULL,
+    applied_token bigint      NOT NULL CHECK (applied_token > 0),
+    holder        text        NOT NULL,
+    method        text        NOT NULL CHECK (method IN ('upgrade', 'stamp')),
+    applied_at    timestamptz NOT NULL DEFAULT now(),
+    script_sha256 text,
+    PRIMARY KEY (version_table, revision)
+);
+COMMENT ON TABLE @extschema@.applied_revision IS
+    'Ledger: which token applied each revision. Re-applying is legal only under that token.';
+
+-- The version of this schema, read by the runner to decide what to install.
+CREATE FUNCTION @extschema@.schema_version() RETURNS text
+LANGUAGE sql IMMUTABLE
+AS $$ SELECT '0.1'::text $$;
+
+-- Raise FM001 (FENCED). DETAIL carries the fields as JSON for programs;
+-- MESSAGE is written for whoever reads psql's output.
+CREATE FUNCTION @extschema@.raise_fenced(
+    p_resource text, p_token bigint, p_fence_token bigint, p_reason text
+) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION USING
+        ERRCODE = 'FM001',
+        MESSAGE = format('FENCED: %s (resource %s, your token %s). This is NOT a transient error: '
+                         'do not retry, rebase, renumber or re-apply; re-read the state and re-plan.',
+                         p_reason, p_resource, p_token),
+        DETAIL  = json_build_object('resource', p_resource, 'token', p_token,
+                                    'fence_token', p_fence_token, 'reason', p_reason)::text;
+END
+$$;
+
+-- The claim. Run inside the migration's own transaction, before any DDL:
+--   UPDATE agent_fence SET token = :t WHERE resource = :r AND token <= :t
+-- written as an upsert so the first claim on a resource seeds its row.
+-- 0 rows means a higher token has written: FENCED, and the caller's transaction is doomed.
+-- Returns the current transaction id, so the caller can prove its DDL ran in this transaction.
+CREATE FUNCTION @extschema@.claim(p_resource text, p_token bigint) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_fence bigint;
+BEGIN
+    IF p_token IS NULL OR p_token < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('fencing token must be a positive bigint, got %s', p_token);
+    END IF;
+
+    INSERT INTO @extschema@.agent_fence AS f (resource, token)
+    VALUES (p_resource, p_token)
+    ON CONFLICT (resource) DO UPDATE
+        SET token = excluded.token, updated_at = now()
+        WHERE f.token <= excluded.token;
+
+    IF NOT FOUND THEN
+        SELECT f.token INTO v_fence FROM @extschema@.agent_fence f WHERE f.resource = p_resource;
+        PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+            format('token %s has since written to %s', v_fence, p_resource));
+    END IF;
+
+    RETURN pg_current_xact_id()::text::bigint;
+END
+$$;
+
+-- The transaction id of the calling transaction, or NULL if it has written nothing yet.
+CREATE FUNCTION @extschema@.current_xact() RETURNS bigint
+LANGUAGE sql VOLATILE
+AS $$ SELECT pg_current_xact_id_if_assigned()::text::bigint $$;
+
+-- Re-applying is legal only for revisions applied under the caller's own token.
+CREATE FUNCTION @extschema@.check_reapply(
+    p_version_table text, p_resource text, p_revisions text[], p_token bigint
+) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_revision text;
+    v_applied  bigint;
+    v_fence    bigint;
+BEGIN
+    SELECT f.token INTO v_fence FROM @extschema@.agent_fence f WHERE f.resource = p_resource;
+    FOREACH v_revision IN ARRAY p_revisions LOOP
+        SELECT a.applied_token INTO v_applied
+          FROM @extschema@.applied_revision a
+         WHERE a.version_table = p_version_table AND a.revision = v_revision;
+        IF NOT FOUND THEN
+            PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+                format('%s has no fence record (it was applied outside fencemigrate), so no token may re-apply it',
+                       v_revision));
+        ELSIF v_applied <> p_token THEN
+            PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+                format('%s was applied under token %s, not yours', v_revision, v_applied));
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- Ledger bookkeeping, called in the same transaction as the revision's DDL.
+-- Returns the current transaction id (see claim()).
+CREATE FUNCTION @extschema@.record_apply(
+    p_version_table text, p_revision text, p_resource text, p_token bigint,
+    p_holder text, p_method text, p_script_sha256 text
+) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_method = 'stamp' THEN
+        -- A stamp never overwrites the record of a revision that really ran.
+        INSERT INTO @extschema@.applied_revision
+               (version_table, revision, resource, applied_token, holder, method, script_sha256)
+        VALUES (p_version_table, p_revision, p_resource, p_token, p_holder, p_method, p_script_sha256)
+        ON CONFLICT (version_table, revision) DO NOTHING;
+    ELSE
+        INSERT INTO @extschema@.applied_revision AS a
+               (version_table, revision, resource, applied_token, holder, method, script_sha256)
+        VALUES (p_version_table, p_revision, p_resource, p_token, p_holder, p_method, p_script_sha256)
+        ON CONFLICT (version_table, revision) DO UPDATE
+            SET resource = excluded.resource, applied_token = excluded.applied_token,
+                holder = excluded.holder, method = excluded.method,
+                applied_at = now(), script_sha256 = excluded.script_sha256;
+    END IF;
+    RETURN pg_current_xact_id()::text::bigint;
+END
+$$;
+
+CREATE FUNCTION @extschema@.record_rollback(p_version_table text, p_revision text) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM @extschema@.applied_revision
+     WHERE version_table = p_version_table AND revision = p_revision;
+    RETURN pg_current_xact_id()::text::bigint;
+END
+$$;
+
+-- The monotonic guard: no client, fencemigrate or not, can lower a fence token,
+-- rename a fenced resource, or delete or truncate fence rows.
+CREATE FUNCTION @extschema@.agent_fence_guard() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        IF NEW.resource IS DISTINCT FROM OLD.resource THEN
+            RAISE EXCEPTION USING ERRCODE = 'FM002',
+                MESSAGE = format('agent_fence is monotonic: resource %s cannot be renamed', OLD.resource);
+        END IF;
+        IF NEW.token < OLD.token THEN
+            RAISE EXCEPTION USING ERRCODE = 'FM002',
+                MESSAGE = format('agent_fence is monotonic: the token of %s cannot go down from %s to %s',
+                                 OLD.resource, OLD.token, NEW.token);
+        END IF;
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'FM002',
+        MESSAGE = format('agent_fence is monotonic: %s of fence rows is not allowed', lower(TG_OP));
+END
+$$;
+
+CREATE TRIGGER agent_fence_monotonic
+    BEFORE UPDATE OR DELETE ON @extschema@.agent_fence
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.agent_fence_guard();
+
+CREATE TRIGGER agent_fence_no_truncate
+    BEFORE TRUNCATE ON @extschema@.agent_fence
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.agent_fence_guard();

@@ -1,0 +1,2 @@
+-- The installed fence schema version.
+SELECT {schema}.schema_version()

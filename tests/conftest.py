@@ -1,0 +1,128 @@
+"""Shared fixtures: a fresh PostgreSQL database per test and real Alembic projects.
+
+The server comes from ``FENCEMIGRATE_TEST_PG_HOST`` / ``FENCEMIGRATE_TEST_PG_PORT``
+(``bash .ci/test`` starts one and sets them). Without a reachable server the run
+stops with a non-zero exit status: database tests are never skipped.
+
+Fixtures:
+
+* ``pg_server`` (session) -- :class:`support.pg.PgServer`, checked reachable.
+* ``postgresql_noproc`` (session) -- pytest-postgresql's executor for that server;
+  it creates the template database every test database is cloned from.
+* ``postgresql`` -- pytest-postgresql's per-test psycopg connection to a fresh,
+  empty database cloned from the template (dropped after the test).
+* ``pg_conn`` -- the same connection, switched to autocommit.
+* ``pg_dbname`` / ``pg_url`` -- that database's name and SQLAlchemy URL
+  (``postgresql+psycopg://postgres@127.0.0.1:<port>/<db>``).
+* ``make_project`` -- factory ``(template="generic", url=None, name="project")``
+  returning a :class:`support.project.Project` made by the real ``alembic init``.
+* ``project`` -- ``make_project()`` with the defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import settings
+from pytest_postgresql import factories
+
+# Make `from support.xxx import ...` work however pytest is invoked.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from support.pg import PgServer, PgServerUnavailable, server_from_env, wait_until_reachable  # noqa: E402
+from support.project import MakeProject, Project, create_project  # noqa: E402
+
+# Database tests talk to a real server: wall-clock deadlines only cause flakiness.
+settings.register_profile("fencemigrate", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fencemigrate"))
+
+# pytest-postgresql takes host/port when the fixture factory is called, i.e. now.
+# If the variables are missing, placeholders are used: `pg_server` stops the run
+# with an explanation before anything connects.
+try:
+    _SERVER: PgServer | None = server_from_env()
+except PgServerUnavailable:
+    _SERVER = None
+
+# Database names are per pytest process, so runs sharing one server (or leftovers
+# of a killed run) cannot collide. pytest-postgresql appends the xdist worker id.
+_DBNAME = f"fm_test_{os.getpid()}"
+
+_postgresql_noproc_raw = factories.postgresql_noproc(
+    host=_SERVER.host if _SERVER else "127.0.0.1",
+    port=_SERVER.port if _SERVER else 1,
+    user=_SERVER.user if _SERVER else "postgres",
+    dbname=_DBNAME,
+)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> PgServer:
+    """The test PostgreSQL server; stops the whole run (exit 3) if unset or unreachable."""
+    try:
+        server = server_from_env()
+        wait_until_reachable(server)
+    except PgServerUnavailable as exc:
+        pytest.exit(f"PostgreSQL for the tests is unavailable: {exc}", returncode=3)
+    return server
+
+
+@pytest.fixture(scope="session")
+def postgresql_noproc(pg_server: PgServer, request: pytest.FixtureRequest) -> Any:
+    """pytest-postgresql ``NoopExecutor`` for ``pg_server``, with its template database created.
+
+    Overrides the plugin's default ``postgresql_noproc`` (which would use
+    127.0.0.1:5432) so that nothing can reach a server other than ours.
+    """
+    return request.getfixturevalue("_postgresql_noproc_raw")
+
+
+# Per-test database cloned from the template; overrides the plugin's
+# `postgresql` fixture, which would otherwise try to launch its own server.
+postgresql = factories.postgresql("postgresql_noproc")
+
+
+@pytest.fixture
+def pg_conn(postgresql: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    """Autocommit psycopg connection to this test's fresh database."""
+    postgresql.autocommit = True
+    return postgresql
+
+
+@pytest.fixture
+def pg_dbname(postgresql: psycopg.Connection[Any]) -> str:
+    """Name of this test's fresh database."""
+    return str(postgresql.info.dbname)
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer, pg_dbname: str) -> str:
+    """SQLAlchemy URL of this test's database: ``postgresql+psycopg://postgres@host:port/db``."""
+    return pg_server.url(pg_dbname)
+
+
+@pytest.fixture
+def make_project(tmp_path: Path, pg_url: str) -> MakeProject:
+    """Factory creating real Alembic projects (``alembic init -t <template>``) in ``tmp_path``.
+
+    ``url`` defaults to this test's database. Call it several times with different
+    ``name`` values for several projects.
+    """
+
+    def make(template: str | Path = "generic", url: str | None = None, name: str = "project") -> Project:
+        """Create the project ``tmp_path / name``."""
+        return create_project(tmp_path / name, url or pg_url, template)
+
+    return make
+
+
+@pytest.fixture
+def project(make_project: MakeProject) -> Project:
+    """A "generic"-template Alembic project pointing at this test's database."""
+    return make_project()
+

@@ -20,6 +20,7 @@ from sqlalchemy.dialects import postgresql
 
 from .config import configured_resource, fence_schema
 from .errors import FencemigrateError, UsageError
+from .demo import DemoResult, run_demo
 from .fence_schema import ensure_installed, install_script
 from .resources import template_dir
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, run_env, translated_errors
@@ -157,6 +158,12 @@ def init(config: Config, directory: str) -> Path:
     except CommandError as error:
         raise UsageError(str(error)) from None
     return target
+
+
+def demo(url: str, say: Callable[[str], None]) -> DemoResult:
+    """Replay the design notes' incident fenced and with plain Alembic, on scratch databases at ``url``."""
+    with translated_errors():
+        return run_demo(url, say)
 
 
 def current(config: Config, verbose: bool = False) -> None:

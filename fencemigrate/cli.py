@@ -127,6 +127,17 @@ def init(obj: _Context, directory: str) -> None:
 
 
 @main.command()
+@click.option("--url", required=True, metavar="URL",
+              help="PostgreSQL server to replay on (postgresql+psycopg://...); two scratch databases are made and dropped.")
+def demo(url: str) -> None:
+    """Replay the incident from the design notes: fenced, then with plain alembic as the control."""
+    result = _guarded(False, lambda: api.demo(url, click.echo))
+    verdict = "fencing kept agent-B's work; plain alembic destroyed it" if result.ok else "UNEXPECTED outcome"
+    click.echo(f"\nverdict: {verdict}")
+    sys.exit(0 if result.ok else EXIT_ERROR)
+
+
+@main.command()
 @click.option("-v", "--verbose", is_flag=True)
 @click.pass_obj
 def current(obj: _Context, verbose: bool) -> None:

@@ -133,7 +133,7 @@ def install(config: Config, sql: bool = False) -> str:
     """Install the fence schema through env.py's connection; with ``sql``, return the script instead."""
     schema = check_schema(fence_schema(config))
     if sql:
-        return install_script(postgresql.dialect().identifier_preparer.quote(schema))
+        return install_script(postgresql.dialect().identifier_preparer.quote(schema))  # type: ignore[no-untyped-call]
     outcome: list[bool] = []
 
     def do_install(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:

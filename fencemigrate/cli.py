@@ -63,7 +63,7 @@ _sql_option = click.option("--sql", is_flag=True, help="Write the SQL (with the 
 @_fence_options
 @_sql_option
 @click.pass_obj
-def upgrade(obj: _Context, revision: str, as_json: bool, **options: Any) -> None:
+def upgrade(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> None:
     """Upgrade to REVISION, claiming the fence before every step."""
     _run(as_json, lambda: api.upgrade(obj.config(), revision, **options))
 
@@ -73,7 +73,7 @@ def upgrade(obj: _Context, revision: str, as_json: bool, **options: Any) -> None
 @_fence_options
 @_sql_option
 @click.pass_obj
-def downgrade(obj: _Context, revision: str, as_json: bool, **options: Any) -> None:
+def downgrade(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> None:
     """Downgrade to REVISION, claiming the fence before every step."""
     _run(as_json, lambda: api.downgrade(obj.config(), revision, **options))
 
@@ -82,7 +82,7 @@ def downgrade(obj: _Context, revision: str, as_json: bool, **options: Any) -> No
 @click.argument("revision")
 @_fence_options
 @click.pass_obj
-def reapply(obj: _Context, revision: str, as_json: bool, **options: Any) -> None:
+def reapply(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> None:
     """Roll back REVISION and apply it again in one transaction; only under the token that applied it."""
     _run(as_json, lambda: api.reapply(obj.config(), revision, **options))
 
@@ -92,7 +92,7 @@ def reapply(obj: _Context, revision: str, as_json: bool, **options: Any) -> None
 @_fence_options
 @_sql_option
 @click.pass_obj
-def stamp(obj: _Context, revisions: tuple[str, ...], as_json: bool, **options: Any) -> None:
+def stamp(obj: _Context, /, revisions: tuple[str, ...], as_json: bool, **options: Any) -> None:
     """Set the version table to REVISIONS without running migrations, under the fence."""
     _run(as_json, lambda: api.stamp(obj.config(), revisions, **options))
 

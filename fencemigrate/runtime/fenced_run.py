@@ -113,6 +113,7 @@ class FencedRun:
         connection = context.connection
         assert connection is not None
         dbapi_connection = connection.connection.dbapi_connection
+        assert dbapi_connection is not None
         autocommit = connection.dialect.detect_autocommit_setting(dbapi_connection)
         if autocommit or not connection.in_transaction():
             raise NotTransactional(
@@ -128,7 +129,7 @@ class FencedRun:
         for revision in change.removed:
             last = calls.record_rollback(version_table, revision)
         for revision in change.added:
-            path = script.get_revision(revision).path  # type: ignore[union-attr]
+            path = script.get_revision(revision).path
             last = calls.record_apply(
                 version_table,
                 revision,

@@ -25,19 +25,35 @@ def _as_usage_errors(plan: Planner) -> Planner:
     return planner
 
 
+# ScriptDirectory._upgrade_revs/_downgrade_revs are annotated with str, but alembic's own
+# command.py passes the heads tuple, as we do.
+
+
 def upgrade_plan(script: ScriptDirectory, revision: str) -> Planner:
     """Steps from the current heads up to ``revision``."""
-    return _as_usage_errors(lambda heads, _: (list(script._upgrade_revs(revision, heads)), []))
+
+    def plan(heads: tuple[str, ...], _: MigrationContext) -> tuple[list[Any], list[str]]:
+        return list(script._upgrade_revs(revision, heads)), []  # type: ignore[arg-type]
+
+    return _as_usage_errors(plan)
 
 
 def downgrade_plan(script: ScriptDirectory, revision: str) -> Planner:
     """Steps from the current heads down to ``revision``."""
-    return _as_usage_errors(lambda heads, _: (list(script._downgrade_revs(revision, heads)), []))
+
+    def plan(heads: tuple[str, ...], _: MigrationContext) -> tuple[list[Any], list[str]]:
+        return list(script._downgrade_revs(revision, heads)), []  # type: ignore[arg-type]
+
+    return _as_usage_errors(plan)
 
 
 def stamp_plan(script: ScriptDirectory, revisions: tuple[str, ...]) -> Planner:
     """Stamp steps that move the version table to ``revisions`` without running them."""
-    return _as_usage_errors(lambda heads, _: (list(script._stamp_revs(revisions, heads)), []))
+
+    def plan(heads: tuple[str, ...], _: MigrationContext) -> tuple[list[Any], list[str]]:
+        return list(script._stamp_revs(revisions, heads)), []
+
+    return _as_usage_errors(plan)
 
 
 def reapply_plan(script: ScriptDirectory, revision: str) -> Planner:
@@ -64,7 +80,7 @@ def reapply_plan(script: ScriptDirectory, revision: str) -> Planner:
         head = branch_heads[0]
         below = parents[0] if parents else "base"
         down = list(script._downgrade_revs(below, head))
-        up = list(script._upgrade_revs(head, tuple(parents)))
+        up = list(script._upgrade_revs(head, tuple(parents)))  # type: ignore[arg-type]
         return down + up, [step.revision.revision for step in down]
 
     return _as_usage_errors(plan)

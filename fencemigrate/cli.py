@@ -175,10 +175,10 @@ def show(obj: _Context, revision: str) -> None:
 
 def _run(as_json: bool, call: Callable[[], RunOutcome]) -> None:
     outcome = _guarded(as_json, call)
+    # With --sql the script owns stdout, so the summary (text or JSON) goes to stderr.
     if as_json:
-        _print_json(outcome.as_json())
+        _print_json(outcome.as_json(), err=outcome.offline)
     else:
-        # With --sql the script owns stdout, so the summary goes to stderr.
         click.echo(_outcome_text(outcome), err=outcome.offline)
 
 
@@ -200,8 +200,8 @@ def _fail(as_json: bool, error: FencemigrateError) -> NoReturn:
     sys.exit(error.exit_status)
 
 
-def _print_json(payload: dict[str, Any]) -> None:
-    click.echo(json.dumps(payload, sort_keys=True))
+def _print_json(payload: dict[str, Any], err: bool = False) -> None:
+    click.echo(json.dumps(payload, sort_keys=True), err=err)
 
 
 def _outcome_text(outcome: RunOutcome) -> str:

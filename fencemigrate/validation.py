@@ -18,7 +18,7 @@ def parse_token(value: str | int | None) -> int:
         raise UsageError(
             "a fencing token is required: pass --token N or set FENCEMIGRATE_TOKEN"
         )
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise UsageError(f"invalid token {value!r}: must be an integer from 1 to {MAX_TOKEN}")
     try:
         token = int(value)

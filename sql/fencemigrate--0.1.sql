@@ -93,6 +93,7 @@ LANGUAGE sql VOLATILE
 AS $$ SELECT pg_current_xact_id_if_assigned()::text::bigint $$;
 
 -- Re-applying is legal only for revisions applied under the caller's own token.
+-- Called before claim(), so a rejection reports the fence token as committed.
 CREATE FUNCTION @extschema@.check_reapply(
     p_version_table text, p_resource text, p_revisions text[], p_token bigint
 ) RETURNS void
@@ -105,6 +106,10 @@ DECLARE
     v_fence    bigint;
 BEGIN
     SELECT f.token INTO v_fence FROM @extschema@.agent_fence f WHERE f.resource = p_resource;
+    IF v_fence > p_token THEN
+        PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+            format('token %s has since written to %s', v_fence, p_resource));
+    END IF;
     FOREACH v_revision IN ARRAY p_revisions LOOP
         SELECT a.applied_token INTO v_applied
           FROM @extschema@.applied_revision a

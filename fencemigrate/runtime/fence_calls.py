@@ -48,7 +48,7 @@ class FenceCalls:
         return self._xact("current_xact")
 
     def check_reapply(self, version_table: str, resource: str, revisions: list[str], token: int) -> None:
-        """Raise FM001 unless every revision was applied under ``token``."""
+        """Raise FM001 unless the fence and every revision's applied token allow ``token`` to re-apply."""
         self._call(
             "check_reapply",
             version_table=version_table,

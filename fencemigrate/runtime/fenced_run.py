@@ -16,6 +16,8 @@ from .ledger_changes import LedgerChange, ledger_change, script_sha256
 from .outcome import RunOutcome, StepOutcome
 from .settings import FenceSettings
 
+_TRANSACTION_ENDS = {"COMMIT", "COMMIT TRANSACTION", "COMMIT WORK", "END", "END TRANSACTION", "ROLLBACK"}
+
 Planner = Callable[[tuple[str, ...], MigrationContext], tuple[list[Any], list[str]]]
 """Given the current heads, the steps to run and the revisions a reapply rolls back."""
 
@@ -62,16 +64,20 @@ class FencedRun:
         self._require_transaction(context)
         if self._first_step:
             self._prepare(context)
-        claim_xact = calls.claim(settings.resource, settings.token)
         if self._first_step and self._reapplied:
             calls.check_reapply(self._version_table(context), settings.resource, self._reapplied, settings.token)
+        claim_xact = calls.claim(settings.resource, settings.token)
         self._first_step = False
 
         self._escaped = False
-        migration_fn(**kw)
+        with self._watching_offline_commits(context):
+            migration_fn(**kw)
 
         atomic = not self._escaped
-        if self._escaped:
+        if self._escaped or calls.offline:
+            # Offline, psql may run the rest of the step outside the claim's transaction in
+            # ways no script text shows: always claim again before the ledger and version rows
+            # (a repeated claim under the same token changes nothing).
             claim_xact = calls.claim(settings.resource, settings.token)
         change = ledger_change(self._script(context), step)
         last_xact = self._record(context, calls, change)
@@ -159,6 +165,26 @@ class FencedRun:
                 yield
 
         context.autocommit_block = fenced_autocommit_block  # type: ignore[method-assign]
+
+    @contextmanager
+    def _watching_offline_commits(self, context: MigrationContext) -> Iterator[None]:
+        """With --sql, a revision that writes COMMIT/END/ROLLBACK escapes its transaction."""
+        if not context.as_sql:
+            yield
+            return
+        impl = context.impl
+        write = impl.static_output
+
+        def watched(text: str) -> None:
+            if text.strip().rstrip(";").strip().upper() in _TRANSACTION_ENDS:
+                self._escaped = True
+            write(text)
+
+        impl.static_output = watched  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            impl.static_output = write  # type: ignore[method-assign]
 
     # -- helpers ---------------------------------------------------------------------------
 

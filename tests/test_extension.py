@@ -1,0 +1,251 @@
+"""The fence schema as a real PostgreSQL extension, and its monotonic guard.
+
+``sql/fencemigrate.control`` and ``sql/fencemigrate--0.1.sql`` are copied into the
+server's extension directory; ``CREATE EXTENSION fencemigrate`` must load them and
+fencemigrate must then use the extension instead of installing its own copy.
+The guard tests show that no client, fencemigrate or not, can lower a fence token or
+delete fence rows; the control shows the same statements succeed on a table without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from support.db import alembic_versions, query, schema_names, table_names
+from support.project import Project, Result
+
+from fencemigrate.fence_schema import install_script
+from fencemigrate.resources import sql_dir
+
+RESOURCE = "db/migrations"
+EXTENSION_FILES = ("fencemigrate.control", "fencemigrate--0.1.sql")
+
+
+def in_ci() -> bool:
+    """True when running in CI (``CI=true``), where a skip would hide a broken setup."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def fence_token(url: str) -> int | None:
+    """The fence token of db/migrations, None if no row (or no schema)."""
+    if "fencemigrate" not in schema_names(url):
+        return None
+    rows = query(url, "SELECT token FROM fencemigrate.agent_fence WHERE resource = %s", (RESOURCE,))
+    return int(rows[0][0]) if rows else None
+
+
+def ledger(url: str) -> list[tuple[str, int]]:
+    """(revision, applied_token) of every ledger row."""
+    rows = query(url, "SELECT revision, applied_token FROM fencemigrate.applied_revision ORDER BY revision")
+    return [(str(r[0]), int(r[1])) for r in rows]
+
+
+def assert_fenced(result: Result, token: int, fence: int) -> None:
+    """Exit 3 and the agent message on stderr."""
+    result.check(3)
+    lines = result.stderr.splitlines()
+    assert "FENCED: you no longer own db/migrations." in lines, result
+    assert (
+        f"Your lease token ({token}) is older than token {fence}, which has since written to this resource."
+        in lines
+    ), result
+
+
+# -- the extension -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def extension_dir(pg_conn: psycopg.Connection[Any]) -> Iterator[Path]:
+    """Copy the extension files into the server's extension directory; restore it afterwards.
+
+    The directory comes from the server (``pg_config`` view, SHAREDIR). If it is not
+    writable the test FAILS in CI (``CI=true``) and is skipped, with the reason, elsewhere.
+    """
+    row = pg_conn.execute("SELECT setting FROM pg_config WHERE name = 'SHAREDIR'").fetchone()
+    assert row is not None
+    directory = Path(row[0]) / "extension"
+    if not (directory.is_dir() and os.access(directory, os.W_OK)):
+        reason = (
+            f"the server's extension directory {directory} is not writable by uid {os.getuid()}: "
+            "cannot install the fencemigrate extension files"
+        )
+        if in_ci():
+            pytest.fail(reason + " (CI=true: this must not be skipped)")
+        pytest.skip(reason)
+    saved: dict[Path, bytes] = {}
+    for name in EXTENSION_FILES:
+        target = directory / name
+        if target.exists():
+            saved[target] = target.read_bytes()
+        shutil.copyfile(sql_dir() / name, target)
+    try:
+        yield directory
+    finally:
+        for name in EXTENSION_FILES:
+            target = directory / name
+            if target in saved:
+                target.write_bytes(saved[target])
+            else:
+                target.unlink(missing_ok=True)
+
+
+def test_extension_loads_and_is_used_without_reinstalling(
+    extension_dir: Path, pg_conn: psycopg.Connection[Any], pg_url: str, project: Project
+) -> None:
+    """CREATE EXTENSION loads the sql/ files; fencemigrate uses it as is and fences as usual;
+    DROP EXTENSION removes every fence object. Control: plain alembic applies the stale write."""
+    available = pg_conn.execute(
+        "SELECT default_version FROM pg_available_extensions WHERE name = 'fencemigrate'"
+    ).fetchall()
+    assert available == [("0.1",)]
+    pg_conn.execute("CREATE SCHEMA fencemigrate")
+    pg_conn.execute("CREATE EXTENSION fencemigrate SCHEMA fencemigrate")
+    assert pg_conn.execute(
+        "SELECT e.extversion, n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+        "WHERE e.extname = 'fencemigrate'"
+    ).fetchall() == [("0.1", "fencemigrate")]
+    assert table_names(pg_url, "fencemigrate") == ["agent_fence", "applied_revision"]
+    members_before = query(
+        pg_url, "SELECT count(*) FROM pg_depend WHERE refobjid = (SELECT oid FROM pg_extension "
+        "WHERE extname = 'fencemigrate') AND deptype = 'e'"
+    )
+
+    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    result = project.run_cli("upgrade", "head", "--token", "1").check(0)
+    assert "installed the fence schema" not in result.stdout
+    assert "  applied a1 under token 1" in result.stdout.splitlines()
+    project.add_revision("b2", "a1", "CREATE TABLE t2 (id int)", "DROP TABLE t2", slug="t2")
+    payload = json.loads(project.run_cli("upgrade", "head", "--token", "2", "--json").check(0).stdout)
+    assert payload["installed_fence_schema"] is False
+    # The runner did not add objects of its own next to the extension's.
+    assert query(
+        pg_url, "SELECT count(*) FROM pg_depend WHERE refobjid = (SELECT oid FROM pg_extension "
+        "WHERE extname = 'fencemigrate') AND deptype = 'e'"
+    ) == members_before
+    assert ledger(pg_url) == [("a1", 1), ("b2", 2)]
+    assert fence_token(pg_url) == 2
+
+    # Fenced as usual: token 2 has written, so token 1 is stale.
+    project.add_revision("c3", "b2", "CREATE TABLE t3 (id int)", "DROP TABLE t3", slug="t3")
+    assert_fenced(project.run_cli("upgrade", "head", "--token", "1"), token=1, fence=2)
+    assert table_names(pg_url) == ["alembic_version", "t1", "t2"]
+    assert alembic_versions(pg_url) == ["b2"]
+    assert ledger(pg_url) == [("a1", 1), ("b2", 2)]
+    assert fence_token(pg_url) == 2
+
+    # Control: plain alembic applies (with the extension in place) the revision token 1 was FENCED from.
+    project.run_alembic("upgrade", "head").check(0)
+    assert alembic_versions(pg_url) == ["c3"]
+
+    # The guard is part of the extension too.
+    with pytest.raises(psycopg.Error) as raised:
+        pg_conn.execute("UPDATE fencemigrate.agent_fence SET token = 1")
+    assert raised.value.sqlstate == "FM002"
+
+    pg_conn.execute("DROP EXTENSION fencemigrate")
+    assert pg_conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'fencemigrate'").fetchone() == (0,)
+    assert table_names(pg_url, "fencemigrate") == []
+    assert query(
+        pg_url, "SELECT count(*) FROM pg_proc WHERE pronamespace = 'fencemigrate'::regnamespace"
+    ) == [(0,)]
+
+
+def test_extension_files_match_the_runner_install(extension_dir: Path) -> None:
+    """The files in the server's extension directory are exactly the shipped sql/ files."""
+    for name in EXTENSION_FILES:
+        assert (extension_dir / name).read_bytes() == (sql_dir() / name).read_bytes()
+
+
+# -- the monotonic guard -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def guarded(pg_conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    """The fence schema installed (the runner's install script) and db/migrations claimed at 5."""
+    pg_conn.execute(install_script('"fencemigrate"'))
+    pg_conn.execute("SELECT fencemigrate.claim('db/migrations', 5)")
+    return pg_conn
+
+
+def fence_rows(conn: psycopg.Connection[Any], table: str = "fencemigrate.agent_fence") -> list[tuple[str, int]]:
+    """(resource, token) rows of a fence table."""
+    return [(str(r[0]), int(r[1])) for r in conn.execute(f"SELECT resource, token FROM {table} ORDER BY 1")]
+
+
+FORBIDDEN = [
+    pytest.param("UPDATE {table} SET token = token - 1", id="lower-token"),
+    pytest.param("UPDATE {table} SET token = 1 WHERE resource = 'db/migrations'", id="lower-to-1"),
+    pytest.param("UPDATE {table} SET resource = 'db/renamed'", id="rename-resource"),
+    pytest.param("DELETE FROM {table}", id="delete"),
+    pytest.param("TRUNCATE {table}", id="truncate"),
+]
+
+
+@pytest.mark.parametrize("statement", FORBIDDEN)
+def test_guard_rejects_with_fm002(guarded: psycopg.Connection[Any], statement: str) -> None:
+    """Lowering, renaming, deleting or truncating fence rows fails with SQLSTATE FM002; row unchanged."""
+    with pytest.raises(psycopg.Error) as raised:
+        guarded.execute(statement.format(table="fencemigrate.agent_fence"))
+    assert raised.value.sqlstate == "FM002", raised.value
+    assert str(raised.value).startswith("agent_fence is monotonic: ")
+    assert fence_rows(guarded) == [(RESOURCE, 5)]
+
+
+@pytest.mark.parametrize("statement", FORBIDDEN)
+def test_guard_control_plain_table_allows_it(guarded: psycopg.Connection[Any], statement: str) -> None:
+    """Control: the same statement succeeds on a copy of agent_fence without the guard triggers."""
+    guarded.execute("CREATE TABLE plain_fence (LIKE fencemigrate.agent_fence INCLUDING ALL)")
+    guarded.execute("INSERT INTO plain_fence SELECT * FROM fencemigrate.agent_fence")
+    assert fence_rows(guarded, "plain_fence") == [(RESOURCE, 5)]
+    guarded.execute(statement.format(table="plain_fence"))
+    assert fence_rows(guarded, "plain_fence") != [(RESOURCE, 5)]
+
+
+def test_guard_allows_raising_the_token(guarded: psycopg.Connection[Any]) -> None:
+    """Raising a token with a raw UPDATE is allowed (it only fences older holders out)."""
+    guarded.execute("UPDATE fencemigrate.agent_fence SET token = token + 1")
+    assert fence_rows(guarded) == [(RESOURCE, 6)]
+    guarded.execute("UPDATE fencemigrate.agent_fence SET token = 6")  # same value: allowed
+    assert fence_rows(guarded) == [(RESOURCE, 6)]
+
+
+def test_claim_with_lower_token_raises_fm001_with_json_detail(guarded: psycopg.Connection[Any]) -> None:
+    """claim() under a lower token raises FM001; DETAIL is JSON with resource/token/fence_token/reason."""
+    with pytest.raises(psycopg.Error) as raised:
+        guarded.execute("SELECT fencemigrate.claim('db/migrations', 3)")
+    error = raised.value
+    assert error.sqlstate == "FM001"
+    assert error.diag.message_primary is not None
+    assert error.diag.message_primary.startswith(
+        "FENCED: token 5 has since written to db/migrations (resource db/migrations, your token 3). "
+        "This is NOT a transient error"
+    )
+    assert error.diag.message_detail is not None
+    assert json.loads(error.diag.message_detail) == {
+        "resource": RESOURCE,
+        "token": 3,
+        "fence_token": 5,
+        "reason": "token 5 has since written to db/migrations",
+    }
+    assert fence_rows(guarded) == [(RESOURCE, 5)]
+    # Equal and higher tokens are accepted; each returns the claiming transaction id.
+    xact = guarded.execute("SELECT fencemigrate.claim('db/migrations', 5)").fetchone()
+    assert xact is not None and xact[0] > 0
+    guarded.execute("SELECT fencemigrate.claim('db/migrations', 7)")
+    assert fence_rows(guarded) == [(RESOURCE, 7)]
+
+
+@pytest.mark.parametrize("token", ["0", "-1", "NULL"])
+def test_claim_rejects_non_positive_tokens(guarded: psycopg.Connection[Any], token: str) -> None:
+    """claim() refuses a token below 1 (or NULL) with SQLSTATE 22023; the fence is unchanged."""
+    with pytest.raises(psycopg.Error) as raised:
+        guarded.execute(f"SELECT fencemigrate.claim('db/migrations', {token})")
+    assert raised.value.sqlstate == "22023"
+    assert fence_rows(guarded) == [(RESOURCE, 5)]

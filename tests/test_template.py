@@ -1,0 +1,297 @@
+"""``fencemigrate init``: a fence-aware Alembic environment that fences plain ``alembic`` too.
+
+With it, plain ``alembic upgrade`` refuses to migrate without ``-x fence_token=N``;
+with a token the run is fenced exactly like ``fencemigrate upgrade``. Controls: the
+plain generic ``alembic init`` environment lets the same tokenless or stale write through.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.db import alembic_versions, query, schema_names, table_names
+from support.project import MakeProject, Project, Result, run_command, script_command
+
+from fencemigrate.resources import template_dir
+
+RESOURCE = "db/migrations"
+TOKEN_REQUIRED = (
+    "fencemigrate: refusing to migrate without a fencing token: run `fencemigrate upgrade REV --token N`, "
+    "or pass `-x fence_token=N` to alembic"
+)
+
+CLAIM_LOG_SQL = """
+CREATE SCHEMA audit;
+CREATE TABLE audit.claim_log (id serial PRIMARY KEY, xact xid NOT NULL, token bigint NOT NULL);
+CREATE FUNCTION audit.log_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO audit.claim_log (xact, token) VALUES (pg_current_xact_id()::xid, NEW.token);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER log_claim AFTER INSERT OR UPDATE ON fencemigrate.agent_fence
+    FOR EACH ROW EXECUTE FUNCTION audit.log_claim();
+"""
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def ledger(url: str) -> list[tuple[str, int, str, str]]:
+    """(revision, applied_token, holder, method) of every ledger row, by revision."""
+    if "fencemigrate" not in schema_names(url):
+        return []
+    rows = query(
+        url, "SELECT revision, applied_token, holder, method FROM fencemigrate.applied_revision ORDER BY revision"
+    )
+    return [(str(r[0]), int(r[1]), str(r[2]), str(r[3])) for r in rows]
+
+
+def fences(url: str) -> dict[str, int]:
+    """resource -> fence token ({} without the schema)."""
+    if "fencemigrate" not in schema_names(url):
+        return {}
+    return {str(r[0]): int(r[1]) for r in query(url, "SELECT resource, token FROM fencemigrate.agent_fence")}
+
+
+def snapshot(url: str) -> dict[str, Any]:
+    """Schemas, tables, version rows, ledger and fences."""
+    return {
+        "schemas": schema_names(url),
+        "tables": table_names(url),
+        "versions": alembic_versions(url),
+        "ledger": ledger(url),
+        "fences": fences(url),
+    }
+
+
+EMPTY: dict[str, Any] = {"schemas": ["public"], "tables": [], "versions": None, "ledger": [], "fences": {}}
+
+
+def init(directory: Path, target: str = "migrations") -> Result:
+    """Run ``fencemigrate init TARGET`` in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return run_command(script_command("fencemigrate") + ["init", target], directory)
+
+
+def assert_fenced(result: Result, token: int, fence: int) -> None:
+    """Exit 3 and the agent message on stderr."""
+    result.check(3)
+    lines = result.stderr.splitlines()
+    assert "FENCED: you no longer own db/migrations." in lines, result
+    assert (
+        f"Your lease token ({token}) is older than token {fence}, which has since written to this resource."
+        in lines
+    ), result
+    assert "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply." in lines, result
+    assert "If your goal is already met by the current state, report that and stop." in lines, result
+
+
+@pytest.fixture
+def fenced_project(tmp_path: Path, pg_url: str) -> Project:
+    """A project written by ``fencemigrate init migrations``, pointed at this test's database."""
+    init(tmp_path / "fenced").check(0)
+    project = Project(path=tmp_path / "fenced", url=pg_url, template="fencemigrate")
+    project.set_url(pg_url)
+    return project
+
+
+def control_project(make_project: MakeProject, fenced: Project) -> Project:
+    """A plain generic ``alembic init`` project on the same database with the same revision files."""
+    control = make_project(name="control")
+    for path in fenced.versions.glob("*.py"):
+        shutil.copy(path, control.versions / path.name)
+    control.remove_pycache()
+    return control
+
+
+# -- init --------------------------------------------------------------------------------------
+
+
+def test_init_writes_a_fence_aware_environment(tmp_path: Path) -> None:
+    """init in an empty directory writes alembic.ini, env.py, script.py.mako and versions/."""
+    result = init(tmp_path / "new").check(0)
+    root = tmp_path / "new"
+    assert (root / "alembic.ini").is_file()
+    assert (root / "migrations" / "env.py").is_file()
+    assert (root / "migrations" / "script.py.mako").is_file()
+    assert (root / "migrations" / "versions").is_dir()
+    assert list((root / "migrations" / "versions").iterdir()) == []
+    assert (root / "migrations" / "env.py").read_text() == (template_dir() / "env.py").read_text()
+    assert "fencemigrate.alembic_env.run_migrations(context)" in (root / "migrations" / "env.py").read_text()
+    assert "script_location = %(here)s/migrations" in (root / "alembic.ini").read_text()
+    assert result.stdout.splitlines()[-1] == (
+        "fence-aware Alembic environment written to migrations; edit sqlalchemy.url in alembic.ini"
+    )
+
+
+def test_init_into_non_empty_directory_is_refused(tmp_path: Path) -> None:
+    """init into a non-empty directory exits 2, writes nothing and leaves the directory alone."""
+    root = tmp_path / "busy"
+    (root / "migrations").mkdir(parents=True)
+    (root / "migrations" / "keep.txt").write_text("mine")
+    result = init(root).check(2)
+    assert result.stderr.strip() == "fencemigrate: usage: directory 'migrations' exists and is not empty"
+    assert sorted(p.name for p in (root / "migrations").iterdir()) == ["keep.txt"]
+    assert (root / "migrations" / "keep.txt").read_text() == "mine"
+    assert not (root / "alembic.ini").exists()
+
+
+# -- plain alembic with the fence-aware env ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(("upgrade", "head"), id="upgrade"),
+        pytest.param(("upgrade", "head", "--sql"), id="upgrade-sql"),
+        pytest.param(("stamp", "head"), id="stamp"),
+    ],
+)
+def test_plain_alembic_without_token_refuses(
+    fenced_project: Project, make_project: MakeProject, pg_url: str, command: tuple[str, ...]
+) -> None:
+    """No token: plain alembic exits non-zero, says a token is required, and applies NOTHING.
+
+    Control: the generic env applies the same revision without a token."""
+    fenced_project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    result = fenced_project.run_alembic(*command)
+    assert result.code == 2, result
+    assert TOKEN_REQUIRED in result.stderr.splitlines(), result
+    assert "CREATE TABLE t1" not in result.stdout
+    assert snapshot(pg_url) == EMPTY
+
+    control = control_project(make_project, fenced_project)
+    control.run_alembic(*command).check(0)
+    if "--sql" not in command:
+        assert alembic_versions(pg_url) == ["a1"]
+
+
+def test_plain_alembic_downgrade_without_token_refuses(fenced_project: Project, pg_url: str) -> None:
+    """No token: a plain alembic downgrade is refused too and nothing is rolled back."""
+    fenced_project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    fenced_project.run_alembic("-x", "fence_token=3", "upgrade", "head").check(0)
+    before = snapshot(pg_url)
+    result = fenced_project.run_alembic("downgrade", "base")
+    assert result.code == 2, result
+    assert TOKEN_REQUIRED in result.stderr.splitlines(), result
+    assert snapshot(pg_url) == before
+
+
+def test_plain_alembic_with_token_is_fenced(
+    fenced_project: Project, make_project: MakeProject, pg_url: str
+) -> None:
+    """``alembic -x fence_token=34`` applies and writes the ledger; token 33 afterwards is FENCED.
+
+    Control: the generic env applies the same stale revision."""
+    fenced_project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    fenced_project.run_alembic("-x", "fence_token=34", "-x", "fence_holder=agent-B", "upgrade", "head").check(0)
+    assert table_names(pg_url) == ["alembic_version", "t1"]
+    assert alembic_versions(pg_url) == ["a1"]
+    assert ledger(pg_url) == [("a1", 34, "agent-B", "upgrade")]
+    assert fences(pg_url) == {RESOURCE: 34}
+
+    fenced_project.add_revision("b2", "a1", "CREATE TABLE t2 (id int)", "DROP TABLE t2", slug="t2")
+    before = snapshot(pg_url)
+    assert_fenced(fenced_project.run_alembic("-x", "fence_token=33", "upgrade", "head"), token=33, fence=34)
+    assert snapshot(pg_url) == before
+
+    control = control_project(make_project, fenced_project)
+    control.run_alembic("upgrade", "head").check(0)
+    assert table_names(pg_url) == ["alembic_version", "t1", "t2"]
+    assert alembic_versions(pg_url) == ["b2"]
+
+
+def test_plain_alembic_fence_resource_argument(fenced_project: Project, pg_url: str) -> None:
+    """``-x fence_resource=NAME`` fences that resource instead of db/migrations."""
+    fenced_project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    fenced_project.run_alembic("-x", "fence_token=8", "-x", "fence_resource=db/other", "upgrade", "head").check(0)
+    assert fences(pg_url) == {"db/other": 8}
+    assert query(pg_url, "SELECT resource FROM fencemigrate.applied_revision") == [("db/other",)]
+
+
+@pytest.mark.parametrize("token", ["abc", "0", "-1", "9223372036854775808"])
+def test_plain_alembic_bad_token_is_refused(fenced_project: Project, pg_url: str, token: str) -> None:
+    """A malformed ``-x fence_token`` exits 2 and touches nothing."""
+    fenced_project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    result = fenced_project.run_alembic("-x", f"fence_token={token}", "upgrade", "head")
+    assert result.code == 2, result
+    assert f"fencemigrate: invalid token {token!r}" in result.stderr, result
+    assert snapshot(pg_url) == EMPTY
+
+
+def test_fencemigrate_with_template_env_fences_once(fenced_project: Project, pg_url: str) -> None:
+    """``fencemigrate upgrade --token 35`` through the template env: one claim and one ledger row
+    per revision (no double fencing); read-only ``alembic current`` needs no token."""
+    fenced_project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    fenced_project.run_alembic("-x", "fence_token=34", "upgrade", "head").check(0)
+    query(pg_url, CLAIM_LOG_SQL)
+    fenced_project.add_revision("b2", "a1", "CREATE TABLE t2 (id int)", "DROP TABLE t2", slug="t2")
+    fenced_project.add_revision("c3", "b2", "CREATE TABLE t3 (id int)", "DROP TABLE t3", slug="t3")
+
+    result = fenced_project.run_cli("upgrade", "head", "--token", "35", "--holder", "agent-C").check(0)
+    assert result.stdout.splitlines() == [
+        "upgrade done: resource db/migrations, token 35, holder agent-C",
+        "  applied b2 under token 35",
+        "  applied c3 under token 35",
+        "  heads now: c3",
+    ]
+    assert table_names(pg_url) == ["alembic_version", "t1", "t2", "t3"]
+    assert alembic_versions(pg_url) == ["c3"]
+    assert [row[:2] for row in ledger(pg_url)] == [("a1", 34), ("b2", 35), ("c3", 35)]
+    assert query(pg_url, "SELECT count(*) FROM audit.claim_log") == [(2,)]  # one claim per step
+
+    current = fenced_project.run_alembic("current").check(0)
+    assert "c3 (head)" in current.stdout
+    assert snapshot(pg_url)["versions"] == ["c3"]
+    # A stale token through fencemigrate with this env is FENCED as well.
+    fenced_project.add_revision("d4", "c3", "CREATE TABLE t4 (id int)", "DROP TABLE t4", slug="t4")
+    before = snapshot(pg_url)
+    assert_fenced(fenced_project.run_cli("upgrade", "head", "--token", "34"), token=34, fence=35)
+    assert snapshot(pg_url) == before
+
+
+def test_plain_alembic_downgrade_with_token_is_fenced(
+    fenced_project: Project, make_project: MakeProject, pg_url: str
+) -> None:
+    """``alembic -x fence_token=N downgrade`` removes ledger rows under the fence; a stale token
+    cannot roll back. Control: the generic env rolls back without any token."""
+    fenced_project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    fenced_project.add_revision("b2", "a1", "CREATE TABLE t2 (id int)", "DROP TABLE t2", slug="t2")
+    fenced_project.run_alembic("-x", "fence_token=20", "upgrade", "head").check(0)
+    fenced_project.run_alembic("-x", "fence_token=21", "downgrade", "a1").check(0)
+    assert table_names(pg_url) == ["alembic_version", "t1"]
+    assert alembic_versions(pg_url) == ["a1"]
+    assert [row[:2] for row in ledger(pg_url)] == [("a1", 20)]
+    assert fences(pg_url) == {RESOURCE: 21}
+
+    before = snapshot(pg_url)
+    assert_fenced(fenced_project.run_alembic("-x", "fence_token=20", "downgrade", "base"), token=20, fence=21)
+    assert snapshot(pg_url) == before
+
+    control = control_project(make_project, fenced_project)
+    control.run_alembic("downgrade", "base").check(0)
+    assert table_names(pg_url) == ["alembic_version"]
+
+
+def test_plain_alembic_offline_with_token_writes_claims(fenced_project: Project) -> None:
+    """``alembic -x fence_token=N upgrade head --sql`` writes the claim before each revision's DDL."""
+    fenced_project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    fenced_project.add_revision("b2", "a1", "CREATE TABLE t2 (id int)", "DROP TABLE t2", slug="t2")
+    script = fenced_project.run_alembic("-x", "fence_token=12", "upgrade", "head", "--sql").check(0).stdout
+    events = [
+        line
+        for line in script.splitlines()
+        if line.startswith(("SELECT fencemigrate.claim", "CREATE TABLE t", "SELECT fencemigrate.record_apply"))
+    ]
+    assert [line.split("(")[0] for line in events] == [
+        "SELECT fencemigrate.claim",
+        "CREATE TABLE t1 ",
+        "SELECT fencemigrate.record_apply",
+        "SELECT fencemigrate.claim",
+        "CREATE TABLE t2 ",
+        "SELECT fencemigrate.record_apply",
+    ]
+    assert events[0] == "SELECT fencemigrate.claim('db/migrations', 12);"

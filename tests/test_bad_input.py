@@ -161,6 +161,9 @@ BAD_INPUT: dict[str, Case] = {
             ("2**63", str(2**63)),
             ("hex", "0x10"),
             ("1e3", "1e3"),
+            ("underscore", "1_000"),
+            ("plus-sign", "+5"),
+            ("arabic-indic-digits", "\u0661\u0662"),
         ]
     },
     "upgrade-token-empty": Case(("upgrade", "head", "--token="), _TOKEN_REQUIRED),

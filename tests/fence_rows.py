@@ -1,0 +1,147 @@
+"""Read fencemigrate's own rows (fence tokens, ledger) straight from a test database.
+
+Shared by the incident, atomicity, race and property tests. Everything here reads with
+:func:`support.db.query`, i.e. a short-lived autocommit connection, so it sees only what
+has been committed. Nothing here imports fencemigrate: the tests check the database,
+not the package's own view of it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import count
+from typing import Any
+
+import psycopg
+from psycopg import sql as pgsql
+from support.db import alembic_versions, query, schema_names, table_exists
+from support.pg import PgServer
+
+FENCE_SCHEMA = "fencemigrate"
+RESOURCE = "db/migrations"
+VERSION_TABLE = "alembic_version"
+
+#: Key lines of the agent message printed when a newer token has written (``{token}``, ``{fence}``).
+FENCED_STALE_LINES = (
+    "FENCED: you no longer own db/migrations.",
+    "Your lease token ({token}) is older than token {fence}, which has since written to this resource.",
+    "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply.",
+    "Next step: run `fencemigrate state` and re-plan from what is actually there.",
+    "If your goal is already met by the current state, report that and stop.",
+)
+
+#: Key lines of the agent message printed when a re-apply is not the caller's to make.
+FENCED_NOT_YOURS_LINES = (
+    "FENCED: this write to db/migrations is not yours to make.",
+    "Rejected for token {token}: {reason}.",
+    "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply.",
+    "Next step: run `fencemigrate state` and re-plan from what is actually there.",
+    "If your goal is already met by the current state, report that and stop.",
+)
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One row of ``fencemigrate.applied_revision`` (the fields the tests look at)."""
+
+    revision: str
+    applied_token: int
+    holder: str
+    method: str
+
+
+def fence_installed(url: str) -> bool:
+    """True when the fence schema's tables exist in the database."""
+    return FENCE_SCHEMA in schema_names(url) and table_exists(url, "agent_fence", FENCE_SCHEMA)
+
+
+def fence_tokens(url: str) -> dict[str, int]:
+    """``{resource: token}`` of every fence row; ``{}`` when the fence schema is not installed."""
+    if not fence_installed(url):
+        return {}
+    rows = query(url, f"SELECT resource, token FROM {FENCE_SCHEMA}.agent_fence ORDER BY resource")
+    return {str(resource): int(token) for resource, token in rows}
+
+
+def fence_token(url: str, resource: str = RESOURCE) -> int | None:
+    """The committed fence token of ``resource`` (None if it has no fence row)."""
+    return fence_tokens(url).get(resource)
+
+
+def ledger(url: str, version_table: str = VERSION_TABLE) -> dict[str, LedgerEntry]:
+    """``{revision: LedgerEntry}`` for one Alembic version table; ``{}`` when not installed."""
+    if not fence_installed(url):
+        return {}
+    rows = query(
+        url,
+        f"SELECT revision, applied_token, holder, method FROM {FENCE_SCHEMA}.applied_revision "
+        "WHERE version_table = %s ORDER BY revision",
+        (version_table,),
+    )
+    return {str(rev): LedgerEntry(str(rev), int(tok), str(holder), str(method)) for rev, tok, holder, method in rows}
+
+
+def ledger_tokens(url: str, version_table: str = VERSION_TABLE) -> dict[str, int]:
+    """``{revision: applied_token}`` of the ledger."""
+    return {rev: entry.applied_token for rev, entry in ledger(url, version_table).items()}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a fenced write could change: versions, ledger, fences, user tables (with OIDs)."""
+
+    versions: list[str] | None
+    ledger: dict[str, LedgerEntry]
+    fences: dict[str, int]
+    tables: dict[str, int]
+
+
+def user_tables(url: str) -> dict[str, int]:
+    """``{table: oid}`` of the tables in ``public`` (an OID change means dropped and re-created)."""
+    rows = query(
+        url,
+        "SELECT c.relname, c.oid::bigint FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') ORDER BY 1",
+        (),
+    )
+    return {str(name): int(oid) for name, oid in rows}
+
+
+def snapshot(url: str) -> Snapshot:
+    """Read a :class:`Snapshot` of the database."""
+    return Snapshot(alembic_versions(url), ledger(url), fence_tokens(url), user_tables(url))
+
+
+_database_counter = count(1)
+
+
+@contextmanager
+def scratch_database(pg_conn: psycopg.Connection[Any], server: PgServer, prefix: str = "fm_extra") -> Iterator[str]:
+    """Create an empty database next to the test's own, yield its SQLAlchemy URL, drop it afterwards.
+
+    ``pg_conn`` must be autocommit (the ``pg_conn`` fixture is). The name carries the test
+    database's name, so parallel pytest processes cannot collide.
+    """
+    base = str(pg_conn.info.dbname)
+    name = f"{prefix}_{next(_database_counter)}_{base}"[:63]
+    ident = pgsql.Identifier(name)
+    pg_conn.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
+    pg_conn.execute(pgsql.SQL("CREATE DATABASE {}").format(ident))
+    try:
+        yield server.url(name)
+    finally:
+        pg_conn.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
+
+
+#: Lines written by the logging setup of Alembic's env.py templates (``fileConfig``):
+#: ``%(levelname)-5.5s [%(name)s] %(message)s``, e.g. ``INFO  [alembic.runtime.migration] ...``.
+_LOG_LINE = re.compile(r"^(DEBUG|INFO |WARNI|ERROR|CRITI) \[[\w.]+\] ")
+
+
+def stderr_lines(text: str) -> list[str]:
+    """Non-empty lines of a captured stream, right-stripped, without env.py's logging lines."""
+    return [line.rstrip() for line in text.splitlines() if line.strip() and not _LOG_LINE.match(line)]

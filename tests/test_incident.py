@@ -1,0 +1,310 @@
+"""The incident from the design notes, replayed end to end through the ``fencemigrate`` CLI.
+
+Agent A applies its 0042 under token 33 and goes quiet; its lease expires and agent B
+(token 34) rolls A's 0042 back, rewrites it and applies its own version. A wakes up
+believing it still holds the lock, and (1) re-applies its 0042, then (2) renumbers its
+copy to 0043 and upgrades. With fencemigrate both writes bounce (FENCED, exit 3) and
+B's schema survives; the CONTROL replays the same steps with plain ``alembic`` on
+separate databases, where A's stale writes go through and B's schema is destroyed.
+
+Each agent has its own checkout (project directory) of the shared repository; both
+point at the same database, as in the incident.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from fence_rows import (
+    FENCED_NOT_YOURS_LINES,
+    FENCED_STALE_LINES,
+    LedgerEntry,
+    fence_tokens,
+    ledger,
+    scratch_database,
+    snapshot,
+    stderr_lines,
+)
+from support.db import alembic_versions, column_names, query, table_exists
+from support.pg import PgServer
+from support.project import MakeProject, Project, Result
+
+SLUG = "add_invoice_currency"
+
+# Both agents' 0042 create the table the migration is named after, with different columns.
+A_CREATE = "CREATE TABLE invoice_currency (invoice_id int PRIMARY KEY, currency char(3) NOT NULL)"
+A_COLUMNS = ["invoice_id", "currency"]
+B_UPGRADE = [
+    "CREATE TABLE invoice_currency (invoice_id int PRIMARY KEY, currency_code text NOT NULL DEFAULT 'EUR')",
+    "INSERT INTO invoice_currency VALUES (1, 'USD')",
+]
+B_COLUMNS = ["invoice_id", "currency_code"]
+DOWNGRADE = ["DROP TABLE invoice_currency"]
+# A's renumbered 0043, "fixed" so that it applies on top of B's 0042 (the agent routing
+# around "relation already exists"): it replaces B's table with A's.
+A_RENUMBERED_UPGRADE = ["DROP TABLE IF EXISTS invoice_currency", A_CREATE]
+
+STALE_REASON = "token 34 has since written to db/migrations"
+
+
+# -- the two agents' checkouts ----------------------------------------------------------------
+
+
+def write_a_0042(checkout: Project) -> Path:
+    """A's 0042: ``invoice_currency(invoice_id, currency)``."""
+    return checkout.add_revision("0042", None, [A_CREATE], DOWNGRADE, slug=SLUG)
+
+
+def write_b_0042(checkout: Project) -> Path:
+    """B's rewrite of 0042: ``invoice_currency(invoice_id, currency_code)`` and a row in it."""
+    return checkout.add_revision("0042", None, B_UPGRADE, DOWNGRADE, slug=SLUG)
+
+
+def write_a_0043(checkout: Project) -> Path:
+    """A's renumbered copy: B's 0042 pulled in, A's table as 0043 on top of it."""
+    write_b_0042(checkout)
+    return checkout.add_revision("0043", "0042", A_RENUMBERED_UPGRADE, DOWNGRADE, slug=SLUG)
+
+
+def clone_checkout(pristine: Project, name: str, url: str) -> Project:
+    """A copy of a freshly initialised project (no revisions yet), pointed at ``url``.
+
+    Cheaper than another ``alembic init`` for the control's checkouts.
+    """
+    assert not any(pristine.versions.glob("*.py")), "clone only a project without revisions"
+    target = pristine.path.parent / name
+    shutil.copytree(pristine.path, target)
+    clone = Project(path=target, url=url, template=pristine.template)
+    clone.set_url(url)
+    return clone
+
+
+def fm(checkout: Project, *args: str, token: int, holder: str, as_json: bool = False) -> Result:
+    """Run ``fencemigrate ARGS --token T --holder H [--json]`` in ``checkout``."""
+    extra = ["--json"] if as_json else []
+    return checkout.run_cli(*args, "--token", str(token), "--holder", holder, *extra)
+
+
+def replay_until_b_applied(a: Project, b: Project) -> None:
+    """14:28 A applies its 0042 under 33; 14:31 B (34) rolls it back, rewrites it, applies its own."""
+    write_a_0042(a)
+    out = fm(a, "upgrade", "head", token=33, holder="agent-A").check(0)
+    assert "  applied 0042 under token 33" in out.stdout.splitlines()
+    assert column_names(a.url, "invoice_currency") == A_COLUMNS
+
+    write_a_0042(b)  # B's checkout has A's pushed 0042
+    out = fm(b, "downgrade", "base", token=34, holder="agent-B").check(0)
+    assert "  rolled back 0042 under token 34" in out.stdout.splitlines()
+    assert not table_exists(b.url, "invoice_currency")
+
+    write_b_0042(b)
+    out = fm(b, "upgrade", "head", token=34, holder="agent-B").check(0)
+    assert out.stdout.splitlines()[0] == "upgrade done: resource db/migrations, token 34, holder agent-B"
+    assert "  applied 0042 under token 34" in out.stdout.splitlines()
+    assert_b_schema(b.url)
+
+
+def assert_b_schema(url: str, fence: int = 34) -> None:
+    """B's 0042 is what the database holds: B's columns and row, version 0042, B's ledger row."""
+    assert column_names(url, "invoice_currency") == B_COLUMNS
+    assert query(url, "SELECT invoice_id, currency_code FROM invoice_currency") == [(1, "USD")]
+    assert alembic_versions(url) == ["0042"]
+    assert ledger(url) == {"0042": LedgerEntry("0042", 34, "agent-B", "upgrade")}
+    assert fence_tokens(url) == {"db/migrations": fence}
+
+
+def assert_fenced_text(result: Result, token: int, fence: int) -> None:
+    """Exit 3, nothing on stdout, the agent message's key lines on stderr, no traceback."""
+    result.check(3)
+    assert result.stdout == ""
+    lines = stderr_lines(result.stderr)
+    for expected in FENCED_STALE_LINES:
+        assert expected.format(token=token, fence=fence) in lines, result
+    assert lines[0] == "FENCED: you no longer own db/migrations."
+    assert "Traceback" not in result.stderr
+
+
+def assert_fenced_json(result: Result, token: int, fence: int, reason: str) -> dict[str, Any]:
+    """Exit 3 and exactly one JSON object on stdout describing the rejection."""
+    result.check(3)
+    assert len(result.stdout.strip().splitlines()) == 1, result
+    payload: dict[str, Any] = json.loads(result.stdout)
+    assert payload["status"] == "fenced"
+    assert payload["resource"] == "db/migrations"
+    assert payload["token"] == token
+    assert payload["fence_token"] == fence
+    assert payload["reason"] == reason
+    assert payload["message"].splitlines()[0].startswith("FENCED: ")
+    assert "Do not retry, rebase, renumber, or re-apply." in payload["message"]
+    assert "Traceback" not in result.stderr
+    return payload
+
+
+# -- the incident --------------------------------------------------------------------------
+
+
+def test_incident_replayed_end_to_end(
+    make_project: MakeProject, pg_url: str, pg_conn: psycopg.Connection[Any], pg_server: PgServer
+) -> None:
+    """A's stale reapply and its renumbered 0043 are both FENCED and B's 0042 survives; plain alembic lets both through."""
+    a = make_project(name="agent_a")
+    b = clone_checkout(a, "agent_b", pg_url)
+    pristine = clone_checkout(a, "pristine", pg_url)
+    replay_until_b_applied(a, b)
+    before = snapshot(pg_url)
+
+    # 14:40:11 A wakes up and re-applies its 0042 (its checkout still has its own version).
+    out = fm(a, "reapply", "0042", token=33, holder="agent-A")
+    assert_fenced_text(out, token=33, fence=34)
+    assert_b_schema(pg_url)
+    assert snapshot(pg_url) == before  # not even the table's OID changed
+
+    out = fm(a, "reapply", "0042", token=33, holder="agent-A", as_json=True)
+    assert_fenced_json(out, token=33, fence=34, reason=STALE_REASON)
+    assert snapshot(pg_url) == before
+
+    # 14:40:44 "Retrying with a fresh migration number": A renumbers its copy to 0043.
+    write_a_0043(a)
+    out = fm(a, "upgrade", "head", token=33, holder="agent-A")
+    assert_fenced_text(out, token=33, fence=34)
+    assert alembic_versions(pg_url) == ["0042"]
+    assert_b_schema(pg_url)
+    assert "0043" not in ledger(pg_url)
+    assert snapshot(pg_url) == before
+
+    out = fm(a, "upgrade", "head", token=33, holder="agent-A", as_json=True)
+    assert_fenced_json(out, token=33, fence=34, reason=STALE_REASON)
+    assert snapshot(pg_url) == before
+
+    # With a fresh lease (token 35) the 0043 copy may be applied; B's ledger row stays B's.
+    out = fm(a, "upgrade", "head", token=35, holder="agent-A").check(0)
+    assert "  applied 0043 under token 35" in out.stdout.splitlines()
+    assert "  heads now: 0043" in out.stdout.splitlines()
+    assert alembic_versions(pg_url) == ["0043"]
+    assert column_names(pg_url, "invoice_currency") == A_COLUMNS  # a fresh lease may replace B's table
+    assert ledger(pg_url) == {
+        "0042": LedgerEntry("0042", 34, "agent-B", "upgrade"),
+        "0043": LedgerEntry("0043", 35, "agent-A", "upgrade"),
+    }
+    assert fence_tokens(pg_url) == {"db/migrations": 35}
+
+    # `fencemigrate state` is what A is told to read: it shows B's 0042.
+    state = a.run_cli("state").check(0)
+    lines = state.stdout.splitlines()
+    assert lines[0] == "heads: 0043"
+    assert any(line.startswith("  db/migrations  token=35  since ") for line in lines), state
+    assert any(line.startswith("  0042  applied_token=34  holder=agent-B  upgrade at ") for line in lines), state
+    assert any(line.startswith("  0043  applied_token=35  holder=agent-A  upgrade at ") for line in lines), state
+    payload = json.loads(a.run_cli("state", "--json").check(0).stdout)
+    assert payload["status"] == "ok" and payload["heads"] == ["0043"]
+    assert [(f["resource"], f["token"]) for f in payload["fences"]] == [("db/migrations", 35)]
+    assert [(r["revision"], r["applied_token"], r["holder"]) for r in payload["ledger"]] == [
+        ("0042", 34, "agent-B"),
+        ("0043", 35, "agent-A"),
+    ]
+
+    # CONTROL 1: plain alembic, same steps: A's "reapply" destroys B's schema.
+    with scratch_database(pg_conn, pg_server, "fm_ctl_reapply") as url:
+        ctl_a = clone_checkout(pristine, "ctl_reapply_a", url)
+        ctl_b = clone_checkout(pristine, "ctl_reapply_b", url)
+        replay_with_plain_alembic(ctl_a, ctl_b)
+        ctl_a.run_alembic("downgrade", "base").check(0)
+        ctl_a.run_alembic("upgrade", "head").check(0)
+        assert column_names(url, "invoice_currency") == A_COLUMNS, "control: B's table should be gone"
+        assert query(url, "SELECT count(*) FROM invoice_currency") == [(0,)]
+        assert alembic_versions(url) == ["0042"]
+
+    # CONTROL 2: plain alembic, A's renumbered 0043 goes through on top of B's 0042.
+    with scratch_database(pg_conn, pg_server, "fm_ctl_renumber") as url:
+        ctl_a = clone_checkout(pristine, "ctl_renumber_a", url)
+        ctl_b = clone_checkout(pristine, "ctl_renumber_b", url)
+        replay_with_plain_alembic(ctl_a, ctl_b)
+        write_a_0043(ctl_a)
+        ctl_a.run_alembic("upgrade", "head").check(0)
+        assert alembic_versions(url) == ["0043"]
+        assert column_names(url, "invoice_currency") == A_COLUMNS, "control: A's stale DDL should have landed"
+
+
+def replay_with_plain_alembic(a: Project, b: Project) -> None:
+    """The control's first half: A applies its 0042, B rolls it back and applies its own, all plain alembic."""
+    write_a_0042(a)
+    a.run_alembic("upgrade", "head").check(0)
+    write_a_0042(b)
+    b.run_alembic("downgrade", "base").check(0)
+    write_b_0042(b)
+    b.run_alembic("upgrade", "head").check(0)
+    assert column_names(b.url, "invoice_currency") == B_COLUMNS
+    assert alembic_versions(b.url) == ["0042"]
+
+
+# -- who may re-apply -----------------------------------------------------------------------
+
+
+def test_rightful_holder_can_reapply_its_own_revision(make_project: MakeProject, pg_url: str) -> None:
+    """B (token 34) re-applies the 0042 it applied: rolled back and re-applied in one run, ledger still B's."""
+    a = make_project(name="agent_a")
+    b = clone_checkout(a, "agent_b", pg_url)
+    replay_until_b_applied(a, b)
+    old_oid = snapshot(pg_url).tables["invoice_currency"]
+
+    out = fm(b, "reapply", "0042", token=34, holder="agent-B").check(0)
+    assert out.stdout.splitlines() == [
+        "reapply done: resource db/migrations, token 34, holder agent-B",
+        "  rolled back 0042 under token 34",
+        "  re-applied 0042 under token 34",
+        "  heads now: 0042",
+    ]
+    assert_b_schema(pg_url)
+    assert snapshot(pg_url).tables["invoice_currency"] != old_oid  # it really was dropped and re-created
+
+    payload = json.loads(fm(b, "reapply", "0042", token=34, holder="agent-B", as_json=True).check(0).stdout)
+    assert payload["status"] == "ok" and payload["command"] == "reapply"
+    assert [(s["revisions"], s["direction"], s["token"]) for s in payload["steps"]] == [
+        (["0042"], "down", 34),
+        (["0042"], "up", 34),
+    ]
+    assert payload["heads"] == ["0042"]
+    assert_b_schema(pg_url)
+
+
+def test_higher_token_cannot_reapply_a_revision_applied_under_another_token(
+    make_project: MakeProject, pg_url: str, pg_conn: psycopg.Connection[Any], pg_server: PgServer
+) -> None:
+    """Token 35 may not re-apply B's 0042 (applied under 34): FENCED, and the fence stays 34; plain alembic re-applies it."""
+    a = make_project(name="agent_a")
+    b = clone_checkout(a, "agent_b", pg_url)
+    pristine = clone_checkout(a, "pristine", pg_url)
+    replay_until_b_applied(a, b)
+    before = snapshot(pg_url)
+    reason = "0042 was applied under token 34, not yours"
+
+    out = fm(a, "reapply", "0042", token=35, holder="agent-A")
+    out.check(3)
+    assert out.stdout == ""
+    lines = stderr_lines(out.stderr)
+    for expected in FENCED_NOT_YOURS_LINES:
+        assert expected.format(token=35, reason=reason) in lines, out
+    assert lines[0] == "FENCED: this write to db/migrations is not yours to make."
+    assert "Traceback" not in out.stderr
+    assert snapshot(pg_url) == before
+    assert_b_schema(pg_url, fence=34)  # the claim by 35 rolled back with the rejected reapply
+
+    out = fm(a, "reapply", "0042", token=35, holder="agent-A", as_json=True)
+    # fence_token: the fence as committed (34); token 35's own claim never committed.
+    assert_fenced_json(out, token=35, fence=34, reason=reason)
+    assert snapshot(pg_url) == before
+
+    # CONTROL: without the fence, "reapply" (downgrade + upgrade) drops B's table and data.
+    with scratch_database(pg_conn, pg_server, "fm_ctl_higher") as url:
+        ctl_a = clone_checkout(pristine, "ctl_a", url)
+        ctl_b = clone_checkout(pristine, "ctl_b", url)
+        replay_with_plain_alembic(ctl_a, ctl_b)
+        ctl_oid = snapshot(url).tables["invoice_currency"]
+        ctl_a.run_alembic("downgrade", "base").check(0)
+        ctl_a.run_alembic("upgrade", "head").check(0)
+        assert column_names(url, "invoice_currency") == A_COLUMNS
+        assert ctl_oid not in snapshot(url).tables.values()

@@ -24,7 +24,7 @@ from .demo import DemoResult, run_demo
 from .fence_schema import ensure_installed, install_script
 from .resources import template_dir
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, run_env, translated_errors
-from .runtime.fenced_run import FencedRun, Planner
+from .runtime.fenced_run import FencedRun, HeadsMoved, Planner
 from .runtime.outcome import RunOutcome
 from .runtime.plans import downgrade_plan, reapply_plan, stamp_plan, upgrade_plan
 from .runtime.settings import FenceSettings
@@ -32,6 +32,7 @@ from .state import State, read_state
 from .validation import check_holder, check_resource, check_schema, parse_token
 
 _RELATIVE = re.compile(r"[+-]\d+$")
+_PLANNING_ATTEMPTS = 5
 
 
 def upgrade(
@@ -218,26 +219,32 @@ def _fenced(
     script = _script_directory(config)
     for target in (destination if isinstance(destination, tuple) else (destination,)) + (start,):
         _require_known(script, target)
-    outcome = RunOutcome(command, settings.resource, settings.token, settings.holder, offline=sql)
-    run = FencedRun(settings, plan_for(script, destination), outcome)
-    config.attributes[FENCED_RUN_ATTRIBUTE] = run
-    try:
-        forced = run_env(
-            config,
-            script,
-            run.migrations_fn,
-            resource=settings.resource,
-            token=settings.token,
-            single_transaction=single_transaction,
-            as_sql=sql,
-            starting_rev=start,
-            destination_rev=destination,
-            tag=tag,
-        )
-    finally:
-        config.attributes.pop(FENCED_RUN_ATTRIBUTE, None)
-    outcome.forced_single_transaction = forced
-    return outcome
+    for _ in range(_PLANNING_ATTEMPTS):
+        outcome = RunOutcome(command, settings.resource, settings.token, settings.holder, offline=sql)
+        run = FencedRun(settings, plan_for(script, destination), outcome)
+        config.attributes[FENCED_RUN_ATTRIBUTE] = run
+        try:
+            outcome.forced_single_transaction = run_env(
+                config,
+                script,
+                run.migrations_fn,
+                resource=settings.resource,
+                token=settings.token,
+                single_transaction=single_transaction,
+                as_sql=sql,
+                starting_rev=start,
+                destination_rev=destination,
+                tag=tag,
+            )
+            return outcome
+        except HeadsMoved:
+            continue  # rolled back before any DDL: plan again from the new heads
+        finally:
+            config.attributes.pop(FENCED_RUN_ATTRIBUTE, None)
+    raise FencemigrateError(
+        f"the database's heads kept changing under concurrent writers ({_PLANNING_ATTEMPTS} attempts); "
+        "nothing was applied by this run"
+    )
 
 
 def _run_without_steps(config: Config, fn: Callable[[tuple[str, ...], MigrationContext], list[Any]]) -> None:

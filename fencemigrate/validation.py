@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 
 from .errors import UsageError
@@ -10,6 +11,7 @@ from .errors import UsageError
 MAX_TOKEN = 2**63 - 1
 MAX_NAME_LENGTH = 255
 DEFAULT_RESOURCE = "db/migrations"
+_DECIMAL = re.compile(r"\s*[0-9]+\s*", re.ASCII)
 
 
 def parse_token(value: str | int | None) -> int:
@@ -20,12 +22,9 @@ def parse_token(value: str | int | None) -> int:
         )
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise UsageError(f"invalid token {value!r}: must be an integer from 1 to {MAX_TOKEN}")
-    try:
-        token = int(value)
-    except (TypeError, ValueError):
-        raise UsageError(
-            f"invalid token {value!r}: must be an integer from 1 to {MAX_TOKEN}"
-        ) from None
+    if isinstance(value, str) and not _DECIMAL.fullmatch(value):
+        raise UsageError(f"invalid token {value!r}: must be an integer from 1 to {MAX_TOKEN}")
+    token = int(value)
     if not 1 <= token <= MAX_TOKEN:
         raise UsageError(f"invalid token {value!r}: must be an integer from 1 to {MAX_TOKEN}")
     return token

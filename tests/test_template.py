@@ -223,8 +223,8 @@ def test_plain_alembic_bad_token_is_refused(fenced_project: Project, pg_url: str
 
 
 def test_fencemigrate_with_template_env_fences_once(fenced_project: Project, pg_url: str) -> None:
-    """``fencemigrate upgrade --token 35`` through the template env: one claim and one ledger row
-    per revision (no double fencing); read-only ``alembic current`` needs no token."""
+    """``fencemigrate upgrade --token 35`` through the template env: one claim for its transaction and
+    one ledger row per revision (no double fencing); read-only ``alembic current`` needs no token."""
     fenced_project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     fenced_project.run_alembic("-x", "fence_token=34", "upgrade", "head").check(0)
     query(pg_url, CLAIM_LOG_SQL)
@@ -241,7 +241,8 @@ def test_fencemigrate_with_template_env_fences_once(fenced_project: Project, pg_
     assert table_names(pg_url) == ["alembic_version", "t1", "t2", "t3"]
     assert alembic_versions(pg_url) == ["c3"]
     assert [row[:2] for row in ledger(pg_url)] == [("a1", 34), ("b2", 35), ("c3", 35)]
-    assert query(pg_url, "SELECT count(*) FROM audit.claim_log") == [(2,)]  # one claim per step
+    # No double fencing: one claim for the run's one transaction, not one per wrapper.
+    assert query(pg_url, "SELECT count(*) FROM audit.claim_log") == [(1,)]
 
     current = fenced_project.run_alembic("current").check(0)
     assert "c3 (head)" in current.stdout
@@ -289,9 +290,11 @@ def test_plain_alembic_offline_with_token_writes_claims(fenced_project: Project)
     assert [line.split("(")[0] for line in events] == [
         "SELECT fencemigrate.claim",
         "CREATE TABLE t1 ",
+        "SELECT fencemigrate.claim",
         "SELECT fencemigrate.record_apply",
         "SELECT fencemigrate.claim",
         "CREATE TABLE t2 ",
+        "SELECT fencemigrate.claim",
         "SELECT fencemigrate.record_apply",
     ]
     assert events[0] == "SELECT fencemigrate.claim('db/migrations', 12);"

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 from alembic.runtime.migration import MigrationContext, RevisionStep
 from alembic.script import ScriptDirectory
 
-from ..errors import NotTransactional
+from ..errors import FencemigrateError, NotTransactional
 from ..fence_schema import ensure_installed
 from .fence_calls import FenceCalls
 from .fenced_step import FencedStep
@@ -17,6 +17,10 @@ from .outcome import RunOutcome, StepOutcome
 from .settings import FenceSettings
 
 _TRANSACTION_ENDS = {"COMMIT", "COMMIT TRANSACTION", "COMMIT WORK", "END", "END TRANSACTION", "ROLLBACK"}
+
+class HeadsMoved(FencemigrateError):
+    """The heads changed between planning and the first claim; the run rolled back and can re-plan."""
+
 
 Planner = Callable[[tuple[str, ...], MigrationContext], tuple[list[Any], list[str]]]
 """Given the current heads, the steps to run and the revisions a reapply rolls back."""
@@ -34,12 +38,16 @@ class FencedRun:
         self._reapplied: list[str] = []
         self._first_step = True
         self._escaped = False
+        self._held: tuple[object, int | None] | None = None
+        self._planned_heads: list[str] = []
 
     # -- the function Alembic calls with the current heads ------------------------------
 
     def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         """Plan the steps, then hand Alembic fenced proxies of them."""
         steps, self._reapplied = self._planner(heads, context)
+        self._planned_heads = sorted(heads)
+        self.outcome.heads = sorted(heads)
         self._context = context
         quoted = context.dialect.identifier_preparer.quote(self.settings.schema)
         self._quoted_schema = quoted
@@ -66,7 +74,11 @@ class FencedRun:
             self._prepare(context)
         if self._first_step and self._reapplied:
             calls.check_reapply(self._version_table(context), settings.resource, self._reapplied, settings.token)
-        claim_xact = calls.claim(settings.resource, settings.token)
+        claim_xact = self._held_claim(context)
+        if claim_xact is None:
+            claim_xact = calls.claim(settings.resource, settings.token)
+        if self._first_step and not context.as_sql:
+            self._require_unmoved_heads(context)
         self._first_step = False
 
         self._escaped = False
@@ -84,8 +96,9 @@ class FencedRun:
         if not calls.offline and last_xact != claim_xact:
             # The revision committed on its own (e.g. op.execute("COMMIT")): the claim is no
             # longer in this transaction, so claim again before Alembic records the version.
-            calls.claim(settings.resource, settings.token)
+            last_xact = calls.claim(settings.resource, settings.token)
             atomic = False
+        self._remember_claim(context, last_xact)
         self.outcome.steps.append(
             StepOutcome(
                 revisions=change.added or change.removed,
@@ -94,6 +107,34 @@ class FencedRun:
                 atomic=atomic,
             )
         )
+
+    def _require_unmoved_heads(self, context: MigrationContext) -> None:
+        """After the first claim, the plan must still start from the database's heads.
+
+        A claim can wait on the fence row while another writer (with a token no higher
+        than ours) commits; its migrations are then in, and our plan is stale.
+        """
+        if sorted(context.get_current_heads()) != self._planned_heads:
+            raise HeadsMoved(
+                "another writer changed the database while this run waited for the fence; "
+                "nothing was applied"
+            )
+
+    def _held_claim(self, context: MigrationContext) -> int | None:
+        """The claim's transaction id if this very transaction already holds the fence.
+
+        The previous step verified, after its DDL, that its claim was still in the current
+        transaction; the claim holds the fence row's lock until commit, so while the same
+        transaction goes on (one transaction for all steps), claiming again changes nothing.
+        """
+        if context.as_sql or self._held is None or context.connection is None:
+            return None
+        transaction, xact = self._held
+        return xact if context.connection.get_transaction() is transaction else None
+
+    def _remember_claim(self, context: MigrationContext, xact: int | None) -> None:
+        if not context.as_sql and context.connection is not None:
+            self._held = (context.connection.get_transaction(), xact)
 
     def _prepare(self, context: MigrationContext) -> None:
         if context.as_sql:

@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_FENCED = 3
 
-SQLSTATE_FENCED = "FM001"
-SQLSTATE_MONOTONIC_GUARD = "FM002"
+SQLSTATE_FENCED = "FM001"  # raised by claim() and check_reapply(); FM002 (monotonic guard) is not ours to catch
 
 
 class FencemigrateError(Exception):

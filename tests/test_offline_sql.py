@@ -128,14 +128,16 @@ def script_events(script: str) -> list[str]:
 
 
 def test_script_claims_before_each_revisions_ddl(project: Project, pg_url: str) -> None:
-    """Each revision's claim comes after the previous revision and before its own first DDL; it is
-    claimed again right before its ledger call, which precedes the version-table write; all in one
+    """The script's first statement after BEGIN is a claim, ahead of Alembic's version table; each
+    revision's claim comes after the previous revision and before its own first DDL; it is claimed
+    again right before its ledger call, which precedes the version-table write; all in one
     BEGIN/COMMIT."""
     files = add_chain(project)
     result = offline(project, "head", 21)
     events = script_events(result.stdout)
     assert events == [
         "BEGIN;",
+        claim_line(21),
         "CREATE TABLE alembic_version (",
         claim_line(21),
         "CREATE TABLE t1 (id int);",
@@ -262,18 +264,21 @@ def test_script_token_is_rendered_literally(project: Project, token: int) -> Non
     """The token is written as an integer literal, from 1 up to the bigint maximum."""
     add_chain(project)
     script = offline(project, "head", token).stdout
-    # Each of the two revisions claims before its DDL and again before its ledger row.
-    assert script.splitlines().count(claim_line(token)) == 4
+    # The script opens with a claim; each of the two revisions claims before its DDL and again
+    # before its ledger row.
+    assert script.splitlines().count(claim_line(token)) == 5
 
 
 def test_transaction_per_migration_script_claims_after_each_begin(
     project: Project, pg_url: str, tmp_path: Path
 ) -> None:
-    """transaction_per_migration=True: every revision's own BEGIN is followed by its claim before its DDL."""
+    """transaction_per_migration=True: the script opens with a claim, and every revision's own BEGIN
+    is followed by its claim before its DDL."""
     project.set_env_option("transaction_per_migration", True)
     files = add_chain(project)
     script = offline(project, "head", 4).stdout
     assert script_events(script) == [
+        claim_line(4),
         "BEGIN;",
         "CREATE TABLE alembic_version (",
         claim_line(4),
@@ -319,6 +324,7 @@ def test_autocommit_block_script_claims_inside_and_after_the_block(
     script = offline(project, "b2:head", 6)
     assert script_events(script.stdout) == [
         "BEGIN;",
+        claim_line(6),
         claim_line(6),
         "CREATE TABLE t3 (id int);",
         "COMMIT;",

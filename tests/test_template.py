@@ -289,6 +289,7 @@ def test_plain_alembic_offline_with_token_writes_claims(fenced_project: Project)
     ]
     assert [line.split("(")[0] for line in events] == [
         "SELECT fencemigrate.claim",
+        "SELECT fencemigrate.claim",
         "CREATE TABLE t1 ",
         "SELECT fencemigrate.claim",
         "SELECT fencemigrate.record_apply",

@@ -57,7 +57,23 @@ class FencedRun:
             *context.on_version_apply_callbacks,
             self._note_heads,
         )
+        if context.as_sql and steps:
+            self._open_offline_script(context, self._calls)
         return [FencedStep(step, self) for step in steps]
+
+    def _open_offline_script(self, context: MigrationContext, calls: FenceCalls) -> None:
+        """Start a --sql script with the claim, ahead of every statement Alembic writes.
+
+        Alembic creates its version table before the first step; a stale script must stop
+        before that too. Each step still claims before its own DDL.
+        """
+        self._require_transaction(context)
+        context.impl.static_output(
+            f"-- fencemigrate: fenced by token {self.settings.token} on resource "
+            f"{self.settings.resource!r}; needs the fence schema "
+            "(fencemigrate install, or CREATE EXTENSION fencemigrate)"
+        )
+        calls.claim(self.settings.resource, self.settings.token)
 
     def _note_heads(self, *, heads: set[str], **_: Any) -> None:
         self.outcome.heads = sorted(heads)
@@ -70,8 +86,8 @@ class FencedRun:
         assert context is not None and calls is not None
         settings = self.settings
         self._require_transaction(context)
-        if self._first_step:
-            self._prepare(context)
+        if self._first_step and not context.as_sql:
+            self._install_fence_schema(context)
         if self._first_step and self._reapplied:
             calls.check_reapply(self._version_table(context), settings.resource, self._reapplied, settings.token)
         claim_xact = self._held_claim(context)
@@ -136,14 +152,8 @@ class FencedRun:
         if not context.as_sql and context.connection is not None:
             self._held = (context.connection.get_transaction(), xact)
 
-    def _prepare(self, context: MigrationContext) -> None:
-        if context.as_sql:
-            context.impl.static_output(
-                f"-- fencemigrate: fenced by token {self.settings.token} on resource "
-                f"{self.settings.resource!r}; needs the fence schema "
-                "(fencemigrate install, or CREATE EXTENSION fencemigrate)"
-            )
-            return
+    def _install_fence_schema(self, context: MigrationContext) -> None:
+        """Install the fence schema in this step's transaction unless it is there (online only)."""
         assert context.connection is not None
         self.outcome.installed_fence_schema = ensure_installed(context.connection, self._quoted_schema)
 

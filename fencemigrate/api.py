@@ -230,6 +230,7 @@ def _fenced(
                 run.migrations_fn,
                 resource=settings.resource,
                 token=settings.token,
+                writes=not sql,
                 single_transaction=single_transaction,
                 as_sql=sql,
                 starting_rev=start,

@@ -16,6 +16,7 @@ def _source(dialect: str, name: str) -> str:
     return "\n".join(line for line in lines if not line.lstrip().startswith("--")).strip()
 
 
+@cache
 def statement(name: str, schema: str, dialect: str = "postgresql") -> TextClause:
-    """The statement ``name`` with ``{schema}`` replaced by the quoted fence schema."""
+    """The statement ``name`` with ``{schema}`` replaced by the quoted fence schema (immutable, shared)."""
     return text(_source(dialect, name).replace("{schema}", schema))

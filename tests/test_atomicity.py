@@ -121,7 +121,7 @@ def test_autocommit_env_is_refused_before_anything_is_applied(
     out = project.run_cli("upgrade", "head", "--token", "5", "--holder", "autocommit")
     assert_one_error_line(out, "autocommit")
     assert not table_exists(pg_url, "t1")
-    assert not alembic_versions(pg_url)  # None (no table) or [] (empty table created by Alembic)
+    assert alembic_versions(pg_url) is None  # refused at configure time: not even Alembic's version table
     assert fence_tokens(pg_url) == {} and ledger(pg_url) == {}
     assert not fence_installed(pg_url)
 

@@ -9,9 +9,10 @@ from alembic.config import Config
 from alembic.runtime.environment import EnvironmentContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
+from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from ..errors import DatabaseError, FencemigrateError, from_database_error
+from ..errors import DatabaseError, FencemigrateError, NotTransactional, from_database_error
 from ..scrub import scrub_secrets
 
 FENCED_RUN_ATTRIBUTE = "fencemigrate.run"
@@ -25,34 +26,43 @@ def run_env(
     *,
     resource: str = "",
     token: int = 0,
+    writes: bool = False,
     single_transaction: bool = False,
     **context_options: Any,
 ) -> bool:
     """Run env.py with ``fn`` as Alembic's migration function; map failures to our outcomes.
 
-    With ``single_transaction``, ``transaction_per_migration=True`` from env.py is overridden;
-    returns True when that happened.
+    With ``writes``, a connection in autocommit mode is refused as soon as env.py configures
+    it, before Alembic touches the database. With ``single_transaction``,
+    ``transaction_per_migration=True`` from env.py is overridden; returns True when that happened.
     """
     context = EnvironmentContext(config, script, fn=fn, **context_options)
     forced: list[bool] = []
-    if single_transaction:
-        _force_one_transaction(context, forced)
+    configure = context.configure
+
+    def guarded_configure(*args: Any, **kw: Any) -> None:
+        if single_transaction and kw.get("transaction_per_migration"):
+            kw["transaction_per_migration"] = False
+            forced.append(True)
+        configure(*args, **kw)
+        connection = context.get_context().connection
+        if writes and connection is not None and autocommits(connection):
+            raise NotTransactional(
+                "refusing to migrate: the connection env.py gave Alembic is in autocommit mode, "
+                "so the fence claim could not share a transaction with the DDL; nothing was applied"
+            )
+
+    context.configure = guarded_configure  # type: ignore[method-assign]
     with translated_errors(resource, token), context:
         script.run_env()
     return bool(forced)
 
 
-def _force_one_transaction(context: EnvironmentContext, forced: list[bool]) -> None:
-    """Make env.py's configure() run every step in the one outer transaction."""
-    configure = context.configure
-
-    def configure_one_transaction(*args: Any, **kw: Any) -> None:
-        if kw.get("transaction_per_migration"):
-            kw["transaction_per_migration"] = False
-            forced.append(True)
-        configure(*args, **kw)
-
-    context.configure = configure_one_transaction  # type: ignore[method-assign]
+def autocommits(connection: Connection) -> bool:
+    """True when the DBAPI connection commits every statement on its own."""
+    dbapi_connection = connection.connection.dbapi_connection
+    assert dbapi_connection is not None
+    return bool(connection.dialect.detect_autocommit_setting(dbapi_connection))
 
 
 @contextmanager

@@ -10,6 +10,7 @@ from alembic.script import ScriptDirectory
 
 from ..errors import FencemigrateError, NotTransactional
 from ..fence_schema import ensure_installed
+from .environment import autocommits
 from .fence_calls import FenceCalls
 from .fenced_step import FencedStep
 from .ledger_changes import LedgerChange, ledger_change, script_sha256
@@ -169,10 +170,7 @@ class FencedRun:
             return
         connection = context.connection
         assert connection is not None
-        dbapi_connection = connection.connection.dbapi_connection
-        assert dbapi_connection is not None
-        autocommit = connection.dialect.detect_autocommit_setting(dbapi_connection)
-        if autocommit or not connection.in_transaction():
+        if autocommits(connection) or not connection.in_transaction():
             raise NotTransactional(
                 "refusing to migrate: the connection env.py gave Alembic is in autocommit mode "
                 "or outside a transaction, so the fence claim could not share a transaction "

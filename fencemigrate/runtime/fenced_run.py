@@ -19,6 +19,7 @@ from .settings import FenceSettings
 
 _TRANSACTION_ENDS = {"COMMIT", "COMMIT TRANSACTION", "COMMIT WORK", "END", "END TRANSACTION", "ROLLBACK"}
 
+
 class HeadsMoved(FencemigrateError):
     """The heads changed between planning and the first claim; the run rolled back and can re-plan."""
 
@@ -41,6 +42,7 @@ class FencedRun:
         self._escaped = False
         self._held: tuple[object, int | None] | None = None
         self._planned_heads: list[str] = []
+        self._quoted_schema = ""
 
     # -- the function Alembic calls with the current heads ------------------------------
 
@@ -50,9 +52,8 @@ class FencedRun:
         self._planned_heads = sorted(heads)
         self.outcome.heads = sorted(heads)
         self._context = context
-        quoted = context.dialect.identifier_preparer.quote(self.settings.schema)
-        self._quoted_schema = quoted
-        self._calls = FenceCalls(context, quoted)
+        self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
+        self._calls = FenceCalls(context, self._quoted_schema)
         self._guard_autocommit_blocks(context)
         context.on_version_apply_callbacks = (
             *context.on_version_apply_callbacks,

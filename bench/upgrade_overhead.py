@@ -104,8 +104,15 @@ class Server:
             return conn.execute(sql, params).fetchall()
 
     def version(self) -> str:
-        """``server_version`` of the server."""
-        return str(self.query(MAINTENANCE_DB, "SHOW server_version")[0][0])
+        """``server_version`` of the server, with its durability settings."""
+        settings = {
+            name: str(self.query(MAINTENANCE_DB, f"SHOW {name}")[0][0])
+            for name in ("server_version", "fsync", "synchronous_commit")
+        }
+        return (
+            f"{settings['server_version']} (fsync={settings['fsync']}, "
+            f"synchronous_commit={settings['synchronous_commit']})"
+        )
 
 
 class Databases:

@@ -12,7 +12,7 @@ from alembic.util import CommandError
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from ..errors import DatabaseError, FencemigrateError, NotTransactional, from_database_error
+from ..errors import DatabaseError, FencemigrateError, NotTransactional, from_database_error, sqlstate_of
 from ..scrub import scrub_secrets
 
 FENCED_RUN_ATTRIBUTE = "fencemigrate.run"
@@ -81,6 +81,12 @@ def translated_errors(resource: str = "", token: int = 0) -> Iterator[None]:
         raise DatabaseError(_one_line(error)) from None
     except CommandError as error:
         raise FencemigrateError(scrub_secrets(str(error))) from None
+    except Exception as error:
+        # The fence calls go straight to the driver: its errors carry a SQLSTATE.
+        if sqlstate_of(error) is None:
+            raise
+        mapped = from_database_error(error, resource, token)
+        raise (mapped or DatabaseError(_one_line(error))) from None
 
 
 def _one_line(error: BaseException) -> str:

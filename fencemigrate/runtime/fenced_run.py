@@ -185,7 +185,7 @@ class FencedRun:
         for revision in change.removed:
             last = calls.record_rollback(version_table, revision)
         for revision in change.added:
-            path = script.get_revision(revision).path
+            path = change.paths.get(revision) or script.get_revision(revision).path
             last = calls.record_apply(
                 version_table,
                 revision,

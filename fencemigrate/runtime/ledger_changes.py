@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from alembic.runtime.migration import RevisionStep
@@ -17,6 +17,7 @@ class LedgerChange:
     method: str  # "upgrade" or "stamp"
     added: tuple[str, ...]
     removed: tuple[str, ...]
+    paths: dict[str, str] = field(default_factory=dict)  # revision files already at hand
 
 
 def script_sha256(path: str) -> str:
@@ -37,7 +38,7 @@ def ledger_change(script: ScriptDirectory, step: Any) -> LedgerChange:
     if isinstance(step, RevisionStep):
         revision = (step.revision.revision,)
         if step.is_upgrade:
-            return LedgerChange("upgrade", added=revision, removed=())
+            return LedgerChange("upgrade", added=revision, removed=(), paths={revision[0]: step.revision.path})
         return LedgerChange("upgrade", added=(), removed=revision)
     before = covered(script, step.from_)
     after = covered(script, step.to_)

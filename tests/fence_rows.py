@@ -19,6 +19,7 @@ import psycopg
 from psycopg import sql as pgsql
 from support.db import alembic_versions, query, schema_names, table_exists
 from support.pg import PgServer
+from support.project import Result
 
 FENCE_SCHEMA = "fencemigrate"
 RESOURCE = "db/migrations"
@@ -145,3 +146,41 @@ _LOG_LINE = re.compile(r"^(DEBUG|INFO |WARNI|ERROR|CRITI) \[[\w.]+\] ")
 def stderr_lines(text: str) -> list[str]:
     """Non-empty lines of a captured stream, right-stripped, without env.py's logging lines."""
     return [line.rstrip() for line in text.splitlines() if line.strip() and not _LOG_LINE.match(line)]
+
+
+# An audit trigger on the fence table: one row per claim, with the claiming transaction.
+# Installed by the tests (not by fencemigrate) after the fence schema exists.
+CLAIM_LOG_SQL = """
+CREATE SCHEMA audit;
+CREATE TABLE audit.claim_log (id serial PRIMARY KEY, xact xid NOT NULL, token bigint NOT NULL);
+CREATE FUNCTION audit.log_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO audit.claim_log (xact, token) VALUES (pg_current_xact_id()::xid, NEW.token);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER log_claim AFTER INSERT OR UPDATE ON fencemigrate.agent_fence
+    FOR EACH ROW EXECUTE FUNCTION audit.log_claim();
+"""
+
+
+def add_claim_log(url: str) -> None:
+    """Install the audit trigger that records the transaction of every claim."""
+    query(url, CLAIM_LOG_SQL)
+
+
+def claim_xacts(url: str) -> list[str]:
+    """Transactions of the claims logged by CLAIM_LOG_SQL, in order."""
+    return [str(r[0]) for r in query(url, "SELECT xact::text FROM audit.claim_log ORDER BY id")]
+
+
+def assert_fenced(result: Result, token: int, fence: int) -> None:
+    """Exit 3 and the agent message naming both tokens on stderr."""
+    result.check(3)
+    lines = result.stderr.splitlines()
+    assert "FENCED: you no longer own db/migrations." in lines, result
+    assert (
+        f"Your lease token ({token}) is older than token {fence}, which has since written to this resource."
+        in lines
+    ), result
+    assert "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply." in lines, result
+    assert "If your goal is already met by the current state, report that and stop." in lines, result

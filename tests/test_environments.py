@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 from support.db import alembic_versions, libpq_url, query, schema_names, table_names
-from support.project import MakeProject, Project, Result
+from support.project import MakeProject, Project
+
+from fence_rows import add_claim_log, assert_fenced, claim_xacts, fence_token
 
 RESOURCE = "db/migrations"
 WARNING_LINE = (
@@ -23,19 +25,6 @@ WARNING_LINE = (
 )
 FORCED_LINE = "  ran in one transaction (overriding transaction_per_migration=True in env.py)"
 
-# An audit trigger on the fence table: one row per claim, with the claiming transaction.
-# Installed by the tests (not by fencemigrate) after the fence schema exists.
-CLAIM_LOG_SQL = """
-CREATE SCHEMA audit;
-CREATE TABLE audit.claim_log (id serial PRIMARY KEY, xact xid NOT NULL, token bigint NOT NULL);
-CREATE FUNCTION audit.log_claim() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO audit.claim_log (xact, token) VALUES (pg_current_xact_id()::xid, NEW.token);
-    RETURN NEW;
-END $$;
-CREATE TRIGGER log_claim AFTER INSERT OR UPDATE ON fencemigrate.agent_fence
-    FOR EACH ROW EXECUTE FUNCTION audit.log_claim();
-"""
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -55,17 +44,8 @@ def ledger_xacts(url: str) -> dict[str, str]:
     return {str(r[0]): str(r[1]) for r in rows}
 
 
-def claim_xacts(url: str) -> list[str]:
-    """Transactions of the claims logged by CLAIM_LOG_SQL, in order."""
-    return [str(r[0]) for r in query(url, "SELECT xact::text FROM audit.claim_log ORDER BY id")]
 
 
-def fence_token(url: str) -> int | None:
-    """The fence token of db/migrations, None if no row (or no schema)."""
-    if "fencemigrate" not in schema_names(url):
-        return None
-    rows = query(url, "SELECT token FROM fencemigrate.agent_fence WHERE resource = %s", (RESOURCE,))
-    return int(rows[0][0]) if rows else None
 
 
 def index_names(url: str) -> list[str]:
@@ -97,21 +77,8 @@ def upgrade_json(project: Project, revision: str, token: int, *extra: str) -> di
     return payload
 
 
-def assert_fenced(result: Result, token: int, fence: int) -> None:
-    """Exit 3 and the agent message naming both tokens on stderr."""
-    result.check(3)
-    lines = result.stderr.splitlines()
-    assert "FENCED: you no longer own db/migrations." in lines, result
-    assert (
-        f"Your lease token ({token}) is older than token {fence}, which has since written to this resource."
-        in lines
-    ), result
-    assert "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply." in lines, result
 
 
-def add_claim_log(url: str) -> None:
-    """Install the audit trigger that records the transaction of every claim."""
-    query(url, CLAIM_LOG_SQL)
 
 
 # -- project variants ------------------------------------------------------------------------

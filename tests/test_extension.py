@@ -18,8 +18,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from support.db import alembic_versions, query, schema_names, table_names
-from support.project import Project, Result
+from support.db import alembic_versions, query, table_names
+from support.project import Project
+
+from fence_rows import assert_fenced, fence_token
 
 from fencemigrate.fence_schema import install_script
 from fencemigrate.resources import sql_dir
@@ -33,12 +35,6 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
-def fence_token(url: str) -> int | None:
-    """The fence token of db/migrations, None if no row (or no schema)."""
-    if "fencemigrate" not in schema_names(url):
-        return None
-    rows = query(url, "SELECT token FROM fencemigrate.agent_fence WHERE resource = %s", (RESOURCE,))
-    return int(rows[0][0]) if rows else None
 
 
 def ledger(url: str) -> list[tuple[str, int]]:
@@ -47,15 +43,6 @@ def ledger(url: str) -> list[tuple[str, int]]:
     return [(str(r[0]), int(r[1])) for r in rows]
 
 
-def assert_fenced(result: Result, token: int, fence: int) -> None:
-    """Exit 3 and the agent message on stderr."""
-    result.check(3)
-    lines = result.stderr.splitlines()
-    assert "FENCED: you no longer own db/migrations." in lines, result
-    assert (
-        f"Your lease token ({token}) is older than token {fence}, which has since written to this resource."
-        in lines
-    ), result
 
 
 # -- the extension -----------------------------------------------------------------------------

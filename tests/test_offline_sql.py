@@ -17,6 +17,8 @@ import pytest
 from support.db import alembic_versions, libpq_url, query, schema_names, table_names
 from support.project import Project, Result, run_command
 
+from fence_rows import fence_token
+
 RESOURCE = "db/migrations"
 HOLDER = "offline-agent"
 
@@ -47,12 +49,6 @@ def ledger(url: str) -> list[tuple[str, int, str, str, str | None]]:
     return [(str(r[0]), int(r[1]), str(r[2]), str(r[3]), r[4]) for r in rows]
 
 
-def fence_token(url: str) -> int | None:
-    """The fence token of db/migrations, None if no row (or no schema)."""
-    if "fencemigrate" not in schema_names(url):
-        return None
-    rows = query(url, "SELECT token FROM fencemigrate.agent_fence WHERE resource = %s", (RESOURCE,))
-    return int(rows[0][0]) if rows else None
 
 
 def snapshot(url: str) -> dict[str, Any]:

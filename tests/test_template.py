@@ -15,6 +15,8 @@ import pytest
 from support.db import alembic_versions, query, schema_names, table_names
 from support.project import MakeProject, Project, Result, run_command, script_command
 
+from fence_rows import add_claim_log, assert_fenced
+
 from fencemigrate.resources import template_dir
 
 RESOURCE = "db/migrations"
@@ -23,17 +25,6 @@ TOKEN_REQUIRED = (
     "or pass `-x fence_token=N` to alembic"
 )
 
-CLAIM_LOG_SQL = """
-CREATE SCHEMA audit;
-CREATE TABLE audit.claim_log (id serial PRIMARY KEY, xact xid NOT NULL, token bigint NOT NULL);
-CREATE FUNCTION audit.log_claim() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO audit.claim_log (xact, token) VALUES (pg_current_xact_id()::xid, NEW.token);
-    RETURN NEW;
-END $$;
-CREATE TRIGGER log_claim AFTER INSERT OR UPDATE ON fencemigrate.agent_fence
-    FOR EACH ROW EXECUTE FUNCTION audit.log_claim();
-"""
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -76,17 +67,6 @@ def init(directory: Path, target: str = "migrations") -> Result:
     return run_command(script_command("fencemigrate") + ["init", target], directory)
 
 
-def assert_fenced(result: Result, token: int, fence: int) -> None:
-    """Exit 3 and the agent message on stderr."""
-    result.check(3)
-    lines = result.stderr.splitlines()
-    assert "FENCED: you no longer own db/migrations." in lines, result
-    assert (
-        f"Your lease token ({token}) is older than token {fence}, which has since written to this resource."
-        in lines
-    ), result
-    assert "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply." in lines, result
-    assert "If your goal is already met by the current state, report that and stop." in lines, result
 
 
 @pytest.fixture
@@ -227,7 +207,7 @@ def test_fencemigrate_with_template_env_fences_once(fenced_project: Project, pg_
     one ledger row per revision (no double fencing); read-only ``alembic current`` needs no token."""
     fenced_project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     fenced_project.run_alembic("-x", "fence_token=34", "upgrade", "head").check(0)
-    query(pg_url, CLAIM_LOG_SQL)
+    add_claim_log(pg_url)
     fenced_project.add_revision("b2", "a1", "CREATE TABLE t2 (id int)", "DROP TABLE t2", slug="t2")
     fenced_project.add_revision("c3", "b2", "CREATE TABLE t3 (id int)", "DROP TABLE t3", slug="t3")
 

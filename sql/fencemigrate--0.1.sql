@@ -1,8 +1,8 @@
 -- fencemigrate 0.1: the fence schema.
 --
--- Every object lives in the extension's schema (@extschema@, "fencemigrate" by default).
--- The runner applies this same file when the extension is not installed on the server,
--- replacing @extschema@ with the configured schema name.
+-- Every object lives in the extension's schema ("fencemigrate" by default). The runner
+-- applies this same file when the extension is not installed on the server, putting the
+-- objects in the configured schema.
 \echo Use "CREATE EXTENSION fencemigrate" to load this file. \quit
 
 -- One row per fenced resource: the highest token that has ever written to it.

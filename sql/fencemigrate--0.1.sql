@@ -87,11 +87,6 @@ BEGIN
 END
 $$;
 
--- The transaction id of the calling transaction, or NULL if it has written nothing yet.
-CREATE FUNCTION @extschema@.current_xact() RETURNS bigint
-LANGUAGE sql VOLATILE
-AS $$ SELECT pg_current_xact_id_if_assigned()::text::bigint $$;
-
 -- Re-applying is legal only for revisions applied under the caller's own token.
 -- Called before claim(), so a rejection reports the fence token as committed.
 CREATE FUNCTION @extschema@.check_reapply(
@@ -162,6 +157,29 @@ AS $$
 BEGIN
     DELETE FROM @extschema@.applied_revision
      WHERE version_table = p_version_table AND revision = p_revision;
+    RETURN pg_current_xact_id()::text::bigint;
+END
+$$;
+
+-- Several ledger changes in one round trip, in order: p_actions[i] is 'apply' (record_apply
+-- with p_methods[i] and p_shas[i]) or 'rollback' (record_rollback). Returns the transaction id,
+-- which the caller compares with its claim's to prove that all of it ran in one transaction.
+CREATE FUNCTION @extschema@.record_steps(
+    p_version_table text, p_resource text, p_token bigint, p_holder text,
+    p_actions text[], p_revisions text[], p_methods text[], p_shas text[]
+) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_actions, 1), 0) LOOP
+        IF p_actions[i] = 'apply' THEN
+            PERFORM @extschema@.record_apply(p_version_table, p_revisions[i], p_resource, p_token,
+                                             p_holder, p_methods[i], p_shas[i]);
+        ELSE
+            PERFORM @extschema@.record_rollback(p_version_table, p_revisions[i]);
+        END IF;
+    END LOOP;
     RETURN pg_current_xact_id()::text::bigint;
 END
 $$;

@@ -497,3 +497,43 @@ def test_reapply_forces_one_transaction(project: Project, pg_url: str) -> None:
     project.run_alembic("downgrade", "base").check(0)
     project.run_alembic("upgrade", "head").check(0)
     assert alembic_versions(pg_url) == ["b2"]
+
+
+# -- ledger rows written in one batch must still commit with their DDL ---------------------------
+
+_ESCAPES = {
+    "autocommit-block": """
+            import psycopg
+            with op.get_context().autocommit_block():
+                with psycopg.connect({url!r}, autocommit=True) as other:
+                    other.execute("UPDATE fencemigrate.agent_fence SET token = 99 WHERE resource = 'db/migrations'")
+            op.execute("CREATE TABLE after_escape (id int)")
+        """,
+    "commit-statement": """
+            import psycopg
+            op.execute("COMMIT")
+            with psycopg.connect({url!r}, autocommit=True) as other:
+                other.execute("UPDATE fencemigrate.agent_fence SET token = 99 WHERE resource = 'db/migrations'")
+            op.execute("CREATE TABLE after_escape (id int)")
+        """,
+}
+
+
+@pytest.mark.parametrize("escape", list(_ESCAPES.values()), ids=list(_ESCAPES))
+def test_deferred_ledger_rows_commit_with_their_ddl(project: Project, pg_url: str, escape: str) -> None:
+    """In one transaction the ledger rows of a1 wait to be written in one batch. When b2 ends the
+    transaction (autocommit block or COMMIT), they are written first, so a1's committed DDL and
+    version row come with its ledger row; a newer token then fences the rest of b2."""
+    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    project.add_revision("b2", "a1", (), slug="escape", extra_upgrade_code=escape.format(url=libpq_url(pg_url)))
+
+    assert_fenced(project.run_cli("upgrade", "head", "--token", "8"), token=8, fence=99)
+    assert table_names(pg_url) == ["alembic_version", "t1"]
+    assert alembic_versions(pg_url) == ["a1"]
+    assert ledger(pg_url) == [("a1", 8, "upgrade")]
+    assert fence_token(pg_url) == 99
+
+    # Control: plain alembic runs b2 to the end despite the newer token.
+    project.run_alembic("upgrade", "head").check(0)
+    assert alembic_versions(pg_url) == ["b2"]
+    assert "after_escape" in table_names(pg_url)

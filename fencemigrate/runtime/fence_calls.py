@@ -45,9 +45,6 @@ class FenceCalls:
         """Claim ``resource`` with ``token``; returns the transaction id. Raises FM001 if fenced."""
         return self._xact("claim", resource=resource, token=token)
 
-    def current_xact(self) -> int | None:
-        """The current transaction id, None if this transaction has written nothing."""
-        return self._xact("current_xact")
 
     def check_reapply(self, version_table: str, resource: str, revisions: list[str], token: int) -> None:
         """Raise FM001 unless the fence and every revision's applied token allow ``token`` to re-apply."""
@@ -68,9 +65,9 @@ class FenceCalls:
         holder: str,
         method: str,
         script_sha256: str | None,
-    ) -> int | None:
-        """Write the ledger row of an applied or stamped revision; returns the transaction id."""
-        return self._xact(
+    ) -> None:
+        """Write the ledger row of an applied or stamped revision (one call per revision)."""
+        self._call(
             "record_apply",
             version_table=version_table,
             revision=revision,
@@ -81,9 +78,33 @@ class FenceCalls:
             script_sha256=script_sha256,
         )
 
-    def record_rollback(self, version_table: str, revision: str) -> int | None:
-        """Delete the ledger row of a rolled-back revision; returns the transaction id."""
-        return self._xact("record_rollback", version_table=version_table, revision=revision)
+    def record_rollback(self, version_table: str, revision: str) -> None:
+        """Delete the ledger row of a rolled-back revision."""
+        self._call("record_rollback", version_table=version_table, revision=revision)
+
+    def record_steps(
+        self,
+        version_table: str,
+        resource: str,
+        token: int,
+        holder: str,
+        rows: list[tuple[str, str, str, str | None]],
+    ) -> int | None:
+        """Apply ``(action, revision, method, sha256)`` ledger changes in order, in one round trip.
+
+        Returns the transaction id, to compare with the claim's.
+        """
+        return self._xact(
+            "record_steps",
+            version_table=version_table,
+            resource=resource,
+            token=token,
+            holder=holder,
+            actions=[row[0] for row in rows],
+            revisions=[row[1] for row in rows],
+            methods=[row[2] for row in rows],
+            shas=[row[3] for row in rows],
+        )
 
 
 _compiled: dict[tuple[int, str], Compiled] = {}

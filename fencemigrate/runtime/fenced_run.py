@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+import dataclasses
+from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
@@ -13,9 +14,11 @@ from ..fence_schema import ensure_installed
 from .environment import autocommits
 from .fence_calls import FenceCalls
 from .fenced_step import FencedStep
-from .ledger_changes import LedgerChange, ledger_change, script_sha256
+from .ledger_changes import ledger_change
+from .ledger_writer import LedgerWriter
 from .outcome import RunOutcome, StepOutcome
 from .settings import FenceSettings
+from .transaction_ends import watching_transaction_ends
 
 _TRANSACTION_ENDS = {"COMMIT", "COMMIT TRANSACTION", "COMMIT WORK", "END", "END TRANSACTION", "ROLLBACK"}
 
@@ -43,6 +46,10 @@ class FencedRun:
         self._held: tuple[object, int | None] | None = None
         self._planned_heads: list[str] = []
         self._quoted_schema = ""
+        self._writer: LedgerWriter | None = None
+        self._steps_left = 0
+        self._batching = False
+        self._unverified: list[int] = []  # outcome.steps whose ledger rows are not yet proven
 
     # -- the function Alembic calls with the current heads ------------------------------
 
@@ -54,6 +61,11 @@ class FencedRun:
         self._context = context
         self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
         self._calls = FenceCalls(context, self._quoted_schema)
+        self._writer = LedgerWriter(self._calls, self._script(context), self.settings, self._version_table(context))
+        self._steps_left = len(steps)
+        # In one transaction for all steps, ledger rows wait for the last step (or for anything
+        # that may end the transaction) and go in one round trip, proven by one transaction id.
+        self._batching = not context.as_sql and not context.opts.get("transaction_per_migration", False)
         self._guard_autocommit_blocks(context)
         context.on_version_apply_callbacks = (
             *context.on_version_apply_callbacks,
@@ -83,7 +95,7 @@ class FencedRun:
     # -- one step ------------------------------------------------------------------------
 
     def execute_step(self, step: Any, migration_fn: Callable[..., None], kw: dict[str, Any]) -> None:
-        """Claim, run the step's DDL, re-claim if it escaped its transaction, write the ledger."""
+        """Claim, run the step's DDL, re-claim if it escaped its transaction, write or defer its ledger rows."""
         context, calls = self._context, self._calls
         assert context is not None and calls is not None
         settings = self.settings
@@ -99,32 +111,62 @@ class FencedRun:
             self._require_unmoved_heads(context)
         self._first_step = False
 
-        self._escaped = False
-        with self._watching_offline_commits(context):
-            migration_fn(**kw)
+        connection = None if context.as_sql else context.connection  # offline: a mock, no transaction
+        claim_transaction = None if connection is None else connection.get_transaction()
 
-        atomic = not self._escaped
+        self._escaped = False
+        with ExitStack() as watches:
+            watches.enter_context(self._watching_offline_commits(context))
+            ended = [False]
+            if connection is not None:
+                ended = watches.enter_context(
+                    watching_transaction_ends(connection, lambda: self._flush_deferred(context, claim_xact))
+                )
+            migration_fn(**kw)
+        self._steps_left -= 1
+
         if self._escaped or calls.offline:
             # Offline, psql may run the rest of the step outside the claim's transaction in
             # ways no script text shows: always claim again before the ledger and version rows
             # (a repeated claim under the same token changes nothing).
             claim_xact = calls.claim(settings.resource, settings.token)
         change = ledger_change(self._script(context), step)
-        last_xact = self._record(context, calls, change)
-        if not calls.offline and last_xact != claim_xact:
-            # The revision committed on its own (e.g. op.execute("COMMIT")): the claim is no
-            # longer in this transaction, so claim again before Alembic records the version.
-            last_xact = calls.claim(settings.resource, settings.token)
-            atomic = False
-        self._remember_claim(context, last_xact)
+        self._unverified.append(len(self.outcome.steps))
         self.outcome.steps.append(
             StepOutcome(
                 revisions=change.added or change.removed,
                 direction=_direction(step),
                 token=settings.token,
-                atomic=atomic,
+                atomic=not self._escaped,
             )
         )
+        assert self._writer is not None
+        still_in_claim = connection is not None and connection.get_transaction() is claim_transaction
+        if self._batching and self._steps_left and still_in_claim and not (self._escaped or ended[0]):
+            self._writer.defer(change)
+            self._remember_claim(context, claim_xact)
+            return
+        self._remember_claim(context, self._flush(context, claim_xact, change))
+
+    def _flush_deferred(self, context: MigrationContext, claim_xact: int | None) -> None:
+        """Write deferred ledger rows now, before something may end their transaction."""
+        if self._writer is not None and self._writer.has_deferred():
+            self._flush(context, claim_xact)
+
+    def _flush(self, context: MigrationContext, claim_xact: int | None, change: Any = None) -> int | None:
+        """Write the deferred ledger rows (and ``change``), proving they share the claim's transaction.
+
+        If they do not, something committed since the claim: claim again in the transaction now
+        open before Alembic writes the version row, and report the steps as non-atomic.
+        """
+        assert self._writer is not None and self._calls is not None
+        last_xact = self._writer.flush(change)
+        if not self._calls.offline and last_xact != claim_xact:
+            last_xact = self._calls.claim(self.settings.resource, self.settings.token)
+            for index in self._unverified:
+                self.outcome.steps[index] = dataclasses.replace(self.outcome.steps[index], atomic=False)
+        self._unverified = []
+        return last_xact
 
     def _require_unmoved_heads(self, context: MigrationContext) -> None:
         """After the first claim, the plan must still start from the database's heads.
@@ -178,27 +220,6 @@ class FencedRun:
                 "with the DDL; nothing was applied"
             )
 
-    def _record(self, context: MigrationContext, calls: FenceCalls, change: LedgerChange) -> int | None:
-        settings, version_table = self.settings, self._version_table(context)
-        script = self._script(context)
-        last: int | None = None
-        for revision in change.removed:
-            last = calls.record_rollback(version_table, revision)
-        for revision in change.added:
-            path = change.paths.get(revision) or script.get_revision(revision).path
-            last = calls.record_apply(
-                version_table,
-                revision,
-                settings.resource,
-                settings.token,
-                settings.holder,
-                change.method,
-                script_sha256(path),
-            )
-        if last is None and not calls.offline:
-            last = calls.current_xact()
-        return last
-
     # -- revisions that leave the transaction ---------------------------------------------
 
     def _guard_autocommit_blocks(self, context: MigrationContext) -> None:
@@ -209,6 +230,8 @@ class FencedRun:
         @contextmanager
         def fenced_autocommit_block() -> Iterator[None]:
             run._escaped = True
+            # Earlier steps' deferred rows must commit with their DDL, which the block commits.
+            run._flush_deferred(context, run._held[1] if run._held is not None else None)
             with original():
                 assert run._calls is not None
                 run._calls.claim(run.settings.resource, run.settings.token)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
@@ -18,7 +18,7 @@ from .ledger_changes import ledger_change
 from .ledger_writer import LedgerWriter
 from .outcome import RunOutcome, StepOutcome
 from .settings import FenceSettings
-from .transaction_ends import watching_transaction_ends
+from .transaction_ends import TransactionEndWatch
 
 _TRANSACTION_ENDS = {"COMMIT", "COMMIT TRANSACTION", "COMMIT WORK", "END", "END TRANSACTION", "ROLLBACK"}
 
@@ -50,6 +50,8 @@ class FencedRun:
         self._steps_left = 0
         self._batching = False
         self._unverified: list[int] = []  # outcome.steps whose ledger rows are not yet proven
+        self._end_watch: TransactionEndWatch | None = None
+        self._claim_xact: int | None = None  # the current step's claim
 
     # -- the function Alembic calls with the current heads ------------------------------
 
@@ -66,6 +68,10 @@ class FencedRun:
         # In one transaction for all steps, ledger rows wait for the last step (or for anything
         # that may end the transaction) and go in one round trip, proven by one transaction id.
         self._batching = not context.as_sql and not context.opts.get("transaction_per_migration", False)
+        if not context.as_sql and context.connection is not None and steps:
+            self._end_watch = TransactionEndWatch(
+                context.connection, lambda: self._flush_deferred(context, self._claim_xact)
+            )
         self._guard_autocommit_blocks(context)
         context.on_version_apply_callbacks = (
             *context.on_version_apply_callbacks,
@@ -115,15 +121,15 @@ class FencedRun:
         claim_transaction = None if connection is None else connection.get_transaction()
 
         self._escaped = False
-        with ExitStack() as watches:
-            watches.enter_context(self._watching_offline_commits(context))
-            ended = [False]
-            if connection is not None:
-                ended = watches.enter_context(
-                    watching_transaction_ends(connection, lambda: self._flush_deferred(context, claim_xact))
-                )
+        self._claim_xact = claim_xact
+        if self._end_watch is not None:
+            self._end_watch.reset()
+        with self._watching_offline_commits(context):
             migration_fn(**kw)
         self._steps_left -= 1
+        ended = self._end_watch is not None and self._end_watch.seen
+        if self._end_watch is not None and not self._steps_left:
+            self._end_watch.close()
 
         if self._escaped or calls.offline:
             # Offline, psql may run the rest of the step outside the claim's transaction in
@@ -142,7 +148,7 @@ class FencedRun:
         )
         assert self._writer is not None
         still_in_claim = connection is not None and connection.get_transaction() is claim_transaction
-        if self._batching and self._steps_left and still_in_claim and not (self._escaped or ended[0]):
+        if self._batching and self._steps_left and still_in_claim and not (self._escaped or ended):
             self._writer.defer(change)
             self._remember_claim(context, claim_xact)
             return

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import re
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from sqlalchemy import Connection, event
 
@@ -13,28 +12,37 @@ from sqlalchemy import Connection, event
 _TRANSACTION_END = re.compile(r"\b(COMMIT|END|ROLLBACK|ABORT|PREPARE\s+TRANSACTION)\b", re.IGNORECASE)
 
 
-@contextmanager
-def watching_transaction_ends(connection: Connection, before_end: Callable[[], object]) -> Iterator[list[bool]]:
-    """Call ``before_end`` before a statement or commit that may end the transaction runs.
+class TransactionEndWatch:
+    """Calls ``before_end`` before a statement or commit that may end the transaction runs.
 
-    Yields a one-element list that becomes ``[True]`` once that happened. A commit through the
-    raw DBAPI connection is not seen here; the transaction-id check after the step catches it.
+    Listens on one SQLAlchemy connection for a whole run; ``seen`` tells whether it fired since
+    the last ``reset()``. A commit through the raw DBAPI connection is not seen here; the
+    transaction-id check when ledger rows are written catches it.
     """
-    seen = [False]
 
-    def before_execute(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+    def __init__(self, connection: Connection, before_end: Callable[[], object]) -> None:
+        self.seen = False
+        self._connection = connection
+        self._before_end = before_end
+        event.listen(connection, "before_cursor_execute", self._before_execute)
+        event.listen(connection, "commit", self._before_commit)
+
+    def reset(self) -> None:
+        """Start watching a new step."""
+        self.seen = False
+
+    def close(self) -> None:
+        """Stop listening."""
+        event.remove(self._connection, "before_cursor_execute", self._before_execute)
+        event.remove(self._connection, "commit", self._before_commit)
+
+    def _before_execute(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         if _TRANSACTION_END.search(statement):
-            seen[0] = True
-            before_end()
+            self._fire()
 
-    def before_commit(_conn: Any) -> None:
-        seen[0] = True
-        before_end()
+    def _before_commit(self, _conn: Any) -> None:
+        self._fire()
 
-    event.listen(connection, "before_cursor_execute", before_execute)
-    event.listen(connection, "commit", before_commit)
-    try:
-        yield seen
-    finally:
-        event.remove(connection, "before_cursor_execute", before_execute)
-        event.remove(connection, "commit", before_commit)
+    def _fire(self) -> None:
+        self.seen = True
+        self._before_end()

@@ -1,4 +1,4 @@
-"""One fenced run: claim before each step's DDL, ledger after it, all in the step's transaction."""
+"""One fenced run: claim before each step's DDL, ledger rows after it, in the claim's transaction."""
 
 from __future__ import annotations
 
@@ -102,6 +102,18 @@ class FencedRun:
 
     def execute_step(self, step: Any, migration_fn: Callable[..., None], kw: dict[str, Any]) -> None:
         """Claim, run the step's DDL, re-claim if it escaped its transaction, write or defer its ledger rows."""
+        try:
+            self._execute_step(step, migration_fn, kw)
+        except BaseException:
+            self._stop_watching()  # the run is over; env.py may still use its connection
+            raise
+
+    def _stop_watching(self) -> None:
+        if self._end_watch is not None:
+            self._end_watch.close()
+            self._end_watch = None
+
+    def _execute_step(self, step: Any, migration_fn: Callable[..., None], kw: dict[str, Any]) -> None:
         context, calls = self._context, self._calls
         assert context is not None and calls is not None
         settings = self.settings
@@ -128,8 +140,8 @@ class FencedRun:
             migration_fn(**kw)
         self._steps_left -= 1
         ended = self._end_watch is not None and self._end_watch.seen
-        if self._end_watch is not None and not self._steps_left:
-            self._end_watch.close()
+        if not self._steps_left:
+            self._stop_watching()
 
         if self._escaped or calls.offline:
             # Offline, psql may run the rest of the step outside the claim's transaction in

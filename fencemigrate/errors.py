@@ -14,6 +14,7 @@ EXIT_USAGE = 2
 EXIT_FENCED = 3
 
 SQLSTATE_FENCED = "FM001"  # raised by claim() and check_reapply(); FM002 (monotonic guard) is not ours to catch
+SQLSTATE_ESCAPED = "FM003"  # a revision committed its transaction before Alembic recorded it
 
 
 class FencemigrateError(Exception):
@@ -108,6 +109,10 @@ def _detail_of(error: BaseException) -> str | None:
 
 def from_database_error(error: BaseException, resource: str, token: int) -> FencemigrateError | None:
     """Map an error raised with one of our SQLSTATEs to its outcome; None for anything else."""
+    if sqlstate_of(error) == SQLSTATE_ESCAPED:
+        original = getattr(error, "orig", error)
+        primary = getattr(getattr(original, "diag", None), "message_primary", None) or str(original)
+        return NotTransactional(f"refused: {primary}; nothing of that revision was applied")
     if sqlstate_of(error) != SQLSTATE_FENCED:
         return None
     fields: dict[str, Any] = {}

@@ -184,6 +184,73 @@ BEGIN
 END
 $$;
 
+-- One revision per transaction (transaction_per_migration): claim, write the ledger row and
+-- ask for a check at COMMIT, in one round trip before the revision's DDL. The check, a deferred
+-- constraint trigger, proves that Alembic's version row is in this same transaction; a revision
+-- that commits behind fencemigrate's back makes its COMMIT fail instead (SQLSTATE FM003).
+CREATE TABLE @extschema@.pending_version_check (
+    version_table regclass NOT NULL,
+    revision      text     NOT NULL,
+    resource      text     NOT NULL,
+    token         bigint   NOT NULL
+);
+
+CREATE FUNCTION @extschema@.claim_and_record(
+    p_resource text, p_token bigint, p_version_table text, p_version_regclass regclass,
+    p_revision text, p_holder text, p_script_sha256 text
+) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM @extschema@.claim(p_resource, p_token);
+    PERFORM @extschema@.record_apply(p_version_table, p_revision, p_resource, p_token,
+                                     p_holder, 'upgrade', p_script_sha256);
+    INSERT INTO @extschema@.pending_version_check (version_table, revision, resource, token)
+    VALUES (p_version_regclass, p_revision, p_resource, p_token);
+    RETURN pg_current_xact_id()::text::bigint;
+END
+$$;
+
+-- Take back what claim_and_record wrote, before something commits the transaction early.
+CREATE FUNCTION @extschema@.undo_record(p_version_table text, p_revision text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM @extschema@.pending_version_check WHERE revision = p_revision;
+    PERFORM @extschema@.record_rollback(p_version_table, p_revision);
+END
+$$;
+
+CREATE FUNCTION @extschema@.check_version_row() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_found boolean;
+BEGIN
+    DELETE FROM @extschema@.pending_version_check WHERE ctid = NEW.ctid;
+    IF NOT FOUND THEN
+        RETURN NULL;  -- taken back by undo_record
+    END IF;
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s WHERE version_num = $1)', NEW.version_table)
+       INTO v_found USING NEW.revision;
+    IF NOT v_found THEN
+        RAISE EXCEPTION USING ERRCODE = 'FM003',
+            MESSAGE = format('revision %s committed its transaction before Alembic recorded it: '
+                             'the fence claim (resource %s, token %s) cannot cover what would follow, '
+                             'so this commit is refused', NEW.revision, NEW.resource, NEW.token);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE CONSTRAINT TRIGGER version_row_in_claim_transaction
+    AFTER INSERT ON @extschema@.pending_version_check
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.check_version_row();
+
 -- The monotonic guard: no client, fencemigrate or not, can lower a fence token,
 -- rename a fenced resource, or delete or truncate fence rows.
 CREATE FUNCTION @extschema@.agent_fence_guard() RETURNS trigger

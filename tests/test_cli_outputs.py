@@ -354,7 +354,7 @@ def test_state_after_runs(two: Project) -> None:
 def test_install_then_already_installed(two: Project) -> None:
     """`install` creates the fence schema (and nothing of Alembic's); a second run says so."""
     assert cli(two, "install").check().stdout == "installed\n"
-    assert table_names(two.url, "fencemigrate") == ["agent_fence", "applied_revision"]
+    assert table_names(two.url, "fencemigrate") == ["agent_fence", "applied_revision", "pending_version_check"]
     assert alembic_versions(two.url) is None
     assert cli(two, "install").check().stdout == "already installed\n"
 
@@ -373,7 +373,7 @@ def test_install_sql_prints_a_complete_script(two: Project) -> None:
     assert "fencemigrate" not in schema_names(two.url)
 
     execute(two.url, script)
-    assert table_names(two.url, "fencemigrate") == ["agent_fence", "applied_revision"]
+    assert table_names(two.url, "fencemigrate") == ["agent_fence", "applied_revision", "pending_version_check"]
     assert cli(two, "install").check().stdout == "already installed\n"
     cli(two, "upgrade", "head", "--token", "1", "--holder", "h").check()
     assert fences(two.url) == {DEFAULT_RESOURCE: 1}
@@ -385,7 +385,7 @@ def test_fence_schema_option_moves_the_fence_tables(two: Project) -> None:
 
     result = cli(two, "upgrade", "head", "--token", "7", "--holder", "h1").check()
     assert "  installed the fence schema" in result.stdout.splitlines()
-    assert table_names(two.url, "other_schema") == ["agent_fence", "applied_revision"]
+    assert table_names(two.url, "other_schema") == ["agent_fence", "applied_revision", "pending_version_check"]
     assert "fencemigrate" not in schema_names(two.url)
     assert fences(two.url, "other_schema") == {DEFAULT_RESOURCE: 7}
     assert ledger(two.url, "other_schema")["0002"] == (DEFAULT_RESOURCE, 7, "h1", "upgrade")

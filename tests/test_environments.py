@@ -537,3 +537,53 @@ def test_deferred_ledger_rows_commit_with_their_ddl(project: Project, pg_url: st
     project.run_alembic("upgrade", "head").check(0)
     assert alembic_versions(pg_url) == ["b2"]
     assert "after_escape" in table_names(pg_url)
+
+
+# -- transaction_per_migration: the ledger row goes with the claim, COMMIT proves the rest ---------
+
+_RAW_COMMIT = """
+op.execute("CREATE TABLE before_raw_commit (id int)")
+op.get_bind().connection.commit()  # straight to the DBAPI connection: SQLAlchemy sees nothing
+op.execute("CREATE TABLE after_raw_commit (id int)")
+"""
+
+
+def test_per_migration_raw_dbapi_commit_is_refused_at_that_commit(project: Project, pg_url: str) -> None:
+    """With one revision per transaction, a revision that commits through the raw DBAPI connection
+    is refused by the check at COMMIT (the version row is not there yet): that revision leaves
+    nothing, exit 1; the revision before it stays committed with its ledger row."""
+    project.set_env_option("transaction_per_migration", True)
+    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    project.add_revision("b2", "a1", (), slug="raw", extra_upgrade_code=_RAW_COMMIT)
+
+    result = project.run_cli("upgrade", "head", "--token", "5")
+    result.check(1)
+    assert "committed its transaction before Alembic recorded it" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert table_names(pg_url) == ["alembic_version", "t1"]
+    assert alembic_versions(pg_url) == ["a1"]
+    assert ledger(pg_url) == [("a1", 5, "upgrade")]
+    assert fence_token(pg_url) == 5
+
+    # Control: plain alembic lets the revision commit half of itself and run the rest unfenced.
+    project.run_alembic("upgrade", "head").check(0)
+    assert alembic_versions(pg_url) == ["b2"]
+    assert {"before_raw_commit", "after_raw_commit"} <= set(table_names(pg_url))
+
+
+def test_per_migration_autocommit_block_is_applied_non_atomic(project: Project, pg_url: str) -> None:
+    """With one revision per transaction, the ledger row written with the claim is taken back before
+    the autocommit block commits, and written again after it: applied, reported non-atomic."""
+    project.set_env_option("transaction_per_migration", True)
+    _items_chain(project)
+
+    payload = upgrade_json(project, "head", 6)
+    assert [(step["revisions"], step["atomic"]) for step in payload["steps"]] == [
+        (["a1"], True),
+        (["b2"], False),
+        (["c3"], True),
+    ]
+    assert alembic_versions(pg_url) == ["c3"]
+    assert ledger(pg_url) == [("a1", 6, "upgrade"), ("b2", 6, "upgrade"), ("c3", 6, "upgrade")]
+    assert index_names(pg_url) == ["ix_items_name"]
+    assert query(pg_url, "SELECT count(*) FROM fencemigrate.pending_version_check") == [(0,)]

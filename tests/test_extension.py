@@ -98,7 +98,7 @@ def test_extension_loads_and_is_used_without_reinstalling(
         "SELECT e.extversion, n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
         "WHERE e.extname = 'fencemigrate'"
     ).fetchall() == [("0.1", "fencemigrate")]
-    assert table_names(pg_url, "fencemigrate") == ["agent_fence", "applied_revision"]
+    assert table_names(pg_url, "fencemigrate") == ["agent_fence", "applied_revision", "pending_version_check"]
     members_before = query(
         pg_url, "SELECT count(*) FROM pg_depend WHERE refobjid = (SELECT oid FROM pg_extension "
         "WHERE extname = 'fencemigrate') AND deptype = 'e'"

@@ -185,7 +185,7 @@ def test_install_sql_through_psql_installs_the_fence_schema(project: Project, pg
 
     assert "fencemigrate" in schema_names(pg_url)
     assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.1",)]
-    assert table_names(pg_url, "fencemigrate") == ["agent_fence", "applied_revision"]
+    assert table_names(pg_url, "fencemigrate") == ["agent_fence", "applied_revision", "pending_version_check"]
     triggers = query(
         pg_url,
         "SELECT tgname FROM pg_trigger WHERE tgrelid = 'fencemigrate.agent_fence'::regclass "

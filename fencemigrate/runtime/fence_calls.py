@@ -46,6 +46,35 @@ class FenceCalls:
         return self._xact("claim", resource=resource, token=token)
 
 
+    def claim_and_record(
+        self,
+        resource: str,
+        token: int,
+        version_table: str,
+        version_relation: str,
+        revision: str,
+        holder: str,
+        script_sha256: str,
+    ) -> int | None:
+        """Claim, write ``revision``'s ledger row and have COMMIT prove its version row, in one call.
+
+        ``version_relation`` is the quoted name of Alembic's version table. Returns the transaction id.
+        """
+        return self._xact(
+            "claim_and_record",
+            resource=resource,
+            token=token,
+            version_table=version_table,
+            version_relation=version_relation,
+            revision=revision,
+            holder=holder,
+            script_sha256=script_sha256,
+        )
+
+    def undo_record(self, version_table: str, revision: str) -> None:
+        """Take back what ``claim_and_record`` wrote (the claim stays)."""
+        self._call("undo_record", version_table=version_table, revision=revision)
+
     def check_reapply(self, version_table: str, resource: str, revisions: list[str], token: int) -> None:
         """Raise FM001 unless the fence and every revision's applied token allow ``token`` to re-apply."""
         self._call(

@@ -14,7 +14,7 @@ from ..fence_schema import ensure_installed
 from .environment import autocommits
 from .fence_calls import FenceCalls
 from .fenced_step import FencedStep
-from .ledger_changes import ledger_change
+from .ledger_changes import LedgerChange, ledger_change, script_sha256
 from .ledger_writer import LedgerWriter
 from .outcome import RunOutcome, StepOutcome
 from .settings import FenceSettings
@@ -52,6 +52,7 @@ class FencedRun:
         self._unverified: list[int] = []  # outcome.steps whose ledger rows are not yet proven
         self._end_watch: TransactionEndWatch | None = None
         self._claim_xact: int | None = None  # the current step's claim
+        self._early: LedgerChange | None = None  # written with the claim, not yet settled
 
     # -- the function Alembic calls with the current heads ------------------------------
 
@@ -69,9 +70,7 @@ class FencedRun:
         # that may end the transaction) and go in one round trip, proven by one transaction id.
         self._batching = not context.as_sql and not context.opts.get("transaction_per_migration", False)
         if not context.as_sql and context.connection is not None and steps:
-            self._end_watch = TransactionEndWatch(
-                context.connection, lambda: self._flush_deferred(context, self._claim_xact)
-            )
+            self._end_watch = TransactionEndWatch(context.connection, lambda: self._before_early_commit(context))
         self._guard_autocommit_blocks(context)
         context.on_version_apply_callbacks = (
             *context.on_version_apply_callbacks,
@@ -122,8 +121,11 @@ class FencedRun:
             self._install_fence_schema(context)
         if self._first_step and self._reapplied:
             calls.check_reapply(self._version_table(context), settings.resource, self._reapplied, settings.token)
+        change = ledger_change(self._script(context), step)
         claim_xact = self._held_claim(context)
-        if claim_xact is None:
+        if claim_xact is None and self._records_with_claim(context, step):
+            claim_xact = self._claim_and_record(context, calls, change)
+        elif claim_xact is None:
             claim_xact = calls.claim(settings.resource, settings.token)
         if self._first_step and not context.as_sql:
             self._require_unmoved_heads(context)
@@ -138,6 +140,8 @@ class FencedRun:
             self._end_watch.reset()
         with self._watching_offline_commits(context):
             migration_fn(**kw)
+        recorded_with_claim = self._early is not None  # not taken back by an early commit
+        self._early = None
         self._steps_left -= 1
         ended = self._end_watch is not None and self._end_watch.seen
         if not self._steps_left:
@@ -148,7 +152,6 @@ class FencedRun:
             # ways no script text shows: always claim again before the ledger and version rows
             # (a repeated claim under the same token changes nothing).
             claim_xact = calls.claim(settings.resource, settings.token)
-        change = ledger_change(self._script(context), step)
         self._unverified.append(len(self.outcome.steps))
         self.outcome.steps.append(
             StepOutcome(
@@ -160,11 +163,54 @@ class FencedRun:
         )
         assert self._writer is not None
         still_in_claim = connection is not None and connection.get_transaction() is claim_transaction
-        if self._batching and self._steps_left and still_in_claim and not (self._escaped or ended):
+        settled = still_in_claim and not (self._escaped or ended)
+        if recorded_with_claim and settled:
+            # The ledger row went with the claim; the check at COMMIT proves the version row.
+            self._unverified.pop()
+            self._remember_claim(context, claim_xact)
+            return
+        if self._batching and self._steps_left and settled:
             self._writer.defer(change)
             self._remember_claim(context, claim_xact)
             return
         self._remember_claim(context, self._flush(context, claim_xact, change))
+
+    def _records_with_claim(self, context: MigrationContext, step: Any) -> bool:
+        """One revision per transaction: its ledger row can go with the claim, before the DDL."""
+        return (
+            not self._batching
+            and not context.as_sql
+            and isinstance(step, RevisionStep)
+            and step.is_upgrade
+        )
+
+    def _claim_and_record(self, context: MigrationContext, calls: FenceCalls, change: LedgerChange) -> int | None:
+        (revision,) = change.added
+        preparer = context.dialect.identifier_preparer
+        relation = ".".join(
+            preparer.quote(part) for part in (context.version_table_schema, context.version_table) if part
+        )
+        xact = calls.claim_and_record(
+            self.settings.resource,
+            self.settings.token,
+            self._version_table(context),
+            relation,
+            revision,
+            self.settings.holder,
+            script_sha256(change.paths[revision]),
+        )
+        self._early = change
+        return xact
+
+    def _before_early_commit(self, context: MigrationContext) -> None:
+        """Something may commit the step's transaction before Alembic records the version:
+        write deferred ledger rows now, and take back a row written with the claim (the step
+        then writes it again after its DDL, in the transaction it ends up in)."""
+        self._flush_deferred(context, self._claim_xact)
+        if self._early is not None:
+            assert self._calls is not None
+            self._calls.undo_record(self._version_table(context), self._early.added[0])
+            self._early = None
 
     def _flush_deferred(self, context: MigrationContext, claim_xact: int | None) -> None:
         """Write deferred ledger rows now, before something may end their transaction."""
@@ -249,7 +295,7 @@ class FencedRun:
         def fenced_autocommit_block() -> Iterator[None]:
             run._escaped = True
             # Earlier steps' deferred rows must commit with their DDL, which the block commits.
-            run._flush_deferred(context, run._held[1] if run._held is not None else None)
+            run._before_early_commit(context)
             with original():
                 assert run._calls is not None
                 run._calls.claim(run.settings.resource, run.settings.token)

@@ -228,15 +228,18 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_found boolean;
+    v_recorded boolean;
 BEGIN
     DELETE FROM @extschema@.pending_version_check WHERE ctid = NEW.ctid;
     IF NOT FOUND THEN
         RETURN NULL;  -- taken back by undo_record
     END IF;
-    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s WHERE version_num = $1)', NEW.version_table)
-       INTO v_found USING NEW.revision;
-    IF NOT v_found THEN
+    -- Alembic writes the version row after the revision's DDL: if no row of the version table
+    -- was written by this transaction, it is being committed from inside the revision.
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s WHERE xmin = pg_current_xact_id()::xid)',
+                   NEW.version_table)
+       INTO v_recorded;
+    IF NOT v_recorded THEN
         RAISE EXCEPTION USING ERRCODE = 'FM003',
             MESSAGE = format('revision %s committed its transaction before Alembic recorded it: '
                              'the fence claim (resource %s, token %s) cannot cover what would follow, '

@@ -289,8 +289,13 @@ def test_autocommit_block_text_output_warns(project: Project, pg_url: str) -> No
     assert fence_token(pg_url) == 6
 
 
-def test_autocommit_block_json_marks_the_step_non_atomic(project: Project, pg_url: str) -> None:
-    """JSON: the autocommit-block step has "atomic": false, the others "atomic": true."""
+@pytest.mark.parametrize("per_migration", [False, True], ids=["one-transaction", "transaction_per_migration"])
+def test_autocommit_block_json_marks_the_step_non_atomic(project: Project, pg_url: str, per_migration: bool) -> None:
+    """JSON: the autocommit-block step has "atomic": false, the others "atomic": true. With one
+    revision per transaction, the ledger row written with the claim is taken back before the
+    block commits and written again after it, leaving no pending COMMIT check behind."""
+    if per_migration:
+        project.set_env_option("transaction_per_migration", True)
     _items_chain(project)
     payload = upgrade_json(project, "head", 6)
     assert [(step["revisions"], step["atomic"]) for step in payload["steps"]] == [
@@ -298,8 +303,10 @@ def test_autocommit_block_json_marks_the_step_non_atomic(project: Project, pg_ur
         (["b2"], False),
         (["c3"], True),
     ]
+    assert alembic_versions(pg_url) == ["c3"]
     assert index_names(pg_url) == ["ix_items_name"]
     assert ledger(pg_url) == [("a1", 6, "upgrade"), ("b2", 6, "upgrade"), ("c3", 6, "upgrade")]
+    assert query(pg_url, "SELECT count(*) FROM fencemigrate.pending_version_check") == [(0,)]
 
 
 def test_autocommit_block_stale_token_is_fenced_before_anything_runs(project: Project, pg_url: str) -> None:
@@ -569,21 +576,3 @@ def test_per_migration_raw_dbapi_commit_is_refused_at_that_commit(project: Proje
     project.run_alembic("upgrade", "head").check(0)
     assert alembic_versions(pg_url) == ["b2"]
     assert {"before_raw_commit", "after_raw_commit"} <= set(table_names(pg_url))
-
-
-def test_per_migration_autocommit_block_is_applied_non_atomic(project: Project, pg_url: str) -> None:
-    """With one revision per transaction, the ledger row written with the claim is taken back before
-    the autocommit block commits, and written again after it: applied, reported non-atomic."""
-    project.set_env_option("transaction_per_migration", True)
-    _items_chain(project)
-
-    payload = upgrade_json(project, "head", 6)
-    assert [(step["revisions"], step["atomic"]) for step in payload["steps"]] == [
-        (["a1"], True),
-        (["b2"], False),
-        (["c3"], True),
-    ]
-    assert alembic_versions(pg_url) == ["c3"]
-    assert ledger(pg_url) == [("a1", 6, "upgrade"), ("b2", 6, "upgrade"), ("c3", 6, "upgrade")]
-    assert index_names(pg_url) == ["ix_items_name"]
-    assert query(pg_url, "SELECT count(*) FROM fencemigrate.pending_version_check") == [(0,)]

@@ -18,9 +18,7 @@ from .ledger_changes import LedgerChange, ledger_change, script_sha256
 from .ledger_writer import LedgerWriter
 from .outcome import RunOutcome, StepOutcome
 from .settings import FenceSettings
-from .transaction_ends import TransactionEndWatch
-
-_TRANSACTION_ENDS = {"COMMIT", "COMMIT TRANSACTION", "COMMIT WORK", "END", "END TRANSACTION", "ROLLBACK"}
+from .transaction_ends import TransactionEndWatch, ends_transaction_in_script
 
 
 class HeadsMoved(FencemigrateError):
@@ -313,7 +311,7 @@ class FencedRun:
         write = impl.static_output
 
         def watched(text: str) -> None:
-            if text.strip().rstrip(";").strip().upper() in _TRANSACTION_ENDS:
+            if ends_transaction_in_script(text):
                 self._escaped = True
             write(text)
 

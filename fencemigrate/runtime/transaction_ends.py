@@ -11,6 +11,14 @@ from sqlalchemy import Connection, event
 # an early ledger write and one verification round trip.
 _TRANSACTION_END = re.compile(r"\b(COMMIT|END|ROLLBACK|ABORT|PREPARE\s+TRANSACTION)\b", re.IGNORECASE)
 
+# In a --sql script only a statement that is exactly one of these ends the transaction.
+_SCRIPT_TRANSACTION_ENDS = {"COMMIT", "COMMIT TRANSACTION", "COMMIT WORK", "END", "END TRANSACTION", "ROLLBACK"}
+
+
+def ends_transaction_in_script(text: str) -> bool:
+    """True when a statement written to a --sql script is a bare COMMIT/END/ROLLBACK."""
+    return text.strip().rstrip(";").strip().upper() in _SCRIPT_TRANSACTION_ENDS
+
 
 class TransactionEndWatch:
     """Calls ``before_end`` before a statement or commit that may end the transaction runs.

@@ -121,12 +121,12 @@ BEGIN
 END
 $$;
 
--- Ledger bookkeeping, called in the same transaction as the revision's DDL.
--- Returns the current transaction id (see claim()).
+-- Ledger bookkeeping, called in the same transaction as the revision's DDL
+-- (directly in --sql scripts, through record_steps() and claim_and_record() online).
 CREATE FUNCTION @extschema@.record_apply(
     p_version_table text, p_revision text, p_resource text, p_token bigint,
     p_holder text, p_method text, p_script_sha256 text
-) RETURNS bigint
+) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -146,18 +146,16 @@ BEGIN
                 holder = excluded.holder, method = excluded.method,
                 applied_at = now(), script_sha256 = excluded.script_sha256;
     END IF;
-    RETURN pg_current_xact_id()::text::bigint;
 END
 $$;
 
-CREATE FUNCTION @extschema@.record_rollback(p_version_table text, p_revision text) RETURNS bigint
+CREATE FUNCTION @extschema@.record_rollback(p_version_table text, p_revision text) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     DELETE FROM @extschema@.applied_revision
      WHERE version_table = p_version_table AND revision = p_revision;
-    RETURN pg_current_xact_id()::text::bigint;
 END
 $$;
 

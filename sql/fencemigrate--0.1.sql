@@ -54,10 +54,12 @@ BEGIN
 END
 $$;
 
--- The claim. Run inside the migration's own transaction, before any DDL:
+-- The claim. Run inside the migration's own transaction, before any DDL; it has the effect of
 --   UPDATE agent_fence SET token = :t WHERE resource = :r AND token <= :t
--- written as an upsert so the first claim on a resource seeds its row.
--- 0 rows means a higher token has written: FENCED, and the caller's transaction is doomed.
+-- with 0 rows meaning a higher token has written: FENCED, and the caller's transaction is doomed.
+-- The row is locked first and only rewritten when the token goes up, so the usual case (the
+-- same token claiming again for its next revision) writes no new row version; the first claim
+-- on a resource seeds its row. Either way the row stays locked until the transaction ends.
 -- Returns the current transaction id, so the caller can prove its DDL ran in this transaction.
 CREATE FUNCTION @extschema@.claim(p_resource text, p_token bigint) RETURNS bigint
 LANGUAGE plpgsql
@@ -71,18 +73,27 @@ BEGIN
             MESSAGE = format('fencing token must be a positive bigint, got %s', p_token);
     END IF;
 
-    INSERT INTO @extschema@.agent_fence AS f (resource, token)
-    VALUES (p_resource, p_token)
-    ON CONFLICT (resource) DO UPDATE
-        SET token = excluded.token, updated_at = now()
-        WHERE f.token <= excluded.token;
-
+    SELECT f.token INTO v_fence FROM @extschema@.agent_fence f WHERE f.resource = p_resource FOR UPDATE;
     IF NOT FOUND THEN
-        SELECT f.token INTO v_fence FROM @extschema@.agent_fence f WHERE f.resource = p_resource;
+        INSERT INTO @extschema@.agent_fence AS f (resource, token)
+        VALUES (p_resource, p_token)
+        ON CONFLICT (resource) DO UPDATE
+            SET token = excluded.token, updated_at = now()
+            WHERE f.token <= excluded.token;
+        IF NOT FOUND THEN
+            SELECT f.token INTO v_fence FROM @extschema@.agent_fence f WHERE f.resource = p_resource;
+        ELSE
+            v_fence := p_token;
+        END IF;
+    ELSIF v_fence < p_token THEN
+        UPDATE @extschema@.agent_fence SET token = p_token, updated_at = now() WHERE resource = p_resource;
+        v_fence := p_token;
+    END IF;
+
+    IF v_fence > p_token THEN
         PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
             format('token %s has since written to %s', v_fence, p_resource));
     END IF;
-
     RETURN pg_current_xact_id()::text::bigint;
 END
 $$;

@@ -153,18 +153,17 @@ def stderr_lines(text: str) -> list[str]:
 CLAIM_LOG_SQL = """
 CREATE SCHEMA audit;
 CREATE TABLE audit.claim_log (id serial PRIMARY KEY, xact xid NOT NULL, token bigint NOT NULL);
-CREATE FUNCTION audit.log_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+ALTER FUNCTION fencemigrate.claim(text, bigint) RENAME TO claim_unlogged;
+CREATE FUNCTION fencemigrate.claim(p_resource text, p_token bigint) RETURNS bigint LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO audit.claim_log (xact, token) VALUES (pg_current_xact_id()::xid, NEW.token);
-    RETURN NEW;
+    INSERT INTO audit.claim_log (xact, token) VALUES (pg_current_xact_id()::xid, p_token);
+    RETURN fencemigrate.claim_unlogged(p_resource, p_token);
 END $$;
-CREATE TRIGGER log_claim AFTER INSERT OR UPDATE ON fencemigrate.agent_fence
-    FOR EACH ROW EXECUTE FUNCTION audit.log_claim();
 """
 
 
 def add_claim_log(url: str) -> None:
-    """Install the audit trigger that records the transaction of every claim."""
+    """Wrap ``claim()`` so that every claim, from any caller, logs its transaction and token."""
     query(url, CLAIM_LOG_SQL)
 
 

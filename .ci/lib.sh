@@ -39,3 +39,36 @@ start_postgres() {
     trap 'exit 130' INT
     trap 'exit 143' TERM
 }
+
+# Start a throwaway redis-server via .ci/redis (the Redis lease backend's tests), stop it on
+# exit (after whatever the EXIT trap already does) and set REDIS_TEST_PORT / REDIS_TEST_DIR.
+# Like start_postgres, call it from the main shell.
+start_redis() {
+    local redis_env previous
+    redis_env=$(bash .ci/redis start)
+    REDIS_TEST_PORT=$(printf '%s\n' "$redis_env" | sed -n 's/^REDIS_PORT=//p')
+    REDIS_TEST_DIR=$(printf '%s\n' "$redis_env" | sed -n 's/^REDIS_DIR=//p')
+    if [ -z "$REDIS_TEST_PORT" ] || [ -z "$REDIS_TEST_DIR" ]; then
+        echo "unexpected output from .ci/redis start: $redis_env" >&2
+        return 1
+    fi
+    # `trap -p EXIT` prints the current handler quoted for the shell: keep it, then stop Redis.
+    previous=$(trap -p EXIT | sed -e "s/^trap -- //" -e "s/ EXIT\$//")
+    eval "previous=$previous"
+    trap "bash .ci/redis stop \"\$REDIS_TEST_DIR\"${previous:+; $previous}" EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
+# Install a Debian package when its command is missing (only possible as root).
+#   ensure_command faketime faketime
+ensure_command() {
+    local command=$1 package=$2
+    command -v "$command" >/dev/null && return 0
+    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+        echo "$command is missing and cannot be installed here: install the $package package" >&2
+        return 1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package"
+}

@@ -6,29 +6,37 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from alembic import command as alembic_command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
+from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import postgresql
 
-from .config import configured_resource, fence_schema
-from .errors import FencemigrateError, UsageError
+from .config import configured_lease_url, configured_resource, fence_schema
+from .durations import parse_ttl_ms, parse_wait_ms
+from .errors import DatabaseError, Fenced, FencemigrateError, UsageError
+from .events import log_event
+from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, open_backend
+from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
+from .leases.runner import RunnerLease
 from .demo import DemoResult, run_demo
 from .fence_schema import ensure_installed, install_script
 from .resources import template_dir
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, run_env, translated_errors
 from .runtime.fenced_run import FencedRun, HeadsMoved, Planner
 from .runtime.outcome import RunOutcome
-from .runtime.plans import downgrade_plan, reapply_plan, stamp_plan, upgrade_plan
+from .runtime.plans import downgrade_plan, nothing_to_do, reapply_plan, stamp_plan, upgrade_plan
 from .runtime.settings import FenceSettings
 from .state import State, read_state
+from .timeline import Event, parse_since, read_timeline
 from .validation import check_holder, check_resource, check_schema, parse_token
 
 _RELATIVE = re.compile(r"[+-]\d+$")
@@ -39,16 +47,22 @@ def upgrade(
     config: Config,
     revision: str,
     *,
-    token: int | str | None,
+    token: int | str | None = None,
     holder: str | None = None,
     resource: str | None = None,
     sql: bool = False,
     tag: str | None = None,
+    **lease: Any,
 ) -> RunOutcome:
-    """``alembic upgrade``, with every step claiming the fence first."""
+    """``alembic upgrade``, with every step claiming the fence first.
+
+    Without ``token`` the run takes a lease itself (``ttl``, ``wait``, ``preempt``, ``lease_url``
+    as for :func:`lease_acquire`), renews it between revisions and releases it at the end.
+    """
     start, destination = _split_range(revision, sql, "upgrade")
     return _fenced(
-        config, "upgrade", destination, upgrade_plan, token, holder, resource, sql, tag, start
+        config, "upgrade", destination, upgrade_plan, token, holder, resource, sql, tag, start,
+        lease=lease,
     )
 
 
@@ -56,18 +70,20 @@ def downgrade(
     config: Config,
     revision: str,
     *,
-    token: int | str | None,
+    token: int | str | None = None,
     holder: str | None = None,
     resource: str | None = None,
     sql: bool = False,
     tag: str | None = None,
+    **lease: Any,
 ) -> RunOutcome:
     """``alembic downgrade``, fenced; the ledger rows go in the same transaction as the DDL."""
     start, destination = _split_range(revision, sql, "downgrade")
     if sql and start is None:
         raise UsageError("downgrade with --sql needs a range FROM:TO")
     return _fenced(
-        config, "downgrade", destination, downgrade_plan, token, holder, resource, sql, tag, start
+        config, "downgrade", destination, downgrade_plan, token, holder, resource, sql, tag, start,
+        lease=lease,
     )
 
 
@@ -75,10 +91,11 @@ def reapply(
     config: Config,
     revision: str,
     *,
-    token: int | str | None,
+    token: int | str | None = None,
     holder: str | None = None,
     resource: str | None = None,
     tag: str | None = None,
+    **lease: Any,
 ) -> RunOutcome:
     """Roll back ``revision`` (and what sits above it) and apply it again, in one transaction.
 
@@ -86,7 +103,7 @@ def reapply(
     """
     return _fenced(
         config, "reapply", revision, reapply_plan, token, holder, resource, False, tag, None,
-        single_transaction=True,
+        single_transaction=True, lease=lease,
     )
 
 
@@ -94,11 +111,12 @@ def stamp(
     config: Config,
     revisions: str | tuple[str, ...],
     *,
-    token: int | str | None,
+    token: int | str | None = None,
     holder: str | None = None,
     resource: str | None = None,
     sql: bool = False,
     tag: str | None = None,
+    **lease: Any,
 ) -> RunOutcome:
     """``alembic stamp``, fenced: the version table moves only under a valid claim."""
     targets = (revisions,) if isinstance(revisions, str) else tuple(revisions)
@@ -111,7 +129,8 @@ def stamp(
         start = first or start
         destinations.append(destination)
     return _fenced(
-        config, "stamp", tuple(destinations), stamp_plan, token, holder, resource, sql, tag, start
+        config, "stamp", tuple(destinations), stamp_plan, token, holder, resource, sql, tag, start,
+        lease=lease,
     )
 
 
@@ -128,6 +147,93 @@ def state(config: Config) -> State:
     if not found:
         raise FencemigrateError("env.py did not run the migration context; cannot read state")
     return found[0]
+
+
+def timeline(config: Config, resource: str | None = None, since: str | None = None) -> list[Event]:
+    """The event log, oldest first, read through the project's env.py; changes nothing.
+
+    ``resource`` keeps one resource's events; ``since`` is an ISO-8601 date-time (UTC unless it
+    has an offset) or how long ago by the database's clock (``10m``, ``2h``). No events before
+    the fence schema (0.2 or later) is installed.
+    """
+    schema = check_schema(fence_schema(config))
+    name = None if resource is None else check_resource(resource)
+    start = None if since is None else parse_since(since)
+    found: list[list[Event]] = []
+
+    def read(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
+        found.append(read_timeline(context, schema, name, start))
+        return []
+
+    _run_without_steps(config, read)
+    if not found:
+        raise FencemigrateError("env.py did not run the migration context; cannot read the timeline")
+    return found[0]
+
+
+def lease_acquire(
+    config: Config,
+    *,
+    holder: str | None,
+    resource: str | None = None,
+    ttl: str | int | None = None,
+    wait: str | int | None = None,
+    preempt: bool = False,
+    lease_url: str | None = None,
+) -> tuple[Grant, State]:
+    """Grant the lease of ``resource`` to ``holder`` with a new token, and read the state afresh.
+
+    The grant advances the fence to the new token: older holders are fenced from now on.
+    ``preempt`` is refused on SQLite (UsageError), before anything is touched.
+    """
+    request = LeaseRequest(
+        resource=_lease_resource(config, resource),
+        holder=_required_holder(holder),
+        ttl_ms=parse_ttl_ms(ttl or DEFAULT_TTL),
+        wait_ms=parse_wait_ms(wait or DEFAULT_ACQUIRE_WAIT),
+        preempt=preempt,
+    )
+    grant, fresh = _with_lease_backend(
+        config, lease_url, lambda backend: backend.acquire(request), preempt=preempt, then_read_state=True
+    )
+    assert fresh is not None
+    return grant, fresh
+
+
+def lease_renew(
+    config: Config,
+    *,
+    holder: str | None,
+    resource: str | None = None,
+    token: int | str | None = None,
+    ttl: str | int | None = None,
+    lease_url: str | None = None,
+) -> Grant:
+    """Extend ``holder``'s lease (the grant with ``token``, if given); LeaseLost if it is not theirs."""
+    name, who = _lease_resource(config, resource), _required_holder(holder)
+    grant_token = None if token is None else parse_token(token)
+    ttl_ms = parse_ttl_ms(ttl or DEFAULT_TTL)
+    return _with_lease_backend(config, lease_url, lambda backend: backend.renew(name, who, grant_token, ttl_ms))[0]
+
+
+def lease_release(
+    config: Config,
+    *,
+    holder: str | None,
+    resource: str | None = None,
+    token: int | str | None = None,
+    lease_url: str | None = None,
+) -> LeaseStatus:
+    """Free ``holder``'s lease (the grant with ``token``, if given); LeaseLost if it is not theirs."""
+    name, who = _lease_resource(config, resource), _required_holder(holder)
+    grant_token = None if token is None else parse_token(token)
+    return _with_lease_backend(config, lease_url, lambda backend: backend.release(name, who, grant_token))[0]
+
+
+def lease_status(config: Config, *, resource: str | None = None, lease_url: str | None = None) -> LeaseStatus:
+    """The lease of ``resource`` as the lease service's clock sees it now."""
+    name = _lease_resource(config, resource)
+    return _with_lease_backend(config, lease_url, lambda backend: backend.status(name))[0]
 
 
 def install(config: Config, sql: bool = False) -> str:
@@ -161,8 +267,9 @@ def init(config: Config, directory: str) -> Path:
     return target
 
 
-def demo(url: str, say: Callable[[str], None]) -> DemoResult:
-    """Replay the design notes' incident fenced and with plain Alembic, on scratch databases at ``url``."""
+def demo(url: str | None, say: Callable[[str], None]) -> DemoResult:
+    """Replay the design notes' incident fenced and with plain Alembic: on fresh SQLite files, or
+    on scratch databases of the PostgreSQL server at ``url``."""
     with translated_errors():
         return run_demo(url, say)
 
@@ -209,19 +316,73 @@ def _fenced(
     tag: str | None,
     start: str | None,
     single_transaction: bool = False,
+    lease: dict[str, Any] | None = None,
 ) -> RunOutcome:
     settings = FenceSettings(
-        token=parse_token(token),
+        token=0,
         holder=check_holder(holder),
         resource=check_resource(resource if resource is not None else configured_resource(config)),
         schema=check_schema(fence_schema(config)),
     )
+    own_lease = _own_lease(config, settings, token, sql, lease or {})
+    if token is not None:
+        settings = dataclasses.replace(settings, token=parse_token(token))
     script = _script_directory(config)
     for target in (destination if isinstance(destination, tuple) else (destination,)) + (start,):
         _require_known(script, target)
+    engines: list[Engine] = []
+    try:
+        return _plan_and_run(
+            config, script, command, destination, plan_for, settings, sql, tag, start,
+            single_transaction, own_lease, engines,
+        )
+    except Fenced as fenced:
+        _log_fenced(engines, settings, command, destination, fenced)
+        raise
+    except DatabaseError as error:
+        # A grant with --preempt terminates a stale run's connection: say that, not "database error".
+        lost = own_lease.release() if own_lease is not None else None
+        if lost is None:
+            raise
+        raise lost from error
+    finally:
+        if own_lease is not None:
+            own_lease.release()
+
+
+def _plan_and_run(
+    config: Config,
+    script: ScriptDirectory,
+    command: str,
+    destination: Any,
+    plan_for: Callable[[ScriptDirectory, Any], Planner],
+    settings: FenceSettings,
+    sql: bool,
+    tag: str | None,
+    start: str | None,
+    single_transaction: bool,
+    own_lease: RunnerLease | None,
+    engines: list[Engine],
+) -> RunOutcome:
+    """Run env.py with the fenced migration function; plan again while the heads move under us."""
     for _ in range(_PLANNING_ATTEMPTS):
-        outcome = RunOutcome(command, settings.resource, settings.token, settings.holder, offline=sql)
-        run = FencedRun(settings, plan_for(script, destination), outcome)
+        outcome = RunOutcome(command, settings.resource, settings.token or None, settings.holder, offline=sql)
+        run = FencedRun(
+            settings, plan_for(script, destination), outcome,
+            heartbeat=own_lease.heartbeat if own_lease is not None else lambda migration: None,
+        )
+
+        def connected(context: MigrationContext, run: FencedRun = run) -> None:
+            assert context.connection is not None
+            engines.append(context.connection.engine)
+            if own_lease is None:
+                return
+            # Runners that queue behind one doing the work stop waiting once nothing is left to do.
+            token = own_lease.acquire(context.connection.engine, lambda: nothing_to_do(run.planner, context))
+            if token is not None:
+                run.use_token(token)
+                run.outcome.leased = True
+
         config.attributes[FENCED_RUN_ATTRIBUTE] = run
         try:
             outcome.forced_single_transaction = run_env(
@@ -232,11 +393,15 @@ def _fenced(
                 token=settings.token,
                 writes=not sql,
                 single_transaction=single_transaction,
+                on_connection=connected,
                 as_sql=sql,
                 starting_rev=start,
                 destination_rev=destination,
                 tag=tag,
             )
+            lost = own_lease.release() if own_lease is not None else None
+            if lost is not None:
+                outcome.lease_note = f"lease not released: {lost.reason}"
             return outcome
         except HeadsMoved:
             continue  # rolled back before any DDL: plan again from the new heads
@@ -248,11 +413,122 @@ def _fenced(
     )
 
 
-def _run_without_steps(config: Config, fn: Callable[[tuple[str, ...], MigrationContext], list[Any]]) -> None:
+def _own_lease(
+    config: Config, settings: FenceSettings, token: int | str | None, sql: bool, options: dict[str, Any]
+) -> RunnerLease | None:
+    """The lease a run takes itself when it has no token; None when it was given one."""
+    given = {name for name, value in options.items() if value not in (None, False)}
+    unknown = given - {"ttl", "wait", "preempt", "lease_url"}
+    if unknown:
+        raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    if token is not None:
+        if given:
+            raise UsageError(
+                f"--{sorted(given)[0].replace('_', '-')} applies only when fencemigrate takes the lease "
+                "itself; with --token your own lease service issued the token"
+            )
+        return None
+    if sql:
+        raise UsageError(
+            "a fencing token is required with --sql (pass --token N or set FENCEMIGRATE_TOKEN): "
+            "an offline script cannot take a lease"
+        )
+    request = LeaseRequest(
+        resource=settings.resource,
+        holder=settings.holder,
+        ttl_ms=parse_ttl_ms(options.get("ttl") or DEFAULT_TTL),
+        wait_ms=parse_wait_ms(options.get("wait") or DEFAULT_RUN_WAIT),
+        preempt=bool(options.get("preempt")),
+    )
+    lease_url = check_lease_url(options.get("lease_url") or configured_lease_url(config))
+    return RunnerLease(request, lambda engine: open_backend(engine, settings.schema, lease_url, request.preempt))
+
+
+def _log_fenced(
+    engines: list[Engine], settings: FenceSettings, command: str, destination: Any, fenced: Fenced
+) -> None:
+    """Append the FENCED event in its own transaction, after the rollback. Never changes the outcome."""
+    if not engines:
+        return
+    target = ", ".join(destination) if isinstance(destination, tuple) else str(destination)
+    try:
+        with engines[-1].connect() as connection, connection.begin():
+            log_event(
+                connection,
+                connection.dialect.identifier_preparer.quote(settings.schema),
+                resource=fenced.resource,
+                kind="FENCED",
+                holder=settings.holder,
+                token=fenced.token,
+                revision=target,
+                detail={"command": command, "fence_token": fenced.fence_token, "reason": fenced.reason},
+            )
+    except Exception:  # noqa: BLE001 - failing to log must never change what the caller sees
+        return
+
+
+_T = TypeVar("_T")
+
+
+def _with_lease_backend(
+    config: Config,
+    lease_url: str | None,
+    call: Callable[[LeaseBackend], _T],
+    preempt: bool = False,
+    then_read_state: bool = False,
+) -> tuple[_T, State | None]:
+    """Open the lease service on env.py's database (or Redis), run ``call``, close it; with
+    ``then_read_state``, read the state afterwards through env.py's migration context.
+
+    ``call`` runs as soon as env.py has connected, before env.py begins its transaction (as a
+    run acquires its lease): on SQLite that transaction's ``BEGIN IMMEDIATE`` holds the
+    database's only write lock, and the lease service's own connection could not write inside it.
+    """
+    url = check_lease_url(lease_url or configured_lease_url(config))
+    schema = check_schema(fence_schema(config))
+    results: list[_T] = []
+    states: list[State] = []
+
+    def with_backend(context: MigrationContext) -> None:
+        if results:
+            return  # env.py configured a second connection: the lease service has answered already
+        assert context.connection is not None
+        backend = open_backend(context.connection.engine, schema, url, preempt)
+        try:
+            results.append(call(backend))
+        finally:
+            backend.close()
+
+    def read(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
+        if then_read_state:
+            states.append(read_state(context, schema))
+        return []
+
+    _run_without_steps(config, read, on_connection=with_backend)
+    if not results:
+        raise FencemigrateError("env.py did not run the migration context; cannot reach the lease service")
+    return results[0], (states[0] if states else None)
+
+
+def _lease_resource(config: Config, resource: str | None) -> str:
+    return check_resource(resource if resource is not None else configured_resource(config))
+
+
+def _required_holder(holder: str | None) -> str:
+    if holder is None:
+        raise UsageError("--holder NAME is required: the lease is granted to a named holder")
+    return check_holder(holder)
+
+
+def _run_without_steps(
+    config: Config,
+    fn: Callable[[tuple[str, ...], MigrationContext], list[Any]],
+    on_connection: Callable[[MigrationContext], None] | None = None,
+) -> None:
     script = _script_directory(config)
     config.attributes[FENCED_RUN_ATTRIBUTE] = fn
     try:
-        run_env(config, script, fn, dont_mutate=True)
+        run_env(config, script, fn, dont_mutate=True, on_connection=on_connection)
     finally:
         config.attributes.pop(FENCED_RUN_ATTRIBUTE, None)
 

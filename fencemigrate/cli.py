@@ -1,6 +1,6 @@
 """The ``fencemigrate`` command line: each command is a few lines calling ``api``.
 
-Exit statuses: 0 success, 1 error, 2 bad usage, 3 FENCED.
+Exit statuses: 0 success, 1 error, 2 bad usage, 3 FENCED or lease lost, 4 lease busy.
 """
 
 from __future__ import annotations
@@ -14,10 +14,14 @@ from alembic.config import Config
 
 from . import api
 from .config import load_config
+from .durations import format_duration
 from .errors import EXIT_ERROR, FencemigrateError, UsageError
+from .leases import Grant, LeaseStatus
+from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .runtime.outcome import RunOutcome
 from .scrub import scrub_secrets
 from .state import State
+from .timeline import timeline_lines
 
 _VERBS = {"upgrade": "applied", "downgrade": "rolled back", "reapply": "re-applied", "stamp": "stamped"}
 
@@ -42,13 +46,34 @@ def main(ctx: click.Context, config_files: tuple[str, ...], name: str, x_argumen
     ctx.obj = _Context(config_files, name, x_arguments)
 
 
+def _lease_options(wait_default: str) -> list[Callable[..., Any]]:
+    return [
+        click.option("--ttl", metavar="DURATION",
+                     help=f"Lease time to live, by the lease service's clock (default {DEFAULT_TTL}); e.g. 30s, 5m."),
+        click.option("--wait", metavar="DURATION",
+                     help=f"How long to wait while another live holder has the lease (default {wait_default})."),
+        click.option("--preempt", is_flag=True,
+                     help="Cancel a stale in-flight migration (older token, expired lease) instead of waiting."),
+        _lease_url_option,
+    ]
+
+
+_lease_url_option = click.option(
+    "--lease-url", metavar="URL",
+    help="Lease service: redis://HOST:PORT/DB (default: the built-in one in the migration database; "
+         "config key fencemigrate_lease_url).",
+)
+
+
 def _fence_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed([
         click.option("--token", envvar="FENCEMIGRATE_TOKEN", metavar="N",
-                     help="Your lease's fencing token (1..2**63-1); also $FENCEMIGRATE_TOKEN."),
+                     help="Your lease's fencing token (1..2**63-1); also $FENCEMIGRATE_TOKEN. "
+                          "Without it the run takes, renews and releases a lease itself."),
         click.option("--holder", metavar="NAME", help="Who is writing (default host:pid)."),
         click.option("--resource", metavar="NAME", help="Fenced resource (default db/migrations)."),
         click.option("--tag", metavar="TAG", help="Arbitrary tag for env.py, as alembic --tag."),
+        *_lease_options(wait_default=DEFAULT_RUN_WAIT),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
     ]):
         fn = option(fn)
@@ -110,6 +135,97 @@ def state(obj: _Context, as_json: bool) -> None:
 
 
 @main.command()
+@click.option("--resource", metavar="NAME", help="Only this resource's events (default: every resource).")
+@click.option("--since", metavar="WHEN",
+              help="From a date-time (ISO 8601, UTC unless it has an offset) or from how long ago (10m, 2h).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@click.pass_obj
+def timeline(obj: _Context, /, as_json: bool, **options: Any) -> None:
+    """Every grant, renewal, expiry, apply, rollback and FENCED rejection, oldest first."""
+    events = _guarded(as_json, lambda: api.timeline(obj.config(), **options))
+    if as_json:
+        _print_json({"status": "ok", "events": [event.as_json() for event in events]})
+    else:
+        click.echo("\n".join(timeline_lines(events, filtered=any(v is not None for v in options.values()))))
+
+
+@main.group()
+def lease() -> None:
+    """Leases that issue fencing tokens: acquire, renew, release, status."""
+
+
+_resource_option = click.option("--resource", metavar="NAME", help="Leased resource (default db/migrations).")
+_holder_option = click.option("--holder", metavar="NAME", help="Who holds the lease (required).")
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+_grant_token_option = click.option("--token", metavar="N", help="The grant's token (default: the holder's current grant).")
+
+
+@lease.command("acquire")
+@_resource_option
+@_holder_option
+@click.option("--ttl", metavar="DURATION", help=f"Time to live, by the lease service's clock (default {DEFAULT_TTL}).")
+@click.option("--wait", metavar="DURATION", help=f"How long to wait while another live holder has it (default {DEFAULT_ACQUIRE_WAIT}).")
+@click.option("--preempt", is_flag=True, help="Cancel a stale in-flight migration (older token) instead of waiting for it.")
+@_lease_url_option
+@_json_option
+@click.pass_obj
+def lease_acquire(obj: _Context, /, as_json: bool, **options: Any) -> None:
+    """Grant the lease with a new token (fencing every older holder) and read the state afresh."""
+    grant, fresh = _guarded(as_json, lambda: api.lease_acquire(obj.config(), **options))
+    if as_json:
+        _print_json({"status": "ok", "lease": grant.as_json(), "state": fresh.as_json()})
+    else:
+        click.echo(_grant_text("granted", grant) + "\n" + _state_text(fresh))
+
+
+@lease.command("renew")
+@_resource_option
+@_holder_option
+@_grant_token_option
+@click.option("--ttl", metavar="DURATION", help=f"New time to live from now (default {DEFAULT_TTL}).")
+@_lease_url_option
+@_json_option
+@click.pass_obj
+def lease_renew(obj: _Context, /, as_json: bool, **options: Any) -> None:
+    """Extend your lease; exit 3 if someone else has been granted it since."""
+    grant = _guarded(as_json, lambda: api.lease_renew(obj.config(), **options))
+    if as_json:
+        _print_json({"status": "ok", "lease": grant.as_json()})
+    else:
+        click.echo(_grant_text("renewed", grant))
+
+
+@lease.command("release")
+@_resource_option
+@_holder_option
+@_grant_token_option
+@_lease_url_option
+@_json_option
+@click.pass_obj
+def lease_release(obj: _Context, /, as_json: bool, **options: Any) -> None:
+    """Free your lease; exit 3 if it is no longer yours."""
+    status = _guarded(as_json, lambda: api.lease_release(obj.config(), **options))
+    if as_json:
+        _print_json({"status": "ok", "lease": status.as_json()})
+    else:
+        click.echo(f"released {status.resource} (last token issued: {status.token})")
+
+
+@lease.command("status")
+@_resource_option
+@_lease_url_option
+@_json_option
+@click.pass_obj
+def lease_status(obj: _Context, /, as_json: bool, **options: Any) -> None:
+    """Show who holds the lease, its token and when it expires (by the service's clock)."""
+    status = _guarded(as_json, lambda: api.lease_status(obj.config(), **options))
+    if as_json:
+        _print_json({"status": "ok", "lease": status.as_json()})
+    else:
+        click.echo(_status_text(status))
+
+
+@main.command()
 @click.option("--sql", is_flag=True, help="Print the install script instead of running it.")
 @click.pass_obj
 def install(obj: _Context, sql: bool) -> None:
@@ -127,9 +243,10 @@ def init(obj: _Context, directory: str) -> None:
 
 
 @main.command()
-@click.option("--url", required=True, metavar="URL",
-              help="PostgreSQL server to replay on (postgresql+psycopg://...); two scratch databases are made and dropped.")
-def demo(url: str) -> None:
+@click.option("--url", metavar="URL",
+              help="Replay on this PostgreSQL server (postgresql+psycopg://...; two scratch databases are made "
+                   "and dropped) instead of fresh SQLite files.")
+def demo(url: str | None) -> None:
     """Replay the incident from the design notes: fenced, then with plain alembic as the control."""
     result = _guarded(False, lambda: api.demo(url, click.echo))
     verdict = "fencing kept agent-B's work; plain alembic destroyed it" if result.ok else "UNEXPECTED outcome"
@@ -208,8 +325,14 @@ def _outcome_text(outcome: RunOutcome) -> str:
     verb = _VERBS[outcome.command]
     lines = [
         f"{outcome.command} {'written as SQL' if outcome.offline else 'done'}: resource {outcome.resource}, "
-        f"token {outcome.token}, holder {outcome.holder}"
+        f"token {outcome.token if outcome.token is not None else '(none)'}, holder {outcome.holder}"
     ]
+    if outcome.token is None:
+        lines.append("  no lease taken: another runner finished the work while this one waited for the lease")
+    if outcome.leased:
+        lines.append("  the token came from a lease this run took, renewed while it worked and released")
+    if outcome.lease_note:
+        lines.append(f"  note: {outcome.lease_note}")
     if outcome.installed_fence_schema:
         lines.append("  installed the fence schema")
     if outcome.forced_single_transaction:
@@ -228,6 +351,31 @@ def _outcome_text(outcome: RunOutcome) -> str:
     if outcome.heads is not None:
         lines.append(f"  heads now: {', '.join(outcome.heads) or '(none)'}")
     return "\n".join(lines)
+
+
+def _grant_text(verb: str, grant: Grant) -> str:
+    lease = grant.lease
+    ttl = format_duration(lease.ttl_ms) if lease.ttl_ms else "?"
+    expires = lease.expires_at.isoformat() if lease.expires_at else "?"
+    lines = [f"{verb} {lease.resource} to {lease.holder}: token {lease.token}, ttl {ttl}, expires {expires}"]
+    if grant.previous_holder:
+        lines.append(f"  the lease of {grant.previous_holder} had expired; it is fenced from now on")
+    lines += [f"  cancelled the stale in-flight migration of backend {pid}" for pid in grant.preempted]
+    if grant.renewed_after_expiry:
+        lines.append("  the lease had expired, but nobody else was granted it since: renewed")
+    lines.append(f"  write with: --token {lease.token}   (or FENCEMIGRATE_TOKEN={lease.token})")
+    return "\n".join(lines)
+
+
+def _status_text(status: LeaseStatus) -> str:
+    fence = "none yet" if status.fence_token is None else str(status.fence_token)
+    if status.holder is None:
+        head = f"{status.resource}: free"
+    else:
+        expiry = status.expires_at.isoformat() if status.expires_at else "?"
+        state = "EXPIRED at" if status.expired else "until"
+        head = f"{status.resource}: held by {status.holder}, token {status.token}, {state} {expiry}"
+    return f"{head}\n  last token issued: {status.token}; fence token: {fence}"
 
 
 def _state_text(result: State) -> str:

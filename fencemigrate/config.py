@@ -70,3 +70,8 @@ def fence_schema(config: Config) -> str:
 def configured_resource(config: Config) -> str | None:
     """``fencemigrate_resource`` from the config, if set."""
     return config.get_alembic_option("fencemigrate_resource")
+
+
+def configured_lease_url(config: Config) -> str | None:
+    """``fencemigrate_lease_url`` from the config (e.g. ``redis://host:6379/0``), if set."""
+    return config.get_alembic_option("fencemigrate_lease_url")

@@ -1,10 +1,14 @@
-"""``fencemigrate demo``: replay the design notes' incident, fenced and unfenced, on a real database.
+"""``fencemigrate demo``: replay the design notes' incident, fenced and unfenced, with zero setup.
 
-Agent A applies its migration 0042 under token 33, then pauses (rate-limit backoff, a slow test
-suite, a context compaction) past its lease. Agent B gets token 34, rolls A's 0042 back and
-applies its own. A wakes up still believing it holds the lease: its ``reapply 0042`` and its
-renumbered copy 0043 are FENCED, it reads the state and stops because the goal is met. The same
-script with plain Alembic destroys B's work. The demo exits 0 only if both happened.
+Agent A takes the lease on db/migrations and applies its migration 0042, then pauses (rate-limit
+backoff, a slow test suite, a context compaction) past its short TTL. Agent B takes the lease,
+reads the state and replaces A's 0042 with its own. A wakes up still believing it holds the
+lease: its ``reapply 0042`` and its renumbered copy 0043 are FENCED, it reads the state and stops
+because its goal is met. The same script with plain Alembic destroys B's work. Both stories are
+printed as timelines; the demo exits 0 only if fencing kept B's schema and plain Alembic did not.
+
+By default everything runs on two fresh SQLite files in a temporary directory; ``--url`` names a
+PostgreSQL server instead, where two scratch databases are made and dropped.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ import io
 import os
 import shutil
 import tempfile
+import time
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -22,10 +28,12 @@ from alembic import command as alembic_command
 from alembic.config import Config
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
 
 from . import api
 from .config import load_config
 from .errors import Fenced, UsageError
+from .timeline import timeline_lines
 
 _BASE = '''"""0041 create invoice"""
 from alembic import op
@@ -35,7 +43,7 @@ down_revision = None
 
 
 def upgrade():
-    op.execute("CREATE TABLE invoice (id serial PRIMARY KEY, amount numeric NOT NULL)")
+    op.execute("CREATE TABLE invoice (id integer PRIMARY KEY, amount numeric NOT NULL)")
 
 
 def downgrade():
@@ -59,6 +67,10 @@ def downgrade():
 
 A_COLUMN, A_DDL = "currency", "text"
 B_COLUMN, B_DDL = "currency_code", "char(3) NOT NULL DEFAULT 'EUR'"
+A_TTL = "1s"  # short, so that A's pause outlasts it within the demo's few seconds
+B_TTL = "5m"
+
+Say = Callable[[str], None]
 
 
 @dataclass
@@ -74,24 +86,29 @@ class DemoResult:
         return self.fenced_kept_b and self.control_lost_b
 
 
-def run_demo(url: str, say: Callable[[str], None]) -> DemoResult:
-    """Replay the incident on two scratch databases next to ``url``; they are dropped afterwards."""
-    base = make_url(url)
-    if not base.drivername.startswith("postgresql"):
-        raise UsageError("the demo needs a PostgreSQL URL (postgresql+psycopg://...)")
-    suffix = f"{os.getpid()}"
-    with _scratch_database(base, f"fm_demo_fenced_{suffix}") as fenced_url, _scratch_database(
-        base, f"fm_demo_control_{suffix}"
-    ) as control_url, tempfile.TemporaryDirectory(prefix="fencemigrate-demo-") as workdir:
-        say("== fenced: fencemigrate with tokens ==")
+def run_demo(url: str | None, say: Say) -> DemoResult:
+    """Replay the incident fenced and unfenced, on fresh SQLite files or scratch PostgreSQL databases."""
+    with tempfile.TemporaryDirectory(prefix="fencemigrate-demo-") as workdir, _databases(url, Path(workdir)) as (
+        fenced_url,
+        control_url,
+    ):
+        say(f"== fenced: fencemigrate with leases and tokens ({make_url(fenced_url).get_backend_name()}) ==")
         fenced = _Project(Path(workdir) / "fenced", fenced_url)
-        _replay_fenced(fenced, say)
+        _replay_fenced(fenced, _Story(say))
         fenced_columns = fenced.invoice_columns()
         say(f"   invoice columns now: {', '.join(fenced_columns)}")
         say("")
-        say("== control: the same script with plain alembic ==")
+        say("   timeline (fencemigrate timeline, from the event log in the database):")
+        for line in timeline_lines(api.timeline(fenced.config())):
+            say(f"   {line}")
+        say("")
+        say("== control: the same script with plain alembic, no leases, no fencing ==")
         control = _Project(Path(workdir) / "control", control_url)
-        _replay_control(control, say)
+        story = _Story(say, echo=False)
+        _replay_control(control, story)
+        say("   timeline (rebuilt from the script's own log: plain Alembic keeps none):")
+        for line in story.lines:
+            say(f"   {line}")
         control_columns = control.invoice_columns()
         say(f"   invoice columns now: {', '.join(control_columns)}")
     return DemoResult(
@@ -100,61 +117,97 @@ def run_demo(url: str, say: Callable[[str], None]) -> DemoResult:
     )
 
 
-def _replay_fenced(project: _Project, say: Callable[[str], None]) -> None:
+class _Story:
+    """Narrates each step as it happens and keeps a timestamped copy of it."""
+
+    def __init__(self, say: Say, echo: bool = True) -> None:
+        self._say = say
+        self._echo = echo
+        self.lines: list[str] = []
+
+    def __call__(self, actor: str, what: str) -> None:
+        if self._echo:
+            self._say(f"{actor:<9} {what}")
+        stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
+        self.lines.append(f"{stamp}  {actor:<9} {what}")
+
+
+def _replay_fenced(project: _Project, story: _Story) -> None:
     config = project.config()
-    api.upgrade(config, "head", token=32, holder="setup")
-    say("setup     token=32 applied 0041 (create invoice)")
+    api.upgrade(config, "head", holder="setup")
+    story("setup", "upgrade head (its own lease) applied 0041: create invoice")
+
+    grant_a, _ = api.lease_acquire(config, holder="agent-A", ttl=A_TTL)
+    story("agent-A", f"lease granted: token {grant_a.token}, ttl {A_TTL}")
     project.write_0042("agent-A", A_COLUMN, A_DDL)
-    api.upgrade(config, "head", token=33, holder="agent-A")
-    say("agent-A   token=33 applied 0042 (adds invoice.currency)")
-    say("agent-A   model call -> 429, backing off; then a 6-minute test suite; then compaction")
-    say("lease     EXPIRE agent-A; GRANT agent-B token=34")
-    state = api.state(config)
-    say(f"agent-B   read state: heads={state.heads}, "
-        f"0042 applied under token {state.ledger[-1].applied_token} by {state.ledger[-1].holder}")
-    api.downgrade(config, "0041", token=34, holder="agent-B")
+    api.upgrade(config, "head", token=grant_a.token, holder="agent-A")
+    story("agent-A", f"applied 0042 under token {grant_a.token} (adds invoice.{A_COLUMN})")
+    story("agent-A", "model call -> 429, backing off; then the full test suite; then a context compaction")
+    _wait_until_expired(config)
+    story("lease", "agent-A's lease expired (by the database's clock)")
+
+    grant_b, state = api.lease_acquire(config, holder="agent-B", ttl=B_TTL)
+    applied = state.ledger[-1]
+    story("agent-B", f"lease granted: token {grant_b.token}; the fence is at {grant_b.token} from now on")
+    story("agent-B", f"read state: heads {state.heads}, 0042 applied by {applied.holder} under token "
+                     f"{applied.applied_token}: half-done, rewriting it")
+    api.downgrade(config, "0041", token=grant_b.token, holder="agent-B")
     project.write_0042("agent-B", B_COLUMN, B_DDL)
-    api.upgrade(config, "head", token=34, holder="agent-B")
-    say("agent-B   token=34 rolled back A's 0042 and applied its own (adds invoice.currency_code)")
-    say("agent-A   wakes up: 'I hold the lock on db/migrations/0042, continuing.'")
+    api.upgrade(config, "head", token=grant_b.token, holder="agent-B")
+    story("agent-B", f"rolled back A's 0042 and applied its own under token {grant_b.token} "
+                     f"(adds invoice.{B_COLUMN})")
+    api.lease_release(config, holder="agent-B", token=grant_b.token)
+    story("agent-B", "released the lease")
+
+    story("agent-A", "wakes up: 'I hold the lock on db/migrations/0042, continuing.'")
     project.write_0042("agent-A", A_COLUMN, A_DDL)
-    _expect_fenced(say, "agent-A   reapply 0042 --token 33",
-                   lambda: api.reapply(config, "0042", token=33, holder="agent-A"))
+    _expect_fenced(story, f"reapply 0042 --token {grant_a.token}",
+                   lambda: api.reapply(config, "0042", token=grant_a.token, holder="agent-A"))
     project.write_0042("agent-B", B_COLUMN, B_DDL)
     project.write_renumbered_0043()
-    _expect_fenced(say, "agent-A   renumbered its copy to 0043, upgrade head --token 33",
-                   lambda: api.upgrade(config, "head", token=33, holder="agent-A"))
+    _expect_fenced(story, f"renumbered its copy to 0043: upgrade head --token {grant_a.token}",
+                   lambda: api.upgrade(config, "head", token=grant_a.token, holder="agent-A"))
     project.remove_0043()
     state = api.state(config)
-    say(f"agent-A   read state: heads={state.heads}, 0042 applied under token "
-        f"{state.ledger[-1].applied_token} by {state.ledger[-1].holder}; invoice already has a "
-        "currency column: goal met, stopping")
+    applied = state.ledger[-1]
+    story("agent-A", f"read state: heads {state.heads}, 0042 applied by {applied.holder} under token "
+                     f"{applied.applied_token}; invoice already has a currency column: goal met, stopping")
 
 
-def _replay_control(project: _Project, say: Callable[[str], None]) -> None:
+def _replay_control(project: _Project, story: _Story) -> None:
     config = project.config()
     alembic_command.upgrade(config, "head")
-    say("setup     applied 0041 (create invoice)")
+    story("setup", "alembic upgrade head applied 0041: create invoice")
     project.write_0042("agent-A", A_COLUMN, A_DDL)
     alembic_command.upgrade(config, "head")
-    say("agent-A   applied 0042 (adds invoice.currency), then pauses past its lease")
+    story("agent-A", f"applied 0042 (adds invoice.{A_COLUMN}), then pauses past its lease")
     alembic_command.downgrade(config, "0041")
     project.write_0042("agent-B", B_COLUMN, B_DDL)
     alembic_command.upgrade(config, "head")
-    say("agent-B   rolled back A's 0042 and applied its own (adds invoice.currency_code)")
+    story("agent-B", f"rolled back A's 0042 and applied its own (adds invoice.{B_COLUMN})")
+    story("agent-A", "wakes up: 'I hold the lock on db/migrations/0042, continuing.'")
     alembic_command.downgrade(config, "0041")
     project.write_0042("agent-A", A_COLUMN, A_DDL)
     alembic_command.upgrade(config, "head")
-    say("agent-A   wakes up, re-applies 0042 (rolled back B's, applied its own) -- nothing stopped it")
+    story("agent-A", "reapply 0042: rolled back B's 0042, applied its own -- nothing stopped it")
 
 
-def _expect_fenced(say: Callable[[str], None], label: str, call: Callable[[], object]) -> None:
+def _wait_until_expired(config: Config, timeout_s: float = 30.0) -> None:
+    """A's pause: wait until the lease service says A's lease has run out."""
+    deadline = time.monotonic() + timeout_s
+    while not api.lease_status(config).expired:
+        if time.monotonic() > deadline:
+            raise RuntimeError("agent-A's lease did not expire")
+        time.sleep(0.1)
+
+
+def _expect_fenced(story: _Story, what: str, call: Callable[[], object]) -> None:
     try:
         call()
     except Fenced as fenced:
-        say(f"{label}: FENCED ({fenced.reason})")
+        story("agent-A", f"{what}: FENCED ({fenced.reason})")
         return
-    raise RuntimeError(f"{label} was not fenced")
+    raise RuntimeError(f"agent-A's {what} was not fenced")
 
 
 class _Project:
@@ -201,6 +254,28 @@ class _Project:
             return [column["name"] for column in inspect(engine).get_columns("invoice")]
         finally:
             engine.dispose()
+
+
+@contextmanager
+def _databases(url: str | None, workdir: Path) -> Iterator[tuple[str, str]]:
+    """Two empty databases: SQLite files in ``workdir``, or scratch databases on the server at ``url``."""
+    if url is None:
+        yield f"sqlite:///{workdir / 'fenced.db'}", f"sqlite:///{workdir / 'control.db'}"
+        return
+    try:
+        base = make_url(url)
+    except ArgumentError:
+        base = None
+    if base is None or not base.drivername.startswith("postgresql"):
+        raise UsageError(
+            "--url must name a PostgreSQL server (postgresql+psycopg://...); "
+            "leave it out to run on fresh SQLite files"
+        )
+    suffix = f"{os.getpid()}"
+    with _scratch_database(base, f"fm_demo_fenced_{suffix}") as fenced, _scratch_database(
+        base, f"fm_demo_control_{suffix}"
+    ) as control:
+        yield fenced, control
 
 
 @contextmanager

@@ -12,6 +12,7 @@ from typing import Any
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_FENCED = 3
+EXIT_BUSY = 4
 
 SQLSTATE_FENCED = "FM001"  # raised by claim() and check_reapply(); FM002 (monotonic guard) is not ours to catch
 SQLSTATE_ESCAPED = "FM003"  # a revision committed its transaction before Alembic recorded it
@@ -85,6 +86,62 @@ class Fenced(FencemigrateError):
             "resource": self.resource,
             "token": self.token,
             "fence_token": self.fence_token,
+            "reason": self.reason,
+            "message": str(self),
+        }
+
+
+class LeaseLost(FencemigrateError):
+    """A renew or release by someone who no longer holds the lease: stale, like FENCED."""
+
+    exit_status = EXIT_FENCED
+    status = "lost"
+
+    def __init__(self, resource: str, holder: str, token: int | None, reason: str) -> None:
+        self.resource = resource
+        self.holder = holder
+        self.token = token
+        self.reason = reason
+        super().__init__(
+            "\n".join(
+                [
+                    f"LEASE LOST: you no longer own {resource} ({reason}).",
+                    "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply.",
+                    "Your plan and your memory of this resource are probably stale.",
+                    "Next step: run `fencemigrate state`, acquire a new lease if there is still work, and re-plan.",
+                    "If your goal is already met by the current state, report that and stop.",
+                ]
+            )
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "resource": self.resource,
+            "holder": self.holder,
+            "token": self.token,
+            "reason": self.reason,
+            "message": str(self),
+        }
+
+
+class LeaseBusy(FencemigrateError):
+    """Another live holder has the lease (or a migration holds the fence): transient, try later."""
+
+    exit_status = EXIT_BUSY
+    status = "busy"
+
+    def __init__(self, resource: str, holder: str | None, reason: str) -> None:
+        self.resource = resource
+        self.holder = holder
+        self.reason = reason
+        super().__init__(f"lease on {resource} is busy: {reason}; this is transient, try again later")
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "resource": self.resource,
+            "holder": self.holder,
             "reason": self.reason,
             "message": str(self),
         }

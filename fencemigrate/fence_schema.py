@@ -7,11 +7,13 @@ from functools import cache
 
 from sqlalchemy import Connection
 
+from . import sqlite_schema
 from .errors import DatabaseError
 from .queries import statement
 from .resources import sql_dir
 
 _EXTENSION = "fencemigrate"
+_BASE_VERSION = "0.1"  # the one full install script; later versions are reached by update scripts
 
 
 @cache
@@ -24,39 +26,84 @@ def default_version() -> str:
     return match.group(1)
 
 
+def _script_text(name: str) -> str:
+    source = (sql_dir() / name).read_text(encoding="utf-8")
+    return "\n".join(line for line in source.splitlines() if not line.startswith("\\echo"))
+
+
+@cache
+def _update_path(start: str) -> tuple[str, ...] | None:
+    """The update scripts leading from version ``start`` to the default version, in order."""
+    steps: dict[str, tuple[str, str]] = {}
+    for path in sql_dir().glob(f"{_EXTENSION}--*--*.sql"):
+        source, target = path.name[len(_EXTENSION) + 2 : -len(".sql")].split("--")
+        steps[source] = (target, path.name)
+    names: list[str] = []
+    version = start
+    while version != default_version():
+        if version not in steps or len(names) > len(steps):
+            return None
+        version, name = steps[version]
+        names.append(name)
+    return tuple(names)
+
+
 def install_script(quoted_schema: str) -> str:
-    """The SQL that installs the fence schema into ``quoted_schema``, for psql or the runner."""
-    source = (sql_dir() / f"{_EXTENSION}--{default_version()}.sql").read_text(encoding="utf-8")
-    body = "\n".join(line for line in source.splitlines() if not line.startswith("\\echo"))
-    return f"CREATE SCHEMA IF NOT EXISTS {quoted_schema};\n" + body.replace("@extschema@", quoted_schema)
+    """The SQL that installs the fence schema into ``quoted_schema``, for psql or the runner.
+
+    As ``CREATE EXTENSION`` does: the base install script, then the update scripts up to the
+    default version.
+    """
+    base = _script_text(f"{_EXTENSION}--{_BASE_VERSION}.sql").replace("@extschema@", quoted_schema)
+    updates = update_script(quoted_schema, _BASE_VERSION)
+    assert updates is not None, f"no update path from {_BASE_VERSION} to {default_version()}"
+    return f"CREATE SCHEMA IF NOT EXISTS {quoted_schema};\n{base}\n{updates}"
+
+
+def update_script(quoted_schema: str, start: str) -> str | None:
+    """The SQL that brings a fence schema at version ``start`` to the default version, or None."""
+    update = _update_path(start)
+    if update is None:
+        return None
+    return "\n".join(_script_text(name) for name in update).replace("@extschema@", quoted_schema)
 
 
 def installed_version(connection: Connection, quoted_schema: str) -> str | None:
     """The fence schema version in the database, or None when it is not installed."""
-    probe = connection.execute(
-        statement("installed_probe", quoted_schema),
-        {"function_name": f"{quoted_schema}.schema_version()"},
-    ).scalar()
+    if connection.dialect.name == "sqlite":
+        return sqlite_schema.installed_version(connection, quoted_schema)
+    probe = connection.execute(statement("installed_probe", quoted_schema), {"quoted_schema": quoted_schema}).scalar()
     if probe is None:
         return None
     return str(connection.execute(statement("schema_version", quoted_schema)).scalar())
 
 
 def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
-    """Install the fence schema inside the caller's transaction unless present. True if installed now.
+    """Install (or update) the fence schema inside the caller's transaction unless current. True if it ran.
 
     Concurrent first runs serialise on a transaction-level advisory lock, so exactly one installs.
+    SQLite: see :func:`sqlite_schema.ensure_installed`.
     """
+    if connection.dialect.name == "sqlite":
+        return sqlite_schema.ensure_installed(connection, quoted_schema, default_version())
     if installed_version(connection, quoted_schema) == default_version():
         return False
     connection.execute(statement("install_lock", quoted_schema))
     found = installed_version(connection, quoted_schema)
     if found == default_version():
         return False
-    if found is not None:
-        raise DatabaseError(
-            f"fence schema {quoted_schema} is at version {found}, but this fencemigrate "
-            f"needs {default_version()} and has no upgrade path from it"
-        )
-    connection.exec_driver_sql(install_script(quoted_schema), execution_options={"no_parameters": True})
+    if found is None:
+        script = install_script(quoted_schema)
+    elif connection.execute(statement("extension_version", quoted_schema)).scalar() is not None:
+        # Loaded with CREATE EXTENSION: update it as an extension, from the server's own files.
+        script = f"ALTER EXTENSION {_EXTENSION} UPDATE TO '{default_version()}'"
+    else:
+        update = update_script(quoted_schema, found)
+        if update is None:
+            raise DatabaseError(
+                f"fence schema {quoted_schema} is at version {found}, but this fencemigrate "
+                f"needs {default_version()} and has no upgrade path from it"
+            )
+        script = update
+    connection.exec_driver_sql(script, execution_options={"no_parameters": True})
     return True

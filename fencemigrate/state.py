@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext
@@ -66,9 +67,10 @@ def read_state(context: MigrationContext, schema: str) -> State:
     state.fence_schema_version = installed_version(connection, quoted)
     if state.fence_schema_version is None:
         return state
+    dialect = connection.dialect.name
     state.fences = [
-        FenceRow(row.resource, int(row.token), row.updated_at.isoformat())
-        for row in connection.execute(statement("fence_rows", quoted))
+        FenceRow(row.resource, int(row.token), _timestamp(row.updated_at))
+        for row in connection.execute(statement("fence_rows", quoted, dialect))
     ]
     state.ledger = [
         LedgerRow(
@@ -77,9 +79,14 @@ def read_state(context: MigrationContext, schema: str) -> State:
             int(row.applied_token),
             row.holder,
             row.method,
-            row.applied_at.isoformat(),
+            _timestamp(row.applied_at),
             row.script_sha256,
         )
-        for row in connection.execute(statement("ledger_rows", quoted), {"version_table": version_table})
+        for row in connection.execute(statement("ledger_rows", quoted, dialect), {"version_table": version_table})
     ]
     return state
+
+
+def _timestamp(value: datetime | str) -> str:
+    """ISO 8601: PostgreSQL returns a datetime, SQLite the ISO text it stored."""
+    return value if isinstance(value, str) else value.isoformat()

@@ -14,11 +14,12 @@ DEFAULT_RESOURCE = "db/migrations"
 _DECIMAL = re.compile(r"\s*[0-9]+\s*", re.ASCII)
 
 
-def parse_token(value: str | int | None) -> int:
+def parse_token(value: str | int) -> int:
     """A fencing token: an integer in 1..2**63-1."""
-    if value is None or (isinstance(value, str) and not value.strip()):
+    if isinstance(value, str) and not value.strip():
         raise UsageError(
-            "a fencing token is required: pass --token N or set FENCEMIGRATE_TOKEN"
+            "empty fencing token: pass --token N, or leave --token out (and FENCEMIGRATE_TOKEN unset) "
+            "to have fencemigrate take a lease"
         )
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise UsageError(f"invalid token {value!r}: must be an integer from 1 to {MAX_TOKEN}")

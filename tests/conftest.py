@@ -17,6 +17,9 @@ Fixtures:
 * ``make_project`` -- factory ``(template="generic", url=None, name="project")``
   returning a :class:`support.project.Project` made by the real ``alembic init``.
 * ``project`` -- ``make_project()`` with the defaults.
+* ``redis_server_url`` (session) / ``redis_url`` -- the test redis-server
+  (``FENCEMIGRATE_TEST_REDIS_URL``, started by ``bash .ci/test``); ``redis_url`` is
+  emptied with FLUSHALL for each test. A missing server fails those tests.
 """
 
 from __future__ import annotations
@@ -126,3 +129,27 @@ def project(make_project: MakeProject) -> Project:
     """A "generic"-template Alembic project pointing at this test's database."""
     return make_project()
 
+
+
+@pytest.fixture(scope="session")
+def redis_server_url() -> str:
+    """URL of the test redis-server (``FENCEMIGRATE_TEST_REDIS_URL``, set by ``bash .ci/test``).
+
+    Fails every test that needs it when the variable is unset or the server does not answer:
+    Redis tests are never skipped.
+    """
+    from support.redis_server import RedisUnavailable, redis_url_from_env
+
+    try:
+        return redis_url_from_env()
+    except RedisUnavailable as exc:
+        pytest.fail(f"Redis for the tests is unavailable: {exc}", pytrace=False)
+
+
+@pytest.fixture
+def redis_url(redis_server_url: str) -> str:
+    """The test redis-server's URL, emptied (FLUSHALL) for this test."""
+    from support.redis_server import flush_all
+
+    flush_all(redis_server_url)
+    return redis_server_url

@@ -34,7 +34,10 @@ _CLEAN_ENV: dict[str, str | None] = {"FENCEMIGRATE_TOKEN": None, "ALEMBIC_CONFIG
 _LOG_LINE = re.compile(r"^[A-Z]{4,8} +\[[\w.]+\] ")
 
 _TOKEN_RANGE = re.escape(f"must be an integer from 1 to {MAX_TOKEN}")
-_TOKEN_REQUIRED = re.escape("a fencing token is required: pass --token N or set FENCEMIGRATE_TOKEN")
+_TOKEN_EMPTY = re.escape(
+    "empty fencing token: pass --token N, or leave --token out (and FENCEMIGRATE_TOKEN unset) "
+    "to have fencemigrate take a lease"
+)
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -166,18 +169,15 @@ BAD_INPUT: dict[str, Case] = {
             ("arabic-indic-digits", "\u0661\u0662"),
         ]
     },
-    "upgrade-token-empty": Case(("upgrade", "head", "--token="), _TOKEN_REQUIRED),
-    "upgrade-token-blank": Case(("upgrade", "head", "--token=   "), _TOKEN_REQUIRED),
-    "upgrade-token-missing": Case(("upgrade", "head"), _TOKEN_REQUIRED),
-    "upgrade-token-env-empty": Case(("upgrade", "head"), _TOKEN_REQUIRED, env={"FENCEMIGRATE_TOKEN": ""}),
+    "upgrade-token-empty": Case(("upgrade", "head", "--token="), _TOKEN_EMPTY),
+    "upgrade-token-blank": Case(("upgrade", "head", "--token=   "), _TOKEN_EMPTY),
+    "upgrade-token-env-blank": Case(("upgrade", "head"), _TOKEN_EMPTY, env={"FENCEMIGRATE_TOKEN": "  "}),
     "upgrade-token-env-abc": Case(("upgrade", "head"), _invalid_token("abc"), env={"FENCEMIGRATE_TOKEN": "abc"}),
     "upgrade-token-env-zero": Case(("upgrade", "head"), _invalid_token("0"), env={"FENCEMIGRATE_TOKEN": "0"}),
     "downgrade-token-abc": Case(("downgrade", "base", "--token=abc"), _invalid_token("abc")),
-    "downgrade-token-missing": Case(("downgrade", "base"), _TOKEN_REQUIRED),
     "stamp-token-zero": Case(("stamp", "head", "--token=0"), _invalid_token("0")),
     "stamp-token-2**63": Case(("stamp", "head", f"--token={2**63}"), _invalid_token(str(2**63))),
     "reapply-token-negative": Case(("reapply", "0001", "--token=-3"), _invalid_token("-3")),
-    "reapply-token-missing": Case(("reapply", "0001"), _TOKEN_REQUIRED),
     # -- revisions
     **{
         f"{command}-unknown-revision": Case((command, "nope", "--token=10"), r"unknown revision 'nope': .+")
@@ -276,7 +276,7 @@ def test_bad_input_is_one_line_and_changes_nothing(
 JSON_CASES = [
     "upgrade-token-abc",
     "upgrade-token-2**63",
-    "upgrade-token-missing",
+    "upgrade-token-empty",
     "upgrade-token-env-abc",
     "stamp-token-zero",
     "downgrade-unknown-revision",

@@ -22,6 +22,7 @@ import pytest
 from support.db import alembic_versions, execute, query, schema_names, table_names
 from support.pg import PgServer
 from support.project import MakeProject, Project, Result, create_project, run_command, script_command
+from fence_rows import FENCE_TABLES
 
 import fencemigrate
 from fencemigrate import Fenced, UsageError, load_config
@@ -41,6 +42,8 @@ RUN_KEYS = {
     "steps",
     "heads",
     "installed_fence_schema",
+    "leased",
+    "lease_note",
     "forced_single_transaction",
 }
 STATE_KEYS = {"status", "version_table", "heads", "fence_schema_version", "fences", "ledger"}
@@ -160,6 +163,8 @@ def test_upgrade_json_output(two: Project) -> None:
         "steps": [{"revisions": ["0001"], "direction": "up", "token": 7, "atomic": True}],
         "heads": ["0001"],
         "installed_fence_schema": True,
+        "leased": False,
+        "lease_note": None,
         "forced_single_transaction": False,
     }
 
@@ -205,6 +210,8 @@ def test_downgrade_text_and_json_output(two: Project) -> None:
         "steps": [{"revisions": ["0001"], "direction": "down", "token": 8, "atomic": True}],
         "heads": [],
         "installed_fence_schema": False,
+        "leased": False,
+        "lease_note": None,
         "forced_single_transaction": False,
     }
     assert alembic_versions(two.url) == []
@@ -318,7 +325,7 @@ def test_state_after_runs(two: Project) -> None:
         "status": "ok",
         "version_table": "alembic_version",
         "heads": ["0002"],
-        "fence_schema_version": "0.1",
+        "fence_schema_version": "0.2",
         "fences": [{"resource": DEFAULT_RESOURCE, "token": 8, "updated_at": updated_at.isoformat()}],
         "ledger": [
             {
@@ -339,7 +346,7 @@ def test_state_after_runs(two: Project) -> None:
     result = cli(two, "state").check()
     assert result.stdout.splitlines() == [
         "heads: 0002",
-        "fence schema: 0.1",
+        "fence schema: 0.2",
         "fences:",
         f"  db/migrations  token=8  since {updated_at.isoformat()}",
         "ledger (alembic_version):",
@@ -354,7 +361,7 @@ def test_state_after_runs(two: Project) -> None:
 def test_install_then_already_installed(two: Project) -> None:
     """`install` creates the fence schema (and nothing of Alembic's); a second run says so."""
     assert cli(two, "install").check().stdout == "installed\n"
-    assert table_names(two.url, "fencemigrate") == ["agent_fence", "applied_revision", "pending_version_check"]
+    assert table_names(two.url, "fencemigrate") == FENCE_TABLES
     assert alembic_versions(two.url) is None
     assert cli(two, "install").check().stdout == "already installed\n"
 
@@ -373,7 +380,7 @@ def test_install_sql_prints_a_complete_script(two: Project) -> None:
     assert "fencemigrate" not in schema_names(two.url)
 
     execute(two.url, script)
-    assert table_names(two.url, "fencemigrate") == ["agent_fence", "applied_revision", "pending_version_check"]
+    assert table_names(two.url, "fencemigrate") == FENCE_TABLES
     assert cli(two, "install").check().stdout == "already installed\n"
     cli(two, "upgrade", "head", "--token", "1", "--holder", "h").check()
     assert fences(two.url) == {DEFAULT_RESOURCE: 1}
@@ -385,13 +392,13 @@ def test_fence_schema_option_moves_the_fence_tables(two: Project) -> None:
 
     result = cli(two, "upgrade", "head", "--token", "7", "--holder", "h1").check()
     assert "  installed the fence schema" in result.stdout.splitlines()
-    assert table_names(two.url, "other_schema") == ["agent_fence", "applied_revision", "pending_version_check"]
+    assert table_names(two.url, "other_schema") == FENCE_TABLES
     assert "fencemigrate" not in schema_names(two.url)
     assert fences(two.url, "other_schema") == {DEFAULT_RESOURCE: 7}
     assert ledger(two.url, "other_schema")["0002"] == (DEFAULT_RESOURCE, 7, "h1", "upgrade")
 
     state = cli_json(two, "state")
-    assert state["fence_schema_version"] == "0.1"
+    assert state["fence_schema_version"] == "0.2"
     assert [row["token"] for row in state["fences"]] == [7]
     assert "other_schema.agent_fence" in cli(two, "install", "--sql").check().stdout
     assert cli(two, "install").check().stdout == "already installed\n"
@@ -491,7 +498,7 @@ def test_help_lists_every_command(tmp_path: Path, flag: str) -> None:
     result = _bare(tmp_path, flag).check()
     assert result.stdout.startswith("Usage: fencemigrate")
     for command in ("upgrade", "downgrade", "reapply", "stamp", "state", "install", "init", "current", "heads",
-                    "history", "show"):
+                    "history", "show", "lease", "timeline"):
         assert re.search(rf"^\s+{command}\b", result.stdout, re.MULTILINE), command
 
 
@@ -568,7 +575,7 @@ def test_api_raises_fenced_for_stale_token(two: Project) -> None:
 
 @pytest.mark.parametrize(
     "token",
-    ["abc", "", "1.5", "0", 0, -1, 2**63, None, True, 1.5, 7.0],
+    ["abc", "", "1.5", "0", 0, -1, 2**63, True, 1.5, 7.0],
     ids=repr,
 )
 def test_api_rejects_bad_token(two: Project, token: Any) -> None:

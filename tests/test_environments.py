@@ -157,6 +157,8 @@ def test_unmodified_env_is_fenced(
         "steps": [{"revisions": ["a1"], "direction": "up", "token": 5, "atomic": True}],
         "heads": ["a1"],
         "installed_fence_schema": True,
+        "leased": False,
+        "lease_note": None,
         "forced_single_transaction": False,
     }
     assert table_names(pg_url) == ["alembic_version", "t1"]

@@ -17,7 +17,7 @@ import pytest
 from support.db import alembic_versions, libpq_url, query, schema_names, table_names
 from support.project import Project, Result, run_command
 
-from fence_rows import fence_token
+from fence_rows import FENCE_TABLES, fence_token
 
 RESOURCE = "db/migrations"
 HOLDER = "offline-agent"
@@ -184,8 +184,8 @@ def test_install_sql_through_psql_installs_the_fence_schema(project: Project, pg
     run_command(psql, tmp_path, input=script).check(0)  # fencemigrate install --sql | psql
 
     assert "fencemigrate" in schema_names(pg_url)
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.1",)]
-    assert table_names(pg_url, "fencemigrate") == ["agent_fence", "applied_revision", "pending_version_check"]
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.2",)]
+    assert table_names(pg_url, "fencemigrate") == FENCE_TABLES
     triggers = query(
         pg_url,
         "SELECT tgname FROM pg_trigger WHERE tgrelid = 'fencemigrate.agent_fence'::regclass "

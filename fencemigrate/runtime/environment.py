@@ -7,6 +7,7 @@ from typing import Any, Callable, Iterator
 
 from alembic.config import Config
 from alembic.runtime.environment import EnvironmentContext
+from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy import Connection
@@ -14,6 +15,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ..errors import DatabaseError, FencemigrateError, NotTransactional, from_database_error, sqlstate_of
 from ..scrub import scrub_secrets
+from .sqlite_transactions import manages, sqlite_transactions
 
 FENCED_RUN_ATTRIBUTE = "fencemigrate.run"
 """``config.attributes`` key telling the fence-aware env.py template that fencing is on."""
@@ -28,6 +30,7 @@ def run_env(
     token: int = 0,
     writes: bool = False,
     single_transaction: bool = False,
+    on_connection: Callable[[MigrationContext], None] | None = None,
     **context_options: Any,
 ) -> bool:
     """Run env.py with ``fn`` as Alembic's migration function; map failures to our outcomes.
@@ -35,6 +38,11 @@ def run_env(
     With ``writes``, a connection in autocommit mode is refused as soon as env.py configures
     it, before Alembic touches the database. With ``single_transaction``,
     ``transaction_per_migration=True`` from env.py is overridden; returns True when that happened.
+    ``on_connection`` gets env.py's migration context once configured with a connection, before
+    Alembic uses it (the
+    run's lease is acquired there, before Alembic creates its version table).
+    SQLite connections env.py opens get transactional DDL (:mod:`.sqlite_transactions`), and
+    Alembic is told so.
     """
     context = EnvironmentContext(config, script, fn=fn, **context_options)
     forced: list[bool] = []
@@ -44,6 +52,9 @@ def run_env(
         if single_transaction and kw.get("transaction_per_migration"):
             kw["transaction_per_migration"] = False
             forced.append(True)
+        given = kw.get("connection", args[0] if args else None)
+        if isinstance(given, Connection) and given.dialect.name == "sqlite":
+            kw.setdefault("transactional_ddl", True)  # Alembic's SQLiteImpl assumes pysqlite's autocommit
         configure(*args, **kw)
         connection = context.get_context().connection
         if writes and connection is not None and autocommits(connection):
@@ -51,15 +62,23 @@ def run_env(
                 "refusing to migrate: the connection env.py gave Alembic is in autocommit mode, "
                 "so the fence claim could not share a transaction with the DDL; nothing was applied"
             )
+        if on_connection is not None and connection is not None:
+            on_connection(context.get_context())
 
     context.configure = guarded_configure  # type: ignore[method-assign]
-    with translated_errors(resource, token), context:
+    with translated_errors(resource, token), sqlite_transactions(), context:
         script.run_env()
     return bool(forced)
 
 
 def autocommits(connection: Connection) -> bool:
-    """True when the DBAPI connection commits every statement on its own."""
+    """True when the DBAPI connection commits every statement on its own.
+
+    On SQLite: unless :mod:`.sqlite_transactions` manages it (pysqlite's own transaction control
+    commits every DDL statement on its own).
+    """
+    if connection.dialect.name == "sqlite":
+        return not manages(connection)
     dbapi_connection = connection.connection.dbapi_connection
     assert dbapi_connection is not None
     return bool(connection.dialect.detect_autocommit_setting(dbapi_connection))

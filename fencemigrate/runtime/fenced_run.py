@@ -8,11 +8,12 @@ from typing import Any, Callable, Iterator
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
 from alembic.script import ScriptDirectory
+from sqlalchemy import Connection
 
 from ..errors import FencemigrateError, NotTransactional
 from ..fence_schema import ensure_installed
 from .environment import autocommits
-from .fence_calls import FenceCalls
+from .fence_calls import FenceCalls, PostgresFenceCalls, fence_calls_for
 from .fenced_step import FencedStep
 from .ledger_changes import LedgerChange, ledger_change, script_sha256
 from .ledger_writer import LedgerWriter
@@ -32,10 +33,17 @@ Planner = Callable[[tuple[str, ...], MigrationContext], tuple[list[Any], list[st
 class FencedRun:
     """Wraps Alembic's migration function so every step it yields is fenced."""
 
-    def __init__(self, settings: FenceSettings, planner: Planner, outcome: RunOutcome) -> None:
+    def __init__(
+        self,
+        settings: FenceSettings,
+        planner: Planner,
+        outcome: RunOutcome,
+        heartbeat: Callable[[Connection | None], None] = lambda migration: None,
+    ) -> None:
         self.settings = settings
         self.outcome = outcome
-        self._planner = planner
+        self.planner = planner
+        self._heartbeat = heartbeat
         self._context: MigrationContext | None = None
         self._calls: FenceCalls | None = None
         self._reapplied: list[str] = []
@@ -52,16 +60,24 @@ class FencedRun:
         self._claim_xact: int | None = None  # the current step's claim
         self._early: LedgerChange | None = None  # written with the claim, not yet settled
 
+    def use_token(self, token: int) -> None:
+        """Write under ``token`` (the run's own lease was granted it once env.py connected)."""
+        self.settings = dataclasses.replace(self.settings, token=token)
+        self.outcome.token = token
+
     # -- the function Alembic calls with the current heads ------------------------------
 
     def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         """Plan the steps, then hand Alembic fenced proxies of them."""
-        steps, self._reapplied = self._planner(heads, context)
+        steps, self._reapplied = self.planner(heads, context)
+        if steps and self.settings.token == 0:
+            # This run stopped waiting for its lease because nothing was left to do; now there is.
+            raise HeadsMoved("the database changed while this run waited for its lease; nothing was applied")
         self._planned_heads = sorted(heads)
         self.outcome.heads = sorted(heads)
         self._context = context
         self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
-        self._calls = FenceCalls(context, self._quoted_schema)
+        self._calls = fence_calls_for(context, self._quoted_schema)
         self._writer = LedgerWriter(self._calls, self._script(context), self.settings, self._version_table(context))
         self._steps_left = len(steps)
         # In one transaction for all steps, ledger rows wait for the last step (or for anything
@@ -101,6 +117,9 @@ class FencedRun:
         """Claim, run the step's DDL, re-claim if it escaped its transaction, write or defer its ledger rows."""
         try:
             self._execute_step(step, migration_fn, kw)
+            # Progress: keep the run's own lease alive (on SQLite, renewed in this transaction).
+            assert self._context is not None
+            self._heartbeat(self._context.connection)
         except BaseException:
             self._stop_watching()  # the run is over; env.py may still use its connection
             raise
@@ -174,15 +193,20 @@ class FencedRun:
         self._remember_claim(context, self._flush(context, claim_xact, change))
 
     def _records_with_claim(self, context: MigrationContext, step: Any) -> bool:
-        """One revision per transaction: its ledger row can go with the claim, before the DDL."""
+        """One revision per transaction: its ledger row can go with the claim, before the DDL.
+
+        PostgreSQL only: its COMMIT then proves the version row. SQLite claims, then records.
+        """
         return (
-            not self._batching
+            isinstance(self._calls, PostgresFenceCalls)
+            and not self._batching
             and not context.as_sql
             and isinstance(step, RevisionStep)
             and step.is_upgrade
         )
 
     def _claim_and_record(self, context: MigrationContext, calls: FenceCalls, change: LedgerChange) -> int | None:
+        assert isinstance(calls, PostgresFenceCalls)
         (revision,) = change.added
         preparer = context.dialect.identifier_preparer
         relation = ".".join(
@@ -206,7 +230,7 @@ class FencedRun:
         then writes it again after its DDL, in the transaction it ends up in)."""
         self._flush_deferred(context, self._claim_xact)
         if self._early is not None:
-            assert self._calls is not None
+            assert isinstance(self._calls, PostgresFenceCalls)  # only PostgreSQL records with the claim
             self._calls.undo_record(self._version_table(context), self._early.added[0])
             self._early = None
 

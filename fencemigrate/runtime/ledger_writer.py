@@ -38,7 +38,9 @@ class LedgerWriter:
             # One readable call per revision in the script.
             for item in changes:
                 for revision in item.removed:
-                    calls.record_rollback(self._version_table, revision)
+                    calls.record_rollback(
+                        self._version_table, revision, settings.resource, settings.token, settings.holder
+                    )
                 for revision in item.added:
                     calls.record_apply(
                         self._version_table, revision, settings.resource, settings.token,

@@ -31,13 +31,15 @@ class RunOutcome:
 
     command: str
     resource: str
-    token: int
+    token: int | None  # None: a run that took no lease because nothing was left to do
     holder: str
     offline: bool = False
     steps: list[StepOutcome] = field(default_factory=list)
     heads: list[str] | None = None
     installed_fence_schema: bool = False
     forced_single_transaction: bool = False
+    leased: bool = False  # the token came from a lease this run took (and released) itself
+    lease_note: str | None = None  # why that lease could not be released, if it could not
 
     def as_json(self) -> dict[str, Any]:
         """JSON form of the run, printed by ``--json``."""
@@ -52,4 +54,6 @@ class RunOutcome:
             "heads": self.heads,
             "installed_fence_schema": self.installed_fence_schema,
             "forced_single_transaction": self.forced_single_transaction,
+            "leased": self.leased,
+            "lease_note": self.lease_note,
         }

@@ -7,10 +7,29 @@ from typing import Any
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import UsageError
 from .fenced_run import Planner
 from .ledger_changes import covered
+
+
+def nothing_to_do(plan: Planner, context: MigrationContext) -> bool:
+    """True when ``plan`` has no step from the database's heads as they are now.
+
+    Reads the heads on a short autocommit connection of its own (never on the migration's
+    connection, whose transaction env.py has yet to begin; never taking SQLite's write lock),
+    under the same version table. False when they cannot be read: the caller keeps waiting.
+    """
+    assert context.connection is not None
+    opts = {"version_table": context.version_table, "version_table_schema": context.version_table_schema}
+    try:
+        with context.connection.engine.connect() as probe:
+            probe = probe.execution_options(isolation_level="AUTOCOMMIT")
+            heads = MigrationContext.configure(probe, opts=opts).get_current_heads()
+    except SQLAlchemyError:
+        return False
+    return not plan(tuple(heads), context)[0]
 
 
 def _as_usage_errors(plan: Planner) -> Planner:

@@ -308,6 +308,11 @@ class Project:
         return run_command(script_command("alembic") + list(args), self.path, env, input, timeout)
 
 
+def sqlite_url(database: Path) -> str:
+    """SQLAlchemy URL of the SQLite file ``database`` (default pysqlite driver): ``sqlite:////abs/path``."""
+    return f"sqlite:///{database.resolve()}"
+
+
 def create_project(path: Path, url: str, template: str | Path = "generic") -> Project:
     """Create an Alembic project in ``path`` with the real ``alembic init``.
 

@@ -1,2 +1,2 @@
--- Remove the ledger row of a revision that was rolled back.
-SELECT {schema}.record_rollback(:version_table, :revision)
+-- Remove the ledger row of a revision that was rolled back, and log who rolled it back.
+SELECT {schema}.record_rollback(:version_table, :revision, :resource, :token, :holder)

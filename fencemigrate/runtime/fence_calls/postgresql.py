@@ -1,27 +1,22 @@
-"""The fence schema's SQL functions, called on a migration's connection or written out for --sql."""
+"""PostgreSQL: the fence schema's SQL functions, called on a migration's connection or written out for --sql."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, TextClause
 from sqlalchemy.sql.compiler import Compiled
 
-from ..queries import statement
+from ...queries import statement
+from .base import FenceCalls
 
 
-class FenceCalls:
-    """Calls claim/record/check in the migration context's current transaction."""
+class PostgresFenceCalls(FenceCalls):
+    """Calls the fence schema's functions; FENCED is their SQLSTATE FM001, mapped by ``translated_errors``.
 
-    def __init__(self, context: MigrationContext, quoted_schema: str) -> None:
-        self._context = context
-        self._schema = quoted_schema
-
-    @property
-    def offline(self) -> bool:
-        """True in --sql mode: calls are written to the script instead of executed."""
-        return bool(self._context.as_sql)
+    One revision per transaction can also claim and record in one call (``claim_and_record``),
+    with a check at COMMIT that proves Alembic's version row.
+    """
 
     def _call(self, name: str, **params: Any) -> Any:
         """Run the statement and return its single value; offline, write it out and return None."""
@@ -44,7 +39,6 @@ class FenceCalls:
     def claim(self, resource: str, token: int) -> int | None:
         """Claim ``resource`` with ``token``; returns the transaction id. Raises FM001 if fenced."""
         return self._xact("claim", resource=resource, token=token)
-
 
     def claim_and_record(
         self,
@@ -107,9 +101,12 @@ class FenceCalls:
             script_sha256=script_sha256,
         )
 
-    def record_rollback(self, version_table: str, revision: str) -> None:
-        """Delete the ledger row of a rolled-back revision."""
-        self._call("record_rollback", version_table=version_table, revision=revision)
+    def record_rollback(self, version_table: str, revision: str, resource: str, token: int, holder: str) -> None:
+        """Delete the ledger row of a rolled-back revision; the event names ``holder`` and ``token``."""
+        self._call(
+            "record_rollback", version_table=version_table, revision=revision,
+            resource=resource, token=token, holder=holder,
+        )
 
     def record_steps(
         self,

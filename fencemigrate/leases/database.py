@@ -1,0 +1,195 @@
+"""The built-in lease service: leases in the fence schema's own tables, judged by the database clock.
+
+A grant runs in one transaction: wait (at most for the caller's ``--wait``) for an in-flight
+migration, or cancel it with ``--preempt``, lock the lease row, issue
+``greatest(last issued, fence token) + 1`` and advance the fence to it. The old holder is fenced
+the moment the grant commits, before the new holder writes anything. How a grant waits is the
+dialect's (:mod:`.fence_on_grant`): the fence row's lock on PostgreSQL, the database's single
+write lock on SQLite.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from sqlalchemy import Connection, Engine, Row
+
+from ..errors import LeaseBusy, LeaseLost
+from ..events import log_event
+from ..queries import statement
+from .fence_on_grant import fence_on_grant, lease_connection
+from .model import Grant, LeaseRequest, LeaseStatus
+from .polling import poll_for_grant
+
+
+
+class DatabaseLeases:
+    """Leases on their own connection of the project's engine (the fence lives in the same database)."""
+
+    def __init__(self, engine: Engine, schema: str) -> None:
+        self._resources = ExitStack()
+        self._connection = self._resources.enter_context(lease_connection(engine))
+        self._dialect = engine.dialect.name
+        self._schema = engine.dialect.identifier_preparer.quote(schema)
+        self._fence = fence_on_grant(self._connection, self._schema)
+        try:
+            self._fence.install()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the lease connection."""
+        self._resources.close()
+
+    # -- the four operations ---------------------------------------------------------------
+
+    def acquire(self, request: LeaseRequest, stop_waiting: Callable[[], bool] | None = None) -> Grant:
+        """Grant the lease, polling while another live holder has it, for at most ``wait_ms``."""
+        return poll_for_grant(
+            request, lambda remaining_ms: self._try_grant(request, remaining_ms), _busy, stop_waiting
+        )
+
+    def renew(
+        self, resource: str, holder: str, token: int | None, ttl_ms: int, within: Connection | None = None
+    ) -> Grant:
+        """Extend the holder's lease by ``ttl_ms`` from now; LeaseLost if it is no longer theirs.
+
+        ``within``: in that connection's open transaction, committed by its owner (see the protocol).
+        """
+        with self._fence.in_transaction(resource, within) as connection:
+            row = self._change_grant(connection, "lease_renew", resource=resource, holder=holder, token=token,
+                                     ttl_ms=ttl_ms)
+            if row is None:
+                reason = self._why_lost(connection, resource, holder, token)
+            else:
+                self._log(connection, resource, "RENEW", holder, int(row.token),
+                          {"ttl_ms": ttl_ms, "after_expiry": bool(row.was_expired)})
+                lease = self._peek(connection, resource)
+        if row is None:
+            raise LeaseLost(resource, holder, token, reason)
+        return Grant(lease, renewed_after_expiry=bool(row.was_expired))
+
+    def release(self, resource: str, holder: str, token: int | None) -> LeaseStatus:
+        """Free the holder's lease; LeaseLost if it is no longer theirs."""
+        with self._fence.in_transaction(resource) as connection:
+            row = self._change_grant(connection, "lease_release", resource=resource, holder=holder, token=token)
+            if row is None:
+                reason = self._why_lost(connection, resource, holder, token)
+            else:
+                self._log(connection, resource, "RELEASE", holder, int(row.token))
+                lease = self._peek(connection, resource)
+        if row is None:
+            raise LeaseLost(resource, holder, token, reason)
+        return lease
+
+    def status(self, resource: str) -> LeaseStatus:
+        """The lease as the database's clock sees it now."""
+        with self._fence.in_transaction(resource) as connection:
+            return self._peek(connection, resource)
+
+    # -- a grant ---------------------------------------------------------------------------
+
+    def _try_grant(self, request: LeaseRequest, remaining_ms: int) -> Grant | LeaseStatus:
+        """One attempt, in one transaction: the Grant, or the live holder's status when busy."""
+        resource, holder = request.resource, request.holder
+        connection = self._connection
+        with self._fence.transaction(resource, remaining_ms):
+            self._run(connection, "lease_seed", resource=resource)
+            seen = self._peek(connection, resource)
+            if seen.live_holder not in (None, holder):
+                return seen
+            # Fence row first, so that a live holder's renewals never wait behind a grant that
+            # waits for its migration. To preempt, the lease row first: the stale run, cancelled,
+            # cannot release or renew it before this grant commits.
+            if request.preempt:
+                locked = self._run(connection, "lease_lock", resource=resource).one()
+            fence_token, preempted = self._fence.lock_fence(resource, remaining_ms, request.preempt)
+            if not request.preempt:
+                locked = self._run(connection, "lease_lock", resource=resource).one()
+            if locked.holder not in (None, holder) and not locked.expired:
+                return self._peek(connection, resource)
+            token = max(int(locked.token), fence_token or 0) + 1
+            self._run(connection, "lease_grant", resource=resource, holder=holder, token=token,
+                      ttl_ms=request.ttl_ms)
+            self._fence.advance(resource, token)
+            previous = locked.holder if locked.holder not in (None, holder) else None
+            if previous is not None:
+                self._log(connection, resource, "EXPIRE", previous, int(locked.token), at=seen.expires_at)
+            for pid in preempted:
+                self._log(connection, resource, "PREEMPT", holder, token, {"cancelled_pid": pid})
+            self._log(connection, resource, "GRANT", holder, token, {"ttl_ms": request.ttl_ms})
+            lease = self._peek(connection, resource)
+        return Grant(lease, previous_holder=previous, preempted=preempted)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _change_grant(self, connection: Connection, name: str, **params: Any) -> Row[Any] | None:
+        """Renew or release (``name``) the holder's grant: its token and whether it had expired,
+        or None when the lease is not theirs.
+
+        PostgreSQL does both in one statement (RETURNING, under the row lock). SQLite (RETURNING
+        only from 3.35) reads the grant with ``lease_held``, then changes it: the transaction holds
+        the database's write lock, so nothing comes in between.
+        """
+        if self._dialect != "sqlite":
+            row: Row[Any] | None = self._run(connection, name, **params).one_or_none()
+            return row
+        held: Row[Any] | None = self._run(
+            connection, "lease_held", resource=params["resource"], holder=params["holder"], token=params["token"]
+        ).one_or_none()
+        if held is not None:
+            self._run(connection, name, **params)
+        return held
+
+    def _why_lost(self, connection: Connection, resource: str, holder: str, token: int | None) -> str:
+        """Why a renew or release matched nothing, logged as LOST in the caller's transaction."""
+        now = self._peek(connection, resource)
+        if now.holder is None:
+            reason = "the lease is not held" if now.token else "the lease was never granted"
+        elif now.holder != holder:
+            reason = f"it has been granted to {now.holder} with token {now.token}"
+        else:
+            reason = f"your current grant has token {now.token}, not {token}"
+        self._log(connection, resource, "LOST", holder, token, {"reason": reason})
+        return reason
+
+    def _peek(self, connection: Connection, resource: str) -> LeaseStatus:
+        return _status(resource, self._run(connection, "lease_peek", resource=resource).one())
+
+    def _run(self, connection: Connection, name: str, **params: Any) -> Any:
+        return connection.execute(statement(name, self._schema, self._dialect), params)
+
+    def _log(
+        self, connection: Connection, resource: str, kind: str, holder: str | None, token: int | None,
+        detail: dict[str, Any] | None = None, at: datetime | None = None,
+    ) -> None:
+        log_event(connection, self._schema, resource=resource, kind=kind, holder=holder,
+                  token=token, detail=detail, at=at)
+
+
+def _status(resource: str, row: Row[Any]) -> LeaseStatus:
+    return LeaseStatus(
+        resource=resource,
+        holder=row.holder,
+        token=int(row.token),
+        ttl_ms=None if row.ttl_ms is None else int(row.ttl_ms),
+        granted_at=_moment(row.granted_at),
+        expires_at=_moment(row.expires_at),
+        expired=bool(row.expired),
+        fence_token=None if row.fence_token is None else int(row.fence_token),
+    )
+
+
+def _moment(value: datetime | str | None) -> datetime | None:
+    """A lease time in UTC: PostgreSQL returns a datetime, SQLite ISO-8601 UTC text."""
+    if isinstance(value, str):
+        return datetime.fromisoformat(value).astimezone(timezone.utc)
+    return value
+
+
+def _busy(holder: LeaseStatus) -> LeaseBusy:
+    expires = holder.expires_at.isoformat() if holder.expires_at else "?"
+    return LeaseBusy(holder.resource, holder.holder, f"held by {holder.holder} (token {holder.token}) until {expires}")

@@ -1,0 +1,212 @@
+"""The database half of every grant, per dialect: wait for in-flight writers, then advance the fence.
+
+Run on the fence database whichever service issued the token (the built-in one or Redis); every
+transaction of a lease service's own connection goes through :meth:`FenceOnGrant.transaction`.
+
+* PostgreSQL: any in-flight migration holds the fence row's lock (its claim keeps it until it
+  commits), so a grant waits for that row, at most what is left of ``--wait`` (``lock_timeout``).
+  With ``--preempt`` the transactions holding a claim on the resource are cancelled first and roll
+  back completely.
+* SQLite has no row locks and one writer at a time. The grant's ``BEGIN IMMEDIATE`` takes the
+  database's write lock, which serialises it with every in-flight migration and every other grant;
+  the connection's busy timeout, set to what is left of ``--wait`` for that BEGIN, bounds the wait.
+  Another process's SQLite transaction cannot be cancelled: ``--preempt`` is refused before anything
+  is touched (:func:`check_preempt`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, Iterator
+
+from sqlalchemy import Connection, Engine, RootTransaction
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from ..errors import LeaseBusy, UsageError, sqlstate_of
+from ..fence_schema import ensure_installed
+from ..queries import statement
+from ..runtime.fence_calls.sqlite import claim_fence
+from ..runtime.sqlite_transactions import sqlite_transactions
+
+_LOCK_NOT_AVAILABLE = "55P03"
+_PREEMPT_GRACE_MS = 5000
+
+IN_FLIGHT = (
+    "a migration under an older token is still in flight (its holder's lease has expired); "
+    "wait for it, or pass --preempt to cancel it"
+)
+SQLITE_WRITER_IN_FLIGHT = (
+    "another writer holds the SQLite database (a migration in flight, or another grant); "
+    "wait for it with a longer --wait (--preempt is not available on SQLite)"
+)
+PREEMPT_ON_SQLITE = (
+    "--preempt is not available on SQLite: a grant cannot cancel another process's SQLite "
+    "transaction; wait for the migration in flight with --wait instead (nothing was changed)"
+)
+
+
+def check_preempt(engine: Engine, preempt: bool) -> None:
+    """Refuse ``--preempt`` on SQLite, before the lease service touches the database."""
+    if preempt and engine.dialect.name == "sqlite":
+        raise UsageError(PREEMPT_ON_SQLITE)
+
+
+@contextmanager
+def lease_connection(engine: Engine) -> Iterator[Connection]:
+    """The lease service's own connection on ``engine``.
+
+    On SQLite every transaction on it is ``BEGIN IMMEDIATE`` (:mod:`..runtime.sqlite_transactions`)
+    until it is closed, also after env.py has finished (a run releases its lease then). Other
+    dialects get no listeners.
+    """
+    with sqlite_transactions() if engine.dialect.name == "sqlite" else nullcontext():
+        with engine.connect() as connection:
+            yield connection
+
+
+def fence_on_grant(connection: Connection, quoted_schema: str) -> FenceOnGrant:
+    """The grant's database half for the connection's dialect."""
+    if connection.dialect.name == "sqlite":
+        return SqliteFenceOnGrant(connection, quoted_schema)
+    return PostgresFenceOnGrant(connection, quoted_schema)
+
+
+class FenceOnGrant(ABC):
+    """Transactions, waits and the fence advance of grants, on a lease service's own connection."""
+
+    def __init__(self, connection: Connection, quoted_schema: str) -> None:
+        self._connection = connection
+        self._schema = quoted_schema
+
+    @abstractmethod
+    def install(self) -> None:
+        """When the lease service opens: install the fence schema unless it is current."""
+
+    @abstractmethod
+    def transaction(self, resource: str, wait_ms: int | None = None) -> AbstractContextManager[RootTransaction]:
+        """A transaction of the lease connection. A grant passes ``wait_ms``, what is left of
+        ``--wait``: LeaseBusy when another writer holds the database longer (SQLite)."""
+
+    @contextmanager
+    def in_transaction(self, resource: str, within: Connection | None = None) -> Iterator[Connection]:
+        """The connection for a lease operation, in a transaction: ``within``, in its owner's open
+        transaction (which its owner commits), or else the lease connection in one of its own."""
+        if within is not None:
+            yield within
+            return
+        with self.transaction(resource):
+            yield self._connection
+
+    @abstractmethod
+    def serialise_grants(self, resource: str, remaining_ms: int) -> None:
+        """Make other grants of ``resource`` wait until this transaction ends (a lease service
+        with no lease row to lock: Redis). LeaseBusy after ``remaining_ms``."""
+
+    @abstractmethod
+    def lock_fence(self, resource: str, remaining_ms: int, preempt: bool) -> tuple[int | None, tuple[int, ...]]:
+        """Wait for the in-flight migration on ``resource``; returns the fence token (None before the
+        first claim) and the backend pids of the stale writers cancelled. LeaseBusy when the wait
+        runs out."""
+
+    @abstractmethod
+    def advance(self, resource: str, token: int) -> None:
+        """Claim ``resource`` for ``token`` in the grant's transaction: older holders are now fenced."""
+
+    def _run(self, name: str, **params: Any) -> Any:
+        return self._connection.execute(statement(name, self._schema, self._connection.dialect.name), params)
+
+
+class PostgresFenceOnGrant(FenceOnGrant):
+    """Row and advisory locks, bounded by ``lock_timeout``; ``--preempt`` terminates stale writers."""
+
+    def install(self) -> None:
+        with self._connection.begin():
+            ensure_installed(self._connection, self._schema)
+
+    def transaction(self, resource: str, wait_ms: int | None = None) -> AbstractContextManager[RootTransaction]:
+        return self._connection.begin()  # the waits come later, in serialise_grants and lock_fence
+
+    def serialise_grants(self, resource: str, remaining_ms: int) -> None:
+        self._run("lock_timeout", timeout_ms=str(max(remaining_ms, 1)))
+        try:
+            self._run("grant_lock", resource=resource)
+        except DBAPIError as error:
+            if sqlstate_of(error) == _LOCK_NOT_AVAILABLE:
+                raise LeaseBusy(resource, None, "another grant of this resource is in progress") from None
+            raise
+
+    def lock_fence(self, resource: str, remaining_ms: int, preempt: bool) -> tuple[int | None, tuple[int, ...]]:
+        self._run("lock_timeout", timeout_ms=str(max(remaining_ms, 1)))
+        preempted: tuple[int, ...] = ()
+        if preempt:
+            grace = max(remaining_ms, _PREEMPT_GRACE_MS)
+            rows = self._run("preempt_writers", resource=resource, wait_ms=grace)
+            preempted = tuple(int(row.pid) for row in rows)
+        try:
+            token = self._run("fence_lock", resource=resource).scalar()
+        except DBAPIError as error:
+            if sqlstate_of(error) == _LOCK_NOT_AVAILABLE:
+                raise LeaseBusy(resource, None, IN_FLIGHT) from None
+            raise
+        return (None if token is None else int(token)), preempted
+
+    def advance(self, resource: str, token: int) -> None:
+        self._run("claim", resource=resource, token=token)
+
+
+class SqliteFenceOnGrant(FenceOnGrant):
+    """One writer at a time: every transaction is ``BEGIN IMMEDIATE``; a grant's waits for it are bounded."""
+
+    def install(self) -> None:
+        """Nothing at open: on SQLite every transaction takes the write lock, so installing now would
+        wait for a migration in flight beyond ``--wait``. Each :meth:`transaction` installs instead."""
+
+    @contextmanager
+    def transaction(self, resource: str, wait_ms: int | None = None) -> Iterator[RootTransaction]:
+        """``BEGIN IMMEDIATE``, waiting at most ``wait_ms`` for the write lock (else the connection's
+        busy timeout), then the fence schema installed unless current, in the same transaction."""
+        with self._begin(resource, wait_ms) as transaction:
+            ensure_installed(self._connection, self._schema)
+            yield transaction
+
+    def serialise_grants(self, resource: str, remaining_ms: int) -> None:
+        """Nothing to do: the grant's ``BEGIN IMMEDIATE`` already made every other grant wait."""
+
+    def lock_fence(self, resource: str, remaining_ms: int, preempt: bool) -> tuple[int | None, tuple[int, ...]]:
+        """The fence token: the grant's ``BEGIN IMMEDIATE`` already waited for the in-flight migration."""
+        assert not preempt, "check_preempt refuses --preempt on SQLite before a grant starts"
+        token = self._run("fence_lock", resource=resource).scalar()
+        return (None if token is None else int(token)), ()
+
+    def advance(self, resource: str, token: int) -> None:
+        claim_fence(self._connection, self._schema, resource, token)
+
+    def _begin(self, resource: str, wait_ms: int | None) -> RootTransaction:
+        """Begin, with the busy timeout at ``wait_ms`` for the BEGIN only (COMMIT may still wait
+        for readers as usual). PRAGMAs go to the driver: through SQLAlchemy they would BEGIN first."""
+        if wait_ms is None:
+            return self._connection.begin()
+        driver = self._connection.connection.driver_connection
+        assert isinstance(driver, sqlite3.Connection)
+        (usual,) = driver.execute(str(statement("busy_timeout", self._schema, "sqlite"))).fetchone()
+        driver.execute(self._busy_timeout(wait_ms))
+        try:
+            return self._connection.begin()
+        except OperationalError as error:
+            if _is_busy(error):
+                raise LeaseBusy(resource, None, SQLITE_WRITER_IN_FLIGHT) from None
+            raise
+        finally:
+            driver.execute(self._busy_timeout(int(usual)))
+
+    def _busy_timeout(self, milliseconds: int) -> str:
+        """``lock_timeout.sql`` with the value written in (PRAGMA takes no bound parameters)."""
+        clause = statement("lock_timeout", self._schema, "sqlite").bindparams(timeout_ms=int(milliseconds))
+        return str(clause.compile(dialect=self._connection.dialect, compile_kwargs={"literal_binds": True}))
+
+
+def _is_busy(error: OperationalError) -> bool:
+    code = getattr(error.orig, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_BUSY

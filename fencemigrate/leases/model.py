@@ -1,0 +1,111 @@
+"""What a lease service answers, and what every lease backend provides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Protocol
+
+from sqlalchemy import Connection
+
+from ..durations import format_duration
+
+DEFAULT_TTL = "60s"  # short, renewed while the holder makes progress (the design notes' advice)
+DEFAULT_ACQUIRE_WAIT = "0s"  # `lease acquire`: answer busy at once unless told to wait
+DEFAULT_RUN_WAIT = "10m"  # runners started together (pods, CI jobs) queue rather than fail
+
+
+@dataclass(frozen=True)
+class LeaseRequest:
+    """Who wants which resource, for how long, and how long they will wait for it."""
+
+    resource: str
+    holder: str
+    ttl_ms: int
+    wait_ms: int = 0
+    preempt: bool = False
+
+
+@dataclass(frozen=True)
+class LeaseStatus:
+    """A resource's lease as the lease service's clock sees it now."""
+
+    resource: str
+    holder: str | None  # None: free
+    token: int  # the last token issued for the resource (0: never)
+    ttl_ms: int | None = None
+    granted_at: datetime | None = None
+    expires_at: datetime | None = None
+    expired: bool = False
+    fence_token: int | None = None  # the highest token the database fence has seen
+
+    @property
+    def live_holder(self) -> str | None:
+        """The holder, unless the lease is free or expired."""
+        return None if self.expired else self.holder
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON form, for ``--json``."""
+        return {
+            "resource": self.resource,
+            "holder": self.holder,
+            "token": self.token,
+            "ttl": None if self.ttl_ms is None else format_duration(self.ttl_ms),
+            "ttl_ms": self.ttl_ms,
+            "granted_at": None if self.granted_at is None else self.granted_at.isoformat(),
+            "expires_at": None if self.expires_at is None else self.expires_at.isoformat(),
+            "expired": self.expired,
+            "fence_token": self.fence_token,
+        }
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A lease granted (or renewed): the token to write with, and until when it is held."""
+
+    lease: LeaseStatus
+    previous_holder: str | None = None  # the holder whose expired lease this grant replaced
+    preempted: tuple[int, ...] = ()  # backend pids of stale writers whose transactions were cancelled
+    renewed_after_expiry: bool = False
+
+    @property
+    def token(self) -> int:
+        """The fencing token of this grant."""
+        return self.lease.token
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON form, for ``--json``."""
+        return {
+            **self.lease.as_json(),
+            "previous_holder": self.previous_holder,
+            "preempted_pids": list(self.preempted),
+            "renewed_after_expiry": self.renewed_after_expiry,
+        }
+
+
+class LeaseBackend(Protocol):
+    """A lease service that issues fencing tokens and advances the database fence on grant."""
+
+    def acquire(self, request: LeaseRequest, stop_waiting: Callable[[], bool] | None = None) -> Grant:
+        """Grant the lease if it is free, expired or already the holder's; LeaseBusy after waiting
+        ``request.wait_ms`` for another live holder; StoppedWaiting once ``stop_waiting()`` is true."""
+
+    def renew(
+        self, resource: str, holder: str, token: int | None, ttl_ms: int, within: Connection | None = None
+    ) -> Grant:
+        """Extend the holder's lease; LeaseLost if someone else has been granted it since.
+
+        Normally in a transaction of the backend's own that commits at once. With ``within``, the
+        renewal's database writes (the lease row, the RENEW or LOST event) go into that connection's
+        open transaction instead, and commit or roll back with it: a run heartbeating on SQLite,
+        whose migration holds the database's only write lock (see ``RunnerLease.heartbeat``).
+        """
+
+    def release(self, resource: str, holder: str, token: int | None) -> LeaseStatus:
+        """Free the holder's lease; LeaseLost if it is no longer theirs."""
+
+    def status(self, resource: str) -> LeaseStatus:
+        """The lease as it is now."""
+
+    def close(self) -> None:
+        """Close the backend's connections."""

@@ -1,0 +1,46 @@
+"""Waiting for a busy lease: the same bounded, jittered polling for every backend."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Callable, TypeVar
+
+from ..errors import LeaseBusy
+from .model import Grant, LeaseRequest
+
+_FIRST_POLL_S = 0.02
+_LONGEST_POLL_S = 0.25
+
+Busy = TypeVar("Busy")
+
+
+class StoppedWaiting(Exception):
+    """The caller's ``stop_waiting`` said the lease is no longer needed (nothing left to do)."""
+
+
+def poll_for_grant(
+    request: LeaseRequest,
+    attempt: Callable[[int], Grant | Busy],
+    busy: Callable[[Busy], LeaseBusy],
+    stop_waiting: Callable[[], bool] | None = None,
+) -> Grant:
+    """Call ``attempt(remaining_ms)`` until it grants, for at most ``request.wait_ms``.
+
+    Between attempts, backs off from 20 ms to 250 ms (with jitter, so that runners started
+    together do not poll in step). When the wait runs out, raises ``busy(last answer)``; when
+    ``stop_waiting()`` turns true, raises StoppedWaiting.
+    """
+    deadline = time.monotonic() + request.wait_ms / 1000
+    pause = _FIRST_POLL_S
+    while True:
+        remaining_ms = max(0, round((deadline - time.monotonic()) * 1000))
+        outcome = attempt(remaining_ms)
+        if isinstance(outcome, Grant):
+            return outcome
+        if time.monotonic() >= deadline:
+            raise busy(outcome)
+        if stop_waiting is not None and stop_waiting():
+            raise StoppedWaiting()
+        time.sleep(min(pause, max(deadline - time.monotonic(), 0)) * random.uniform(0.5, 1.0))
+        pause = min(pause * 2, _LONGEST_POLL_S)

@@ -1,0 +1,231 @@
+"""Leases in Redis (``--lease-url redis://...``), for teams that already run one.
+
+Expiry is Redis's own (PX, PTTL, TIME): the client's clock never decides who holds a lease.
+A grant has two halves:
+
+1. Redis: take the lease key with SET NX PX (a holder that already has it goes on to a new
+   grant); busy while another holder's key lives;
+2. one transaction on the fence database: lock the resource's grants and its fence row (waiting
+   at most what is left of ``--wait`` behind an in-flight migration, or cancelling it with
+   ``--preempt``), then issue the token in Redis (INCR of a counter first raised to the fence's
+   token, so tokens never go backwards when Redis loses its data), advance the fence to it and
+   log the events. The previous holder is fenced when this transaction commits. How the
+   transaction waits is the fence database's (:mod:`.fence_on_grant`): PostgreSQL or SQLite.
+
+When the database half fails, the Redis half is given back (only what is still this grant's).
+Keys and scripts: :mod:`fencemigrate.leases.redis_store`.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from datetime import datetime
+from typing import Any, Callable
+
+from sqlalchemy import Connection, Engine
+
+from ..errors import DatabaseError, LeaseBusy, LeaseLost
+from ..events import log_event
+from ..queries import statement
+from .fence_on_grant import fence_on_grant, lease_connection
+from .model import Grant, LeaseRequest, LeaseStatus
+from .polling import poll_for_grant
+from .redis_store import Busy, Issued, LeaseValue, Peek, RedisLeaseStore, from_ms
+
+
+
+class RedisLeases:
+    """Leases and tokens in Redis; the fence, and the event log, in the migration database."""
+
+    def __init__(self, lease_url: str, engine: Engine, schema: str) -> None:
+        self._store = RedisLeaseStore(lease_url)
+        self._resources = ExitStack()
+        self._resources.callback(self._store.close)
+        self._dialect = engine.dialect.name
+        self._schema = engine.dialect.identifier_preparer.quote(schema)
+        try:
+            self._store.ping()
+            self._connection = self._resources.enter_context(lease_connection(engine))
+            self._fence = fence_on_grant(self._connection, self._schema)
+            self._fence.install()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the Redis and the database connections."""
+        self._resources.close()
+
+    # -- the four operations ---------------------------------------------------------------
+
+    def acquire(self, request: LeaseRequest, stop_waiting: Callable[[], bool] | None = None) -> Grant:
+        """Grant the lease, polling while another live holder has it, for at most ``wait_ms``."""
+        return poll_for_grant(
+            request,
+            lambda remaining_ms: self._try_grant(request, remaining_ms),
+            lambda outcome: LeaseBusy(request.resource, outcome.lease.holder, _busy_reason(outcome)),
+            stop_waiting,
+        )
+
+    def renew(
+        self, resource: str, holder: str, token: int | None, ttl_ms: int, within: Connection | None = None
+    ) -> Grant:
+        """PEXPIRE the holder's lease by ``ttl_ms``; LeaseLost if it is no longer theirs.
+
+        ``within``: the event goes into that connection's open transaction (see the protocol).
+        """
+        with self._fence.in_transaction(resource, within) as connection:
+            renewed = self._store.renew(resource, holder, token, ttl_ms)
+            if renewed is None:
+                reason = self._why_lost(connection, resource, holder, token)
+            else:
+                self._log(connection, resource, "RENEW", holder, renewed[0],
+                          {"ttl_ms": ttl_ms, "after_expiry": renewed[1], "lease_service": "redis"})
+                lease = self._status(connection, resource)
+        if renewed is None:
+            raise LeaseLost(resource, holder, token, reason)
+        return Grant(lease, renewed_after_expiry=renewed[1])
+
+    def release(self, resource: str, holder: str, token: int | None) -> LeaseStatus:
+        """DEL the holder's lease; LeaseLost if it is no longer theirs."""
+        with self._fence.in_transaction(resource) as connection:
+            released = self._store.release(resource, holder, token)
+            if released is None:
+                reason = self._why_lost(connection, resource, holder, token)
+            else:
+                self._log(connection, resource, "RELEASE", holder, released, {"lease_service": "redis"})
+                lease = self._status(connection, resource)
+        if released is None:
+            raise LeaseLost(resource, holder, token, reason)
+        return lease
+
+    def status(self, resource: str) -> LeaseStatus:
+        """The lease as Redis's clock sees it now, with the database fence's token."""
+        with self._fence.in_transaction(resource) as connection:
+            return self._status(connection, resource)
+
+    # -- a grant ---------------------------------------------------------------------------
+
+    def _try_grant(self, request: LeaseRequest, remaining_ms: int) -> Grant | Busy:
+        """One attempt: the Grant, or who has the lease key when it is busy."""
+        resource, holder = request.resource, request.holder
+        taken = self._store.take(resource, holder, request.ttl_ms)
+        if isinstance(taken, Busy):
+            return taken
+        issued: Issued | None = None
+        try:
+            with self._fence.transaction(resource, remaining_ms) as transaction:
+                self._fence.serialise_grants(resource, remaining_ms)
+                fence_token, preempted = self._fence.lock_fence(resource, remaining_ms, request.preempt)
+                outcome = self._store.issue(resource, holder, fence_token, request.ttl_ms)
+                if isinstance(outcome, Busy):  # our key expired during the wait and was taken
+                    transaction.rollback()
+                    return outcome
+                issued = outcome
+                self._fence.advance(resource, issued.token)
+                previous = self._log_grant(request, issued, fence_token, preempted)
+        except BaseException:
+            if taken or issued is not None:
+                self._give_back(resource, LeaseValue(holder, issued.token if issued else 0), issued)
+            raise
+        lease = LeaseStatus(
+            resource=resource, holder=holder, token=issued.token, ttl_ms=request.ttl_ms,
+            granted_at=from_ms(issued.granted_ms), expires_at=from_ms(issued.granted_ms + request.ttl_ms),
+            fence_token=issued.token,
+        )
+        return Grant(lease, previous_holder=previous, preempted=preempted)
+
+    def _log_grant(
+        self, request: LeaseRequest, issued: Issued, fence_token: int | None, preempted: tuple[int, ...]
+    ) -> str | None:
+        """EXPIRE (the previous holder's lease ran out unreleased), PREEMPT, GRANT; returns that holder."""
+        resource, holder = request.resource, request.holder
+        last = issued.previous
+        previous = None
+        if last is not None and not last.released and last.holder != holder:
+            previous = last.holder
+            self._log(self._connection, resource, "EXPIRE", previous, last.token,
+                      at=from_ms(min(last.expires_ms, issued.granted_ms)))
+        for pid in preempted:
+            self._log(self._connection, resource, "PREEMPT", holder, issued.token, {"cancelled_pid": pid})
+        detail: dict[str, Any] = {"ttl_ms": request.ttl_ms, "lease_service": "redis"}
+        if issued.seeded:
+            detail["counter_raised_to_fence_token"] = fence_token
+        self._log(self._connection, resource, "GRANT", holder, issued.token, detail)
+        return previous
+
+    def _give_back(self, resource: str, value: LeaseValue, issued: Issued | None) -> None:
+        """Best effort: the error that made the grant fail is the one to report."""
+        try:
+            self._store.give_back(resource, value, issued)
+        except DatabaseError:
+            return
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _why_lost(self, connection: Connection, resource: str, holder: str, token: int | None) -> str:
+        """Why a renew or release matched nothing, logged as LOST in the caller's transaction."""
+        peek = self._store.peek(resource)
+        if peek.lease is not None and peek.lease.token == 0 and peek.lease.holder != holder:
+            reason = f"it is being granted to {peek.lease.holder}"
+        else:
+            now = _status(resource, peek, None)
+            if now.holder is None:
+                reason = "the lease is not held" if now.token else "Redis has no record of the lease"
+            elif now.holder != holder:
+                reason = f"it has been granted to {now.holder} with token {now.token}"
+            else:
+                reason = f"your current grant has token {now.token}, not {token}"
+        self._log(connection, resource, "LOST", holder, token, {"reason": reason, "lease_service": "redis"})
+        return reason
+
+    def _status(self, connection: Connection, resource: str) -> LeaseStatus:
+        """Redis's keys, and the fence token read on ``connection``."""
+        peek = self._store.peek(resource)
+        fence_token = connection.execute(
+            statement("fence_token", self._schema, self._dialect), {"resource": resource}
+        ).scalar()
+        return _status(resource, peek, None if fence_token is None else int(fence_token))
+
+    def _log(
+        self, connection: Connection, resource: str, kind: str, holder: str | None, token: int | None,
+        detail: dict[str, Any] | None = None, at: datetime | None = None,
+    ) -> None:
+        log_event(connection, self._schema, resource=resource, kind=kind, holder=holder,
+                  token=token, detail=detail, at=at)
+
+
+def _status(resource: str, peek: Peek, fence_token: int | None) -> LeaseStatus:
+    """The lease from Redis's keys: live while the lease key lives; expired while the last grant
+    names a holder that did not release it; free otherwise."""
+    lease, last = peek.lease, peek.last
+    if lease is not None:
+        grant = last if last is not None and (last.holder, last.token) == (lease.holder, lease.token) else None
+        return LeaseStatus(
+            resource=resource,
+            holder=lease.holder,
+            token=lease.token or peek.counter,
+            ttl_ms=None if grant is None else grant.ttl_ms,
+            granted_at=None if grant is None else from_ms(grant.granted_ms),
+            expires_at=from_ms(peek.now_ms + max(peek.pttl_ms, 0)),
+            fence_token=fence_token,
+        )
+    if last is not None and not last.released:
+        return LeaseStatus(
+            resource=resource,
+            holder=last.holder,
+            token=last.token,
+            ttl_ms=last.ttl_ms,
+            granted_at=from_ms(last.granted_ms),
+            expires_at=from_ms(last.expires_ms),
+            expired=True,
+            fence_token=fence_token,
+        )
+    return LeaseStatus(resource=resource, holder=None, token=peek.counter, fence_token=fence_token)
+
+
+def _busy_reason(busy: Busy) -> str:
+    lease = busy.lease
+    if lease.token == 0:
+        return f"being granted to {lease.holder} (until {busy.expires_at.isoformat()} at the latest)"
+    return f"held by {lease.holder} (token {lease.token}) until {busy.expires_at.isoformat()}"

@@ -1,0 +1,90 @@
+"""The lease a fenced run takes for itself when it is given no ``--token``.
+
+Acquired once the project's env.py has connected (the lease lives in that database, or in Redis),
+renewed by the run itself between revisions, never by a timer thread, and released at the end,
+also on failure.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from sqlalchemy import Connection, Engine
+
+from ..errors import LeaseLost
+from .model import Grant, LeaseBackend, LeaseRequest
+from .polling import StoppedWaiting
+
+BackendFactory = Callable[[Engine], LeaseBackend]
+
+
+class RunnerLease:
+    """One run's lease: acquire on first connection, heartbeat while making progress, release."""
+
+    def __init__(self, request: LeaseRequest, open_backend: BackendFactory) -> None:
+        self.request = request
+        self._open_backend = open_backend
+        self._backend: LeaseBackend | None = None
+        self._grant: Grant | None = None
+        self._renewed_at = 0.0
+
+    @property
+    def grant(self) -> Grant | None:
+        """The current grant, once acquired."""
+        return self._grant
+
+    def acquire(self, engine: Engine, stop_waiting: Callable[[], bool]) -> int | None:
+        """Acquire the lease through ``engine``'s database (once per run); returns the token, or
+        None when ``stop_waiting()`` turned true while another holder had the lease."""
+        if self._grant is None:
+            backend = self._open_backend(engine)
+            try:
+                self._grant = backend.acquire(self.request, stop_waiting)
+            except StoppedWaiting:
+                backend.close()
+                return None
+            except BaseException:
+                backend.close()
+                raise
+            self._backend = backend
+            self._renewed_at = time.monotonic()
+        return self._grant.token
+
+    def heartbeat(self, migration: Connection | None) -> None:
+        """Renew when a third of the TTL has passed since the last grant or renewal.
+
+        Called by the run after each revision, with the migration's connection: the lease stays
+        alive only while the run makes progress. Raises LeaseLost when someone else has been
+        granted it.
+
+        On PostgreSQL (and for Redis's keys) the renewal commits at once on the lease's own
+        connection, so that other grants see it. On SQLite it goes into the migration's own open
+        transaction instead: that transaction holds SQLite's only write lock, so a renewal on
+        another connection would wait for it to end, which cannot happen while the run waits for
+        the renewal (the busy timeout would run out). Nothing is lost by renewing inside it: while
+        it is open nobody else can write, hence nobody can be granted the lease; when it commits
+        the renewal commits with it, and if it rolls back the run is over and releases the lease.
+        """
+        if self._grant is None or self._backend is None:
+            return
+        if time.monotonic() - self._renewed_at < self.request.ttl_ms / 3000:
+            return
+        within = migration if migration is not None and migration.dialect.name == "sqlite" else None
+        self._grant = self._backend.renew(
+            self.request.resource, self.request.holder, self._grant.token, self.request.ttl_ms, within=within
+        )
+        self._renewed_at = time.monotonic()
+
+    def release(self) -> LeaseLost | None:
+        """Release the lease and close the backend; LeaseLost (returned) when it was no longer ours."""
+        if self._backend is None or self._grant is None:
+            return None
+        try:
+            self._backend.release(self.request.resource, self.request.holder, self._grant.token)
+            return None
+        except LeaseLost as lost:
+            return lost
+        finally:
+            self._backend.close()
+            self._backend = None

@@ -1,0 +1,2 @@
+-- Bound every lock wait of this transaction (milliseconds, as text).
+SELECT set_config('lock_timeout', :timeout_ms, true)

@@ -1,0 +1,11 @@
+-- Terminate the sessions whose transaction holds a claim on :resource (claim() takes this shared
+-- advisory lock until its transaction ends): a stale writer's in-flight migration rolls back.
+-- pg_terminate_backend waits up to :wait_ms for each to exit.
+SELECT l.pid, pg_terminate_backend(l.pid, :wait_ms) AS terminated
+  FROM pg_locks l
+ WHERE l.locktype = 'advisory'
+   AND l.classid = 1718503789
+   AND l.objid = hashtext(:resource)::oid
+   AND l.objsubid = 2
+   AND l.granted
+   AND l.pid <> pg_backend_pid()

@@ -33,7 +33,7 @@ from .resources import template_dir
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, run_env, translated_errors
 from .runtime.fenced_run import FencedRun, HeadsMoved, Planner
 from .runtime.outcome import RunOutcome
-from .runtime.plans import downgrade_plan, nothing_to_do, reapply_plan, stamp_plan, upgrade_plan
+from .runtime.plans import NothingToDoProbe, downgrade_plan, reapply_plan, stamp_plan, upgrade_plan
 from .runtime.settings import FenceSettings
 from .state import State, read_state
 from .timeline import Event, parse_since, read_timeline
@@ -378,7 +378,11 @@ def _plan_and_run(
             if own_lease is None:
                 return
             # Runners that queue behind one doing the work stop waiting once nothing is left to do.
-            token = own_lease.acquire(context.connection.engine, lambda: nothing_to_do(run.planner, context))
+            probe = NothingToDoProbe(run.planner, context)
+            try:
+                token = own_lease.acquire(context.connection.engine, probe)
+            finally:
+                probe.close()
             if token is not None:
                 run.use_token(token)
                 run.outcome.leased = True

@@ -14,22 +14,40 @@ from .fenced_run import Planner
 from .ledger_changes import covered
 
 
-def nothing_to_do(plan: Planner, context: MigrationContext) -> bool:
-    """True when ``plan`` has no step from the database's heads as they are now.
+class NothingToDoProbe:
+    """Answers "is there nothing left to do?" while a run waits for its lease, as often as asked.
 
-    Reads the heads on a short autocommit connection of its own (never on the migration's
-    connection, whose transaction env.py has yet to begin; never taking SQLite's write lock),
-    under the same version table. False when they cannot be read: the caller keeps waiting.
+    Reads the heads on one autocommit connection of its own, kept for the whole wait (never the
+    migration's connection, whose transaction env.py has yet to begin; never taking SQLite's
+    write lock), under the run's version table. False when they cannot be read: keep waiting.
     """
-    assert context.connection is not None
-    opts = {"version_table": context.version_table, "version_table_schema": context.version_table_schema}
-    try:
-        with context.connection.engine.connect() as probe:
-            probe = probe.execution_options(isolation_level="AUTOCOMMIT")
-            heads = MigrationContext.configure(probe, opts=opts).get_current_heads()
-    except SQLAlchemyError:
-        return False
-    return not plan(tuple(heads), context)[0]
+
+    def __init__(self, plan: Planner, context: MigrationContext) -> None:
+        assert context.connection is not None
+        self._plan = plan
+        self._context = context
+        self._engine = context.connection.engine
+        self._probe: MigrationContext | None = None
+
+    def __call__(self) -> bool:
+        try:
+            if self._probe is None:
+                connection = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+                opts = {
+                    "version_table": self._context.version_table,
+                    "version_table_schema": self._context.version_table_schema,
+                }
+                self._probe = MigrationContext.configure(connection, opts=opts)
+            heads = self._probe.get_current_heads()
+        except SQLAlchemyError:
+            return False
+        return not self._plan(tuple(heads), self._context)[0]
+
+    def close(self) -> None:
+        """Close the probe's connection."""
+        if self._probe is not None and self._probe.connection is not None:
+            self._probe.connection.close()
+        self._probe = None
 
 
 def _as_usage_errors(plan: Planner) -> Planner:

@@ -22,9 +22,9 @@ from sqlalchemy.dialects import postgresql
 
 from .config import configured_lease_url, configured_resource, fence_schema
 from .durations import parse_ttl_ms, parse_wait_ms
-from .errors import DatabaseError, Fenced, FencemigrateError, UsageError
+from .errors import DatabaseError, Fenced, FencemigrateError, LeaseLost, UsageError
 from .events import log_event
-from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, open_backend
+from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, lease_engine, open_backend
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .leases.runner import RunnerLease
 from .demo import DemoResult, run_demo
@@ -99,8 +99,14 @@ def reapply(
 ) -> RunOutcome:
     """Roll back ``revision`` (and what sits above it) and apply it again, in one transaction.
 
-    Legal only when every revision it rolls back was applied under ``token``.
+    Legal only when every revision it rolls back was applied under ``token``, so a token is
+    required: a lease taken now would bring a new token, which can never re-apply anything.
     """
+    if token is None:
+        raise UsageError(
+            "reapply needs --token N, the token that applied the revision (or FENCEMIGRATE_TOKEN): "
+            "a new lease's token could never re-apply it"
+        )
     return _fenced(
         config, "reapply", revision, reapply_plan, token, holder, resource, False, tag, None,
         single_transaction=True, lease=lease,
@@ -189,8 +195,8 @@ def lease_acquire(
     request = LeaseRequest(
         resource=_lease_resource(config, resource),
         holder=_required_holder(holder),
-        ttl_ms=parse_ttl_ms(ttl or DEFAULT_TTL),
-        wait_ms=parse_wait_ms(wait or DEFAULT_ACQUIRE_WAIT),
+        ttl_ms=parse_ttl_ms(DEFAULT_TTL if ttl is None else ttl),
+        wait_ms=parse_wait_ms(DEFAULT_ACQUIRE_WAIT if wait is None else wait),
         preempt=preempt,
     )
     grant, fresh = _with_lease_backend(
@@ -212,7 +218,7 @@ def lease_renew(
     """Extend ``holder``'s lease (the grant with ``token``, if given); LeaseLost if it is not theirs."""
     name, who = _lease_resource(config, resource), _required_holder(holder)
     grant_token = None if token is None else parse_token(token)
-    ttl_ms = parse_ttl_ms(ttl or DEFAULT_TTL)
+    ttl_ms = parse_ttl_ms(DEFAULT_TTL if ttl is None else ttl)
     return _with_lease_backend(config, lease_url, lambda backend: backend.renew(name, who, grant_token, ttl_ms))[0]
 
 
@@ -342,7 +348,7 @@ def _fenced(
     except DatabaseError as error:
         # A grant with --preempt terminates a stale run's connection: say that, not "database error".
         lost = own_lease.release() if own_lease is not None else None
-        if lost is None:
+        if not isinstance(lost, LeaseLost):
             raise
         raise lost from error
     finally:
@@ -374,13 +380,13 @@ def _plan_and_run(
 
         def connected(context: MigrationContext, run: FencedRun = run) -> None:
             assert context.connection is not None
-            engines.append(context.connection.engine)
+            engines.append(lease_engine(context.connection.engine))
             if own_lease is None:
                 return
             # Runners that queue behind one doing the work stop waiting once nothing is left to do.
             probe = NothingToDoProbe(run.planner, context)
             try:
-                token = own_lease.acquire(context.connection.engine, probe)
+                token = own_lease.acquire(lease_engine(context.connection.engine), probe)
             finally:
                 probe.close()
             if token is not None:
@@ -403,9 +409,10 @@ def _plan_and_run(
                 destination_rev=destination,
                 tag=tag,
             )
-            lost = own_lease.release() if own_lease is not None else None
-            if lost is not None:
-                outcome.lease_note = f"lease not released: {lost.reason}"
+            failure = own_lease.release() if own_lease is not None else None
+            if failure is not None:
+                reason = failure.reason if isinstance(failure, LeaseLost) else str(failure)
+                outcome.lease_note = f"lease not released: {reason}"
             return outcome
         except HeadsMoved:
             continue  # rolled back before any DDL: plan again from the new heads
@@ -421,7 +428,7 @@ def _own_lease(
     config: Config, settings: FenceSettings, token: int | str | None, sql: bool, options: dict[str, Any]
 ) -> RunnerLease | None:
     """The lease a run takes itself when it has no token; None when it was given one."""
-    given = {name for name, value in options.items() if value not in (None, False)}
+    given = {name for name, value in options.items() if value is not None and value is not False}
     unknown = given - {"ttl", "wait", "preempt", "lease_url"}
     if unknown:
         raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(unknown))}")
@@ -440,12 +447,16 @@ def _own_lease(
     request = LeaseRequest(
         resource=settings.resource,
         holder=settings.holder,
-        ttl_ms=parse_ttl_ms(options.get("ttl") or DEFAULT_TTL),
-        wait_ms=parse_wait_ms(options.get("wait") or DEFAULT_RUN_WAIT),
+        ttl_ms=parse_ttl_ms(_given_or(options.get("ttl"), DEFAULT_TTL)),
+        wait_ms=parse_wait_ms(_given_or(options.get("wait"), DEFAULT_RUN_WAIT)),
         preempt=bool(options.get("preempt")),
     )
     lease_url = check_lease_url(options.get("lease_url") or configured_lease_url(config))
     return RunnerLease(request, lambda engine: open_backend(engine, settings.schema, lease_url, request.preempt))
+
+
+def _given_or(value: str | int | None, default: str) -> str | int:
+    return default if value is None else value
 
 
 def _log_fenced(

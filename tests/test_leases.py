@@ -331,6 +331,12 @@ def test_eight_runners_at_once_on_an_empty_database(
         pytest.param(["upgrade", "head", "--token", "5", "--ttl", "1m"],
                      "--ttl applies only when fencemigrate takes the lease itself; with --token your own lease "
                      "service issued the token", id="token-and-ttl"),
+        pytest.param(["reapply", "a1"],
+                     "reapply needs --token N, the token that applied the revision (or FENCEMIGRATE_TOKEN): a new "
+                     "lease's token could never re-apply it", id="reapply-without-token"),
+        pytest.param(["upgrade", "head", "--token", "5", "--wait", "0"],
+                     "--wait applies only when fencemigrate takes the lease itself; with --token your own lease "
+                     "service issued the token", id="token-and-wait-zero"),
         pytest.param(["upgrade", "head", "--sql"],
                      "a fencing token is required with --sql (pass --token N or set FENCEMIGRATE_TOKEN): an "
                      "offline script cannot take a lease", id="sql-without-token"),
@@ -343,3 +349,25 @@ def test_bad_lease_input_changes_nothing(project: Project, pg_url: str, args: li
     result = project.run_cli(*args).check(2)
     assert stderr_lines(result.stderr) == [f"fencemigrate: usage: {message}"]
     assert (query(pg_url, "SELECT nspname FROM pg_namespace ORDER BY 1"), table_names(pg_url)) == before
+
+
+def test_async_env_takes_and_releases_its_own_lease(make_project: MakeProject, pg_url: str) -> None:
+    """With the async template's env.py, a run without --token takes its lease, applies and
+    releases it after env.py's event loop has ended; a stale token's FENCED is logged too."""
+    project = make_project("async")
+    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    result = project.run_cli("upgrade", "head", "--holder", "async-runner", "--json").check(0)
+    assert json.loads(result.stdout)["leased"] is True
+    assert lease_row(pg_url) == (None, 1, None)
+    project.add_revision("b2", "a1", "CREATE TABLE t2 (id int)", "DROP TABLE t2", slug="t2")
+    project.run_cli("upgrade", "head", "--holder", "async-runner").check(0)
+    assert_fenced(project.run_cli("downgrade", "a1", "--token", "1", "--holder", "stale"), 1, 2)
+    assert events(pg_url) == [
+        ("GRANT", "async-runner", 1, None),
+        ("APPLY", "async-runner", 1, "a1"),
+        ("RELEASE", "async-runner", 1, None),
+        ("GRANT", "async-runner", 2, None),
+        ("APPLY", "async-runner", 2, "b2"),
+        ("RELEASE", "async-runner", 2, None),
+        ("FENCED", "stale", 1, "a1"),
+    ]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.pool import NullPool
 
 from ..errors import UsageError
 from ..scrub import scrub_secrets
@@ -12,7 +13,9 @@ from .database import DatabaseLeases
 from .fence_on_grant import check_preempt
 from .model import Grant, LeaseBackend, LeaseRequest, LeaseStatus
 
-__all__ = ["Grant", "LeaseBackend", "LeaseRequest", "LeaseStatus", "check_lease_url", "open_backend"]
+__all__ = [
+    "Grant", "LeaseBackend", "LeaseRequest", "LeaseStatus", "check_lease_url", "lease_engine", "open_backend",
+]
 
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
 
@@ -28,6 +31,26 @@ def check_lease_url(url: str | None) -> str | None:
             "(or leave it out for the built-in lease service in the migration database)"
         )
     return url
+
+
+# Synchronous drivers for the async ones env.py may use: the lease service outlives env.py's
+# event loop (a run releases its lease after env.py has returned).
+_SYNC_DRIVERS = {"asyncpg": "psycopg", "psycopg_async": "psycopg", "psycopg": "psycopg", "aiosqlite": "pysqlite"}
+
+
+def lease_engine(engine: Engine) -> Engine:
+    """The engine the lease service uses: env.py's own, or a synchronous one on the same URL when
+    env.py's is async."""
+    if not engine.dialect.is_async:
+        return engine
+    url = engine.url
+    driver = _SYNC_DRIVERS.get(url.get_driver_name())
+    if driver is None:
+        raise UsageError(
+            f"fencemigrate cannot take a lease through the async driver {url.drivername!r}: "
+            "pass --token N from your own lease service"
+        )
+    return create_engine(url.set(drivername=f"{url.get_backend_name()}+{driver}"), poolclass=NullPool)
 
 
 def open_backend(engine: Engine, schema: str, lease_url: str | None, preempt: bool = False) -> LeaseBackend:

@@ -15,14 +15,18 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from sqlalchemy import Connection, Engine, Row
+from sqlalchemy.exc import DBAPIError
 
-from ..errors import LeaseBusy, LeaseLost
+from ..errors import LeaseBusy, LeaseLost, sqlstate_of
 from ..events import log_event
 from ..queries import statement
 from .fence_on_grant import fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus
 from .polling import poll_for_grant
 
+
+
+_CONTENDED = {"55P03", "40P01"}  # lock_not_available, deadlock_detected: another grant got there first
 
 
 class DatabaseLeases:
@@ -93,7 +97,19 @@ class DatabaseLeases:
     # -- a grant ---------------------------------------------------------------------------
 
     def _try_grant(self, request: LeaseRequest, remaining_ms: int) -> Grant | LeaseStatus:
-        """One attempt, in one transaction: the Grant, or the live holder's status when busy."""
+        """One attempt: the Grant, or the lease's status when busy (polled again until --wait ends).
+
+        A lock wait that runs out on the lease row, or a deadlock with another grant, is busy too.
+        """
+        try:
+            return self._grant_once(request, remaining_ms)
+        except DBAPIError as error:
+            if sqlstate_of(error) not in _CONTENDED:
+                raise
+        return self.status(request.resource)
+
+    def _grant_once(self, request: LeaseRequest, remaining_ms: int) -> Grant | LeaseStatus:
+        """One attempt, in one transaction."""
         resource, holder = request.resource, request.holder
         connection = self._connection
         with self._fence.transaction(resource, remaining_ms):
@@ -106,6 +122,8 @@ class DatabaseLeases:
             # cannot release or renew it before this grant commits.
             if request.preempt:
                 locked = self._run(connection, "lease_lock", resource=resource).one()
+                if locked.holder not in (None, holder) and not locked.expired:
+                    return self._peek(connection, resource)  # taken meanwhile: preempt nobody
             fence_token, preempted = self._fence.lock_fence(resource, remaining_ms, request.preempt)
             if not request.preempt:
                 locked = self._run(connection, "lease_lock", resource=resource).one()

@@ -143,8 +143,12 @@ class PostgresFenceOnGrant(FenceOnGrant):
         if preempt:
             grace = max(remaining_ms, _PREEMPT_GRACE_MS)
             rows = self._run("preempt_writers", resource=resource, wait_ms=grace)
-            preempted = tuple(int(row.pid) for row in rows)
+            preempted = tuple(int(row.pid) for row in rows if row.terminated)
         try:
+            # Every claim holds this advisory lock (shared) until its transaction ends: waiting for
+            # it exclusively covers a resource whose fence row does not exist yet, and keeps new
+            # claims out until the grant has advanced the fence.
+            self._run("claim_lock", resource=resource)
             token = self._run("fence_lock", resource=resource).scalar()
         except DBAPIError as error:
             if sqlstate_of(error) == _LOCK_NOT_AVAILABLE:

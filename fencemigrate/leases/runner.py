@@ -12,7 +12,7 @@ from typing import Callable
 
 from sqlalchemy import Connection, Engine
 
-from ..errors import LeaseLost
+from ..errors import FencemigrateError
 from .model import Grant, LeaseBackend, LeaseRequest
 from .polling import StoppedWaiting
 
@@ -76,15 +76,17 @@ class RunnerLease:
         )
         self._renewed_at = time.monotonic()
 
-    def release(self) -> LeaseLost | None:
-        """Release the lease and close the backend; LeaseLost (returned) when it was no longer ours."""
+    def release(self) -> FencemigrateError | None:
+        """Release the lease and close the backend. What went wrong is returned, not raised (LeaseLost
+        when it was no longer ours, a DatabaseError when the service could not be reached): the
+        run's own outcome is already decided, and the lease expires by itself."""
         if self._backend is None or self._grant is None:
             return None
         try:
             self._backend.release(self.request.resource, self.request.holder, self._grant.token)
             return None
-        except LeaseLost as lost:
-            return lost
+        except FencemigrateError as failure:
+            return failure
         finally:
             self._backend.close()
             self._backend = None

@@ -354,12 +354,13 @@ def test_a_grant_whose_key_expired_during_the_fence_wait_yields_to_the_holder_th
         in_flight.autocommit = False
         in_flight.execute(f"SELECT {FENCE_SCHEMA}.claim(%s, %s)", (RESOURCE, old.token))
         # C takes the key with a short TTL, then waits for the fence behind the in-flight migration.
+        # (A grant waits for every in-flight claim on the resource's claim advisory lock.)
         c_grant = pool.submit(leases.acquire, request("agent-C", ttl_ms=SHORT_TTL, wait_ms=LONG_WAIT))
-        until(lambda: lock_waits(pg_url, "transactionid") == 1)
+        until(lambda: lock_waits(pg_url, "advisory") == 1)
         until(key_gone(client))  # Redis expires C's key while C waits
         # D takes the free key, then waits behind C's grant, which holds the grant lock.
         d_grant = pool.submit(other.acquire, request("agent-D", wait_ms=LONG_WAIT))
-        until(lambda: lock_waits(pg_url, "advisory") == 1)
+        until(lambda: lock_waits(pg_url, "advisory") == 2)
         in_flight.rollback()  # the migration ends: C finds D's key, gives way, and D is granted
         grants["agent-D"] = d_grant.result()
         other.release(RESOURCE, "agent-D", grants["agent-D"].token)

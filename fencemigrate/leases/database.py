@@ -164,13 +164,7 @@ class DatabaseLeases:
 
     def _why_lost(self, connection: Connection, resource: str, holder: str, token: int | None) -> str:
         """Why a renew or release matched nothing, logged as LOST in the caller's transaction."""
-        now = self._peek(connection, resource)
-        if now.holder is None:
-            reason = "the lease is not held" if now.token else "the lease was never granted"
-        elif now.holder != holder:
-            reason = f"it has been granted to {now.holder} with token {now.token}"
-        else:
-            reason = f"your current grant has token {now.token}, not {token}"
+        reason = self._peek(connection, resource).why_not_held_by(holder, token, "the lease was never granted")
         self._log(connection, resource, "LOST", holder, token, {"reason": reason})
         return reason
 

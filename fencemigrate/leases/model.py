@@ -39,6 +39,15 @@ class LeaseStatus:
     expired: bool = False
     fence_token: int | None = None  # the highest token the database fence has seen
 
+    def why_not_held_by(self, holder: str, token: int | None, unknown: str) -> str:
+        """Why ``holder``'s grant with ``token`` is not this lease (a renew or release that matched
+        nothing); ``unknown`` is the reason when the service has no record of any grant."""
+        if self.holder is None:
+            return "the lease is not held" if self.token else unknown
+        if self.holder != holder:
+            return f"it has been granted to {self.holder} with token {self.token}"
+        return f"your current grant has token {self.token}, not {token}"
+
     @property
     def live_holder(self) -> str | None:
         """The holder, unless the lease is free or expired."""

@@ -169,13 +169,7 @@ class RedisLeases:
         if peek.lease is not None and peek.lease.token == 0 and peek.lease.holder != holder:
             reason = f"it is being granted to {peek.lease.holder}"
         else:
-            now = _status(resource, peek, None)
-            if now.holder is None:
-                reason = "the lease is not held" if now.token else "Redis has no record of the lease"
-            elif now.holder != holder:
-                reason = f"it has been granted to {now.holder} with token {now.token}"
-            else:
-                reason = f"your current grant has token {now.token}, not {token}"
+            reason = _status(resource, peek, None).why_not_held_by(holder, token, "Redis has no record of the lease")
         self._log(connection, resource, "LOST", holder, token, {"reason": reason, "lease_service": "redis"})
         return reason
 

@@ -60,6 +60,25 @@ start_redis() {
     trap 'exit 143' TERM
 }
 
+# Start a throwaway MariaDB via .ci/mariadb (the MySQL/MariaDB tests), stop it on exit (after
+# whatever the EXIT trap already does) and set MYSQL_TEST_PORT / MYSQL_TEST_DIR. Like
+# start_postgres, call it from the main shell.
+start_mariadb() {
+    local mysql_env previous
+    mysql_env=$(bash .ci/mariadb start)
+    MYSQL_TEST_PORT=$(printf '%s\n' "$mysql_env" | sed -n 's/^MYSQL_PORT=//p')
+    MYSQL_TEST_DIR=$(printf '%s\n' "$mysql_env" | sed -n 's/^MYSQL_DIR=//p')
+    if [ -z "$MYSQL_TEST_PORT" ] || [ -z "$MYSQL_TEST_DIR" ]; then
+        echo "unexpected output from .ci/mariadb start: $mysql_env" >&2
+        return 1
+    fi
+    previous=$(trap -p EXIT | sed -e "s/^trap -- //" -e "s/ EXIT\$//")
+    eval "previous=$previous"
+    trap "bash .ci/mariadb stop \"\$MYSQL_TEST_DIR\"${previous:+; $previous}" EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
 # Install a Debian package when its command is missing (only possible as root).
 #   ensure_command faketime faketime
 ensure_command() {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -20,6 +21,9 @@ from alembic.util import CommandError
 from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import postgresql
 
+from .check import (
+    CheckReport, DatabaseSnapshot, read_directory, read_project_settings, read_snapshot, run_check, select_rules,
+)
 from .config import configured_lease_url, configured_resource, fence_schema
 from .durations import parse_ttl_ms, parse_wait_ms
 from .errors import DatabaseError, Fenced, FencemigrateError, LeaseLost, UsageError
@@ -31,7 +35,12 @@ from .demo import DemoResult, run_demo
 from .fence_schema import ensure_installed, install_script
 from .resources import template_dir
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, run_env, translated_errors
-from .runtime.fenced_run import FencedRun, HeadsMoved, Planner
+from .runtime.fenced_run import HeadsMoved, Planner
+from .runtime.modes import check_mode
+from .runtime.precheck_run import PrecheckRun
+from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
+from .runtime.resolve_run import ResolveOutcome, ResolveRun
+from .runtime.run_choice import ChosenRun, RunChoice
 from .runtime.outcome import RunOutcome
 from .runtime.plans import NothingToDoProbe, downgrade_plan, reapply_plan, stamp_plan, upgrade_plan
 from .runtime.settings import FenceSettings
@@ -52,17 +61,20 @@ def upgrade(
     resource: str | None = None,
     sql: bool = False,
     tag: str | None = None,
+    mode: str | None = None,
     **lease: Any,
 ) -> RunOutcome:
     """``alembic upgrade``, with every step claiming the fence first.
 
     Without ``token`` the run takes a lease itself (``ttl``, ``wait``, ``preempt``, ``lease_url``
     as for :func:`lease_acquire`), renews it between revisions and releases it at the end.
+    ``mode`` is "transactional" or "precheck" (default: pre-check on MySQL and MariaDB, which
+    commit DDL on their own; transactional elsewhere).
     """
     start, destination = _split_range(revision, sql, "upgrade")
     return _fenced(
         config, "upgrade", destination, upgrade_plan, token, holder, resource, sql, tag, start,
-        lease=lease,
+        mode=mode, lease=lease,
     )
 
 
@@ -75,6 +87,7 @@ def downgrade(
     resource: str | None = None,
     sql: bool = False,
     tag: str | None = None,
+    mode: str | None = None,
     **lease: Any,
 ) -> RunOutcome:
     """``alembic downgrade``, fenced; the ledger rows go in the same transaction as the DDL."""
@@ -83,7 +96,7 @@ def downgrade(
         raise UsageError("downgrade with --sql needs a range FROM:TO")
     return _fenced(
         config, "downgrade", destination, downgrade_plan, token, holder, resource, sql, tag, start,
-        lease=lease,
+        mode=mode, lease=lease,
     )
 
 
@@ -95,9 +108,11 @@ def reapply(
     holder: str | None = None,
     resource: str | None = None,
     tag: str | None = None,
+    mode: str | None = None,
     **lease: Any,
 ) -> RunOutcome:
-    """Roll back ``revision`` (and what sits above it) and apply it again, in one transaction.
+    """Roll back ``revision`` (and what sits above it) and apply it again, in one transaction
+    (in pre-check mode: one revision after the other, each checked and marked first).
 
     Legal only when every revision it rolls back was applied under ``token``, so a token is
     required: a lease taken now would bring a new token, which can never re-apply anything.
@@ -109,7 +124,7 @@ def reapply(
         )
     return _fenced(
         config, "reapply", revision, reapply_plan, token, holder, resource, False, tag, None,
-        single_transaction=True, lease=lease,
+        single_transaction=True, mode=mode, lease=lease,
     )
 
 
@@ -122,6 +137,7 @@ def stamp(
     resource: str | None = None,
     sql: bool = False,
     tag: str | None = None,
+    mode: str | None = None,
     **lease: Any,
 ) -> RunOutcome:
     """``alembic stamp``, fenced: the version table moves only under a valid claim."""
@@ -136,8 +152,54 @@ def stamp(
         destinations.append(destination)
     return _fenced(
         config, "stamp", tuple(destinations), stamp_plan, token, holder, resource, sql, tag, start,
-        lease=lease,
+        mode=mode, lease=lease,
     )
+
+
+def resolve(
+    config: Config,
+    revision: str,
+    *,
+    token: int | str | None,
+    resolved_as: str,
+    holder: str | None = None,
+    resource: str | None = None,
+    wait: str | int | None = None,
+) -> ResolveOutcome:
+    """Settle the dirty ``revision`` as "applied" (its DDL is all in) or "rolled-back" (none of it
+    is left), under ``token`` and the resource's named lock; moves Alembic's version table to match
+    and logs RESOLVE. Only pre-check mode (MySQL/MariaDB) leaves revisions dirty.
+    """
+    if token is None:
+        raise UsageError(
+            "resolve needs --token N (or FENCEMIGRATE_TOKEN): settling a dirty revision is a "
+            "deliberate write under the lease you hold"
+        )
+    if resolved_as not in RESOLVE_OUTCOMES:
+        raise UsageError(f"--as must be {' or '.join(RESOLVE_OUTCOMES)}, not {resolved_as!r}")
+    settings = FenceSettings(
+        token=parse_token(token),
+        holder=check_holder(holder),
+        resource=check_resource(resource if resource is not None else configured_resource(config)),
+        schema=check_schema(fence_schema(config)),
+    )
+    script = _script_directory(config)
+    _require_known(script, revision)
+    if revision in ("base", "head", "heads") or _RELATIVE.search(revision):
+        raise UsageError(f"resolve takes the id of the dirty revision, not {revision!r}")
+    run = ResolveRun(settings, revision, resolved_as, _lock_wait_ms({"wait": wait}))
+    config.attributes[FENCED_RUN_ATTRIBUTE] = run
+    try:
+        run_env(
+            config, script, run.migrations_fn, resource=settings.resource, token=settings.token,
+            writes=True, on_connection=run.connected, dont_mutate=True,
+        )
+    finally:
+        run.finish()
+        config.attributes.pop(FENCED_RUN_ATTRIBUTE, None)
+    if run.outcome is None:
+        raise FencemigrateError("env.py did not run the migration context; nothing was resolved")
+    return run.outcome
 
 
 def state(config: Config) -> State:
@@ -175,6 +237,37 @@ def timeline(config: Config, resource: str | None = None, since: str | None = No
     if not found:
         raise FencemigrateError("env.py did not run the migration context; cannot read the timeline")
     return found[0]
+
+
+def check(
+    config: Config,
+    db: bool = False,
+    select: str | Iterable[str] | None = None,
+    ignore: str | Iterable[str] | None = None,
+) -> CheckReport:
+    """Lint the revision files for what breaks fencing or the next deploy; changes nothing.
+
+    With ``db``, also compare them with the database, read through env.py: pending revisions,
+    checksum drift, revisions missing from the directory, the fence schema. ``select`` and
+    ``ignore`` take rule ids or names (a list, or one comma-separated string); an unknown one is a
+    UsageError, raised before anything is read. Findings are in the report, never raised.
+    """
+    rules = select_rules(select, ignore, db)
+    settings = read_project_settings(config)
+    directory = read_directory(_script_directory(config))
+    if not db:
+        return run_check(directory, rules, settings, None)
+    schema = check_schema(fence_schema(config))
+    found: list[DatabaseSnapshot] = []
+
+    def read(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
+        found.append(read_snapshot(context, schema))
+        return []
+
+    _run_without_steps(config, read)
+    if not found:
+        raise FencemigrateError("env.py did not run the migration context; cannot read the database")
+    return run_check(directory, rules, settings, found[0])
 
 
 def lease_acquire(
@@ -322,6 +415,7 @@ def _fenced(
     tag: str | None,
     start: str | None,
     single_transaction: bool = False,
+    mode: str | None = None,
     lease: dict[str, Any] | None = None,
 ) -> RunOutcome:
     settings = FenceSettings(
@@ -330,7 +424,9 @@ def _fenced(
         resource=check_resource(resource if resource is not None else configured_resource(config)),
         schema=check_schema(fence_schema(config)),
     )
-    own_lease = _own_lease(config, settings, token, sql, lease or {})
+    options = lease or {}
+    choice = RunChoice(check_mode(mode), sql, _lock_wait_ms(options), lock_wait_given=token is not None and options.get("wait") is not None)
+    own_lease = _own_lease(config, settings, token, sql, options)
     if token is not None:
         settings = dataclasses.replace(settings, token=parse_token(token))
     script = _script_directory(config)
@@ -340,7 +436,7 @@ def _fenced(
     try:
         return _plan_and_run(
             config, script, command, destination, plan_for, settings, sql, tag, start,
-            single_transaction, own_lease, engines,
+            single_transaction, own_lease, engines, choice,
         )
     except Fenced as fenced:
         _log_fenced(engines, settings, command, destination, fenced)
@@ -369,29 +465,32 @@ def _plan_and_run(
     single_transaction: bool,
     own_lease: RunnerLease | None,
     engines: list[Engine],
+    choice: RunChoice,
 ) -> RunOutcome:
     """Run env.py with the fenced migration function; plan again while the heads move under us."""
     for _ in range(_PLANNING_ATTEMPTS):
         outcome = RunOutcome(command, settings.resource, settings.token or None, settings.holder, offline=sql)
-        run = FencedRun(
+        run = choice.runs(
             settings, plan_for(script, destination), outcome,
             heartbeat=own_lease.heartbeat if own_lease is not None else lambda migration: None,
         )
 
-        def connected(context: MigrationContext, run: FencedRun = run) -> None:
+        def connected(context: MigrationContext, run: ChosenRun = run) -> None:
             assert context.connection is not None
             engines.append(lease_engine(context.connection.engine))
-            if own_lease is None:
-                return
-            # Runners that queue behind one doing the work stop waiting once nothing is left to do.
-            probe = NothingToDoProbe(run.planner, context)
-            try:
-                token = own_lease.acquire(lease_engine(context.connection.engine), probe)
-            finally:
-                probe.close()
-            if token is not None:
-                run.use_token(token)
-                run.outcome.leased = True
+            chosen = run.choose(context)
+            if own_lease is not None:
+                # Runners that queue behind one doing the work stop waiting once nothing is left to do.
+                probe = NothingToDoProbe(run.planner, context)
+                try:
+                    token = own_lease.acquire(lease_engine(context.connection.engine), probe)
+                finally:
+                    probe.close()
+                if token is not None:
+                    chosen.use_token(token)
+                    outcome.leased = True
+            if isinstance(chosen, PrecheckRun):
+                chosen.connected(context)
 
         config.attributes[FENCED_RUN_ATTRIBUTE] = run
         try:
@@ -409,6 +508,7 @@ def _plan_and_run(
                 destination_rev=destination,
                 tag=tag,
             )
+            run.finish()
             failure = own_lease.release() if own_lease is not None else None
             if failure is not None:
                 reason = failure.reason if isinstance(failure, LeaseLost) else str(failure)
@@ -417,6 +517,7 @@ def _plan_and_run(
         except HeadsMoved:
             continue  # rolled back before any DDL: plan again from the new heads
         finally:
+            run.finish()
             config.attributes.pop(FENCED_RUN_ATTRIBUTE, None)
     raise FencemigrateError(
         f"the database's heads kept changing under concurrent writers ({_PLANNING_ATTEMPTS} attempts); "
@@ -427,15 +528,19 @@ def _plan_and_run(
 def _own_lease(
     config: Config, settings: FenceSettings, token: int | str | None, sql: bool, options: dict[str, Any]
 ) -> RunnerLease | None:
-    """The lease a run takes itself when it has no token; None when it was given one."""
+    """The lease a run takes itself when it has no token; None when it was given one.
+
+    With a token, ``wait`` still bounds the wait for the named lock of pre-check mode.
+    """
     given = {name for name, value in options.items() if value is not None and value is not False}
     unknown = given - {"ttl", "wait", "preempt", "lease_url"}
     if unknown:
         raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(unknown))}")
     if token is not None:
-        if given:
+        lease_only = sorted(given - {"wait"})
+        if lease_only:
             raise UsageError(
-                f"--{sorted(given)[0].replace('_', '-')} applies only when fencemigrate takes the lease "
+                f"--{lease_only[0].replace('_', '-')} applies only when fencemigrate takes the lease "
                 "itself; with --token your own lease service issued the token"
             )
         return None
@@ -448,11 +553,16 @@ def _own_lease(
         resource=settings.resource,
         holder=settings.holder,
         ttl_ms=parse_ttl_ms(_given_or(options.get("ttl"), DEFAULT_TTL)),
-        wait_ms=parse_wait_ms(_given_or(options.get("wait"), DEFAULT_RUN_WAIT)),
+        wait_ms=_lock_wait_ms(options),
         preempt=bool(options.get("preempt")),
     )
     lease_url = check_lease_url(options.get("lease_url") or configured_lease_url(config))
     return RunnerLease(request, lambda engine: open_backend(engine, settings.schema, lease_url, request.preempt))
+
+
+def _lock_wait_ms(options: dict[str, Any]) -> int:
+    """How long a run waits for its lease, and in pre-check mode for the named lock."""
+    return parse_wait_ms(_given_or(options.get("wait"), DEFAULT_RUN_WAIT))
 
 
 def _given_or(value: str | int | None, default: str) -> str | int:

@@ -1,6 +1,6 @@
 """The ``fencemigrate`` command line: each command is a few lines calling ``api``.
 
-Exit statuses: 0 success, 1 error, 2 bad usage, 3 FENCED or lease lost, 4 lease busy.
+Exit statuses: 0 success, 1 error, 2 bad usage, 3 FENCED or lease lost, 4 lease busy, 5 dirty.
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ import click
 from alembic.config import Config
 
 from . import api
+from .check import github_report, rules_help, text_report
 from .config import load_config
 from .durations import format_duration
 from .errors import EXIT_ERROR, FencemigrateError, UsageError
 from .leases import Grant, LeaseStatus
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
+from .runtime.modes import MODES, PRECHECK
+from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .runtime.outcome import RunOutcome
 from .scrub import scrub_secrets
 from .state import State
@@ -73,6 +76,10 @@ def _fence_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--holder", metavar="NAME", help="Who is writing (default host:pid)."),
         click.option("--resource", metavar="NAME", help="Fenced resource (default db/migrations)."),
         click.option("--tag", metavar="TAG", help="Arbitrary tag for env.py, as alembic --tag."),
+        click.option("--mode", type=click.Choice(MODES),
+                     help="transactional: claim and DDL in one transaction; precheck: check the fence before "
+                          "each revision under a named lock, marking it dirty until it finishes "
+                          "(default: precheck on MySQL/MariaDB, transactional elsewhere)."),
         *_lease_options(wait_default=DEFAULT_RUN_WAIT),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
     ]):
@@ -123,6 +130,29 @@ def stamp(obj: _Context, /, revisions: tuple[str, ...], as_json: bool, **options
 
 
 @main.command()
+@click.argument("revision")
+@click.option("--token", envvar="FENCEMIGRATE_TOKEN", metavar="N", help="Your lease's fencing token (required).")
+@click.option("--as", "resolved_as", type=click.Choice(RESOLVE_OUTCOMES), required=True,
+              help="applied: the revision's DDL is all in; rolled-back: none of it is left.")
+@click.option("--holder", metavar="NAME", help="Who is resolving (default host:pid).")
+@click.option("--resource", metavar="NAME", help="Fenced resource (default db/migrations).")
+@click.option("--wait", metavar="DURATION", help=f"How long to wait for the named lock (default {DEFAULT_RUN_WAIT}).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@click.pass_obj
+def resolve(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> None:
+    """Settle a dirty REVISION (pre-check mode) as applied or rolled back, after checking the schema."""
+    result = _guarded(as_json, lambda: api.resolve(obj.config(), revision, **options))
+    if as_json:
+        _print_json(result.as_json())
+    else:
+        click.echo(
+            f"resolved {result.revision} as {result.resolved_as} on {result.resource} under token {result.token} "
+            f"(its {result.was} under token {result.started_token} had not finished)\n"
+            f"  heads now: {', '.join(result.heads) or '(none)'}"
+        )
+
+
+@main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.pass_obj
 def state(obj: _Context, as_json: bool) -> None:
@@ -147,6 +177,27 @@ def timeline(obj: _Context, /, as_json: bool, **options: Any) -> None:
         _print_json({"status": "ok", "events": [event.as_json() for event in events]})
     else:
         click.echo("\n".join(timeline_lines(events, filtered=any(v is not None for v in options.values()))))
+
+
+@main.command(epilog=rules_help())
+@click.option("--db", is_flag=True, help="Also compare with the database, through env.py: pending revisions, "
+                                         "checksum drift, revisions missing here, the fence schema.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@click.option("--format", "output", type=click.Choice(["text", "github"]), default="text", show_default=True,
+              help="text: a table; github: workflow annotations (::error file=...,line=...::message).")
+@click.option("--select", metavar="RULES", help="Only these rules: ids or names, comma-separated.")
+@click.option("--ignore", metavar="RULES", help="Leave these rules out: ids or names, comma-separated.")
+@click.pass_obj
+def check(obj: _Context, /, db: bool, as_json: bool, output: str, **rules: str | None) -> None:
+    """Lint the migrations (and with --db the database) for what breaks fencing or the next deploy."""
+    if as_json and output == "github":
+        _fail(True, UsageError("--json and --format github exclude each other"))
+    report = _guarded(as_json, lambda: api.check(obj.config(), db=db, **rules))
+    if as_json:
+        _print_json(report.as_json())
+    else:
+        click.echo(github_report(report) if output == "github" else text_report(report))
+    sys.exit(report.exit_status)
 
 
 @main.group()
@@ -312,7 +363,7 @@ def _fail(as_json: bool, error: FencemigrateError) -> NoReturn:
     if as_json:
         _print_json(error.as_json())
     else:
-        prefix = "" if error.status == "fenced" else f"fencemigrate: {error.status}: "
+        prefix = "" if error.status in ("fenced", "dirty") else f"fencemigrate: {error.status}: "
         click.echo(prefix + str(error), err=True)
     sys.exit(error.exit_status)
 
@@ -333,6 +384,11 @@ def _outcome_text(outcome: RunOutcome) -> str:
         lines.append("  the token came from a lease this run took, renewed while it worked and released")
     if outcome.lease_note:
         lines.append(f"  note: {outcome.lease_note}")
+    if outcome.mode == PRECHECK:
+        lines.append(
+            "  pre-check mode: the fence was checked before each revision under the resource's named lock "
+            "(each revision's DDL commits on its own; an unfinished one stays marked dirty)"
+        )
     if outcome.installed_fence_schema:
         lines.append("  installed the fence schema")
     if outcome.forced_single_transaction:
@@ -341,7 +397,7 @@ def _outcome_text(outcome: RunOutcome) -> str:
         action = verb if step.direction != "down" or outcome.command == "downgrade" else "rolled back"
         names = ", ".join(step.revisions) or "(version table only)"
         lines.append(f"  {action} {names} under token {step.token}")
-        if not step.atomic:
+        if not step.atomic and outcome.mode != PRECHECK:
             lines.append(
                 "    WARNING: this revision ran outside a single transaction (autocommit block or COMMIT): "
                 "the fence was claimed before it and re-claimed and verified after it"
@@ -389,9 +445,16 @@ def _state_text(result: State) -> str:
     lines.append(f"ledger ({result.version_table}):")
     lines += [
         f"  {row.revision}  applied_token={row.applied_token}  holder={row.holder}  "
-        f"{row.method} at {row.applied_at}"
+        f"{row.method} at {row.applied_at}" + ("" if row.state == "applied" else f"  DIRTY ({row.state})")
         for row in result.ledger
     ] or ["  (empty)"]
+    for dirty in result.dirty:
+        action = "upgrade" if dirty.state == "applying" else "downgrade"
+        lines.append(
+            f"DIRTY: {dirty.revision} ({dirty.version_table}): {action} started under token {dirty.token} "
+            f"by {dirty.holder} at {dirty.since} never finished; fenced writes are refused until "
+            f"`fencemigrate resolve {dirty.revision} --token N --as applied|rolled-back`"
+        )
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_FENCED = 3
 EXIT_BUSY = 4
+EXIT_DIRTY = 5
 
 SQLSTATE_FENCED = "FM001"  # raised by claim() and check_reapply(); FM002 (monotonic guard) is not ours to catch
 SQLSTATE_ESCAPED = "FM003"  # a revision committed its transaction before Alembic recorded it
@@ -147,6 +148,47 @@ class LeaseBusy(FencemigrateError):
         }
 
 
+class Dirty(FencemigrateError):
+    """A revision's DDL started in pre-check mode and never finished: writes wait for ``resolve``."""
+
+    exit_status = EXIT_DIRTY
+    status = "dirty"
+
+    def __init__(self, resource: str, revision: str, state: str, token: int, holder: str, since: str) -> None:
+        self.resource = resource
+        self.revision = revision
+        self.state = state
+        self.token = token
+        self.holder = holder
+        self.since = since
+        action = "upgrade" if state == "applying" else "downgrade"
+        super().__init__(
+            "\n".join(
+                [
+                    f"DIRTY: revision {revision} of {resource} did not finish: its {action} was started "
+                    f"under token {token} by {holder} at {since} and never completed.",
+                    "Its DDL may be partly applied (MySQL commits each DDL statement on its own).",
+                    "Nothing was run. Fenced writes to this resource are refused until this is resolved.",
+                    "Next step: compare the schema with the revision, finish or undo what it did by hand, then run",
+                    f"`fencemigrate resolve {revision} --token N --as applied` (its DDL is all in) or",
+                    f"`fencemigrate resolve {revision} --token N --as rolled-back` (none of it is left).",
+                ]
+            )
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "resource": self.resource,
+            "revision": self.revision,
+            "state": self.state,
+            "token": self.token,
+            "holder": self.holder,
+            "since": self.since,
+            "message": str(self),
+        }
+
+
 def sqlstate_of(error: BaseException) -> str | None:
     """The SQLSTATE of a DBAPI error (psycopg 3, psycopg2, asyncpg), if it has one."""
     original = getattr(error, "orig", error)
@@ -155,6 +197,18 @@ def sqlstate_of(error: BaseException) -> str | None:
         if isinstance(code, str):
             return code
     return None
+
+
+_CONTENDED_SQLSTATES = {"55P03", "40P01"}  # PostgreSQL: lock_not_available, deadlock_detected
+_CONTENDED_MYSQL_ERRORS = {1205, 1213}  # MySQL: lock wait timeout exceeded, deadlock found
+
+
+def is_lock_contention(error: BaseException) -> bool:
+    """True when a lock wait ran out or a deadlock was broken: another writer got there first."""
+    if sqlstate_of(error) in _CONTENDED_SQLSTATES:
+        return True
+    args: tuple[Any, ...] = tuple(getattr(getattr(error, "orig", error), "args", ()))
+    return len(args) > 0 and args[0] in _CONTENDED_MYSQL_ERRORS
 
 
 def _detail_of(error: BaseException) -> str | None:

@@ -7,9 +7,10 @@ from functools import cache
 
 from sqlalchemy import Connection
 
-from . import sqlite_schema
+from . import mysql_schema, sqlite_schema
 from .errors import DatabaseError
-from .queries import statement
+from .prefixed_schema import installed_version as prefixed_installed_version
+from .queries import prefixes_tables, query_dialect, statement
 from .resources import sql_dir
 
 _EXTENSION = "fencemigrate"
@@ -70,8 +71,8 @@ def update_script(quoted_schema: str, start: str) -> str | None:
 
 def installed_version(connection: Connection, quoted_schema: str) -> str | None:
     """The fence schema version in the database, or None when it is not installed."""
-    if connection.dialect.name == "sqlite":
-        return sqlite_schema.installed_version(connection, quoted_schema)
+    if prefixes_tables(connection.dialect.name):
+        return prefixed_installed_version(connection, quoted_schema)
     probe = connection.execute(statement("installed_probe", quoted_schema), {"quoted_schema": quoted_schema}).scalar()
     if probe is None:
         return None
@@ -82,10 +83,12 @@ def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
     """Install (or update) the fence schema inside the caller's transaction unless current. True if it ran.
 
     Concurrent first runs serialise on a transaction-level advisory lock, so exactly one installs.
-    SQLite: see :func:`sqlite_schema.ensure_installed`.
+    SQLite and MySQL: see :func:`sqlite_schema.ensure_installed`, :func:`mysql_schema.ensure_installed`.
     """
     if connection.dialect.name == "sqlite":
         return sqlite_schema.ensure_installed(connection, quoted_schema, default_version())
+    if query_dialect(connection.dialect.name) == "mysql":
+        return mysql_schema.ensure_installed(connection, quoted_schema)
     if installed_version(connection, quoted_schema) == default_version():
         return False
     connection.execute(statement("install_lock", quoted_schema))

@@ -9,8 +9,20 @@ from sqlalchemy import TextClause, text
 
 from .resources import sql_dir
 
-# SQLite has no schemas: the fence tables are named with the fence schema as a prefix.
-_SQLITE_FENCE_NAME = r"_(\w+)"
+# SQLite has no schemas, and MySQL's schemas are databases: there the fence tables are named with
+# the fence schema as a prefix.
+_PREFIXED_FENCE_NAME = r"_(\w+)"
+_QUOTES = {"sqlite": '"', "mysql": "`"}
+
+
+def query_dialect(dialect_name: str) -> str:
+    """The directory of ``sql/queries/`` for a SQLAlchemy dialect name (MariaDB uses MySQL's)."""
+    return "mysql" if dialect_name == "mariadb" else dialect_name
+
+
+def prefixes_tables(dialect_name: str) -> bool:
+    """True where the fence tables are prefixed instead of living in their own schema."""
+    return query_dialect(dialect_name) in _QUOTES
 
 
 @cache
@@ -24,29 +36,34 @@ def _source(dialect: str, name: str) -> str:
 def statement(name: str, schema: str, dialect: str = "postgresql") -> TextClause:
     """The statement ``name`` with ``{schema}`` replaced by the quoted fence schema (immutable, shared).
 
-    On SQLite, ``{schema}_agent_fence`` becomes the quoted table name ``"<schema>_agent_fence"``.
+    On SQLite and MySQL, ``{schema}_agent_fence`` becomes the quoted table name ``"<schema>_agent_fence"``.
     """
+    dialect = query_dialect(dialect)
     return text(with_fence_names(_source(dialect, name), "{schema}", schema, dialect).strip())
 
 
 def with_fence_names(source: str, placeholder: str, quoted_schema: str, dialect: str) -> str:
     """``source`` with ``placeholder`` naming the fence schema ``quoted_schema`` (as the dialect quotes it).
 
-    PostgreSQL: ``placeholder.agent_fence`` -> ``schema.agent_fence``. SQLite, which has no schemas:
-    ``placeholder_agent_fence`` -> ``"schema_agent_fence"``, one quoted identifier.
+    PostgreSQL: ``placeholder.agent_fence`` -> ``schema.agent_fence``. SQLite and MySQL, where the
+    tables are prefixed: ``placeholder_agent_fence`` -> ``"schema_agent_fence"`` (backquotes on
+    MySQL), one quoted identifier.
     """
-    if dialect != "sqlite":
+    dialect = query_dialect(dialect)
+    if dialect not in _QUOTES:
         return source.replace(placeholder, quoted_schema)
+    quote = _QUOTES[dialect]
     return re.sub(
-        re.escape(placeholder) + _SQLITE_FENCE_NAME,
-        lambda match: '"' + sqlite_table_name(quoted_schema, match.group(1)).replace('"', '""') + '"',
+        re.escape(placeholder) + _PREFIXED_FENCE_NAME,
+        lambda match: quote + prefixed_table_name(quoted_schema, match.group(1)).replace(quote, quote * 2) + quote,
         source,
     )
 
 
-def sqlite_table_name(quoted_schema: str, table: str) -> str:
-    """The (unquoted) name of fence table ``table`` on SQLite: ``<schema>_<table>``."""
+def prefixed_table_name(quoted_schema: str, table: str) -> str:
+    """The (unquoted) name of fence table ``table`` on SQLite and MySQL: ``<schema>_<table>``."""
     schema = quoted_schema
-    if len(schema) >= 2 and schema[0] == schema[-1] == '"':
-        schema = schema[1:-1].replace('""', '"')
+    if len(schema) >= 2 and schema[0] == schema[-1] and schema[0] in _QUOTES.values():
+        quote = schema[0]
+        schema = schema[1:-1].replace(quote * 2, quote)
     return f"{schema}_{table}"

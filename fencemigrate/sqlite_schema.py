@@ -6,8 +6,8 @@ import sqlite3
 
 from sqlalchemy import Connection
 
-from .errors import DatabaseError
-from .queries import sqlite_table_name, statement, with_fence_names
+from .prefixed_schema import installed_version, require_no_other_version
+from .queries import with_fence_names
 from .resources import sql_dir
 
 
@@ -29,17 +29,6 @@ def install_statements(quoted_schema: str, version: str) -> list[str]:
     return statements
 
 
-def installed_version(connection: Connection, quoted_schema: str) -> str | None:
-    """The fence schema version in the SQLite database, or None when it is not installed."""
-    probe = connection.execute(
-        statement("installed_probe", quoted_schema, "sqlite"),
-        {"table_name": sqlite_table_name(quoted_schema, "schema_version")},
-    ).scalar()
-    if probe is None:
-        return None
-    return str(connection.execute(statement("schema_version", quoted_schema, "sqlite")).scalar())
-
-
 def ensure_installed(connection: Connection, quoted_schema: str, version: str) -> bool:
     """Install the fence schema inside the caller's transaction unless present. True if installed now.
 
@@ -49,11 +38,7 @@ def ensure_installed(connection: Connection, quoted_schema: str, version: str) -
     found = installed_version(connection, quoted_schema)
     if found == version:
         return False
-    if found is not None:
-        raise DatabaseError(
-            f"fence schema {quoted_schema} is at version {found}, but this fencemigrate "
-            f"needs {version} and has no upgrade path from it on SQLite"
-        )
+    require_no_other_version(found, quoted_schema, version)
     for sql in install_statements(quoted_schema, version):
         connection.exec_driver_sql(sql, execution_options={"no_parameters": True})
     return True

@@ -8,8 +8,9 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 
+from .dirty import Unsettled, unsettled_revisions, utc_text
 from .fence_schema import installed_version
-from .queries import statement
+from .queries import query_dialect, statement
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class LedgerRow:
     method: str
     applied_at: str
     script_sha256: str | None
+    state: str = "applied"  # 'applying' / 'rolling_back': its DDL started in pre-check mode, never finished
 
 
 @dataclass
@@ -43,6 +45,7 @@ class State:
     fence_schema_version: str | None = None
     fences: list[FenceRow] = field(default_factory=list)
     ledger: list[LedgerRow] = field(default_factory=list)
+    dirty: list[Unsettled] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """JSON form, printed by ``state --json``."""
@@ -53,6 +56,7 @@ class State:
             "fence_schema_version": self.fence_schema_version,
             "fences": [vars(row) for row in self.fences],
             "ledger": [vars(row) for row in self.ledger],
+            "dirty": [row.as_json() for row in self.dirty],
         }
 
 
@@ -69,7 +73,7 @@ def read_state(context: MigrationContext, schema: str) -> State:
         return state
     dialect = connection.dialect.name
     state.fences = [
-        FenceRow(row.resource, int(row.token), _timestamp(row.updated_at))
+        FenceRow(row.resource, int(row.token), utc_text(row.updated_at))
         for row in connection.execute(statement("fence_rows", quoted, dialect))
     ]
     state.ledger = [
@@ -79,14 +83,16 @@ def read_state(context: MigrationContext, schema: str) -> State:
             int(row.applied_token),
             row.holder,
             row.method,
-            _timestamp(row.applied_at),
+            utc_text(row.applied_at),
             row.script_sha256,
+            row._mapping.get("state", "applied"),
         )
         for row in connection.execute(statement("ledger_rows", quoted, dialect), {"version_table": version_table})
     ]
+    if query_dialect(dialect) == "mysql":  # only pre-check mode leaves revisions dirty
+        state.dirty = [
+            row
+            for fence in state.fences
+            for row in unsettled_revisions(connection, quoted, fence.resource)
+        ]
     return state
-
-
-def _timestamp(value: datetime | str) -> str:
-    """ISO 8601: PostgreSQL returns a datetime, SQLite the ISO text it stored."""
-    return value if isinstance(value, str) else value.isoformat()

@@ -13,7 +13,7 @@ from alembic.runtime.migration import MigrationContext
 from .durations import format_duration, parse_duration_ms
 from .errors import UsageError
 from .fence_schema import installed_version
-from .queries import statement
+from .queries import query_dialect, statement
 
 _FIRST_VERSION_WITH_EVENTS = (0, 2)
 _LONGEST_SINCE_MS = 876_000 * 3_600_000  # 100 years: further back, give a date-time
@@ -95,7 +95,7 @@ def read_timeline(
         statement("timeline_events", quoted, connection.dialect.name),
         {
             "resource": resource,
-            "since_at": since.moment.isoformat() if since and since.moment else None,
+            "since_at": _since_at(since, connection.dialect.name),
             "since_ms": since.ago_ms if since else None,
         },
     )
@@ -111,6 +111,15 @@ def read_timeline(
         )
         for row in rows
     ]
+
+
+def _since_at(since: Since | None, dialect: str) -> str | datetime | None:
+    """``--since`` as a moment the dialect compares with its event times (MySQL: UTC without a zone)."""
+    if since is None or since.moment is None:
+        return None
+    if query_dialect(dialect) == "mysql":
+        return since.moment.astimezone(timezone.utc).replace(tzinfo=None)
+    return since.moment.isoformat()
 
 
 def _utc(value: datetime | str) -> datetime:
@@ -171,6 +180,12 @@ def _body(event: Event, name_resource: bool) -> str:
             return f"{resource} by {holder}{token} ({detail.get('reason', 'no longer the holder')})"
         case "FENCED":
             return f"{detail.get('command', '?')} {target} by {holder}{token}{_why_fenced(event)}"
+        case "RESOLVE":
+            started = detail.get("started_token")
+            return (
+                f"{target} by {holder}{token} as {detail.get('as', '?')} "
+                f"(its {detail.get('was', '?')} under token {started} never finished)"
+            )
         case _:  # APPLY, STAMP, ROLLBACK
             return f"{target} by {holder}{token}"
 

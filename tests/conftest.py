@@ -20,12 +20,19 @@ Fixtures:
 * ``redis_server_url`` (session) / ``redis_url`` -- the test redis-server
   (``FENCEMIGRATE_TEST_REDIS_URL``, started by ``bash .ci/test``); ``redis_url`` is
   emptied with FLUSHALL for each test. A missing server fails those tests.
+* ``mysql_server_url`` (session) -- the test MariaDB server's URL without a database
+  (``FENCEMIGRATE_TEST_MYSQL_URL``, started by ``bash .ci/test``); a missing server fails
+  those tests. ``mysql_url`` -- a fresh, empty database ``fm_test_<pid>_<n>`` on it
+  (``mysql+pymysql://fencemigrate:fencemigrate@127.0.0.1:<port>/<db>``), dropped after the
+  test; ``mariadb_url`` -- the same database as ``mariadb+pymysql://...``. Pass either to
+  ``make_project(url=...)``; ``support.mysql_server.mysql_rows`` queries it.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,16 +117,16 @@ def pg_url(pg_server: PgServer, pg_dbname: str) -> str:
 
 
 @pytest.fixture
-def make_project(tmp_path: Path, pg_url: str) -> MakeProject:
+def make_project(tmp_path: Path, request: pytest.FixtureRequest) -> MakeProject:
     """Factory creating real Alembic projects (``alembic init -t <template>``) in ``tmp_path``.
 
-    ``url`` defaults to this test's database. Call it several times with different
-    ``name`` values for several projects.
+    ``url`` defaults to this test's PostgreSQL database (created only when needed). Call it
+    several times with different ``name`` values for several projects.
     """
 
     def make(template: str | Path = "generic", url: str | None = None, name: str = "project") -> Project:
         """Create the project ``tmp_path / name``."""
-        return create_project(tmp_path / name, url or pg_url, template)
+        return create_project(tmp_path / name, url or request.getfixturevalue("pg_url"), template)
 
     return make
 
@@ -153,3 +160,39 @@ def redis_url(redis_server_url: str) -> str:
 
     flush_all(redis_server_url)
     return redis_server_url
+
+
+@pytest.fixture(scope="session")
+def mysql_server_url() -> str:
+    """URL of the test MariaDB server without a database (``FENCEMIGRATE_TEST_MYSQL_URL``).
+
+    Fails every test that needs it when the variable is unset or the server does not answer:
+    MySQL/MariaDB tests are never skipped.
+    """
+    from support.mysql_server import MysqlUnavailable, mysql_server_url_from_env
+
+    try:
+        return mysql_server_url_from_env()
+    except MysqlUnavailable as exc:
+        pytest.fail(f"MariaDB for the tests is unavailable: {exc}", pytrace=False)
+
+
+@pytest.fixture
+def mysql_url(mysql_server_url: str) -> Iterator[str]:
+    """A fresh, empty database for this test: ``mysql+pymysql://fencemigrate:...@127.0.0.1:<port>/<db>``.
+
+    Dropped after the test, killing any connection still using it.
+    """
+    from support.mysql_server import create_test_database, drop_test_database
+
+    url = create_test_database(mysql_server_url)
+    yield url
+    drop_test_database(url)
+
+
+@pytest.fixture
+def mariadb_url(mysql_url: str) -> str:
+    """This test's ``mysql_url`` database through SQLAlchemy's MariaDB dialect (``mariadb+pymysql://``)."""
+    from support.mysql_server import as_mariadb_url
+
+    return as_mariadb_url(mysql_url)

@@ -45,10 +45,13 @@ RUN_KEYS = {
     "leased",
     "lease_note",
     "forced_single_transaction",
+    "mode",
 }
-STATE_KEYS = {"status", "version_table", "heads", "fence_schema_version", "fences", "ledger"}
+STATE_KEYS = {"status", "version_table", "heads", "fence_schema_version", "fences", "ledger", "dirty"}
 FENCE_ROW_KEYS = {"resource", "token", "updated_at"}
-LEDGER_ROW_KEYS = {"revision", "resource", "applied_token", "holder", "method", "applied_at", "script_sha256"}
+LEDGER_ROW_KEYS = {
+    "revision", "resource", "applied_token", "holder", "method", "applied_at", "script_sha256", "state",
+}
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -166,6 +169,7 @@ def test_upgrade_json_output(two: Project) -> None:
         "leased": False,
         "lease_note": None,
         "forced_single_transaction": False,
+        "mode": "transactional",
     }
 
     payload = cli_json(two, "upgrade", "head", "--token", "8", "--holder", "h2")
@@ -213,6 +217,7 @@ def test_downgrade_text_and_json_output(two: Project) -> None:
         "leased": False,
         "lease_note": None,
         "forced_single_transaction": False,
+        "mode": "transactional",
     }
     assert alembic_versions(two.url) == []
     assert table_names(two.url) == ["alembic_version"]
@@ -300,6 +305,7 @@ def test_state_before_any_fenced_run(two: Project) -> None:
         "fence_schema_version": None,
         "fences": [],
         "ledger": [],
+        "dirty": [],
     }
     assert "fencemigrate" not in schema_names(two.url)
 
@@ -336,9 +342,11 @@ def test_state_after_runs(two: Project) -> None:
                 "method": "upgrade",
                 "applied_at": applied[rev].isoformat(),
                 "script_sha256": sha[rev],
+                "state": "applied",
             }
             for rev, token, holder in [("0001", 7, "h1"), ("0002", 8, "h2")]
         ],
+        "dirty": [],
     }
     assert all(set(row) == FENCE_ROW_KEYS for row in payload["fences"])
     assert all(set(row) == LEDGER_ROW_KEYS for row in payload["ledger"])

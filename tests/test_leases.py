@@ -335,8 +335,9 @@ def test_eight_runners_at_once_on_an_empty_database(
                      "reapply needs --token N, the token that applied the revision (or FENCEMIGRATE_TOKEN): a new "
                      "lease's token could never re-apply it", id="reapply-without-token"),
         pytest.param(["upgrade", "head", "--token", "5", "--wait", "0"],
-                     "--wait applies only when fencemigrate takes the lease itself; with --token your own lease "
-                     "service issued the token", id="token-and-wait-zero"),
+                     "--wait with --token applies only in pre-check mode (MySQL/MariaDB, or --mode precheck), where "
+                     "it bounds the wait for the named lock; with --token your own lease service decides how long "
+                     "to wait", id="token-and-wait-zero"),
         pytest.param(["upgrade", "head", "--sql"],
                      "a fencing token is required with --sql (pass --token N or set FENCEMIGRATE_TOKEN): an "
                      "offline script cannot take a lease", id="sql-without-token"),

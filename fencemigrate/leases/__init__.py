@@ -35,7 +35,10 @@ def check_lease_url(url: str | None) -> str | None:
 
 # Synchronous drivers for the async ones env.py may use: the lease service outlives env.py's
 # event loop (a run releases its lease after env.py has returned).
-_SYNC_DRIVERS = {"asyncpg": "psycopg", "psycopg_async": "psycopg", "psycopg": "psycopg", "aiosqlite": "pysqlite"}
+_SYNC_DRIVERS = {
+    "asyncpg": "psycopg", "psycopg_async": "psycopg", "psycopg": "psycopg", "aiosqlite": "pysqlite",
+    "aiomysql": "pymysql", "asyncmy": "pymysql",
+}
 
 
 def lease_engine(engine: Engine) -> Engine:

@@ -17,16 +17,13 @@ from typing import Any, Callable
 from sqlalchemy import Connection, Engine, Row
 from sqlalchemy.exc import DBAPIError
 
-from ..errors import LeaseBusy, LeaseLost, sqlstate_of
+from ..errors import LeaseBusy, LeaseLost, is_lock_contention
 from ..events import log_event
-from ..queries import statement
+from ..queries import query_dialect, statement
 from .fence_on_grant import fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus
 from .polling import poll_for_grant
 
-
-
-_CONTENDED = {"55P03", "40P01"}  # lock_not_available, deadlock_detected: another grant got there first
 
 
 class DatabaseLeases:
@@ -104,7 +101,7 @@ class DatabaseLeases:
         try:
             return self._grant_once(request, remaining_ms)
         except DBAPIError as error:
-            if sqlstate_of(error) not in _CONTENDED:
+            if not is_lock_contention(error):
                 raise
         return self.status(request.resource)
 
@@ -150,9 +147,10 @@ class DatabaseLeases:
 
         PostgreSQL does both in one statement (RETURNING, under the row lock). SQLite (RETURNING
         only from 3.35) reads the grant with ``lease_held``, then changes it: the transaction holds
-        the database's write lock, so nothing comes in between.
+        the database's write lock, so nothing comes in between. MySQL (no RETURNING on UPDATE)
+        does the same, ``lease_held`` locking the row.
         """
-        if self._dialect != "sqlite":
+        if query_dialect(self._dialect) == "postgresql":
             row: Row[Any] | None = self._run(connection, name, **params).one_or_none()
             return row
         held: Row[Any] | None = self._run(
@@ -196,9 +194,12 @@ def _status(resource: str, row: Row[Any]) -> LeaseStatus:
 
 
 def _moment(value: datetime | str | None) -> datetime | None:
-    """A lease time in UTC: PostgreSQL returns a datetime, SQLite ISO-8601 UTC text."""
+    """A lease time in UTC: PostgreSQL returns a datetime, SQLite ISO-8601 UTC text, MySQL a
+    datetime in UTC without a zone."""
     if isinstance(value, str):
         return datetime.fromisoformat(value).astimezone(timezone.utc)
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
     return value
 
 

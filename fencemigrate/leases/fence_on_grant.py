@@ -12,6 +12,9 @@ transaction of a lease service's own connection goes through :meth:`FenceOnGrant
   the connection's busy timeout, set to what is left of ``--wait`` for that BEGIN, bounds the wait.
   Another process's SQLite transaction cannot be cancelled: ``--preempt`` is refused before anything
   is touched (:func:`check_preempt`).
+* MySQL and MariaDB: every pre-check writer holds the resource's named lock for its whole run, so a
+  grant takes that lock (at most what is left of ``--wait``) and holds it until it has committed.
+  With ``--preempt`` the session holding it is killed first; its revision stays marked dirty.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ..errors import LeaseBusy, UsageError, sqlstate_of
 from ..fence_schema import ensure_installed
-from ..queries import statement
-from ..runtime.fence_calls.sqlite import claim_fence
+from ..queries import query_dialect, statement
+from ..runtime.named_lock import NamedLock
+from ..runtime.fence_calls.plain import claim_fence
 from ..runtime.sqlite_transactions import sqlite_transactions
 
 _LOCK_NOT_AVAILABLE = "55P03"
@@ -68,8 +72,11 @@ def lease_connection(engine: Engine) -> Iterator[Connection]:
 
 def fence_on_grant(connection: Connection, quoted_schema: str) -> FenceOnGrant:
     """The grant's database half for the connection's dialect."""
-    if connection.dialect.name == "sqlite":
+    dialect = query_dialect(connection.dialect.name)
+    if dialect == "sqlite":
         return SqliteFenceOnGrant(connection, quoted_schema)
+    if dialect == "mysql":
+        return MysqlFenceOnGrant(connection, quoted_schema)
     return PostgresFenceOnGrant(connection, quoted_schema)
 
 
@@ -209,6 +216,53 @@ class SqliteFenceOnGrant(FenceOnGrant):
         """``lock_timeout.sql`` with the value written in (PRAGMA takes no bound parameters)."""
         clause = statement("lock_timeout", self._schema, "sqlite").bindparams(timeout_ms=int(milliseconds))
         return str(clause.compile(dialect=self._connection.dialect, compile_kwargs={"literal_binds": True}))
+
+
+class MysqlFenceOnGrant(FenceOnGrant):
+    """The resource's named lock, held by every pre-check writer for its whole run; ``--preempt``
+    kills the session holding it."""
+
+    def __init__(self, connection: Connection, quoted_schema: str) -> None:
+        super().__init__(connection, quoted_schema)
+        self._lock: NamedLock | None = None
+
+    def install(self) -> None:
+        ensure_installed(self._connection, self._schema)
+        self._connection.commit()
+
+    @contextmanager
+    def transaction(self, resource: str, wait_ms: int | None = None) -> Iterator[RootTransaction]:
+        """A transaction; the named lock a grant took in it is released once it has ended."""
+        try:
+            with self._connection.begin() as transaction:
+                yield transaction
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+    def serialise_grants(self, resource: str, remaining_ms: int) -> None:
+        """Nothing to do: :meth:`lock_fence` takes the resource's named lock, which every grant takes."""
+
+    def lock_fence(self, resource: str, remaining_ms: int, preempt: bool) -> tuple[int | None, tuple[int, ...]]:
+        lock = NamedLock(self._connection, self._schema, resource)
+        preempted: tuple[int, ...] = ()
+        wait_ms = remaining_ms
+        if preempt:
+            writer = lock.holder()
+            if writer is not None:
+                self._run("preempt_writer", connection_id=writer)
+                preempted = (writer,)
+                wait_ms = max(remaining_ms, _PREEMPT_GRACE_MS)  # the server ends the killed session
+        if not lock.acquire(wait_ms):
+            raise LeaseBusy(resource, None, IN_FLIGHT)
+        self._lock = lock
+        self._run("lock_timeout", timeout_s=max(1, -(-remaining_ms // 1000)))
+        token = self._run("fence_lock", resource=resource).scalar()
+        return (None if token is None else int(token)), preempted
+
+    def advance(self, resource: str, token: int) -> None:
+        claim_fence(self._connection, self._schema, resource, token)
 
 
 def _is_busy(error: OperationalError) -> bool:

@@ -173,7 +173,7 @@ class FencedRun:
         self.outcome.steps.append(
             StepOutcome(
                 revisions=change.added or change.removed,
-                direction=_direction(step),
+                direction=step_direction(step),
                 token=settings.token,
                 atomic=not self._escaped,
             )
@@ -359,7 +359,8 @@ class FencedRun:
         return f"{schema}.{context.version_table}" if schema else context.version_table
 
 
-def _direction(step: Any) -> str:
+def step_direction(step: Any) -> str:
+    """"up", "down" or "stamp", for the outcome."""
     if not isinstance(step, RevisionStep):
         return "stamp"
     return "up" if step.is_upgrade else "down"

@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from .fenced_run import FencedRun
+    from .precheck_run import PrecheckRun
 
 
 class FencedStep:
     """Behaves as the wrapped ``RevisionStep``/``StampStep``; only ``migration_fn`` differs."""
 
-    def __init__(self, step: Any, run: FencedRun) -> None:
+    def __init__(self, step: Any, run: FencedRun | PrecheckRun) -> None:
         self._step = step
         original: Callable[..., None] = step.migration_fn
 

@@ -40,6 +40,7 @@ class RunOutcome:
     forced_single_transaction: bool = False
     leased: bool = False  # the token came from a lease this run took (and released) itself
     lease_note: str | None = None  # why that lease could not be released, if it could not
+    mode: str = "transactional"  # or "precheck": the fence was checked before each revision
 
     def as_json(self) -> dict[str, Any]:
         """JSON form of the run, printed by ``--json``."""
@@ -56,4 +57,5 @@ class RunOutcome:
             "forced_single_transaction": self.forced_single_transaction,
             "leased": self.leased,
             "lease_note": self.lease_note,
+            "mode": self.mode,
         }

@@ -5,25 +5,31 @@ from __future__ import annotations
 from alembic.runtime.migration import MigrationContext
 
 from ...errors import UsageError
+from ...queries import query_dialect
 from .base import FenceCalls
+from .mysql import MysqlFenceCalls
 from .postgresql import PostgresFenceCalls
 from .sqlite import SqliteFenceCalls
 
-__all__ = ["FenceCalls", "PostgresFenceCalls", "SqliteFenceCalls", "fence_calls_for"]
+__all__ = ["FenceCalls", "MysqlFenceCalls", "PostgresFenceCalls", "SqliteFenceCalls", "fence_calls_for"]
 
 
 def fence_calls_for(context: MigrationContext, quoted_schema: str) -> FenceCalls:
-    """Plain statements on SQLite; the fence schema's SQL functions everywhere else (PostgreSQL).
+    """The fence schema's SQL functions on PostgreSQL; plain statements on SQLite and MySQL.
 
-    Refuses --sql on SQLite before anything is written: an offline script there could not
-    claim the fence.
+    Refuses --sql on SQLite and MySQL before anything is written: an offline script there could
+    not claim the fence.
     """
-    if context.dialect.name != "sqlite":
+    dialect = query_dialect(context.dialect.name)
+    if dialect not in ("sqlite", "mysql"):
         return PostgresFenceCalls(context, quoted_schema)
     if context.as_sql:
+        name = "SQLite" if dialect == "sqlite" else "MySQL/MariaDB"
         raise UsageError(
-            "offline fencing (--sql) needs PostgreSQL: on SQLite the fence is claimed by the runner "
+            f"offline fencing (--sql) needs PostgreSQL: on {name} the fence is claimed by the runner "
             "itself, not by statements a script could carry; run the command without --sql "
             "(nothing was written)"
         )
+    if dialect == "mysql":
+        return MysqlFenceCalls(context, quoted_schema)
     return SqliteFenceCalls(context, quoted_schema)

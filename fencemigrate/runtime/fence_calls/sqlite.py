@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import Connection, CursorResult
-
-from ...errors import Fenced
-from ...queries import statement
+from .plain import PlainStatementCalls, claim_fence
 from ..sqlite_transactions import transaction_number
-from .base import FenceCalls
 
 
-class SqliteFenceCalls(FenceCalls):
+class SqliteFenceCalls(PlainStatementCalls):
     """Runs ``sql/queries/sqlite/`` statements in the current transaction; FENCED is raised here.
 
     The claim is ``UPDATE agent_fence SET token = :t WHERE resource = :r AND token <= :t``
@@ -25,53 +19,6 @@ class SqliteFenceCalls(FenceCalls):
         claim_fence(self._connection(), self._schema, resource, token)
         return transaction_number(self._connection())
 
-    def check_reapply(self, version_table: str, resource: str, revisions: list[str], token: int) -> None:
-        """FENCED unless the fence and every revision's applied token allow ``token`` to re-apply.
-
-        Called before the claim, so a rejection reports the fence token as committed.
-        """
-        fence = self._run("fence_token", resource=resource).scalar()
-        if fence is not None and fence > token:
-            raise Fenced(resource, token, fence, _newer_token(fence, resource))
-        for revision in revisions:
-            applied = self._run("applied_token", version_table=version_table, revision=revision).scalar()
-            if applied is None:
-                raise Fenced(
-                    resource, token, fence,
-                    f"{revision} has no fence record (it was applied outside fencemigrate), "
-                    "so no token may re-apply it",
-                )
-            if applied != token:
-                raise Fenced(resource, token, fence, f"{revision} was applied under token {applied}, not yours")
-
-    def record_apply(
-        self,
-        version_table: str,
-        revision: str,
-        resource: str,
-        token: int,
-        holder: str,
-        method: str,
-        script_sha256: str | None,
-    ) -> None:
-        """Write the ledger row of an applied or stamped revision and log APPLY or STAMP."""
-        stamp = method == "stamp"
-        self._run(
-            "record_stamp" if stamp else "record_apply",
-            version_table=version_table,
-            revision=revision,
-            resource=resource,
-            token=token,
-            holder=holder,
-            script_sha256=script_sha256,
-        )
-        self._log(resource, "STAMP" if stamp else "APPLY", holder, token, revision)
-
-    def record_rollback(self, version_table: str, revision: str, resource: str, token: int, holder: str) -> None:
-        """Delete the ledger row of a rolled-back revision and log ROLLBACK."""
-        self._run("record_rollback", version_table=version_table, revision=revision)
-        self._log(resource, "ROLLBACK", holder, token, revision)
-
     def record_steps(
         self,
         version_table: str,
@@ -81,39 +28,5 @@ class SqliteFenceCalls(FenceCalls):
         rows: list[tuple[str, str, str, str | None]],
     ) -> int:
         """Apply ``(action, revision, method, sha256)`` ledger changes in order; returns the transaction number."""
-        for action, revision, method, sha256 in rows:
-            if action == "apply":
-                self.record_apply(version_table, revision, resource, token, holder, method, sha256)
-            else:
-                self.record_rollback(version_table, revision, resource, token, holder)
+        self.write_rows(version_table, resource, token, holder, rows)
         return transaction_number(self._connection())
-
-    def _log(self, resource: str, kind: str, holder: str, token: int, revision: str) -> None:
-        self._run(
-            "log_event", at=None, resource=resource, kind=kind, holder=holder, token=token,
-            revision=revision, detail=None,
-        )
-
-    def _run(self, name: str, **params: Any) -> CursorResult[Any]:
-        return self._connection().execute(statement(name, self._schema, "sqlite"), params)
-
-    def _connection(self) -> Connection:
-        connection = self._context.connection
-        assert connection is not None
-        return connection
-
-
-def claim_fence(connection: Connection, quoted_schema: str, resource: str, token: int) -> None:
-    """Claim ``resource`` for ``token`` in the connection's transaction (seeding its fence row on
-    the first claim); FENCED if a higher token has written. Also a grant's fence advance."""
-
-    def run(name: str) -> CursorResult[Any]:
-        return connection.execute(statement(name, quoted_schema, "sqlite"), {"resource": resource, "token": token})
-
-    if not run("claim").rowcount and not run("seed_fence").rowcount:
-        fence = int(run("fence_token").scalar_one())
-        raise Fenced(resource, token, fence, _newer_token(fence, resource))
-
-
-def _newer_token(fence: int, resource: str) -> str:
-    return f"token {fence} has since written to {resource}"

@@ -1,0 +1,31 @@
+"""What ``check --db`` reads from the database, through env.py's migration context."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from alembic.runtime.migration import MigrationContext
+
+from ..state import State, read_state
+from .fence_objects import fence_schema_problems
+
+
+@dataclass(frozen=True)
+class DatabaseSnapshot:
+    """Heads, ledger and fence schema version (``state``), and how the fence schema differs from
+    fencemigrate's (``fence_problems``; empty when it does not, or is not installed)."""
+
+    schema: str
+    state: State
+    fence_problems: tuple[str, ...]
+
+
+def read_snapshot(context: MigrationContext, schema: str) -> DatabaseSnapshot:
+    """Read the state, and compare the fence schema with the install scripts when it is installed."""
+    state = read_state(context, schema)
+    if state.fence_schema_version is None:
+        return DatabaseSnapshot(schema, state, ())
+    assert context.connection is not None
+    quoted = context.dialect.identifier_preparer.quote(schema)
+    problems = fence_schema_problems(context.connection, quoted, state.fence_schema_version)
+    return DatabaseSnapshot(schema, state, tuple(problems))

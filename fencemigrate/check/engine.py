@@ -1,0 +1,61 @@
+"""Run the selected rules and set aside what the project allowed on purpose."""
+
+from __future__ import annotations
+
+from .database import DatabaseSnapshot
+from .directory import RevisionDirectory
+from .findings import CheckReport, Finding, Suppressed
+from .graph import build_graph
+from .project_settings import ProjectSettings
+from .revision_file import RevisionFile
+from .rules import RULES, CheckContext, Rule, rule_for
+
+
+def run_check(
+    directory: RevisionDirectory,
+    rules: tuple[Rule, ...],
+    settings: ProjectSettings,
+    database: DatabaseSnapshot | None,
+) -> CheckReport:
+    """Every finding of ``rules``, minus those an allow comment or pyproject entry suppresses."""
+    context = CheckContext(directory, build_graph(directory.files), settings, database, RULES)
+    files = {item.display: item for item in directory.files}
+    kept: list[Finding] = []
+    suppressed: list[Suppressed] = []
+    for rule in rules:
+        for finding in rule.check(context):
+            allowed = _allowed(finding, files.get(finding.file or ""), settings)
+            if allowed is None:
+                kept.append(finding)
+            else:
+                suppressed.append(allowed)
+    return CheckReport(
+        tuple(sorted(kept, key=_order)),
+        tuple(sorted(suppressed, key=lambda item: _order(item.finding))),
+        len(directory.files),
+        database is not None,
+    )
+
+
+def _allowed(finding: Finding, item: RevisionFile | None, settings: ProjectSettings) -> Suppressed | None:
+    """The suppression of ``finding``: an allow comment in its file, else a pyproject entry."""
+    if item is not None:
+        for allow in item.allows:
+            if _names(allow.rules, finding):
+                return Suppressed(finding, allow.reason, f"{item.display}:{allow.line}")
+    for entry in settings.allows:
+        if entry.reason and _names(entry.rules, finding) and (
+            entry.revisions is None or finding.revision in entry.revisions
+        ):
+            where = settings.file if entry.line is None else f"{settings.file}:{entry.line}"
+            return Suppressed(finding, entry.reason, str(where))
+    return None
+
+
+def _names(keys: tuple[str, ...], finding: Finding) -> bool:
+    return any((rule := rule_for(key)) is not None and rule.id == finding.rule for key in keys)
+
+
+def _order(finding: Finding) -> tuple[bool, str, int, str]:
+    """Files in path order, then lines; database findings last."""
+    return finding.file is None, finding.file or "", finding.line or 0, finding.rule

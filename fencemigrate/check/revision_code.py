@@ -1,0 +1,159 @@
+"""What a revision's code does, read from its syntax tree: SQL it runs, calls that end the
+transaction, and a normalised form of ``upgrade()`` to compare revisions with."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+# Calls whose first argument is SQL text: op.execute, connection.execute, exec_driver_sql, text, DDL.
+_SQL_CALLS = {"execute", "exec_driver_sql", "text", "DDL"}
+# Expressions that are the migration's connection: op.get_bind(), x.bind, x.connection, ...
+_BIND_ATTRIBUTES = {"bind", "connection", "dbapi_connection", "driver_connection"}
+_TRANSACTION_END_METHODS = {"commit", "rollback"}
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_ESCAPED_SPACE = re.compile(r"\\[ntrfv]")  # a line break in SQL text, as ast.unparse writes it
+_SHOWN_CALL_LENGTH = 60
+
+
+@dataclass(frozen=True)
+class CodeAt:
+    """A piece of the revision (SQL text, or a call as written) and the line it is on."""
+
+    text: str
+    line: int
+
+
+class RevisionCode:
+    """The calls and name assignments of one module, collected in a single walk of its tree."""
+
+    def __init__(self, module: ast.Module) -> None:
+        self.calls: list[ast.Call] = []
+        self.assignments: list[tuple[str, ast.expr]] = []
+        for node in ast.walk(module):
+            if isinstance(node, ast.Call):
+                self.calls.append(node)
+            elif isinstance(node, ast.Assign):
+                self.assignments += [(target.id, node.value) for target in node.targets if isinstance(target, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                self.assignments.append((node.target.id, node.value))
+
+    def sql_texts(self) -> Iterator[CodeAt]:
+        """SQL given to execute-like calls as literals, f-strings, ``+`` of them, or names assigned one."""
+        names = dict(self.assignments)  # the last assignment wins
+        for node in self.calls:
+            if _callee(node) in _SQL_CALLS and node.args:
+                text = _literal_text(node.args[0], names)
+                if text is not None:
+                    yield CodeAt(text, node.args[0].lineno)
+
+    def autocommit_blocks(self) -> Iterator[CodeAt]:
+        """Calls of ``autocommit_block()``."""
+        for node in self.calls:
+            if _callee(node) == "autocommit_block":
+                yield CodeAt(_shown(node), node.lineno)
+
+    def concurrent_index_options(self) -> Iterator[CodeAt]:
+        """Calls given ``postgresql_concurrently=True`` (op.create_index, op.drop_index)."""
+        for node in self.calls:
+            if any(k.arg == "postgresql_concurrently" and _truthy(k.value) for k in node.keywords):
+                yield CodeAt(_shown(node), node.lineno)
+
+    def transaction_end_calls(self) -> Iterator[CodeAt]:
+        """``commit()`` or ``rollback()`` called on the migration's connection (or its DBAPI connection)."""
+        binds = self._bind_names()
+        for node in self.calls:
+            if (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr in _TRANSACTION_END_METHODS
+                and not node.args
+                and _is_bind(node.func.value, binds)
+            ):
+                yield CodeAt(_shown(node), node.lineno)
+
+    def _bind_names(self) -> set[str]:
+        """Names that hold the migration's connection (``bind = op.get_bind()``, ``c = bind.connection``)."""
+        names: set[str] = set()
+        while True:
+            more = {name for name, value in self.assignments if name not in names and _is_bind(value, names)}
+            if not more:
+                return names
+            names |= more
+
+
+def is_empty(function: ast.FunctionDef | None) -> bool:
+    """True for a missing function, or one with only a docstring, ``pass`` or ``...``."""
+    if function is None:
+        return True
+    return all(_is_filler(statement) for statement in function.body)
+
+
+def body_tokens(function: ast.FunctionDef | None) -> tuple[str, ...]:
+    """The function's code as lower-case tokens, blind to comments, docstrings, layout, quoting,
+    and the spacing and case of SQL text."""
+    if function is None:
+        return ()
+    body = [statement for statement in function.body if not _is_filler(statement)]
+    if not body:
+        return ()
+    code = ast.unparse(ast.Module(body=body, type_ignores=[]))
+    return tuple(_TOKEN.findall(_ESCAPED_SPACE.sub(" ", code).lower()))
+
+
+def _is_filler(statement: ast.stmt) -> bool:
+    if isinstance(statement, ast.Pass):
+        return True
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and (
+        isinstance(statement.value.value, str) or statement.value.value is Ellipsis
+    )
+
+
+def _callee(node: ast.Call) -> str | None:
+    if isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    if isinstance(node.func, ast.Name):
+        return node.func.id
+    return None
+
+
+def _shown(node: ast.AST) -> str:
+    text = " ".join(ast.unparse(node).split())
+    return text if len(text) <= _SHOWN_CALL_LENGTH else text[: _SHOWN_CALL_LENGTH - 3] + "..."
+
+
+def _truthy(node: ast.expr) -> bool:
+    return not (isinstance(node, ast.Constant) and not node.value)
+
+
+def _literal_text(node: ast.expr, names: dict[str, ast.expr], depth: int = 0) -> str | None:
+    """The SQL text of ``node``; ``?`` stands for parts only known at run time."""
+    if depth > 10:
+        return None
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.JoinedStr):
+        return "".join(
+            value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else " ? "
+            for value in node.values
+        )
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        left = _literal_text(node.left, names, depth + 1)
+        if isinstance(node.op, ast.Mod):
+            return left
+        right = _literal_text(node.right, names, depth + 1)
+        return None if left is None and right is None else f"{left or ' ? '}{right or ' ? '}"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        return _literal_text(node.func.value, names, depth + 1)
+    if isinstance(node, ast.Name) and node.id in names:
+        return _literal_text(names[node.id], names, depth + 1)
+    return None
+
+
+def _is_bind(node: ast.expr, names: set[str]) -> bool:
+    if isinstance(node, ast.Call) and _callee(node) == "get_bind":
+        return True
+    if isinstance(node, ast.Attribute):
+        return node.attr in _BIND_ATTRIBUTES
+    return isinstance(node, ast.Name) and node.id in names

@@ -1,0 +1,118 @@
+"""Rules that compare the directory with the database (``check --db``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..database import DatabaseSnapshot
+from ..findings import Finding
+from .base import CheckContext, Rule
+
+
+def _database(context: CheckContext) -> DatabaseSnapshot:
+    assert context.database is not None, "database rules run only with --db"
+    return context.database
+
+
+class PendingRevision(Rule):
+    """FM401: a revision the database does not have yet."""
+
+    id = "FM401"
+    name = "pending-revision"
+    summary = "a revision not applied to the database: the database is not at head"
+    fix = "apply it: `fencemigrate upgrade head`"
+    needs_database = True
+
+    def check(self, context: CheckContext) -> Iterator[Finding]:
+        state, graph = _database(context).state, context.graph
+        applied = graph.ancestors(state.heads) | graph.ancestors(row.revision for row in state.ledger)
+        where = f"database at {', '.join(state.heads)}" if state.heads else "no revision is applied"
+        for item in sorted(graph.files.values(), key=graph.order_key):
+            if item.revision not in applied:
+                yield self.at(item, item.revision_line, f"{item.revision} is not applied to the database ({where})")
+
+
+class ChecksumDrift(Rule):
+    """FM402: a revision file changed after it was applied."""
+
+    id = "FM402"
+    name = "checksum-drift"
+    summary = "a revision file changed after it was applied: its sha256 differs from the one in the ledger"
+    fix = "restore the file as it was applied, and make the change in a new revision"
+    needs_database = True
+
+    def check(self, context: CheckContext) -> Iterator[Finding]:
+        for row in _database(context).state.ledger:
+            item = context.graph.files.get(row.revision)
+            if item is None or row.script_sha256 is None or row.script_sha256 == item.sha256:
+                continue
+            yield self.at(
+                item, item.revision_line,
+                f"{row.revision} changed after it was applied: its sha256 is now {item.sha256[:12]}, "
+                f"the ledger has {row.script_sha256[:12]} (applied under token {row.applied_token} "
+                f"by {row.holder} at {row.applied_at})",
+                f"restore the file as it was applied (`git log -p -- {item.display}`), "
+                "and make the change in a new revision",
+            )
+
+
+class MissingAppliedRevision(Rule):
+    """FM403: a revision the database has and the directory does not."""
+
+    id = "FM403"
+    name = "missing-applied-revision"
+    summary = "a revision applied in the database (version table or ledger) that no revision file has"
+    fix = "restore its file from version control: without it nobody can downgrade past it or see what it did"
+    needs_database = True
+
+    def check(self, context: CheckContext) -> Iterator[Finding]:
+        state = _database(context).state
+        ledger = {row.revision: row for row in state.ledger}
+        looked_in = ", ".join(context.directory.locations)
+        for revision in sorted(set(state.heads) | set(ledger)):
+            if revision in context.graph.files:
+                continue
+            message = f"{revision} is applied in the database, but no revision file in {looked_in} has it"
+            row = ledger.get(revision)
+            if row is not None:
+                message += f" (the ledger has it under token {row.applied_token} by {row.holder})"
+            yield self.finding(message, revision=revision)
+
+
+class FenceSchemaMissing(Rule):
+    """FM404: no fence schema in the database."""
+
+    id = "FM404"
+    name = "fence-schema-missing"
+    summary = "the fence schema is not installed in the database"
+    fix = "run `fencemigrate install` (any fenced run also installs it)"
+    needs_database = True
+
+    def check(self, context: CheckContext) -> Iterator[Finding]:
+        database = _database(context)
+        if database.state.fence_schema_version is None:
+            yield self.finding(
+                f"the fence schema {database.schema} is not installed: no fenced run has written to this database"
+            )
+
+
+class FenceSchemaAltered(Rule):
+    """FM405: the fence schema differs from what fencemigrate installs."""
+
+    id = "FM405"
+    name = "fence-schema-altered"
+    summary = (
+        "the fence schema differs from fencemigrate's install script: a table, guard trigger or function "
+        "missing, a trigger disabled or changed, a function body replaced"
+    )
+    fix = (
+        "find out who changed it (stale writers may get through), then recreate it as fencemigrate's "
+        "install script has it (`fencemigrate install --sql`; sql/sqlite/ on SQLite)"
+    )
+    needs_database = True
+
+    def check(self, context: CheckContext) -> Iterator[Finding]:
+        database = _database(context)
+        version = database.state.fence_schema_version
+        for problem in database.fence_problems:
+            yield self.finding(f"the fence schema {database.schema} ({version}) differs from fencemigrate's: {problem}")

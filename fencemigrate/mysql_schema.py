@@ -1,0 +1,51 @@
+"""Install the fence schema on MySQL and MariaDB from ``sql/mysql/``: prefixed tables, guard triggers."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection
+
+from .prefixed_schema import installed_version, require_no_other_version
+from .queries import with_fence_names
+from .resources import sql_dir
+
+VERSION = "0.3"
+"""The fence schema version on MySQL (it has the ledger's ``state``, which pre-check mode needs)."""
+
+
+def install_statements(quoted_schema: str) -> list[str]:
+    """The statements of the MySQL install script, one by one.
+
+    Split as the mysql client does: at the current delimiter (``;``, or what a ``DELIMITER`` line sets).
+    """
+    source = (sql_dir() / "mysql" / f"fencemigrate--{VERSION}.sql").read_text(encoding="utf-8")
+    body = with_fence_names(source, "@extschema@", quoted_schema, "mysql")
+    statements: list[str] = []
+    delimiter, pending = ";", ""
+    for line in body.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith("--") or (not stripped and not pending):
+            continue
+        if stripped.upper().startswith("DELIMITER "):
+            delimiter = stripped.split(None, 1)[1]
+            continue
+        pending += line
+        if stripped.endswith(delimiter):
+            statements.append(pending.rstrip()[: -len(delimiter)].strip())
+            pending = ""
+    assert not pending.strip(), f"incomplete statement at the end of the MySQL install script: {pending!r}"
+    return statements
+
+
+def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
+    """Install the fence schema unless present. True if installed now.
+
+    Every statement is idempotent, and MySQL commits each DDL statement on its own: the runner
+    calls this under the migration's named lock, so concurrent first runs install it once.
+    """
+    found = installed_version(connection, quoted_schema)
+    if found == VERSION:
+        return False
+    require_no_other_version(found, quoted_schema, VERSION)
+    for sql in install_statements(quoted_schema):
+        connection.exec_driver_sql(sql, execution_options={"no_parameters": True})
+    return True

@@ -1,0 +1,110 @@
+"""The fence calls as plain statements, for databases without our stored functions (SQLite, MySQL)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, CursorResult
+
+from ...errors import Fenced
+from ...queries import statement
+from .base import FenceCalls
+
+
+class PlainStatementCalls(FenceCalls):
+    """Runs ``sql/queries/<dialect>/`` statements in the current transaction; FENCED is raised here."""
+
+    def check_reapply(self, version_table: str, resource: str, revisions: list[str], token: int) -> None:
+        """FENCED unless the fence and every revision's applied token allow ``token`` to re-apply.
+
+        Called before the claim, so a rejection reports the fence token as committed.
+        """
+        fence = self._run("fence_token", resource=resource).scalar()
+        if fence is not None and fence > token:
+            raise Fenced(resource, token, fence, newer_token(fence, resource))
+        for revision in revisions:
+            applied = self._run("applied_token", version_table=version_table, revision=revision).scalar()
+            if applied is None:
+                raise Fenced(
+                    resource, token, fence,
+                    f"{revision} has no fence record (it was applied outside fencemigrate), "
+                    "so no token may re-apply it",
+                )
+            if applied != token:
+                raise Fenced(resource, token, fence, f"{revision} was applied under token {applied}, not yours")
+
+    def record_apply(
+        self,
+        version_table: str,
+        revision: str,
+        resource: str,
+        token: int,
+        holder: str,
+        method: str,
+        script_sha256: str | None,
+    ) -> None:
+        """Write the ledger row of an applied or stamped revision and log APPLY or STAMP."""
+        stamp = method == "stamp"
+        self._run(
+            "record_stamp" if stamp else "record_apply",
+            version_table=version_table,
+            revision=revision,
+            resource=resource,
+            token=token,
+            holder=holder,
+            script_sha256=script_sha256,
+        )
+        self._log(resource, "STAMP" if stamp else "APPLY", holder, token, revision)
+
+    def record_rollback(self, version_table: str, revision: str, resource: str, token: int, holder: str) -> None:
+        """Delete the ledger row of a rolled-back revision and log ROLLBACK."""
+        self._run("record_rollback", version_table=version_table, revision=revision)
+        self._log(resource, "ROLLBACK", holder, token, revision)
+
+    def write_rows(
+        self,
+        version_table: str,
+        resource: str,
+        token: int,
+        holder: str,
+        rows: list[tuple[str, str, str, str | None]],
+    ) -> None:
+        """Apply ``(action, revision, method, sha256)`` ledger changes in order ("apply" or "rollback")."""
+        for action, revision, method, sha256 in rows:
+            if action == "apply":
+                self.record_apply(version_table, revision, resource, token, holder, method, sha256)
+            else:
+                self.record_rollback(version_table, revision, resource, token, holder)
+
+    def _log(self, resource: str, kind: str, holder: str, token: int, revision: str) -> None:
+        self._run(
+            "log_event", at=None, resource=resource, kind=kind, holder=holder, token=token,
+            revision=revision, detail=None,
+        )
+
+    def _run(self, name: str, **params: Any) -> CursorResult[Any]:
+        connection = self._connection()
+        return connection.execute(statement(name, self._schema, connection.dialect.name), params)
+
+    def _connection(self) -> Connection:
+        connection = self._context.connection
+        assert connection is not None
+        return connection
+
+
+def claim_fence(connection: Connection, quoted_schema: str, resource: str, token: int) -> None:
+    """Claim ``resource`` for ``token`` in the connection's transaction (seeding its fence row on
+    the first claim); FENCED if a higher token has written. Also a grant's fence advance."""
+
+    def run(name: str) -> CursorResult[Any]:
+        clause = statement(name, quoted_schema, connection.dialect.name)
+        return connection.execute(clause, {"resource": resource, "token": token})
+
+    if not run("claim").rowcount and not run("seed_fence").rowcount:
+        fence = int(run("fence_token").scalar_one())
+        raise Fenced(resource, token, fence, newer_token(fence, resource))
+
+
+def newer_token(fence: int, resource: str) -> str:
+    """The reason of a FENCED claim."""
+    return f"token {fence} has since written to {resource}"

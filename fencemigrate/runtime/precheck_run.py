@@ -1,0 +1,200 @@
+"""One run in pre-check mode: for databases that commit DDL on their own (MySQL, MariaDB).
+
+The claim cannot share a transaction with the DDL there, so the run:
+
+1. takes the named lock of the resource on the migration's connection (``GET_LOCK``), waiting at
+   most ``--wait`` (busy, exit 4), and holds it to the end: fencemigrate writers never overlap,
+   and a grant of the lease waits for it too;
+2. refuses to start while a revision is dirty (DIRTY, exit 5), and claims the fence in its own
+   committed transaction (FENCED, exit 3), before Alembic creates its version table;
+3. before each revision, in a transaction committed before the DDL: checks that the fence still
+   holds its token and writes the revision's ledger row as 'applying' ('rolling_back');
+4. after the revision's DDL, in the transaction that writes Alembic's version row: settles the
+   ledger row and logs APPLY (ROLLBACK). A revision that fails or dies midway stays dirty.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Iterator
+
+from alembic.runtime.migration import MigrationContext, RevisionStep
+from sqlalchemy import Connection
+
+from ..dirty import refuse_if_dirty
+from ..durations import format_duration
+from ..errors import Fenced, FencemigrateError, LeaseBusy
+from ..fence_schema import ensure_installed
+from ..queries import statement
+from .fence_calls import FenceCalls, fence_calls_for
+from .fence_calls.plain import newer_token
+from .fenced_run import HeadsMoved, Planner, step_direction
+from .fenced_step import FencedStep
+from .ledger_changes import ledger_change, script_sha256
+from .named_lock import NamedLock
+from .outcome import RunOutcome, StepOutcome
+from .settings import FenceSettings
+
+
+class RevisionFailed(FencemigrateError):
+    """A revision failed in pre-check mode: part of its DDL may be committed; it is now dirty."""
+
+
+class PrecheckRun:
+    """Wraps Alembic's migration function for pre-check mode (see the module's docstring)."""
+
+    def __init__(
+        self,
+        settings: FenceSettings,
+        planner: Planner,
+        outcome: RunOutcome,
+        heartbeat: Callable[[Connection | None], None],
+        lock_wait_ms: int,
+    ) -> None:
+        self.settings = settings
+        self.planner = planner
+        self.outcome = outcome
+        self._heartbeat = heartbeat
+        self._lock_wait_ms = lock_wait_ms
+        self._lock: NamedLock | None = None
+        self._calls: FenceCalls | None = None
+        self._quoted_schema = ""
+        self._context: MigrationContext | None = None
+        self._external = False  # env.py began a transaction of its own: it commits, not this run
+
+    def use_token(self, token: int) -> None:
+        """Write under ``token`` (the run's own lease was granted it once env.py connected)."""
+        self.settings = dataclasses.replace(self.settings, token=token)
+        self.outcome.token = token
+
+    # -- once env.py has connected, before Alembic touches the database -----------------------
+
+    def connected(self, context: MigrationContext) -> None:
+        """Named lock, fence schema, dirty check and the claim, committed on their own."""
+        if self.settings.token == 0:
+            return  # the run's lease found nothing left to do: it writes nothing
+        connection = context.connection
+        assert connection is not None
+        self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
+        self._external = connection.in_transaction()
+        lock = NamedLock(connection, self._quoted_schema, self.settings.resource)
+        if not lock.acquire(self._lock_wait_ms):
+            holder = lock.holder()
+            raise LeaseBusy(
+                self.settings.resource,
+                None,
+                f"another fencemigrate writer holds the named lock {lock.name!r}"
+                + (f" (connection {holder})" if holder is not None else "")
+                + f"; waited {format_duration(self._lock_wait_ms)}",
+            )
+        self._lock = lock
+        self.outcome.installed_fence_schema = ensure_installed(connection, self._quoted_schema)
+        refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
+        self._calls = fence_calls_for(context, self._quoted_schema)
+        _, reapplied = self.planner(tuple(context.get_current_heads()), context)
+        if reapplied:  # before the claim: a refused reapply leaves the fence as it was
+            self._calls.check_reapply(self._version_table(context), self.settings.resource, reapplied, self.settings.token)
+        self._calls.claim(self.settings.resource, self.settings.token)
+        if not self._external:
+            connection.commit()
+
+    def finish(self) -> None:
+        """Release the named lock (at the end of the run, also on failure)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    # -- the function Alembic calls with the current heads ------------------------------------
+
+    def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> Iterator[Any]:
+        """Plan the steps; each is checked and marked before Alembic begins it."""
+        steps, _ = self.planner(heads, context)
+        if steps and self.settings.token == 0:
+            raise HeadsMoved("the database changed while this run waited for its lease; nothing was applied")
+        self.outcome.heads = sorted(heads)
+        self._context = context
+        context.on_version_apply_callbacks = (*context.on_version_apply_callbacks, self._note_heads)
+        return self._checked_steps(steps, context)
+
+    def _note_heads(self, *, heads: set[str], **_: Any) -> None:
+        self.outcome.heads = sorted(heads)
+
+    def _checked_steps(self, steps: list[Any], context: MigrationContext) -> Iterator[Any]:
+        for step in steps:
+            self._before_step(step, context)
+            yield FencedStep(step, self)
+
+    def _before_step(self, step: Any, context: MigrationContext) -> None:
+        """The fence must still hold our token; the revision's ledger row is marked, then committed."""
+        connection = context.connection
+        assert connection is not None
+        resource, token = self.settings.resource, self.settings.token
+        fence = self._run(connection, "fence_token", resource=resource).scalar()
+        if fence != token:
+            raise Fenced(resource, token, fence, newer_token(int(fence), resource))
+        if isinstance(step, RevisionStep):
+            revision = step.revision
+            params = {
+                "version_table": self._version_table(context),
+                "revision": revision.revision,
+                "resource": resource,
+                "token": token,
+                "holder": self.settings.holder,
+            }
+            if step.is_upgrade:
+                self._run(connection, "begin_apply", script_sha256=script_sha256(revision.path), **params)
+            else:
+                self._run(connection, "begin_rollback", **params)
+        if not self._external:
+            connection.commit()  # the mark must be in before the DDL (MySQL's own DDL commit would do it too)
+
+    # -- one step, inside Alembic's transaction for it ----------------------------------------
+
+    def execute_step(self, step: Any, migration_fn: Callable[..., None], kw: dict[str, Any]) -> None:
+        """Run the revision's DDL; then settle its ledger row beside Alembic's version row."""
+        try:
+            migration_fn(**kw)
+        except Exception as error:
+            if not isinstance(step, RevisionStep):
+                raise
+            raise RevisionFailed(self._failure(step, error)) from error
+        context, calls, settings = self._context, self._calls, self.settings
+        assert context is not None and calls is not None and context.script is not None
+        change = ledger_change(context.script, step)
+        rows: list[tuple[str, str, str, str | None]] = [
+            ("rollback", revision, change.method, None) for revision in change.removed
+        ]
+        for revision in change.added:
+            path = change.paths.get(revision) or context.script.get_revision(revision).path
+            rows.append(("apply", revision, change.method, script_sha256(path)))
+        calls.record_steps(self._version_table(context), settings.resource, settings.token, settings.holder, rows)
+        self.outcome.steps.append(
+            StepOutcome(
+                revisions=change.added or change.removed,
+                direction=step_direction(step),
+                token=settings.token,
+                atomic=not isinstance(step, RevisionStep),
+            )
+        )
+        self._heartbeat(context.connection)
+
+    def _failure(self, step: RevisionStep, error: Exception) -> str:
+        cause = str(getattr(error, "orig", None) or error).strip().splitlines()
+        revision = step.revision.revision
+        return (
+            f"revision {revision} failed in pre-check mode ({type(error).__name__}: "
+            f"{cause[0] if cause else ''}). MySQL commits each DDL statement on its own, so part of it "
+            f"may be in the database: {revision} is now marked dirty and fenced writes are refused. "
+            f"Compare the schema with the revision, finish or undo it by hand, then run "
+            f"`fencemigrate resolve {revision} --token N --as applied|rolled-back`"
+        )
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _run(self, connection: Connection, name: str, **params: Any) -> Any:
+        return connection.execute(statement(name, self._quoted_schema, connection.dialect.name), params)
+
+    @staticmethod
+    def _version_table(context: MigrationContext) -> str:
+        schema = context.version_table_schema
+        return f"{schema}.{context.version_table}" if schema else context.version_table

@@ -1,0 +1,144 @@
+"""``fencemigrate resolve``: settle a dirty revision deliberately, under the fence and the named lock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from alembic.runtime.migration import HeadMaintainer, MigrationContext, StampStep
+
+from ..dirty import Unsettled, unsettled_revisions
+from ..durations import format_duration
+from ..errors import LeaseBusy, UsageError
+from ..events import log_event
+from ..fence_schema import installed_version
+from ..queries import query_dialect, statement
+from .fence_calls.plain import claim_fence
+from .named_lock import NamedLock
+from .settings import FenceSettings
+
+APPLIED = "applied"
+ROLLED_BACK = "rolled-back"
+OUTCOMES = (APPLIED, ROLLED_BACK)
+
+
+@dataclass
+class ResolveOutcome:
+    """What ``resolve`` settled."""
+
+    resource: str
+    revision: str
+    token: int
+    holder: str
+    resolved_as: str
+    was: str  # 'applying' or 'rolling_back'
+    started_token: int
+    heads: list[str]
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON form, printed by ``resolve --json``."""
+        return {"status": "ok", **vars(self)}
+
+
+class ResolveRun:
+    """Alembic's migration function for ``resolve``: it changes the ledger and the version table itself
+    and hands Alembic no steps."""
+
+    def __init__(self, settings: FenceSettings, revision: str, resolved_as: str, lock_wait_ms: int) -> None:
+        self.settings = settings
+        self.revision = revision
+        self.resolved_as = resolved_as
+        self.lock_wait_ms = lock_wait_ms
+        self.outcome: ResolveOutcome | None = None
+        self._lock: NamedLock | None = None
+        self._external = False
+
+    def connected(self, context: MigrationContext) -> None:
+        """Note whether env.py began a transaction of its own: then env.py commits, not resolve."""
+        assert context.connection is not None
+        self._external = context.connection.in_transaction()
+
+    def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
+        """Lock, claim, settle the dirty row and the version table, log RESOLVE, commit."""
+        connection = context.connection
+        assert connection is not None and context.script is not None
+        settings = self.settings
+        quoted = context.dialect.identifier_preparer.quote(settings.schema)
+        if query_dialect(context.dialect.name) != "mysql" or installed_version(connection, quoted) is None:
+            raise UsageError(
+                f"{self.revision} is not dirty: only pre-check mode on MySQL/MariaDB marks revisions "
+                "dirty, and this database has none (nothing was changed)"
+            )
+        lock = NamedLock(connection, quoted, settings.resource)
+        if not lock.acquire(self.lock_wait_ms):
+            raise LeaseBusy(
+                settings.resource, None,
+                f"another fencemigrate writer holds the named lock {lock.name!r}; "
+                f"waited {format_duration(self.lock_wait_ms)}",
+            )
+        self._lock = lock
+        dirty = self._dirty_row(unsettled_revisions(connection, quoted, settings.resource), context)
+        claim_fence(connection, quoted, settings.resource, settings.token)
+        version_table = _version_table(context)
+        params = {"version_table": version_table, "revision": self.revision}
+        if self.resolved_as == APPLIED:
+            connection.execute(statement("settle_revision", quoted, context.dialect.name), params)
+        else:
+            connection.execute(statement("record_rollback", quoted, context.dialect.name), params)
+        after = self._move_version_table(context, heads, dirty)
+        log_event(
+            connection, quoted, resource=settings.resource, kind="RESOLVE", holder=settings.holder,
+            token=settings.token, revision=self.revision,
+            detail={"as": self.resolved_as, "was": dirty.state, "started_token": dirty.token,
+                    "started_by": dirty.holder},
+        )
+        if not self._external:
+            connection.commit()
+        self.outcome = ResolveOutcome(
+            settings.resource, self.revision, settings.token, settings.holder, self.resolved_as,
+            dirty.state, dirty.token, sorted(after),
+        )
+        return []
+
+    def finish(self) -> None:
+        """Release the named lock."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _dirty_row(self, dirty: list[Unsettled], context: MigrationContext) -> Unsettled:
+        version_table = _version_table(context)
+        for row in dirty:
+            if row.revision == self.revision and row.version_table == version_table:
+                return row
+        listed = ", ".join(row.revision for row in dirty) or "none"
+        raise UsageError(
+            f"{self.revision} is not dirty on {self.settings.resource} (dirty revisions: {listed}); "
+            "nothing was changed"
+        )
+
+    def _move_version_table(self, context: MigrationContext, heads: tuple[str, ...], dirty: Unsettled) -> set[str]:
+        """Alembic's version table as the settled revision says: an upgrade resolved as applied moves
+        to it, a downgrade resolved as rolled back moves below it; otherwise it stays."""
+        assert context.script is not None
+        revision = context.script.get_revision(self.revision)
+        assert revision is not None
+        below = tuple(revision._all_down_revisions)
+        current = set(heads)
+        step: StampStep | None = None
+        if dirty.state == "applying" and self.resolved_as == APPLIED and self.revision not in current:
+            parents = tuple(r for r in below if r in current)
+            # No parent among the heads: the revision starts a branch of the version table.
+            step = StampStep(parents, (self.revision,), True, not parents, context.script.revision_map)
+        elif dirty.state == "rolling_back" and self.resolved_as == ROLLED_BACK and self.revision in current:
+            # A root revision leaves its branch of the version table with it.
+            step = StampStep((self.revision,), below, False, not below, context.script.revision_map)
+        if step is None:
+            return current
+        HeadMaintainer(context, heads).update_to_step(step)
+        return set(context.get_current_heads())
+
+
+def _version_table(context: MigrationContext) -> str:
+    schema = context.version_table_schema
+    return f"{schema}.{context.version_table}" if schema else context.version_table

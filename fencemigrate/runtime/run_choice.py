@@ -1,0 +1,82 @@
+"""One attempt of a fenced run, in the mode chosen once env.py has configured its database."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection
+
+from ..errors import UsageError
+from .fenced_run import FencedRun, Planner
+from .modes import PRECHECK, mode_for
+from .outcome import RunOutcome
+from .precheck_run import PrecheckRun
+from .settings import FenceSettings
+
+
+@dataclass(frozen=True)
+class RunChoice:
+    """What decides the mode: ``--mode``, --sql, and the wait for pre-check mode's named lock."""
+
+    requested: str | None
+    offline: bool
+    lock_wait_ms: int
+    lock_wait_given: bool  # --wait given with --token: only pre-check mode waits for anything
+
+    def runs(
+        self,
+        settings: FenceSettings,
+        planner: Planner,
+        outcome: RunOutcome,
+        heartbeat: Callable[[Connection | None], None],
+    ) -> ChosenRun:
+        """The run of one attempt; its mode is chosen by :meth:`ChosenRun.choose`."""
+        return ChosenRun(self, settings, planner, outcome, heartbeat)
+
+
+class ChosenRun:
+    """Builds the transactional :class:`FencedRun` or the :class:`PrecheckRun` for the database."""
+
+    def __init__(
+        self,
+        choice: RunChoice,
+        settings: FenceSettings,
+        planner: Planner,
+        outcome: RunOutcome,
+        heartbeat: Callable[[Connection | None], None],
+    ) -> None:
+        self._choice = choice
+        self._settings = settings
+        self.planner = planner
+        self._outcome = outcome
+        self._heartbeat = heartbeat
+        self._run: FencedRun | PrecheckRun | None = None
+
+    def choose(self, context: MigrationContext) -> FencedRun | PrecheckRun:
+        """The run for ``context``'s database (chosen once, before Alembic touches it)."""
+        if self._run is None:
+            choice = self._choice
+            mode = mode_for(context.dialect.name, choice.requested, bool(context.as_sql))
+            if mode == PRECHECK:
+                self._run = PrecheckRun(self._settings, self.planner, self._outcome, self._heartbeat, choice.lock_wait_ms)
+            elif choice.lock_wait_given:
+                raise UsageError(
+                    "--wait with --token applies only in pre-check mode (MySQL/MariaDB, or --mode "
+                    "precheck), where it bounds the wait for the named lock; with --token your own "
+                    "lease service decides how long to wait"
+                )
+            else:
+                self._run = FencedRun(self._settings, self.planner, self._outcome, self._heartbeat)
+            self._outcome.mode = mode
+        return self._run
+
+    def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> Any:
+        """Alembic's migration function: the chosen run's (chosen now for offline scripts)."""
+        return self.choose(context).migrations_fn(heads, context)
+
+    def finish(self) -> None:
+        """Release what the run holds past its transactions (pre-check mode's named lock)."""
+        if isinstance(self._run, PrecheckRun):
+            self._run.finish()

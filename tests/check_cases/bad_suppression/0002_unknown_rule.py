@@ -1,0 +1,19 @@
+"""unknown rule
+
+Revision ID: 0002
+Revises: 0001
+"""
+from alembic import op
+import sqlalchemy as sa
+# fencemigrate: allow FM999 because the index is built by hand
+
+revision = '0002'
+down_revision = '0001'
+
+
+def upgrade():
+    op.execute("CREATE TABLE invoices (id int)")
+
+
+def downgrade():
+    op.execute("DROP TABLE invoices")

@@ -1,0 +1,18 @@
+"""in a string
+
+Revision ID: 0002
+Revises: 0001
+"""
+from alembic import op
+import sqlalchemy as sa
+
+revision = '0002'
+down_revision = '0001'
+
+
+def upgrade():
+    op.execute("COMMENT ON TABLE t IS '# fencemigrate: allow FM301'")
+
+
+def downgrade():
+    op.execute("DROP TABLE t")

@@ -1,0 +1,18 @@
+"""invoice currency default
+
+Revision ID: 0044
+Revises: 0043
+"""
+from alembic import op
+import sqlalchemy as sa
+
+revision = '0044'
+down_revision = '0043'
+
+
+def upgrade():
+    op.add_column("invoice", sa.Column("currency_default", sa.String(3)))
+
+
+def downgrade():
+    op.drop_column("invoice", "currency_default")

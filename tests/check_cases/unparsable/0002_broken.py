@@ -1,0 +1,9 @@
+"""broken"""
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+
+
+def upgrade(:
+    op.execute("CREATE TABLE u (id int)")

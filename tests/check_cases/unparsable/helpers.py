@@ -1,0 +1,2 @@
+"""Shared helpers that someone put among the revisions."""
+TABLES = ["t", "u"]

@@ -1,0 +1,1 @@
+this is not Python, and Alembic never reads __init__.py

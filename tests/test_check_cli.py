@@ -1,0 +1,379 @@
+"""``fencemigrate check`` on the command line: exact output in each format, exit statuses,
+rule selection, and suppression by comment and by pyproject.toml.
+
+Projects are a bare alembic.ini and a copy of a directory of ``tests/check_cases/``: without
+``--db`` the check reads files only (no env.py, no database).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.project import Result, run_command, script_command
+
+from fencemigrate.check import RULES
+
+CASES_DIR = Path(__file__).resolve().parent / "check_cases"
+README = Path(__file__).resolve().parent.parent / "README.md"
+RULE_IDS = (
+    "FM001, FM002, FM101, FM102, FM103, FM104, FM105, FM106, FM201, FM202, FM203, FM204, FM205, FM206, "
+    "FM301, FM401, FM402, FM403, FM404, FM405"
+)
+SLUG_FIX = (
+    "do not re-add a migration under a new number: run `fencemigrate state` and re-plan "
+    "(or, if both are meant, `# fencemigrate: allow FM106 because <why>`)"
+)
+SUPPRESSION_FIX = "write `# fencemigrate: allow RULE-ID because <reason>` with a rule id from `fencemigrate check --help`"
+DOWNGRADE_FIX = "write downgrade() to undo upgrade(), or `# fencemigrate: allow FM301 because <why it cannot be undone>`"
+VACUUM_MESSAGE = (
+    "`VACUUM invoice -- 100%, nightly` cannot run inside a transaction block, "
+    "so this revision cannot be fenced atomically"
+)
+VACUUM_FIX = (
+    "run it outside migrations (a maintenance job), or in an autocommit_block() with "
+    "`# fencemigrate: allow FM201,FM205 because <why>`"
+)
+
+
+def project_with(tmp_path: Path, case: str) -> Path:
+    """A project whose migrations/versions is a copy of ``check_cases/<case>``."""
+    path = tmp_path / "project"
+    shutil.copytree(CASES_DIR / case, path / "migrations" / "versions")
+    (path / "alembic.ini").write_text("[alembic]\nscript_location = migrations\n")
+    return path
+
+
+def check(project: Path, *args: str, config: str | None = None) -> Result:
+    """``fencemigrate [-c CONFIG] check ARGS`` in ``project``, without an inherited ALEMBIC_CONFIG."""
+    options = [] if config is None else ["-c", config]
+    return run_command(
+        script_command("fencemigrate") + [*options, "check", *args], project, env={"ALEMBIC_CONFIG": None}
+    )
+
+
+def check_json(project: Path, *args: str, code: int) -> dict[str, Any]:
+    """``check --json ARGS``: the exit status, and the one JSON object it printed."""
+    result = check(project, "--json", *args).check(code)
+    assert len(result.stdout.splitlines()) == 1, result
+    payload = json.loads(result.stdout)
+    assert isinstance(payload, dict)
+    return payload
+
+
+def write_revision(project: Path, name: str, body: str) -> None:
+    (project / "migrations" / "versions" / name).write_text(textwrap.dedent(body).lstrip("\n"))
+
+
+# -- exit statuses and formats -----------------------------------------------------------------
+
+
+def test_a_clean_directory_passes(tmp_path: Path) -> None:
+    result = check(project_with(tmp_path, "revision_cycle_near_miss")).check(0)
+    assert (result.stdout, result.stderr) == ("no problems found in 3 revision files\n", "")
+
+
+def test_an_error_prints_the_table_and_exits_1(tmp_path: Path) -> None:
+    result = check(project_with(tmp_path, "renumbered_slug")).check(1)
+    location = "migrations/versions/0043_add_invoice_currency.py:9"
+    assert result.stdout.splitlines() == [
+        f"{'LOCATION'.ljust(len(location))}  RULE   SEVERITY  MESSAGE",
+        f"{location}  FM106  error     0043 has the same slug as 0042, 'add_invoice_currency' "
+        "(migrations/versions/0042_add_invoice_currency.py): a renumbered copy",
+        f"{' ' * (len(location) + 19)}fix: {SLUG_FIX}",
+        "",
+        "1 error, 0 warnings in 2 revision files",
+    ]
+    assert result.stderr == ""
+
+
+def test_warnings_alone_exit_0(tmp_path: Path) -> None:
+    result = check(project_with(tmp_path, "missing_downgrade")).check(0)
+    assert result.stdout.splitlines()[-1] == "0 errors, 2 warnings in 2 revision files"
+
+
+def test_json_has_every_finding_and_every_suppression(tmp_path: Path) -> None:
+    payload = check_json(project_with(tmp_path, "autocommit_block"), code=1)
+    path = "migrations/versions/0001_analyze.py"
+    assert payload == {
+        "status": "failed",
+        "errors": 1,
+        "warnings": 0,
+        "revision_files": 1,
+        "database_checked": False,
+        "findings": [
+            {
+                "rule": "FM201",
+                "name": "autocommit-block",
+                "severity": "error",
+                "file": path,
+                "line": 15,
+                "revision": "0001",
+                "message": "`op.get_context().autocommit_block()` commits the migration's transaction: "
+                "the fence claim cannot cover what runs in it",
+                "fix": "keep it in the transaction if PostgreSQL allows it; if not, say so: "
+                "`# fencemigrate: allow FM201 because <why>`",
+            }
+        ],
+        "suppressed": [
+            {
+                "rule": "FM301",
+                "name": "missing-downgrade",
+                "severity": "warning",
+                "file": path,
+                "line": 19,
+                "revision": "0001",
+                "message": "downgrade() is empty: this revision cannot be rolled back",
+                "fix": DOWNGRADE_FIX,
+                "reason": "ANALYZE changes no schema",
+                "suppressed_by": f"{path}:8",
+            }
+        ],
+    }
+
+
+def test_json_of_a_clean_directory(tmp_path: Path) -> None:
+    payload = check_json(project_with(tmp_path, "multiple_heads_near_miss"), code=0)
+    assert payload == {
+        "status": "ok", "errors": 0, "warnings": 0, "revision_files": 4, "database_checked": False,
+        "findings": [], "suppressed": [],
+    }
+
+
+def test_github_format_prints_workflow_annotations(tmp_path: Path) -> None:
+    result = check(project_with(tmp_path, "bad_suppression"), "--format", "github").check(1)
+    versions = "migrations/versions"
+    assert result.stdout.splitlines() == [
+        f"::error file={versions}/0001_no_reason.py,line=8,title=FM002 bad-suppression::"
+        f"`# fencemigrate: allow FM301` gives no reason (`because <reason>`), so it suppresses nothing%0Afix: {SUPPRESSION_FIX}",
+        f"::warning file={versions}/0001_no_reason.py,line=18,title=FM301 missing-downgrade::"
+        f"downgrade() is empty: this revision cannot be rolled back%0Afix: {DOWNGRADE_FIX}",
+        f"::error file={versions}/0002_unknown_rule.py,line=8,title=FM002 bad-suppression::"
+        f"`# fencemigrate: allow FM999` names no rule: it suppresses nothing%0Afix: {SUPPRESSION_FIX}",
+        f"::error file={versions}/0003_malformed.py,line=8,title=FM002 bad-suppression::"
+        "`# fencemigrate: ignore FM301 please` is not `# fencemigrate: allow RULE-ID because <reason>`"
+        f"%0Afix: {SUPPRESSION_FIX}",
+        "3 errors, 1 warning in 3 revision files",
+    ]
+
+
+def test_github_format_escapes_properties_and_message(tmp_path: Path) -> None:
+    project = project_with(tmp_path, "revision_cycle_near_miss")
+    write_revision(project, "0004_vacuum,nightly.py", '''
+        """vacuum"""
+        from alembic import op
+
+        revision = "0004"
+        down_revision = "0003"
+
+
+        def upgrade():
+            op.execute("VACUUM invoice -- 100%, nightly")
+
+
+        def downgrade():
+            pass
+    ''')
+    result = check(project, "--format", "github", "--select", "FM205").check(1)
+    escaped_message = VACUUM_MESSAGE.replace("%", "%25")
+    assert result.stdout.splitlines() == [
+        "::error file=migrations/versions/0004_vacuum%2Cnightly.py,line=9,title=FM205 no-transaction-statement::"
+        f"{escaped_message}%0Afix: {VACUUM_FIX}",
+        "1 error, 0 warnings in 4 revision files",
+    ]
+
+
+def test_a_broken_file_is_a_finding_not_a_crash(tmp_path: Path) -> None:
+    result = check(project_with(tmp_path, "unparsable"), "--select", "unparsable-revision").check(1)
+    assert result.stdout.splitlines()[1].split()[:3] == ["migrations/versions/0002_broken.py:8", "FM001", "error"]
+    assert result.stdout.splitlines()[-1] == "2 errors, 0 warnings in 3 revision files"
+    assert result.stderr == ""
+
+
+# -- rule selection ----------------------------------------------------------------------------
+
+
+def test_select_keeps_only_the_rules_named(tmp_path: Path) -> None:
+    payload = check_json(project_with(tmp_path, "bad_suppression"), "--select", "FM301", code=0)
+    assert [(f["rule"], f["line"]) for f in payload["findings"]] == [("FM301", 18)]
+
+
+def test_ignore_takes_ids_and_names(tmp_path: Path) -> None:
+    result = check(project_with(tmp_path, "bad_suppression"), "--ignore", "FM002, missing-downgrade").check(0)
+    assert result.stdout == "no problems found in 3 revision files\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--select", "FM999"), f"unknown rule 'FM999' in --select; the rules are {RULE_IDS}"),
+        (("--ignore", "FM002,no-such-rule"), f"unknown rule 'no-such-rule' in --ignore; the rules are {RULE_IDS}"),
+        (("--select", " , "), "--select names no rule"),
+        (("--select", "FM202,checksum-drift,FM404"), "--select FM402,FM404 needs --db: these rules read the database"),
+    ],
+)
+def test_bad_rule_lists_are_usage_errors(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    project = project_with(tmp_path, "bad_suppression")
+    result = check(project, *args).check(2)
+    assert (result.stdout, result.stderr) == ("", f"fencemigrate: usage: {message}\n")
+    assert check_json(project, *args, code=2) == {"status": "usage", "message": message}
+
+
+def test_json_and_github_format_exclude_each_other(tmp_path: Path) -> None:
+    payload = check_json(project_with(tmp_path, "bad_suppression"), "--format", "github", code=2)
+    assert payload == {"status": "usage", "message": "--json and --format github exclude each other"}
+
+
+def test_an_unknown_format_is_a_usage_error(tmp_path: Path) -> None:
+    result = check(project_with(tmp_path, "bad_suppression"), "--format", "xml").check(2)
+    assert "Invalid value for '--format': 'xml' is not one of 'text', 'github'." in result.stderr
+
+
+def test_a_missing_config_is_a_usage_error(tmp_path: Path) -> None:
+    result = check(tmp_path).check(2)
+    assert result.stderr == (
+        "fencemigrate: usage: no Alembic configuration found: 'alembic.ini' does not exist "
+        "(pass -c/--config, or set ALEMBIC_CONFIG)\n"
+    )
+
+
+# -- suppression -------------------------------------------------------------------------------
+
+
+def test_an_allow_comment_may_name_several_rules(tmp_path: Path) -> None:
+    project = project_with(tmp_path, "revision_cycle_near_miss")
+    write_revision(project, "0004_index_concurrently.py", '''
+        """index concurrently"""
+        from alembic import op
+
+        # fencemigrate: allow FM201,concurrently because invoice has 40 M rows; the fence is re-claimed after it
+        revision = "0004"
+        down_revision = "0003"
+
+
+        def upgrade():
+            with op.get_context().autocommit_block():
+                op.execute("CREATE INDEX CONCURRENTLY ix_invoice_date ON invoice (date)")
+
+
+        def downgrade():
+            op.execute("DROP INDEX ix_invoice_date")
+    ''')
+    payload = check_json(project, code=0)
+    assert payload["findings"] == []
+    assert [(s["rule"], s["line"], s["suppressed_by"], s["reason"]) for s in payload["suppressed"]] == [
+        ("FM201", 10, "migrations/versions/0004_index_concurrently.py:4",
+         "invoice has 40 M rows; the fence is re-claimed after it"),
+        ("FM202", 11, "migrations/versions/0004_index_concurrently.py:4",
+         "invoice has 40 M rows; the fence is re-claimed after it"),
+    ]
+    result = check(project).check(0)
+    assert result.stdout == "no problems found in 4 revision files; 2 suppressed\n"
+
+
+PYPROJECT = """\
+[project]
+name = "billing"
+
+[[tool.fencemigrate.check.allow]]
+rules = ["FM205"]
+revisions = ["0001"]
+reason = "the nightly VACUUM runs from migrations on this database"
+
+[[tool.fencemigrate.check.allow]]
+rules = ["multiple-heads"]
+reason = "tenants keep independent branches"
+
+[[tool.fencemigrate.check.allow]]
+rules = ["FM301"]
+
+[[tool.fencemigrate.check.allow]]
+rules = ["FM777"]
+reason = "typo"
+"""
+
+
+def test_pyproject_next_to_alembic_ini_allows_findings(tmp_path: Path) -> None:
+    project = project_with(tmp_path, "multiple_heads")
+    write_revision(project, "0000_vacuum.py", '''
+        """vacuum"""
+        from alembic import op
+
+        revision = "0001"
+        down_revision = None
+
+
+        def upgrade():
+            op.execute("VACUUM invoice")
+    ''')
+    (project / "migrations" / "versions" / "0001_base.py").unlink()
+    (project / "pyproject.toml").write_text(PYPROJECT)
+    payload = check_json(project, code=1)
+    assert [(f["rule"], f["file"], f["line"], f["message"]) for f in payload["findings"]] == [
+        ("FM301", "migrations/versions/0000_vacuum.py", 4, "there is no downgrade(): this revision cannot be rolled back"),
+        ("FM002", "pyproject.toml", 13, "the allow entry for FM301 gives no reason, so it suppresses nothing"),
+        ("FM002", "pyproject.toml", 16, "the allow entry names no rule 'FM777': it suppresses nothing"),
+    ]
+    assert [(s["rule"], s["revision"], s["suppressed_by"]) for s in payload["suppressed"]] == [
+        ("FM205", "0001", "pyproject.toml:4"),
+        ("FM101", "0002a", "pyproject.toml:9"),
+        ("FM101", "0002b", "pyproject.toml:9"),
+    ]
+
+
+def test_pyproject_is_read_next_to_the_config_file_not_in_the_current_directory(tmp_path: Path) -> None:
+    project = project_with(tmp_path, "missing_downgrade")
+    config = project / "deploy"
+    config.mkdir()
+    (config / "alembic.ini").write_text("[alembic]\nscript_location = %(here)s/../migrations\n")
+    allow = '[[tool.fencemigrate.check.allow]]\nrules = ["FM301"]\nreason = "append-only tables"\n'
+    (project / "pyproject.toml").write_text(allow)
+    assert check(project, config="deploy/alembic.ini").check(0).stdout.splitlines()[-1] == (
+        "0 errors, 2 warnings in 2 revision files"
+    )
+    (config / "pyproject.toml").write_text(allow)
+    assert check(project, config="deploy/alembic.ini").check(0).stdout == (
+        "no problems found in 2 revision files; 2 suppressed\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ('[tool.fencemigrate.check]\nallow = "FM301"\n',
+         ": `allow` must be an array of tables ([[tool.fencemigrate.check.allow]])"),
+        ('[tool.fencemigrate.check]\nselect = ["FM301"]\n', ": the only key is `allow`, an array of tables"),
+        ('[[tool.fencemigrate.check.allow]]\nrule = ["FM301"]\nreason = "x"\n',
+         ", allow entry at line 1: unknown key 'rule' (keys: rules, revisions, reason)"),
+        ('[[tool.fencemigrate.check.allow]]\nrules = "FM301"\nreason = "x"\n',
+         ", allow entry at line 1: `rules` must be a non-empty list of rule ids"),
+    ],
+)
+def test_a_malformed_pyproject_section_is_a_usage_error(tmp_path: Path, section: str, message: str) -> None:
+    project = project_with(tmp_path, "missing_downgrade")
+    (project / "pyproject.toml").write_text(section)
+    result = check(project).check(2)
+    assert result.stderr == f"fencemigrate: usage: [tool.fencemigrate.check] in pyproject.toml{message}\n"
+
+
+def test_invalid_toml_is_a_usage_error(tmp_path: Path) -> None:
+    project = project_with(tmp_path, "missing_downgrade")
+    (project / "pyproject.toml").write_text("[tool.fencemigrate.check\n")
+    result = check(project).check(2)
+    assert result.stderr.startswith("fencemigrate: usage: cannot read pyproject.toml: ")
+
+
+# -- documentation -----------------------------------------------------------------------------
+
+
+def test_help_and_readme_list_every_rule(tmp_path: Path) -> None:
+    help_text = check(tmp_path, "--help").check(0).stdout
+    readme = README.read_text()
+    for rule in RULES:
+        database = ", --db" if rule.needs_database else ""
+        assert f"{rule.id} {rule.name} ({rule.severity.value}{database}): " in help_text
+        assert f"| {rule.id} | `{rule.name}` | {rule.severity.value} |" in readme

@@ -1,0 +1,138 @@
+"""The built-in lease service on a real MariaDB, and runs that take their own lease there.
+
+A grant takes the resource's named lock, which every pre-check writer holds for its whole run:
+a grant never slips in under an in-flight writer; it waits (busy after --wait) or, with
+--preempt, kills the writer's session, whose revision then stays dirty.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from mysql_rows import app_tables, events, fence_tokens, ledger, versions
+from support.mysql_server import create_test_database, drop_test_database, mysql_rows
+from support.project import MakeProject, Project, script_command, subprocess_env
+from test_mysql_precheck import SLOW_UPGRADE, finish, lock_holder, start, wait_for
+
+
+def chain(project: Project, count: int) -> None:
+    for number in range(1, count + 1):
+        down = f"r{number - 1:02d}" if number > 1 else None
+        project.add_revision(f"r{number:02d}", down, f"CREATE TABLE t{number:02d} (id int)",
+                             f"DROP TABLE t{number:02d}", slug=f"t{number:02d}")
+
+
+def all_at_once(project: Project, argv: list[list[str]]) -> list[tuple[int, str]]:
+    processes = [
+        subprocess.Popen(args, cwd=project.path, env=subprocess_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        for args in argv
+    ]
+    return [(process.wait(timeout=300), process.communicate()[1]) for process in processes]
+
+
+def test_run_without_token_takes_renews_and_releases_its_lease(make_project: MakeProject, mysql_url: str) -> None:
+    project = make_project(url=mysql_url)
+    chain(project, 3)
+    out = project.run_cli("upgrade", "head", "--holder", "pod-1").check(0)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "upgrade done: resource db/migrations, token 1, holder pod-1"
+    assert "  the token came from a lease this run took, renewed while it worked and released" in lines
+    assert versions(mysql_url) == ["r03"]
+    assert [kind for kind, *_ in events(mysql_url)] == ["GRANT", "APPLY", "APPLY", "APPLY", "RELEASE"]
+    status = json.loads(project.run_cli("lease", "status", "--json").check(0).stdout)["lease"]
+    assert (status["holder"], status["token"], status["fence_token"]) == (None, 1, 1)
+
+
+def test_lease_commands_busy_and_lost(make_project: MakeProject, mysql_url: str) -> None:
+    project = make_project(url=mysql_url)
+    chain(project, 1)
+    project.run_cli("upgrade", "head", "--token", "7").check(0)
+    grant = json.loads(project.run_cli("lease", "acquire", "--holder", "A", "--json").check(0).stdout)
+    assert grant["lease"]["token"] == 8  # above the fence's 7
+    assert grant["state"]["heads"] == ["r01"] and grant["state"]["fences"][0]["token"] == 8
+    assert fence_tokens(mysql_url) == {"db/migrations": 8}  # fence on grant
+    busy = project.run_cli("lease", "acquire", "--holder", "B")
+    busy.check(4)
+    assert "lease on db/migrations is busy: held by A (token 8) until " in busy.stderr
+    lost = project.run_cli("lease", "renew", "--holder", "B")
+    lost.check(3)
+    assert "LEASE LOST: you no longer own db/migrations" in lost.stderr
+    project.run_cli("lease", "renew", "--holder", "A", "--ttl", "2m").check(0)
+    project.run_cli("lease", "release", "--holder", "A").check(0)
+    project.run_cli("lease", "release", "--holder", "A").check(3)
+    project.add_revision("r02", "r01", "CREATE TABLE t02 (id int)", "DROP TABLE t02", slug="t02")
+    stale = project.run_cli("upgrade", "head", "--token", "7")
+    stale.check(3)
+    assert "FENCED: you no longer own db/migrations." in stale.stderr.splitlines()
+    assert "t02" not in app_tables(mysql_url)
+    assert [kind for kind, *_ in events(mysql_url)] == [
+        "APPLY", "GRANT", "LOST", "RENEW", "RELEASE", "LOST", "FENCED",
+    ]
+
+
+def test_eight_runners_at_once_on_an_empty_database(
+    make_project: MakeProject, mysql_url: str, mysql_server_url: str
+) -> None:
+    """Eight `fencemigrate upgrade head` at once on an empty MariaDB database all exit 0 and apply
+    each of 30 revisions once; eight plain `alembic upgrade head` do not all succeed."""
+    project = make_project(url=mysql_url)
+    chain(project, 30)
+    argv = [[*script_command("fencemigrate"), "upgrade", "head", "--holder", f"pod-{n}"] for n in range(8)]
+    outcomes = all_at_once(project, argv)
+    assert [code for code, _ in outcomes] == [0] * 8, outcomes
+    assert versions(mysql_url) == ["r30"]
+    assert len(app_tables(mysql_url)) == 31
+    assert len(ledger(mysql_url)) == 30
+    applies = mysql_rows(mysql_url, "SELECT COUNT(*), COUNT(DISTINCT revision), COUNT(DISTINCT token) "
+                                    "FROM fencemigrate_fence_event WHERE kind = 'APPLY'")
+    assert applies == [(30, 30, 1)]
+
+    failures = 0
+    for attempt in range(3):
+        url = create_test_database(mysql_server_url)
+        try:
+            plain = make_project(url=url, name=f"plain{attempt}")
+            chain(plain, 30)
+            failures = sum(code != 0 for code, _ in all_at_once(plain, [[*script_command("alembic"), "upgrade", "head"]] * 8))
+        finally:
+            drop_test_database(url)
+        if failures:
+            break
+    assert failures, "plain alembic never failed with eight concurrent runners"
+
+
+def test_grant_waits_for_an_in_flight_writer_or_preempts_it(make_project: MakeProject, mysql_url: str) -> None:
+    """A grant never slips under a writer holding the named lock: busy after --wait; --preempt kills
+    the writer's session, and its unfinished revision is reported dirty."""
+    project = make_project(url=mysql_url)
+    project.add_revision("0001", None, ["CREATE TABLE early (id int)"],
+                         extra_upgrade_code=SLOW_UPGRADE.format(seconds=4, table="late"))
+    writer = start(project, "upgrade", "head", "--token", "5", "--holder", "stale")
+    wait_for(lambda: "early" in app_tables(mysql_url))
+    writer_session = lock_holder(mysql_url)
+    assert writer_session is not None
+
+    busy = project.run_cli("lease", "acquire", "--holder", "fresh", "--wait", "1s")
+    busy.check(4)
+    assert busy.stderr.splitlines()[-1] == (
+        "fencemigrate: busy: lease on db/migrations is busy: a migration under an older token is still in "
+        "flight (its holder's lease has expired); wait for it, or pass --preempt to cancel it; this is "
+        "transient, try again later"
+    )
+    assert fence_tokens(mysql_url) == {"db/migrations": 5}
+
+    grant = json.loads(project.run_cli("lease", "acquire", "--holder", "fresh", "--preempt", "--json").check(0).stdout)
+    assert grant["lease"]["token"] == 6
+    assert fence_tokens(mysql_url) == {"db/migrations": 6}
+    result = finish(writer)
+    assert result.code == 1, result
+    assert "late" not in app_tables(mysql_url)
+    assert ledger(mysql_url) == {"0001": (5, "stale", "applying")}
+    preempts = [event for event in events(mysql_url) if event[0] == "PREEMPT"]
+    assert preempts == [("PREEMPT", "fresh", 6, None)]
+    detail = mysql_rows(mysql_url, "SELECT detail FROM fencemigrate_fence_event WHERE kind = 'PREEMPT'")[0][0]
+    assert json.loads(detail) == {"cancelled_pid": writer_session}
+    dirty = project.run_cli("upgrade", "head", "--token", "6")
+    dirty.check(5)

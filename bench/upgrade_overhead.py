@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import resource
 import shutil
@@ -44,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+
+from common import host_line
 
 HOST_VAR = "FENCEMIGRATE_TEST_PG_HOST"
 PORT_VAR = "FENCEMIGRATE_TEST_PG_PORT"
@@ -521,17 +522,8 @@ def measure_fenced(server: Server, dbs: Databases, project: Project, runs: int, 
 
 def machine_line(server: Server) -> str:
     """nproc, CPU, Python, PostgreSQL and library versions."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     return (
-        f"{os.cpu_count()} CPUs (nproc {len(os.sched_getaffinity(0))}, {cpu}), {platform.system()} "
-        f"{platform.release()}, Python {platform.python_version()}, PostgreSQL {server.version()}, "
+        f"{host_line()}, PostgreSQL {server.version()}, "
         f"alembic {metadata.version('alembic')}, SQLAlchemy {metadata.version('SQLAlchemy')}, "
         f"psycopg {metadata.version('psycopg')}, fencemigrate {metadata.version('fencemigrate')}"
     )

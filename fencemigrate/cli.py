@@ -13,7 +13,6 @@ import click
 from alembic.config import Config
 
 from . import api
-from .check import github_report, rules_help, text_report
 from .config import load_config
 from .durations import format_duration
 from .errors import EXIT_ERROR, FencemigrateError, UsageError
@@ -179,7 +178,17 @@ def timeline(obj: _Context, /, as_json: bool, **options: Any) -> None:
         click.echo("\n".join(timeline_lines(events, filtered=any(v is not None for v in options.values()))))
 
 
-@main.command(epilog=rules_help())
+class _RulesEpilogCommand(click.Command):
+    """``check --help`` ends with the rules, loaded only when help is shown."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from .check import rules_help
+
+        self.epilog = rules_help()
+        super().format_epilog(ctx, formatter)
+
+
+@main.command(cls=_RulesEpilogCommand)
 @click.option("--db", is_flag=True, help="Also compare with the database, through env.py: pending revisions, "
                                          "checksum drift, revisions missing here, the fence schema.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
@@ -192,6 +201,8 @@ def check(obj: _Context, /, db: bool, as_json: bool, output: str, **rules: str |
     """Lint the migrations (and with --db the database) for what breaks fencing or the next deploy."""
     if as_json and output == "github":
         _fail(True, UsageError("--json and --format github exclude each other"))
+    from .check import github_report, text_report
+
     report = _guarded(as_json, lambda: api.check(obj.config(), db=db, **rules))
     if as_json:
         _print_json(report.as_json())
@@ -386,8 +397,8 @@ def _outcome_text(outcome: RunOutcome) -> str:
         lines.append(f"  note: {outcome.lease_note}")
     if outcome.mode == PRECHECK:
         lines.append(
-            "  pre-check mode: the fence was checked before each revision under the resource's named lock "
-            "(each revision's DDL commits on its own; an unfinished one stays marked dirty)"
+            "  pre-check mode: the fence was checked before each revision under the resource's named lock; "
+            "each revision was marked before its DDL and settled after it (an unfinished one stays dirty)"
         )
     if outcome.installed_fence_schema:
         lines.append("  installed the fence schema")

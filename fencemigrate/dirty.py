@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from .errors import Dirty
-from .queries import statement
+from .queries import query_dialect, statement
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,13 @@ class Unsettled:
     def as_json(self) -> dict[str, Any]:
         """JSON form, in ``state --json`` and in the DIRTY error."""
         return vars(self).copy()
+
+
+def tracks_dirty(dialect_name: str, schema_version: str | None) -> bool:
+    """True when the fence schema has the ledger's ``state`` (MySQL; PostgreSQL from 0.3)."""
+    if schema_version is None or query_dialect(dialect_name) == "sqlite":
+        return False
+    return tuple(int(part) for part in schema_version.split(".")) >= (0, 3)
 
 
 def unsettled_revisions(connection: Connection, quoted_schema: str, resource: str) -> list[Unsettled]:

@@ -167,7 +167,7 @@ class Dirty(FencemigrateError):
                 [
                     f"DIRTY: revision {revision} of {resource} did not finish: its {action} was started "
                     f"under token {token} by {holder} at {since} and never completed.",
-                    "Its DDL may be partly applied (MySQL commits each DDL statement on its own).",
+                    "Its DDL may be partly applied (in pre-check mode statements commit before the revision ends).",
                     "Nothing was run. Fenced writes to this resource are refused until this is resolved.",
                     "Next step: compare the schema with the revision, finish or undo what it did by hand, then run",
                     f"`fencemigrate resolve {revision} --token N --as applied` (its DDL is all in) or",

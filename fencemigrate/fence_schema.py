@@ -86,7 +86,7 @@ def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
     SQLite and MySQL: see :func:`sqlite_schema.ensure_installed`, :func:`mysql_schema.ensure_installed`.
     """
     if connection.dialect.name == "sqlite":
-        return sqlite_schema.ensure_installed(connection, quoted_schema, default_version())
+        return sqlite_schema.ensure_installed(connection, quoted_schema)
     if query_dialect(connection.dialect.name) == "mysql":
         return mysql_schema.ensure_installed(connection, quoted_schema)
     if installed_version(connection, quoted_schema) == default_version():

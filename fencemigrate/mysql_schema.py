@@ -39,8 +39,8 @@ def install_statements(quoted_schema: str) -> list[str]:
 def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
     """Install the fence schema unless present. True if installed now.
 
-    Every statement is idempotent, and MySQL commits each DDL statement on its own: the runner
-    calls this under the migration's named lock, so concurrent first runs install it once.
+    Every statement is idempotent (``IF NOT EXISTS``) and MySQL commits each DDL statement on its
+    own, so concurrent first runs can both run the script: the objects are created once.
     """
     found = installed_version(connection, quoted_schema)
     if found == VERSION:

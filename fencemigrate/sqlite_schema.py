@@ -11,7 +11,11 @@ from .queries import with_fence_names
 from .resources import sql_dir
 
 
-def install_statements(quoted_schema: str, version: str) -> list[str]:
+VERSION = "0.2"
+"""The fence schema version on SQLite (pre-check mode, which 0.3 adds elsewhere, is not for SQLite)."""
+
+
+def install_statements(quoted_schema: str, version: str = VERSION) -> list[str]:
     """The statements of the SQLite install script for ``version``, one by one.
 
     pysqlite runs one statement per call (its ``executescript`` would COMMIT first).
@@ -29,7 +33,7 @@ def install_statements(quoted_schema: str, version: str) -> list[str]:
     return statements
 
 
-def ensure_installed(connection: Connection, quoted_schema: str, version: str) -> bool:
+def ensure_installed(connection: Connection, quoted_schema: str, version: str = VERSION) -> bool:
     """Install the fence schema inside the caller's transaction unless present. True if installed now.
 
     SQLite lets one writer at a time in (fenced runs begin with ``BEGIN IMMEDIATE``), so

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 
-from .dirty import Unsettled, unsettled_revisions, utc_text
+from .dirty import Unsettled, tracks_dirty, unsettled_revisions, utc_text
 from .fence_schema import installed_version
-from .queries import query_dialect, statement
+from .queries import statement
 
 
 @dataclass(frozen=True)
@@ -89,10 +88,12 @@ def read_state(context: MigrationContext, schema: str) -> State:
         )
         for row in connection.execute(statement("ledger_rows", quoted, dialect), {"version_table": version_table})
     ]
-    if query_dialect(dialect) == "mysql":  # only pre-check mode leaves revisions dirty
+    if tracks_dirty(dialect, state.fence_schema_version):
+        # Pre-check mode (MySQL/MariaDB, --mode precheck on PostgreSQL) leaves revisions dirty.
         state.dirty = [
             row
             for fence in state.fences
             for row in unsettled_revisions(connection, quoted, fence.resource)
         ]
     return state
+

@@ -14,15 +14,24 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pymysql
 import pytest
+from mysql_rows import fence_tokens, ledger
+from mysql_rows import snapshot as mysql_snapshot
+from sqlalchemy import create_engine
 from sqlite_rows import make_sqlite_project, snapshot
 from support.db import alembic_versions, execute, query
-from support.project import Project, Result
+from support.mysql_server import mysql_rows
+from support.project import MakeProject, Project, Result
+
+from fencemigrate.check.fence_objects import fence_schema_problems
+from fencemigrate.fence_schema import default_version, install_script, update_script
 
 DRIFT_FIX = "restore the file as it was applied (`git log -p -- {path}`), and make the change in a new revision"
+PG_VERSION = default_version()  # the version a fenced run installs on PostgreSQL
 ALTERED_FIX = (
     "find out who changed it (stale writers may get through), then recreate it as fencemigrate's "
-    "install script has it (`fencemigrate install --sql`; sql/sqlite/ on SQLite)"
+    "install script has it (`fencemigrate install --sql`; sql/sqlite/ on SQLite, sql/mysql/ on MySQL)"
 )
 
 
@@ -172,7 +181,7 @@ def test_an_altered_fence_schema_is_reported(project: Project, sql: str, problem
     apply(project)
     execute(project.url, sql)
     payload = check_db(project, code=1)
-    message = f"the fence schema fencemigrate (0.2) differs from fencemigrate's: {problem}"
+    message = f"the fence schema fencemigrate ({PG_VERSION}) differs from fencemigrate's: {problem}"
     found = findings(payload)
     assert found[0] == ("FM405", None, message)
     assert {rule for rule, _, _ in found} == {"FM405"}
@@ -188,9 +197,53 @@ def test_a_dropped_guard_really_lets_the_fence_go_down(project: Project) -> None
     assert query(project.url, "SELECT token FROM fencemigrate.agent_fence") == [(1,)]
     result = project.run_cli("check", "--db", "--format", "github").check(1)
     assert result.stdout.splitlines() == [
-        "::error title=FM405 fence-schema-altered::the fence schema fencemigrate (0.2) differs from "
+        f"::error title=FM405 fence-schema-altered::the fence schema fencemigrate ({PG_VERSION}) differs from "
         f"fencemigrate's: trigger agent_fence_monotonic is missing%0Afix: {ALTERED_FIX}",
         "1 error, 0 warnings in 1 revision file, database checked",
+    ]
+
+
+def test_an_older_fence_schema_is_compared_with_the_scripts_of_its_version(project: Project) -> None:
+    """A database still at 0.2 (nothing fenced has run on it since this fencemigrate came) is
+    compared with the 0.2 scripts, not reported as altered because 0.3 changed functions."""
+    update = update_script("fencemigrate", "0.2")
+    assert update  # 0.2 is not the current version: there is something to compare against
+    execute(project.url, install_script("fencemigrate").removesuffix(update))
+    add_revisions(project, 1)
+    project.run_alembic("upgrade", "head").check(0)
+    engine = create_engine(project.url)
+    with engine.connect() as connection:  # the control: 0.2 is not what fencemigrate installs now
+        assert fence_schema_problems(connection, "fencemigrate", default_version())
+    engine.dispose()
+    assert project.run_cli("check", "--db").check(0).stdout == (
+        "no problems found in 1 revision file, database checked\n"
+    )
+    execute(project.url, "DROP TRIGGER agent_fence_monotonic ON fencemigrate.agent_fence")
+    assert findings(check_db(project, code=1)) == [
+        (
+            "FM405", None,
+            "the fence schema fencemigrate (0.2) differs from fencemigrate's: trigger agent_fence_monotonic is missing",
+        ),
+    ]
+
+
+def test_a_dirty_revision_is_reported_on_postgresql(project: Project) -> None:
+    """``--mode precheck`` marks a revision dirty on PostgreSQL too when it fails after committing early."""
+    project.add_revision("0001", None, ["CREATE TABLE one (id int)"], ["DROP TABLE one"], slug="one")
+    project.add_revision("0002", "0001", slug="early", extra_upgrade_code="""\
+with op.get_context().autocommit_block():
+    op.execute("CREATE TABLE committed_early (id int)")
+op.execute("SELECT * FROM missing_table")
+""")
+    project.run_cli("upgrade", "head", "--token", "5", "--mode", "precheck", "--holder", "agent-A").check(1)
+    since = json.loads(project.run_cli("state", "--json").check(0).stdout)["dirty"][0]["since"]
+    payload = check_db(project, "--select", "dirty-revision", code=1)  # the autocommit_block() is FM201's
+    assert findings(payload) == [
+        (
+            "FM406", "migrations/versions/0002_early.py:9",
+            f"0002 is dirty: its upgrade was started under token 5 by agent-A at {since} and never finished "
+            "(alembic_version); fenced writes are refused until it is resolved",
+        ),
     ]
 
 
@@ -239,3 +292,147 @@ def test_check_without_db_needs_no_database(project: Project) -> None:
     project.set_url("postgresql+psycopg://postgres@127.0.0.1:1/nowhere")
     result: Result = project.run_cli("check").check(0)
     assert result.stdout == "no problems found in 1 revision file\n"
+
+
+# -- MySQL and MariaDB: prefixed fence tables, guard triggers, dirty revisions ------------------
+
+MYSQL_ALTERED = "the fence schema fencemigrate (0.3) differs from fencemigrate's: {problem}"
+
+
+@pytest.mark.parametrize("url_fixture", ["mysql_url", "mariadb_url"])
+def test_mysql_a_database_at_head_passes(make_project: MakeProject, url_fixture: str,
+                                         request: pytest.FixtureRequest) -> None:
+    project = make_project(url=request.getfixturevalue(url_fixture))
+    add_revisions(project, 2)
+    apply(project)
+    result = project.run_cli("check", "--db").check(0)
+    assert result.stdout == "no problems found in 2 revision files, database checked\n"
+
+
+def test_mysql_drift_pending_and_missing_revisions(make_project: MakeProject, mysql_url: str) -> None:
+    project = make_project(url=mysql_url)
+    first, _ = add_revisions(project, 2)
+    apply(project)
+    applied = hashlib.sha256(first.read_bytes()).hexdigest()
+    row = ledger_row(project, "0001")
+    assert row["script_sha256"] == applied
+    before = mysql_snapshot(mysql_url)
+
+    first.write_text(first.read_text().replace("CREATE TABLE t1 (id int)", "CREATE TABLE t1 (id bigint)"))
+    edited = hashlib.sha256(first.read_bytes()).hexdigest()
+    payload = check_db(project, code=1)
+    path = "migrations/versions/0001_t1.py"
+    assert findings(payload) == [
+        (
+            "FM402", f"{path}:9",
+            f"0001 changed after it was applied: its sha256 is now {edited[:12]}, the ledger has {applied[:12]} "
+            f"(applied under token 34 by agent-A at {row['applied_at']})",
+        ),
+    ]
+    assert payload["findings"][0]["fix"] == DRIFT_FIX.format(path=path)
+
+    add_revisions(project, 3)  # rewrites 0001 as it was applied, adds 0003
+    assert findings(check_db(project, code=1)) == [
+        ("FM401", "migrations/versions/0003_t3.py:9", "0003 is not applied to the database (database at 0002)"),
+    ]
+    project.remove_revision("0003")
+    project.remove_revision("0002")
+    assert findings(check_db(project, code=1)) == [
+        (
+            "FM403", None,
+            "0002 is applied in the database, but no revision file in migrations/versions has it "
+            "(the ledger has it under token 34 by agent-A)",
+        ),
+    ]
+    assert mysql_snapshot(mysql_url) == before
+
+
+@pytest.mark.parametrize(
+    ("sql", "problem"),
+    [
+        ("DROP TRIGGER fencemigrate_lease_no_delete", "trigger fencemigrate_lease_no_delete is missing"),
+        (
+            "CREATE OR REPLACE TRIGGER fencemigrate_agent_fence_monotonic BEFORE UPDATE ON fencemigrate_agent_fence "
+            "FOR EACH ROW SET NEW.updated_at = UTC_TIMESTAMP(6)",
+            "trigger fencemigrate_agent_fence_monotonic was changed: it is now `CREATE TRIGGER "
+            "fencemigrate_agent_fence_monotonic BEFORE UPDATE ON fencemigrate_agent_fence FOR EACH ROW "
+            "SET NEW.updated_at = UTC_TIMESTAMP(6)`",
+        ),
+        (
+            "DROP TRIGGER fencemigrate_agent_fence_no_delete",
+            "trigger fencemigrate_agent_fence_no_delete is missing",
+        ),
+        ("DROP TABLE fencemigrate_fence_event", "table fencemigrate_fence_event is missing"),
+    ],
+)
+def test_mysql_an_altered_fence_schema_is_reported(
+    make_project: MakeProject, mysql_url: str, sql: str, problem: str
+) -> None:
+    project = make_project(url=mysql_url)
+    add_revisions(project, 1)
+    apply(project)
+    mysql_rows(mysql_url, sql)
+    payload = check_db(project, code=1)
+    assert findings(payload) == [("FM405", None, MYSQL_ALTERED.format(problem=problem))]
+    assert payload["findings"][0]["fix"] == ALTERED_FIX
+
+
+def test_mysql_a_dropped_guard_really_lets_the_fence_go_down(make_project: MakeProject, mysql_url: str) -> None:
+    """With the guard trigger, lowering the fence is refused; without it (reported), any client can."""
+    project = make_project(url=mysql_url)
+    add_revisions(project, 1)
+    apply(project)
+    with pytest.raises(pymysql.err.OperationalError, match="a fence token cannot go down"):
+        mysql_rows(mysql_url, "UPDATE fencemigrate_agent_fence SET token = 1")
+    assert fence_tokens(mysql_url) == {"db/migrations": 34}
+
+    mysql_rows(mysql_url, "DROP TRIGGER fencemigrate_agent_fence_monotonic")
+    result = project.run_cli("check", "--db", "--format", "github").check(1)
+    assert result.stdout.splitlines() == [
+        "::error title=FM405 fence-schema-altered::"
+        + MYSQL_ALTERED.format(problem="trigger fencemigrate_agent_fence_monotonic is missing")
+        + f"%0Afix: {ALTERED_FIX}",
+        "1 error, 0 warnings in 1 revision file, database checked",
+    ]
+    mysql_rows(mysql_url, "UPDATE fencemigrate_agent_fence SET token = 1")
+    assert fence_tokens(mysql_url) == {"db/migrations": 1}
+
+
+def test_mysql_a_dirty_revision_is_reported(make_project: MakeProject, mysql_url: str) -> None:
+    project = make_project(url=mysql_url)
+    project.add_revision("0001", None, ["CREATE TABLE one (id int PRIMARY KEY)"], ["DROP TABLE one"], slug="one")
+    second = project.add_revision(
+        "0002", "0001", ["CREATE TABLE half (id int PRIMARY KEY)", "SELECT * FROM missing_table"],
+        ["DROP TABLE half"], slug="half",
+    )
+    project.run_cli("upgrade", "head", "--token", "5", "--holder", "agent-A").check(1)
+    assert ledger(mysql_url) == {"0001": (5, "agent-A", "applied"), "0002": (5, "agent-A", "applying")}
+    since = json.loads(project.run_cli("state", "--json").check(0).stdout)["dirty"][0]["since"]
+    before = mysql_snapshot(mysql_url)
+
+    message = (
+        f"0002 is dirty: its upgrade was started under token 5 by agent-A at {since} and never finished "
+        "(alembic_version); fenced writes are refused until it is resolved"
+    )
+    fix = (
+        "compare the schema with 0002, finish or undo what it did by hand, then "
+        "`fencemigrate resolve 0002 --token N --as applied|rolled-back`"
+    )
+    payload = check_db(project, code=1)
+    assert findings(payload) == [("FM406", "migrations/versions/0002_half.py:9", message)]
+    assert (payload["findings"][0]["fix"], payload["findings"][0]["revision"]) == (fix, "0002")
+    # Fixing the file is the way out, not drift: the dirty revision is still the one finding.
+    second.write_text(second.read_text().replace("SELECT * FROM missing_table", "SELECT 1"))
+    assert findings(check_db(project, code=1)) == [("FM406", "migrations/versions/0002_half.py:9", message)]
+    assert mysql_snapshot(mysql_url) == before
+
+    # Undone by hand and resolved as rolled back: 0002 is pending; applied, all is well.
+    mysql_rows(mysql_url, "DROP TABLE half")
+    project.run_cli("resolve", "0002", "--token", "6", "--as", "rolled-back").check(0)
+    assert findings(check_db(project, code=1)) == [
+        ("FM401", "migrations/versions/0002_half.py:9", "0002 is not applied to the database (database at 0001)"),
+    ]
+    project.run_cli("upgrade", "head", "--token", "6").check(0)
+    assert project.run_cli("check", "--db").check(0).stdout == (
+        "no problems found in 2 revision files, database checked\n"
+    )

@@ -12,12 +12,11 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 from mysql_rows import app_tables, columns, events, fence_tokens, ledger, snapshot, versions
 from support.mysql_server import create_test_database, drop_test_database, mysql_rows, mysql_table_names
-from support.project import MakeProject, Project, Result, run_command, script_command
+from support.project import MakeProject, Project, Result, script_command
 from test_incident import (
     A_COLUMNS,
     B_COLUMNS,
@@ -30,8 +29,8 @@ from test_incident import (
 )
 
 PRECHECK_LINE = (
-    "  pre-check mode: the fence was checked before each revision under the resource's named lock "
-    "(each revision's DDL commits on its own; an unfinished one stays marked dirty)"
+    "  pre-check mode: the fence was checked before each revision under the resource's named lock; "
+    "each revision was marked before its DDL and settled after it (an unfinished one stays dirty)"
 )
 
 
@@ -191,7 +190,7 @@ def add_half_failing(project: Project) -> None:
 
 DIRTY_LINES = [
     "DIRTY: revision 0002 of db/migrations did not finish: its upgrade was started under token 5 by agent-A at ",
-    "Its DDL may be partly applied (MySQL commits each DDL statement on its own).",
+    "Its DDL may be partly applied (in pre-check mode statements commit before the revision ends).",
     "Nothing was run. Fenced writes to this resource are refused until this is resolved.",
     "Next step: compare the schema with the revision, finish or undo what it did by hand, then run",
     "`fencemigrate resolve 0002 --token N --as applied` (its DDL is all in) or",
@@ -351,8 +350,8 @@ def test_mariadb_scheme_and_preinstalled_schema(make_project: MakeProject, maria
          "fencemigrate: usage: resolve needs --token N (or FENCEMIGRATE_TOKEN): settling a dirty revision is "
          "a deliberate write under the lease you hold"),
         (("resolve", "0001", "--token", "5", "--as", "applied"),
-         "fencemigrate: usage: 0001 is not dirty: only pre-check mode on MySQL/MariaDB marks revisions dirty, "
-         "and this database has none (nothing was changed)"),
+         "fencemigrate: usage: 0001 is not dirty: only pre-check mode (MySQL/MariaDB, or --mode precheck on "
+         "PostgreSQL) marks revisions dirty, and this database has none (nothing was changed)"),
         (("resolve", "9999", "--token", "5", "--as", "applied"),
          "fencemigrate: usage: unknown revision '9999': "),
         (("resolve", "head", "--token", "5", "--as", "applied"),
@@ -424,3 +423,19 @@ def test_second_database_on_the_same_server_has_its_own_lock(make_project: MakeP
         finish(running).check(0)
     finally:
         drop_test_database(other)
+
+
+def test_fence_advanced_behind_the_named_lock_stops_the_next_revision(make_project: MakeProject, mysql_url: str) -> None:
+    """The documented window: a fence advance that bypasses the named lock (a raw UPDATE, here from
+    inside revision 0001) does not stop the revision already running, but the next revision's
+    check does: 0002 is FENCED before its DDL, and nothing is left dirty."""
+    project = make_project(url=mysql_url)
+    project.add_revision("0001", None, ["CREATE TABLE one (id int)", "UPDATE fencemigrate_agent_fence SET token = 9"],
+                         ["DROP TABLE one"])
+    project.add_revision("0002", "0001", ["CREATE TABLE two (id int)"], ["DROP TABLE two"])
+    result = project.run_cli("upgrade", "head", "--token", "5", "--holder", "stale")
+    assert_fenced_text(result, token=5, fence=9)
+    assert app_tables(mysql_url) == ["alembic_version", "one"]
+    assert versions(mysql_url) == ["0001"]
+    assert ledger(mysql_url) == {"0001": (5, "stale", "applied")}
+    assert json.loads(project.run_cli("state", "--json").check(0).stdout)["dirty"] == []

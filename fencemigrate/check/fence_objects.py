@@ -1,9 +1,9 @@
 """Compare the fence schema in a database with what fencemigrate's install scripts create.
 
-The expected tables, triggers and function bodies are read from the shipped scripts (``sql/``)
-at the installed version; the installed ones from the catalogs
-(``sql/queries/<dialect>/check_fence_objects.sql``). A missing, disabled or changed guard
-trigger, or a replaced ``claim()``, would let a stale writer through.
+The expected tables, triggers and function bodies are read from the shipped scripts (``sql/``;
+``sql/sqlite/`` and ``sql/mysql/`` where the tables are prefixed) at the installed version; the
+installed ones from the catalogs (``sql/queries/<dialect>/check_fence_objects.sql``). A missing,
+disabled or changed guard trigger, or a replaced ``claim()``, would let a stale writer through.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
+from .. import mysql_schema, sqlite_schema
 from ..errors import FencemigrateError
 from ..fence_schema import install_script, update_script
-from ..queries import prefixed_table_name, statement
-from ..sqlite_schema import install_statements
+from ..queries import prefixed_table_name, query_dialect, statement
 
 _EVENTS = re.compile(r"\b(BEFORE|AFTER|INSTEAD OF) (.+?) ON ", re.IGNORECASE)
 _IF_NOT_EXISTS = re.compile(r"\bIF NOT EXISTS\s+", re.IGNORECASE)
+_IDENTIFIER_QUOTES = str.maketrans("", "", '"`')
 _SHOWN_DEFINITION = 200
 
 
@@ -35,12 +36,15 @@ class FenceObject:
 
 def fence_schema_problems(connection: Connection, quoted_schema: str, version: str) -> list[str]:
     """How the installed fence schema differs from fencemigrate's at ``version`` (empty: it does not)."""
-    dialect = connection.dialect.name
+    dialect = query_dialect(connection.dialect.name)
     if dialect == "postgresql":
         expected = _postgresql_expected(quoted_schema, version)
         parameters = {"quoted_schema": quoted_schema}
     elif dialect == "sqlite":
         expected = _sqlite_expected(quoted_schema, version)
+        parameters = {"prefix": prefixed_table_name(quoted_schema, "")}
+    elif dialect == "mysql":
+        expected = _mysql_expected(quoted_schema, version)
         parameters = {"prefix": prefixed_table_name(quoted_schema, "")}
     else:
         raise FencemigrateError(f"check --db cannot compare the fence schema on {dialect} yet")
@@ -83,9 +87,9 @@ def _spaced(text: str) -> str:
 
 def _trigger_form(definition: str, quoted_schema: str) -> str:
     """A trigger definition as compared: one line, no IF NOT EXISTS, no schema qualifiers (the
-    catalogs add them only when the schema is not on the search path), no identifier quotes,
-    events in order."""
-    text = _IF_NOT_EXISTS.sub("", _spaced(definition)).replace(f"{quoted_schema}.", "").replace('"', "")
+    catalogs add them only when the schema is not on the search path), no identifier quotes
+    (double quotes, MySQL's backquotes), events in order."""
+    text = _IF_NOT_EXISTS.sub("", _spaced(definition)).replace(f"{quoted_schema}.", "").translate(_IDENTIFIER_QUOTES)
 
     def sorted_events(match: re.Match[str]) -> str:
         events = sorted(event.strip().upper() for event in match.group(2).split(" OR "))
@@ -127,13 +131,26 @@ def _postgresql_expected(quoted_schema: str, version: str) -> list[FenceObject] 
 def _sqlite_expected(quoted_schema: str, version: str) -> list[FenceObject] | None:
     """Tables and triggers of the SQLite install script for ``version``."""
     try:
-        sql = install_statements(quoted_schema, version)
+        sql = sqlite_schema.install_statements(quoted_schema, version)
     except FileNotFoundError:
         return None
+    return _created_objects(sql, '"')
+
+
+def _mysql_expected(quoted_schema: str, version: str) -> list[FenceObject] | None:
+    """Tables and triggers of the MySQL install script, the one version there is on MySQL."""
+    if version != mysql_schema.VERSION:
+        return None
+    return _created_objects(mysql_schema.install_statements(quoted_schema), "`")
+
+
+def _created_objects(sql: list[str], quote: str) -> list[FenceObject]:
+    """The tables and triggers that the statements ``sql`` create, their names quoted with ``quote``."""
+    name = re.compile(rf"CREATE (TABLE|TRIGGER) (?:IF NOT EXISTS )?{quote}((?:[^{quote}]|{quote}{quote})+){quote}")
     objects: list[FenceObject] = []
     for text in sql:
-        match = re.match(r'CREATE (TABLE|TRIGGER) (?:IF NOT EXISTS )?"((?:[^"]|"")+)"', text)
+        match = name.match(text)
         if match:
-            kind, name = match.group(1).lower(), match.group(2).replace('""', '"')
-            objects.append(FenceObject(kind, name, text if kind == "trigger" else None))
+            kind, created = match.group(1).lower(), match.group(2).replace(quote * 2, quote)
+            objects.append(FenceObject(kind, created, text if kind == "trigger" else None))
     return sorted(objects, key=lambda item: (item.kind, item.name))

@@ -31,6 +31,7 @@ def run_env(
     writes: bool = False,
     single_transaction: bool = False,
     on_connection: Callable[[MigrationContext], None] | None = None,
+    per_migration: Callable[[Connection], bool] = lambda connection: False,
     **context_options: Any,
 ) -> bool:
     """Run env.py with ``fn`` as Alembic's migration function; map failures to our outcomes.
@@ -38,6 +39,8 @@ def run_env(
     With ``writes``, a connection in autocommit mode is refused as soon as env.py configures
     it, before Alembic touches the database. With ``single_transaction``,
     ``transaction_per_migration=True`` from env.py is overridden; returns True when that happened.
+    When ``per_migration(connection)`` is true, each revision gets a transaction of its own
+    whatever env.py says (pre-check mode on PostgreSQL commits each revision's mark before it).
     ``on_connection`` gets env.py's migration context once configured with a connection, before
     Alembic uses it (the
     run's lease is acquired there, before Alembic creates its version table).
@@ -49,10 +52,12 @@ def run_env(
     configure = context.configure
 
     def guarded_configure(*args: Any, **kw: Any) -> None:
-        if single_transaction and kw.get("transaction_per_migration"):
+        given = kw.get("connection", args[0] if args else None)
+        if isinstance(given, Connection) and per_migration(given):
+            kw["transaction_per_migration"] = True
+        elif single_transaction and kw.get("transaction_per_migration"):
             kw["transaction_per_migration"] = False
             forced.append(True)
-        given = kw.get("connection", args[0] if args else None)
         if isinstance(given, Connection) and given.dialect.name == "sqlite":
             kw.setdefault("transactional_ddl", True)  # Alembic's SQLiteImpl assumes pysqlite's autocommit
         configure(*args, **kw)

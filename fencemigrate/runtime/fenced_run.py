@@ -11,7 +11,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
 
 from ..errors import FencemigrateError, NotTransactional
-from ..fence_schema import ensure_installed
+from ..dirty import refuse_if_dirty, tracks_dirty
+from ..fence_schema import default_version, ensure_installed
 from .environment import autocommits
 from .fence_calls import FenceCalls, PostgresFenceCalls, fence_calls_for
 from .fenced_step import FencedStep
@@ -136,6 +137,10 @@ class FencedRun:
         self._require_transaction(context)
         if self._first_step and not context.as_sql:
             self._install_fence_schema(context)
+            assert context.connection is not None
+            if tracks_dirty(context.dialect.name, default_version()):
+                # A revision pre-check mode left unfinished blocks transactional runs too.
+                refuse_if_dirty(context.connection, self._quoted_schema, settings.resource)
         if self._first_step and self._reapplied:
             calls.check_reapply(self._version_table(context), settings.resource, self._reapplied, settings.token)
         change = ledger_change(self._script(context), step)

@@ -7,30 +7,35 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ..queries import statement
+from .driver import scalar_on_dbapi
 
 
 class NamedLock:
-    """``GET_LOCK('fencemigrate:<database>/<resource>')`` on the migration's own connection.
+    """Pre-check mode's lock on a resource, held by the migration's own session.
 
-    Session-level: held across the run's commits, and released by the server when the session
-    ends, so a writer that dies (SIGKILL, a lost connection) never leaves it behind.
+    MySQL: ``GET_LOCK('fencemigrate:<database>/<resource>')``. PostgreSQL: session advisory locks
+    (the fence schema's ``named_lock()``). Held across the run's commits, and released by the
+    server when the session ends, so a writer that dies (SIGKILL, a lost connection) never leaves
+    it behind.
     """
 
     def __init__(self, connection: Connection, quoted_schema: str, resource: str) -> None:
-        self._connection = connection
+        self._dialect = connection.dialect
         self._schema = quoted_schema
         self._dbapi = connection.connection.dbapi_connection
-        self.name = str(self._scalar("named_lock_name", resource=resource))
+        self._resource = resource
+        self.name = ""  # as the database shows it, read next
+        self.name = str(self._scalar("named_lock_name"))
         self.held = False
 
     def acquire(self, wait_ms: int) -> bool:
         """Take the lock, waiting at most ``wait_ms``; False on timeout."""
-        self.held = self._scalar("named_lock", name=self.name, timeout_s=wait_ms / 1000) == 1
+        self.held = self._scalar("named_lock", timeout_s=wait_ms / 1000, timeout_ms=wait_ms) == 1
         return self.held
 
     def holder(self) -> int | None:
         """The connection id of the session holding the lock, or None when it is free."""
-        value = self._scalar("named_lock_holder", name=self.name)
+        value = self._scalar("named_lock_holder")
         return None if value is None else int(value)
 
     def release(self) -> None:
@@ -40,22 +45,14 @@ class NamedLock:
             return
         self.held = False
         try:
-            self._scalar("named_lock_release", name=self.name)
+            self._scalar("named_lock_release")
         except Exception:  # noqa: BLE001 - a closed connection released the lock with its session
             return
 
     def _scalar(self, query: str, **params: Any) -> Any:
-        """Run on the DBAPI connection, outside SQLAlchemy's transaction bookkeeping: the lock
-        belongs to the session, not to a transaction, and is released after env.py has closed
-        its SQLAlchemy connection."""
-        compiled = statement(query, self._schema, self._connection.dialect.name).compile(
-            dialect=self._connection.dialect
-        )
+        """Run ``query`` with the lock's ``resource``, ``name`` and ``params`` on the DBAPI connection,
+        outside SQLAlchemy's transaction bookkeeping: the lock belongs to the session, not to a
+        transaction, and is released after env.py has closed its SQLAlchemy connection."""
         assert self._dbapi is not None
-        cursor = self._dbapi.cursor()
-        try:
-            cursor.execute(str(compiled), compiled.construct_params(params))
-            row = cursor.fetchone()
-        finally:
-            cursor.close()
-        return None if row is None else row[0]
+        clause = statement(query, self._schema, self._dialect.name)
+        return scalar_on_dbapi(self._dbapi, self._dialect, clause, {"resource": self._resource, "name": self.name, **params})

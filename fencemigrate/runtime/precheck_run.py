@@ -1,16 +1,16 @@
-"""One run in pre-check mode: for databases that commit DDL on their own (MySQL, MariaDB).
+"""One run in pre-check mode: MySQL and MariaDB (which commit DDL on their own), or ``--mode precheck``.
 
 The claim cannot share a transaction with the DDL there, so the run:
 
-1. takes the named lock of the resource on the migration's connection (``GET_LOCK``), waiting at
-   most ``--wait`` (busy, exit 4), and holds it to the end: fencemigrate writers never overlap,
-   and a grant of the lease waits for it too;
+1. installs the fence schema if needed, then takes the resource's named lock on the migration's
+   connection (:class:`NamedLock`), waiting at most ``--wait`` (busy, exit 4), and holds it to the
+   end: fencemigrate writers never overlap, and a grant of the lease waits for it too;
 2. refuses to start while a revision is dirty (DIRTY, exit 5), and claims the fence in its own
    committed transaction (FENCED, exit 3), before Alembic creates its version table;
-3. before each revision, in a transaction committed before the DDL: checks that the fence still
-   holds its token and writes the revision's ledger row as 'applying' ('rolling_back');
+3. before each revision: checks that the fence still holds its token and marks the revision's
+   ledger row 'applying' ('rolling_back'), committed before the DDL (:class:`PrecheckMarks`);
 4. after the revision's DDL, in the transaction that writes Alembic's version row: settles the
-   ledger row and logs APPLY (ROLLBACK). A revision that fails or dies midway stays dirty.
+   mark, and checks and marks the next revision. A revision that fails or dies midway stays dirty.
 """
 
 from __future__ import annotations
@@ -23,16 +23,15 @@ from sqlalchemy import Connection
 
 from ..dirty import refuse_if_dirty
 from ..durations import format_duration
-from ..errors import Fenced, FencemigrateError, LeaseBusy
+from ..errors import FencemigrateError, LeaseBusy
 from ..fence_schema import ensure_installed
-from ..queries import statement
 from .fence_calls import FenceCalls, fence_calls_for
-from .fence_calls.plain import newer_token
 from .fenced_run import HeadsMoved, Planner, step_direction
 from .fenced_step import FencedStep
 from .ledger_changes import ledger_change, script_sha256
 from .named_lock import NamedLock
 from .outcome import RunOutcome, StepOutcome
+from .precheck_marks import PrecheckMarks
 from .settings import FenceSettings
 
 
@@ -61,6 +60,9 @@ class PrecheckRun:
         self._quoted_schema = ""
         self._context: MigrationContext | None = None
         self._external = False  # env.py began a transaction of its own: it commits, not this run
+        self._marks: PrecheckMarks | None = None
+        self._next_step: Any = None  # the step after the one running
+        self._premarked: Any = None  # a step whose mark the previous step's transaction wrote
 
     def use_token(self, token: int) -> None:
         """Write under ``token`` (the run's own lease was granted it once env.py connected)."""
@@ -77,6 +79,11 @@ class PrecheckRun:
         assert connection is not None
         self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
         self._external = connection.in_transaction()
+        # Installed first: the named lock is a function of the fence schema on PostgreSQL. Concurrent
+        # first runs install it once (an advisory lock on PostgreSQL; idempotent statements on MySQL).
+        self.outcome.installed_fence_schema = ensure_installed(connection, self._quoted_schema)
+        if not self._external:
+            connection.commit()  # the install, and its lock, are not held while waiting below
         lock = NamedLock(connection, self._quoted_schema, self.settings.resource)
         if not lock.acquire(self._lock_wait_ms):
             holder = lock.holder()
@@ -88,13 +95,13 @@ class PrecheckRun:
                 + f"; waited {format_duration(self._lock_wait_ms)}",
             )
         self._lock = lock
-        self.outcome.installed_fence_schema = ensure_installed(connection, self._quoted_schema)
         refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
         self._calls = fence_calls_for(context, self._quoted_schema)
         _, reapplied = self.planner(tuple(context.get_current_heads()), context)
         if reapplied:  # before the claim: a refused reapply leaves the fence as it was
             self._calls.check_reapply(self._version_table(context), self.settings.resource, reapplied, self.settings.token)
         self._calls.claim(self.settings.resource, self.settings.token)
+        self._marks = PrecheckMarks(connection, self._quoted_schema, self._calls, commit_marks=not self._external)
         if not self._external:
             connection.commit()
 
@@ -120,33 +127,18 @@ class PrecheckRun:
         self.outcome.heads = sorted(heads)
 
     def _checked_steps(self, steps: list[Any], context: MigrationContext) -> Iterator[Any]:
-        for step in steps:
+        for index, step in enumerate(steps):
             self._before_step(step, context)
+            self._next_step = steps[index + 1] if index + 1 < len(steps) else None
             yield FencedStep(step, self)
 
     def _before_step(self, step: Any, context: MigrationContext) -> None:
-        """The fence must still hold our token; the revision's ledger row is marked, then committed."""
-        connection = context.connection
-        assert connection is not None
-        resource, token = self.settings.resource, self.settings.token
-        fence = self._run(connection, "fence_token", resource=resource).scalar()
-        if fence != token:
-            raise Fenced(resource, token, fence, newer_token(int(fence), resource))
-        if isinstance(step, RevisionStep):
-            revision = step.revision
-            params = {
-                "version_table": self._version_table(context),
-                "revision": revision.revision,
-                "resource": resource,
-                "token": token,
-                "holder": self.settings.holder,
-            }
-            if step.is_upgrade:
-                self._run(connection, "begin_apply", script_sha256=script_sha256(revision.path), **params)
-            else:
-                self._run(connection, "begin_rollback", **params)
-        if not self._external:
-            connection.commit()  # the mark must be in before the DDL (MySQL's own DDL commit would do it too)
+        """The fence must still hold our token; the revision's ledger row is marked before its DDL
+        (unless the previous step's transaction marked it already)."""
+        if isinstance(step, RevisionStep) and self._premarked is not step:
+            assert self._marks is not None
+            self._marks.begin(step, self._version_table(context), self.settings)
+        self._premarked = None
 
     # -- one step, inside Alembic's transaction for it ----------------------------------------
 
@@ -161,13 +153,17 @@ class PrecheckRun:
         context, calls, settings = self._context, self._calls, self.settings
         assert context is not None and calls is not None and context.script is not None
         change = ledger_change(context.script, step)
-        rows: list[tuple[str, str, str, str | None]] = [
-            ("rollback", revision, change.method, None) for revision in change.removed
-        ]
-        for revision in change.added:
-            path = change.paths.get(revision) or context.script.get_revision(revision).path
-            rows.append(("apply", revision, change.method, script_sha256(path)))
-        calls.record_steps(self._version_table(context), settings.resource, settings.token, settings.holder, rows)
+        assert self._marks is not None
+        if isinstance(step, RevisionStep):
+            self._marks.settle(step, self._version_table(context), settings)
+        else:  # a stamp: no DDL, nothing to mark
+            rows: list[tuple[str, str, str, str | None]] = [
+                ("rollback", revision, change.method, None) for revision in change.removed
+            ]
+            for revision in change.added:
+                path = change.paths.get(revision) or context.script.get_revision(revision).path
+                rows.append(("apply", revision, change.method, script_sha256(path)))
+            calls.record_steps(self._version_table(context), settings.resource, settings.token, settings.holder, rows)
         self.outcome.steps.append(
             StepOutcome(
                 revisions=change.added or change.removed,
@@ -176,6 +172,10 @@ class PrecheckRun:
                 atomic=not isinstance(step, RevisionStep),
             )
         )
+        following = self._next_step
+        if isinstance(following, RevisionStep) and self._marks.mark_ahead(following, self._version_table(context), settings):
+            # The next revision's mark commits with this step's version row: one commit, not two.
+            self._premarked = following
         self._heartbeat(context.connection)
 
     def _failure(self, step: RevisionStep, error: Exception) -> str:
@@ -183,16 +183,14 @@ class PrecheckRun:
         revision = step.revision.revision
         return (
             f"revision {revision} failed in pre-check mode ({type(error).__name__}: "
-            f"{cause[0] if cause else ''}). MySQL commits each DDL statement on its own, so part of it "
-            f"may be in the database: {revision} is now marked dirty and fenced writes are refused. "
+            f"{cause[0] if cause else ''}). In pre-check mode a revision's statements can commit before it "
+            f"finishes, so part of it may be in the database: {revision} is now marked dirty and fenced "
+            f"writes are refused. "
             f"Compare the schema with the revision, finish or undo it by hand, then run "
             f"`fencemigrate resolve {revision} --token N --as applied|rolled-back`"
         )
 
     # -- helpers ------------------------------------------------------------------------------
-
-    def _run(self, connection: Connection, name: str, **params: Any) -> Any:
-        return connection.execute(statement(name, self._quoted_schema, connection.dialect.name), params)
 
     @staticmethod
     def _version_table(context: MigrationContext) -> str:

@@ -7,12 +7,12 @@ from typing import Any
 
 from alembic.runtime.migration import HeadMaintainer, MigrationContext, StampStep
 
-from ..dirty import Unsettled, unsettled_revisions
+from ..dirty import Unsettled, tracks_dirty, unsettled_revisions
 from ..durations import format_duration
 from ..errors import LeaseBusy, UsageError
 from ..events import log_event
 from ..fence_schema import installed_version
-from ..queries import query_dialect, statement
+from ..queries import statement
 from .fence_calls.plain import claim_fence
 from .named_lock import NamedLock
 from .settings import FenceSettings
@@ -64,10 +64,10 @@ class ResolveRun:
         assert connection is not None and context.script is not None
         settings = self.settings
         quoted = context.dialect.identifier_preparer.quote(settings.schema)
-        if query_dialect(context.dialect.name) != "mysql" or installed_version(connection, quoted) is None:
+        if not tracks_dirty(context.dialect.name, installed_version(connection, quoted)):
             raise UsageError(
-                f"{self.revision} is not dirty: only pre-check mode on MySQL/MariaDB marks revisions "
-                "dirty, and this database has none (nothing was changed)"
+                f"{self.revision} is not dirty: only pre-check mode (MySQL/MariaDB, or --mode precheck "
+                "on PostgreSQL) marks revisions dirty, and this database has none (nothing was changed)"
             )
         lock = NamedLock(connection, quoted, settings.resource)
         if not lock.acquire(self.lock_wait_ms):
@@ -84,7 +84,7 @@ class ResolveRun:
         if self.resolved_as == APPLIED:
             connection.execute(statement("settle_revision", quoted, context.dialect.name), params)
         else:
-            connection.execute(statement("record_rollback", quoted, context.dialect.name), params)
+            connection.execute(statement("forget_revision", quoted, context.dialect.name), params)
         after = self._move_version_table(context, heads, dirty)
         log_event(
             connection, quoted, resource=settings.resource, kind="RESOLVE", holder=settings.holder,

@@ -9,6 +9,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
 from ..errors import UsageError
+from ..queries import query_dialect
 from .fenced_run import FencedRun, Planner
 from .modes import PRECHECK, mode_for
 from .outcome import RunOutcome
@@ -24,6 +25,12 @@ class RunChoice:
     offline: bool
     lock_wait_ms: int
     lock_wait_given: bool  # --wait given with --token: only pre-check mode waits for anything
+
+    def per_migration(self, connection: Connection) -> bool:
+        """Pre-check mode on PostgreSQL: each revision in a transaction of its own, whatever env.py
+        says, so that its mark commits before its DDL (MySQL commits DDL on its own anyway)."""
+        dialect = connection.dialect.name
+        return query_dialect(dialect) == "postgresql" and mode_for(dialect, self.requested, False) == PRECHECK
 
     def runs(
         self,

@@ -4,7 +4,7 @@
 -- lives in the application's own database, named with the fence schema's name as a prefix
 -- (@extschema@_agent_fence becomes `fencemigrate_agent_fence` by default; fencemigrate_schema
 -- in alembic.ini changes the prefix). The runner applies this file one statement at a time
--- (DELIMITER lines work as in the mysql client), under the migration's named lock; every
+-- (DELIMITER lines work as in the mysql client) at the start of the first fenced run; every
 -- statement is idempotent. Same tables and columns as the PostgreSQL schema, plus the ledger's
 -- `state`: MySQL commits DDL implicitly, so a revision runs in pre-check mode and its ledger row
 -- is written as 'applying' (or 'rolling_back') before its DDL and settled after it. A row left
@@ -114,6 +114,26 @@ BEFORE DELETE ON @extschema@_lease FOR EACH ROW
 BEGIN
     SIGNAL SQLSTATE 'FM002'
         SET MESSAGE_TEXT = 'the lease token counter is monotonic: deleting a lease is not allowed';
+END//
+
+-- Pre-check mode's ledger writes log their own events, in the same statement's transaction: a
+-- revision marked 'applying' that becomes 'applied' is an APPLY; a row marked 'rolling_back' that
+-- goes is a ROLLBACK (by the run that marked it). Other ledger writes are logged by the runner.
+CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_settled
+AFTER UPDATE ON @extschema@_applied_revision FOR EACH ROW
+BEGIN
+    IF OLD.state = 'applying' AND NEW.state = 'applied' THEN
+        INSERT INTO @extschema@_fence_event (at, resource, kind, holder, token, revision)
+        VALUES (UTC_TIMESTAMP(6), NEW.resource, 'APPLY', NEW.holder, NEW.applied_token, NEW.revision);
+    END IF;
+END//
+CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_rolled_back
+AFTER DELETE ON @extschema@_applied_revision FOR EACH ROW
+BEGIN
+    IF OLD.state = 'rolling_back' THEN
+        INSERT INTO @extschema@_fence_event (at, resource, kind, holder, token, revision)
+        VALUES (UTC_TIMESTAMP(6), OLD.resource, 'ROLLBACK', OLD.state_holder, OLD.state_token, OLD.revision);
+    END IF;
 END//
 DELIMITER ;
 

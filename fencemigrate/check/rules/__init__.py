@@ -7,7 +7,14 @@ from collections.abc import Iterable
 from ...errors import UsageError
 from .base import CheckContext, Rule
 from .copies import RenumberedCopy, RenumberedSlug
-from .database import ChecksumDrift, FenceSchemaAltered, FenceSchemaMissing, MissingAppliedRevision, PendingRevision
+from .database import (
+    ChecksumDrift,
+    DirtyRevision,
+    FenceSchemaAltered,
+    FenceSchemaMissing,
+    MissingAppliedRevision,
+    PendingRevision,
+)
 from .downgrade import MissingDowngrade
 from .files import BadSuppression, UnparsableRevision
 from .integrity import DuplicateRevisionId, MissingDownRevision, MultipleHeads, RevisionCycle
@@ -41,6 +48,7 @@ RULES: tuple[Rule, ...] = (
     MissingAppliedRevision(),
     FenceSchemaMissing(),
     FenceSchemaAltered(),
+    DirtyRevision(),
 )
 
 __all__ = ["RULES", "CheckContext", "Rule", "rule_for", "select_rules"]

@@ -44,7 +44,8 @@ class ChecksumDrift(Rule):
     def check(self, context: CheckContext) -> Iterator[Finding]:
         for row in _database(context).state.ledger:
             item = context.graph.files.get(row.revision)
-            if item is None or row.script_sha256 is None or row.script_sha256 == item.sha256:
+            # A dirty revision is FM406's: fixing its file is the usual way out, not drift.
+            if item is None or row.state != "applied" or row.script_sha256 in (None, item.sha256):
                 continue
             yield self.at(
                 item, item.revision_line,
@@ -107,7 +108,7 @@ class FenceSchemaAltered(Rule):
     )
     fix = (
         "find out who changed it (stale writers may get through), then recreate it as fencemigrate's "
-        "install script has it (`fencemigrate install --sql`; sql/sqlite/ on SQLite)"
+        "install script has it (`fencemigrate install --sql`; sql/sqlite/ on SQLite, sql/mysql/ on MySQL)"
     )
     needs_database = True
 
@@ -116,3 +117,38 @@ class FenceSchemaAltered(Rule):
         version = database.state.fence_schema_version
         for problem in database.fence_problems:
             yield self.finding(f"the fence schema {database.schema} ({version}) differs from fencemigrate's: {problem}")
+
+
+class DirtyRevision(Rule):
+    """FM406: a revision whose DDL started in pre-check mode and never finished."""
+
+    id = "FM406"
+    name = "dirty-revision"
+    summary = (
+        "a dirty revision: pre-check mode (the default on MySQL/MariaDB) started its DDL and never finished "
+        "it, so it may be partly applied; fenced writes to its resource are refused until it is resolved"
+    )
+    fix = (
+        "compare the schema with the revision, finish or undo what it did by hand, then "
+        "`fencemigrate resolve REV --token N --as applied|rolled-back`"
+    )
+    needs_database = True
+
+    def check(self, context: CheckContext) -> Iterator[Finding]:
+        state = _database(context).state
+        for dirty in state.dirty:
+            action = "upgrade" if dirty.state == "applying" else "downgrade"
+            message = (
+                f"{dirty.revision} is dirty: its {action} was started under token {dirty.token} by {dirty.holder} "
+                f"at {dirty.since} and never finished ({dirty.version_table}); "
+                "fenced writes are refused until it is resolved"
+            )
+            fix = (
+                f"compare the schema with {dirty.revision}, finish or undo what it did by hand, then "
+                f"`fencemigrate resolve {dirty.revision} --token N --as applied|rolled-back`"
+            )
+            item = context.graph.files.get(dirty.revision)
+            if item is not None and dirty.version_table == state.version_table:
+                yield self.at(item, item.revision_line, message, fix)
+            else:
+                yield self.finding(message, revision=dirty.revision, fix=fix)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, TextClause
-from sqlalchemy.sql.compiler import Compiled
-
 from ...queries import statement
+from ..driver import scalar_on_driver
 from .base import FenceCalls
 
 
@@ -29,7 +27,7 @@ class PostgresFenceCalls(FenceCalls):
             return None
         connection = self._context.connection
         assert connection is not None
-        return _scalar_on_driver(connection, clause, params)
+        return scalar_on_driver(connection, clause, params)
 
     def _xact(self, name: str, **params: Any) -> int | None:
         """Run a statement that returns the transaction id."""
@@ -131,32 +129,3 @@ class PostgresFenceCalls(FenceCalls):
             methods=[row[2] for row in rows],
             shas=[row[3] for row in rows],
         )
-
-
-_compiled: dict[tuple[int, str], Compiled] = {}
-
-
-def _scalar_on_driver(connection: Connection, clause: TextClause, params: dict[str, Any]) -> Any:
-    """Run ``clause`` on the DBAPI cursor of ``connection``, inside its current transaction.
-
-    These calls run once or twice per migration step; going straight to the driver with a
-    statement compiled once per dialect keeps their cost close to a bare round trip. Errors
-    are the driver's own; ``translated_errors`` maps them by SQLSTATE.
-    """
-    key = (id(clause), f"{connection.dialect.name}/{connection.dialect.paramstyle}")
-    compiled = _compiled.get(key)
-    if compiled is None:
-        compiled = _compiled[key] = clause.compile(dialect=connection.dialect)
-    bound = compiled.construct_params(params)
-    assert bound is not None
-    positions = getattr(compiled, "positiontup", None)
-    arguments: Any = tuple(bound[name] for name in positions) if positions else bound
-    dbapi_connection = connection.connection.dbapi_connection
-    assert dbapi_connection is not None
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute(compiled.string, arguments)
-        row = cursor.fetchone()
-    finally:
-        cursor.close()
-    return None if row is None else row[0]

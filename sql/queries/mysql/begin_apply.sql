@@ -1,11 +1,15 @@
--- Pre-check mode, before :revision's DDL: its ledger row, marked 'applying' under :token. It is
--- committed before the DDL runs; record_apply.sql settles it in the transaction that writes
--- Alembic's version row. A row still 'applying' afterwards is a dirty revision.
+-- Pre-check mode, before :revision's DDL: its ledger row, marked 'applying' under :token, written
+-- only while the fence still holds :token (0 rows: a newer token has written, FENCED). The
+-- revision's first DDL statement commits it before it runs (MySQL commits the open transaction
+-- first); settle_apply.sql settles it in the transaction that writes Alembic's version row.
+-- A row still 'applying' afterwards is a dirty revision.
 INSERT INTO {schema}_applied_revision
        (version_table, revision, resource, applied_token, holder, method, applied_at, script_sha256,
         state, state_token, state_holder, state_since)
-VALUES (:version_table, :revision, :resource, :token, :holder, 'upgrade', UTC_TIMESTAMP(6), :script_sha256,
-        'applying', :token, :holder, UTC_TIMESTAMP(6))
+SELECT :version_table, :revision, :resource, :token, :holder, 'upgrade', UTC_TIMESTAMP(6), :script_sha256,
+       'applying', :token, :holder, UTC_TIMESTAMP(6)
+  FROM {schema}_agent_fence f
+ WHERE f.resource = :resource AND f.token = :token
 ON DUPLICATE KEY UPDATE
        resource = VALUES(resource), applied_token = VALUES(applied_token), holder = VALUES(holder),
        method = VALUES(method), applied_at = VALUES(applied_at), script_sha256 = VALUES(script_sha256),

@@ -1,5 +1,8 @@
--- The ledger of one Alembic version table, oldest first.
-SELECT revision, resource, applied_token, holder, method, applied_at, script_sha256
-  FROM {schema}.applied_revision
+-- The ledger of one Alembic version table, oldest first, with each revision's state ('applied',
+-- or 'applying' / 'rolling_back' when pre-check mode left it dirty). state is read through
+-- to_jsonb so that `fencemigrate state` also reads a fence schema still at 0.2, which has none.
+SELECT revision, resource, applied_token, holder, method, applied_at, script_sha256,
+       coalesce(to_jsonb(a) ->> 'state', 'applied') AS state
+  FROM {schema}.applied_revision a
  WHERE version_table = :version_table
  ORDER BY applied_at, revision

@@ -40,43 +40,37 @@ start_postgres() {
     trap 'exit 143' TERM
 }
 
-# Start a throwaway redis-server via .ci/redis (the Redis lease backend's tests), stop it on
-# exit (after whatever the EXIT trap already does) and set REDIS_TEST_PORT / REDIS_TEST_DIR.
-# Like start_postgres, call it from the main shell.
-start_redis() {
-    local redis_env previous
-    redis_env=$(bash .ci/redis start)
-    REDIS_TEST_PORT=$(printf '%s\n' "$redis_env" | sed -n 's/^REDIS_PORT=//p')
-    REDIS_TEST_DIR=$(printf '%s\n' "$redis_env" | sed -n 's/^REDIS_DIR=//p')
-    if [ -z "$REDIS_TEST_PORT" ] || [ -z "$REDIS_TEST_DIR" ]; then
-        echo "unexpected output from .ci/redis start: $redis_env" >&2
+# Start a throwaway server with .ci/SCRIPT, whose `start` prints exactly KEY_PORT=<port> and
+# KEY_DIR=<dir>; stop it on exit (after whatever the EXIT trap already does) and set the variables
+# named PORT_VAR and DIR_VAR. Like start_postgres, call it from the main shell.
+#   start_server redis REDIS REDIS_TEST_PORT REDIS_TEST_DIR
+start_server() {
+    local script=$1 key=$2 port_var=$3 dir_var=$4 output port dir previous
+    output=$(bash ".ci/$script" start)
+    port=$(printf '%s\n' "$output" | sed -n "s/^${key}_PORT=//p")
+    dir=$(printf '%s\n' "$output" | sed -n "s/^${key}_DIR=//p")
+    if [ -z "$port" ] || [ -z "$dir" ]; then
+        echo "unexpected output from .ci/$script start: $output" >&2
         return 1
     fi
-    # `trap -p EXIT` prints the current handler quoted for the shell: keep it, then stop Redis.
+    printf -v "$port_var" '%s' "$port"
+    printf -v "$dir_var" '%s' "$dir"
+    # `trap -p EXIT` prints the current handler quoted for the shell: keep it, then stop this server.
     previous=$(trap -p EXIT | sed -e "s/^trap -- //" -e "s/ EXIT\$//")
     eval "previous=$previous"
-    trap "bash .ci/redis stop \"\$REDIS_TEST_DIR\"${previous:+; $previous}" EXIT
+    trap "bash .ci/$script stop '$dir'${previous:+; $previous}" EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
 }
 
-# Start a throwaway MariaDB via .ci/mariadb (the MySQL/MariaDB tests), stop it on exit (after
-# whatever the EXIT trap already does) and set MYSQL_TEST_PORT / MYSQL_TEST_DIR. Like
-# start_postgres, call it from the main shell.
+# The Redis lease backend's tests: REDIS_TEST_PORT / REDIS_TEST_DIR.
+start_redis() {
+    start_server redis REDIS REDIS_TEST_PORT REDIS_TEST_DIR
+}
+
+# The MySQL/MariaDB tests and benchmark: MYSQL_TEST_PORT / MYSQL_TEST_DIR.
 start_mariadb() {
-    local mysql_env previous
-    mysql_env=$(bash .ci/mariadb start)
-    MYSQL_TEST_PORT=$(printf '%s\n' "$mysql_env" | sed -n 's/^MYSQL_PORT=//p')
-    MYSQL_TEST_DIR=$(printf '%s\n' "$mysql_env" | sed -n 's/^MYSQL_DIR=//p')
-    if [ -z "$MYSQL_TEST_PORT" ] || [ -z "$MYSQL_TEST_DIR" ]; then
-        echo "unexpected output from .ci/mariadb start: $mysql_env" >&2
-        return 1
-    fi
-    previous=$(trap -p EXIT | sed -e "s/^trap -- //" -e "s/ EXIT\$//")
-    eval "previous=$previous"
-    trap "bash .ci/mariadb stop \"\$MYSQL_TEST_DIR\"${previous:+; $previous}" EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
+    start_server mariadb MYSQL MYSQL_TEST_PORT MYSQL_TEST_DIR
 }
 
 # Install a Debian package when its command is missing (only possible as root).

@@ -39,7 +39,7 @@ import pymysql
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from common import host_line
+from common import FreshDatabases, host_line
 from upgrade_overhead import (
     ALEMBIC,
     DEFAULT_ROUNDS,
@@ -136,46 +136,21 @@ class MysqlServer:
         )
 
 
-class Databases:
-    """Creates fresh databases named ``fm_bench_<pid>_<n>`` and drops them (never timed)."""
+class Databases(FreshDatabases):
+    """Fresh MariaDB databases."""
 
     def __init__(self, server: MysqlServer) -> None:
+        super().__init__()
         self.server = server
-        self._count = 0
-        self._live: set[str] = set()
 
-    def create(self) -> str:
-        """Create a new empty database and return its name."""
-        self._count += 1
-        name = f"fm_bench_{os.getpid()}_{self._count}"
+    def _create(self, name: str) -> None:
         with self.server.connect() as conn, conn.cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
             cursor.execute(f"CREATE DATABASE `{name}`")
-        self._live.add(name)
-        return name
 
-    def drop(self, name: str) -> None:
-        """Drop ``name``."""
+    def _drop(self, name: str) -> None:
         with self.server.connect() as conn, conn.cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
-        self._live.discard(name)
-
-    def drop_all(self) -> None:
-        """Drop every database this object created and has not dropped yet."""
-        for name in sorted(self._live):
-            try:
-                self.drop(name)
-            except pymysql.Error as error:
-                print(f"warning: could not drop database {name}: {error}", file=sys.stderr)
-
-    @contextmanager
-    def fresh(self) -> Iterator[str]:
-        """A fresh database for the duration of the block, dropped afterwards."""
-        name = self.create()
-        try:
-            yield name
-        finally:
-            self.drop(name)
 
 
 def server_from_args(url: str | None) -> MysqlServer:

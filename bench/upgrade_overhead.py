@@ -44,7 +44,7 @@ from typing import Any
 
 import psycopg
 
-from common import host_line
+from common import FreshDatabases, host_line
 
 HOST_VAR = "FENCEMIGRATE_TEST_PG_HOST"
 PORT_VAR = "FENCEMIGRATE_TEST_PG_PORT"
@@ -116,46 +116,21 @@ class Server:
         )
 
 
-class Databases:
-    """Creates fresh databases named ``fm_bench_<pid>_<n>`` and drops them (never timed)."""
+class Databases(FreshDatabases):
+    """Fresh PostgreSQL databases (``DROP ... WITH (FORCE)`` ends leftover sessions)."""
 
     def __init__(self, server: Server) -> None:
+        super().__init__()
         self.server = server
-        self._count = 0
-        self._live: set[str] = set()
 
-    def create(self) -> str:
-        """Create a new empty database and return its name."""
-        self._count += 1
-        name = f"fm_bench_{os.getpid()}_{self._count}"
+    def _create(self, name: str) -> None:
         with self.server.connect() as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
             conn.execute(f'CREATE DATABASE "{name}"')
-        self._live.add(name)
-        return name
 
-    def drop(self, name: str) -> None:
-        """Drop ``name`` (terminating leftover sessions)."""
+    def _drop(self, name: str) -> None:
         with self.server.connect() as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        self._live.discard(name)
-
-    def drop_all(self) -> None:
-        """Drop every database this object created and has not dropped yet."""
-        for name in sorted(self._live):
-            try:
-                self.drop(name)
-            except psycopg.Error as error:
-                print(f"warning: could not drop database {name}: {error}", file=sys.stderr)
-
-    @contextmanager
-    def fresh(self) -> Iterator[str]:
-        """A fresh database for the duration of the block, dropped afterwards."""
-        name = self.create()
-        try:
-            yield name
-        finally:
-            self.drop(name)
 
 
 def server_from_args(host: str | None, port: int | None) -> Server:

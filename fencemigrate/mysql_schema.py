@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
+from .errors import DatabaseError
 from .prefixed_schema import installed_version, require_no_other_version
-from .queries import with_fence_names
+from .queries import statement, with_fence_names
 from .resources import sql_dir
 
 VERSION = "0.3"
 """The fence schema version on MySQL (it has the ledger's ``state``, which pre-check mode needs)."""
+
+_INSTALL_WAIT_S = 60
 
 
 def install_statements(quoted_schema: str) -> list[str]:
@@ -39,13 +42,23 @@ def install_statements(quoted_schema: str) -> list[str]:
 def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
     """Install the fence schema unless present. True if installed now.
 
-    Every statement is idempotent (``IF NOT EXISTS``) and MySQL commits each DDL statement on its
-    own, so concurrent first runs can both run the script: the objects are created once.
+    MySQL commits each DDL statement on its own, so concurrent first runs take turns on a named
+    lock (``install_lock.sql``): otherwise one could read the version table another has just
+    created, before its row is in.
     """
-    found = installed_version(connection, quoted_schema)
-    if found == VERSION:
+    if installed_version(connection, quoted_schema) == VERSION:
         return False
-    require_no_other_version(found, quoted_schema, VERSION)
-    for sql in install_statements(quoted_schema):
-        connection.exec_driver_sql(sql, execution_options={"no_parameters": True})
-    return True
+    if connection.execute(statement("install_lock", quoted_schema, "mysql"), {"timeout_s": _INSTALL_WAIT_S}).scalar() != 1:
+        raise DatabaseError(
+            f"could not install the fence schema: another run held the install lock for {_INSTALL_WAIT_S} s"
+        )
+    try:
+        found = installed_version(connection, quoted_schema)
+        if found == VERSION:
+            return False
+        require_no_other_version(found, quoted_schema, VERSION)
+        for sql in install_statements(quoted_schema):
+            connection.exec_driver_sql(sql, execution_options={"no_parameters": True})
+        return True
+    finally:
+        connection.execute(statement("install_unlock", quoted_schema, "mysql"))

@@ -17,7 +17,8 @@ def installed_version(connection: Connection, quoted_schema: str) -> str | None:
     ).scalar()
     if probe is None:
         return None
-    return str(connection.execute(statement("schema_version", quoted_schema, dialect)).scalar())
+    version = connection.execute(statement("schema_version", quoted_schema, dialect)).scalar()
+    return None if version is None else str(version)  # no row yet: an install in progress
 
 
 def require_no_other_version(found: str | None, quoted_schema: str, version: str) -> None:

@@ -21,8 +21,8 @@ from fencemigrate.check import RULES
 CASES_DIR = Path(__file__).resolve().parent / "check_cases"
 README = Path(__file__).resolve().parent.parent / "README.md"
 RULE_IDS = (
-    "FM001, FM002, FM101, FM102, FM103, FM104, FM105, FM106, FM201, FM202, FM203, FM204, FM205, FM206, "
-    "FM301, FM401, FM402, FM403, FM404, FM405, FM406"
+    "FM101, FM102, FM103, FM104, FM105, FM106, FM201, FM202, FM203, FM204, FM205, FM206, "
+    "FM301, FM401, FM402, FM403, FM404, FM405, FM406, FM901, FM902"
 )
 SLUG_FIX = (
     "do not re-add a migration under a new number: run `fencemigrate state` and re-plan "
@@ -148,13 +148,13 @@ def test_github_format_prints_workflow_annotations(tmp_path: Path) -> None:
     result = check(project_with(tmp_path, "bad_suppression"), "--format", "github").check(1)
     versions = "migrations/versions"
     assert result.stdout.splitlines() == [
-        f"::error file={versions}/0001_no_reason.py,line=8,title=FM002 bad-suppression::"
+        f"::error file={versions}/0001_no_reason.py,line=8,title=FM902 bad-suppression::"
         f"`# fencemigrate: allow FM301` gives no reason (`because <reason>`), so it suppresses nothing%0Afix: {SUPPRESSION_FIX}",
         f"::warning file={versions}/0001_no_reason.py,line=18,title=FM301 missing-downgrade::"
         f"downgrade() is empty: this revision cannot be rolled back%0Afix: {DOWNGRADE_FIX}",
-        f"::error file={versions}/0002_unknown_rule.py,line=8,title=FM002 bad-suppression::"
+        f"::error file={versions}/0002_unknown_rule.py,line=8,title=FM902 bad-suppression::"
         f"`# fencemigrate: allow FM999` names no rule: it suppresses nothing%0Afix: {SUPPRESSION_FIX}",
-        f"::error file={versions}/0003_malformed.py,line=8,title=FM002 bad-suppression::"
+        f"::error file={versions}/0003_malformed.py,line=8,title=FM902 bad-suppression::"
         "`# fencemigrate: ignore FM301 please` is not `# fencemigrate: allow RULE-ID because <reason>`"
         f"%0Afix: {SUPPRESSION_FIX}",
         "3 errors, 1 warning in 3 revision files",
@@ -189,7 +189,7 @@ def test_github_format_escapes_properties_and_message(tmp_path: Path) -> None:
 
 def test_a_broken_file_is_a_finding_not_a_crash(tmp_path: Path) -> None:
     result = check(project_with(tmp_path, "unparsable"), "--select", "unparsable-revision").check(1)
-    assert result.stdout.splitlines()[1].split()[:3] == ["migrations/versions/0002_broken.py:8", "FM001", "error"]
+    assert result.stdout.splitlines()[1].split()[:3] == ["migrations/versions/0002_broken.py:8", "FM901", "error"]
     assert result.stdout.splitlines()[-1] == "2 errors, 0 warnings in 3 revision files"
     assert result.stderr == ""
 
@@ -203,7 +203,7 @@ def test_select_keeps_only_the_rules_named(tmp_path: Path) -> None:
 
 
 def test_ignore_takes_ids_and_names(tmp_path: Path) -> None:
-    result = check(project_with(tmp_path, "bad_suppression"), "--ignore", "FM002, missing-downgrade").check(0)
+    result = check(project_with(tmp_path, "bad_suppression"), "--ignore", "FM902, missing-downgrade").check(0)
     assert result.stdout == "no problems found in 3 revision files\n"
 
 
@@ -211,7 +211,7 @@ def test_ignore_takes_ids_and_names(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (("--select", "FM999"), f"unknown rule 'FM999' in --select; the rules are {RULE_IDS}"),
-        (("--ignore", "FM002,no-such-rule"), f"unknown rule 'no-such-rule' in --ignore; the rules are {RULE_IDS}"),
+        (("--ignore", "FM902,no-such-rule"), f"unknown rule 'no-such-rule' in --ignore; the rules are {RULE_IDS}"),
         (("--select", " , "), "--select names no rule"),
         (("--select", "FM202,checksum-drift,FM404"), "--select FM402,FM404 needs --db: these rules read the database"),
     ],
@@ -315,8 +315,8 @@ def test_pyproject_next_to_alembic_ini_allows_findings(tmp_path: Path) -> None:
     payload = check_json(project, code=1)
     assert [(f["rule"], f["file"], f["line"], f["message"]) for f in payload["findings"]] == [
         ("FM301", "migrations/versions/0000_vacuum.py", 4, "there is no downgrade(): this revision cannot be rolled back"),
-        ("FM002", "pyproject.toml", 13, "the allow entry for FM301 gives no reason, so it suppresses nothing"),
-        ("FM002", "pyproject.toml", 16, "the allow entry names no rule 'FM777': it suppresses nothing"),
+        ("FM902", "pyproject.toml", 13, "the allow entry for FM301 gives no reason, so it suppresses nothing"),
+        ("FM902", "pyproject.toml", 16, "the allow entry names no rule 'FM777': it suppresses nothing"),
     ]
     assert [(s["rule"], s["revision"], s["suppressed_by"]) for s in payload["suppressed"]] == [
         ("FM205", "0001", "pyproject.toml:4"),

@@ -24,10 +24,10 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
         ('FM201', '0001_analyze.py:15', "`op.get_context().autocommit_block()` commits the migration's transaction: the fence claim cannot cover what runs in it"),
     ],
     "bad_suppression": [
-        ('FM002', '0001_no_reason.py:8', '`# fencemigrate: allow FM301` gives no reason (`because <reason>`), so it suppresses nothing'),
+        ('FM902', '0001_no_reason.py:8', '`# fencemigrate: allow FM301` gives no reason (`because <reason>`), so it suppresses nothing'),
         ('FM301', '0001_no_reason.py:18', 'downgrade() is empty: this revision cannot be rolled back'),
-        ('FM002', '0002_unknown_rule.py:8', '`# fencemigrate: allow FM999` names no rule: it suppresses nothing'),
-        ('FM002', '0003_malformed.py:8', '`# fencemigrate: ignore FM301 please` is not `# fencemigrate: allow RULE-ID because <reason>`'),
+        ('FM902', '0002_unknown_rule.py:8', '`# fencemigrate: allow FM999` names no rule: it suppresses nothing'),
+        ('FM902', '0003_malformed.py:8', '`# fencemigrate: ignore FM301 please` is not `# fencemigrate: allow RULE-ID because <reason>`'),
     ],
     "concurrently": [
         ('FM202', '0001_indexes.py:14', '`CREATE UNIQUE INDEX CONCURRENTLY ix_invoice_number ON inv...` cannot run inside a transaction block, so this revision cannot be fenced atomically'),
@@ -79,8 +79,8 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
         ('FM204', '0001_backfill.py:16', '`END` ends or starts a transaction from SQL: what follows is not covered by the fence claim'),
     ],
     "unparsable": [
-        ('FM001', '0002_broken.py:8', 'this revision file does not parse: invalid syntax'),
-        ('FM001', 'helpers.py:1', 'this revision file has no `revision = "..."` string at module level'),
+        ('FM901', '0002_broken.py:8', 'this revision file does not parse: invalid syntax'),
+        ('FM901', 'helpers.py:1', 'this revision file has no `revision = "..."` string at module level'),
     ],
 }
 

@@ -17,7 +17,7 @@ import pytest
 from fence_rows import assert_fenced, fence_token, ledger, scratch_database, snapshot, stderr_lines
 from support.db import alembic_versions, execute, query, table_names
 from support.pg import PgServer
-from support.project import MakeProject, Project, Result, run_command, script_command, subprocess_env
+from support.project import MakeProject, Project, Result, run_all_at_once, run_command, script_command, subprocess_env
 
 REPO = Path(__file__).resolve().parent.parent
 LOST = "LEASE LOST: you no longer own db/migrations"
@@ -247,26 +247,6 @@ def test_runner_heartbeats_while_it_makes_progress_and_releases(project: Project
     assert "t5" not in table_names(pg_url)
 
 
-def _chain(project: Project, count: int) -> None:
-    for number in range(1, count + 1):
-        down = f"r{number - 1:02d}" if number > 1 else None
-        project.add_revision(f"r{number:02d}", down, f"CREATE TABLE t{number:02d} (id int)",
-                             f"DROP TABLE t{number:02d}", slug=f"t{number:02d}")
-
-
-def _all_at_once(project: Project, argv: list[list[str]]) -> list[tuple[int, str]]:
-    processes = [
-        subprocess.Popen(args, cwd=project.path, env=subprocess_env(), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-        for args in argv
-    ]
-    results = []
-    for process in processes:
-        _, stderr = process.communicate(timeout=300)
-        results.append((process.returncode, stderr))
-    return results
-
-
 def test_eight_runners_at_once_on_an_empty_database(
     make_project: MakeProject, pg_url: str, pg_conn: Any, pg_server: PgServer
 ) -> None:
@@ -274,9 +254,9 @@ def test_eight_runners_at_once_on_an_empty_database(
     case): all exit 0, each of 30 revisions is applied exactly once, under one token.
     Control: eight plain `alembic upgrade head` at once do not all succeed."""
     project = make_project()
-    _chain(project, 30)
+    project.add_chain(30)
     fencemigrate = [[*script_command("fencemigrate"), "upgrade", "head", "--holder", f"pod-{n}"] for n in range(8)]
-    outcomes = _all_at_once(project, fencemigrate)
+    outcomes = run_all_at_once(project.path, fencemigrate)
     assert [code for code, _ in outcomes] == [0] * 8, outcomes
     assert alembic_versions(pg_url) == ["r30"]
     assert len(table_names(pg_url)) == 31
@@ -297,8 +277,8 @@ def test_eight_runners_at_once_on_an_empty_database(
     for attempt in range(3):
         with scratch_database(pg_conn, pg_server, "plain") as url:
             plain = make_project(url=url, name=f"plain{attempt}")
-            _chain(plain, 30)
-            failures = sum(code != 0 for code, _ in _all_at_once(plain, [[*script_command("alembic"), "upgrade", "head"]] * 8))
+            plain.add_chain(30)
+            failures = sum(code != 0 for code, _ in run_all_at_once(plain.path, [[*script_command("alembic"), "upgrade", "head"]] * 8))
         if failures:
             break
     assert failures, "plain alembic never failed with eight concurrent runners"

@@ -167,7 +167,9 @@ def test_two_writers_are_serialised_by_the_named_lock(make_project: MakeProject,
 def test_control_two_plain_alembic_writers_collide(make_project: MakeProject, mysql_url: str) -> None:
     """CONTROL: two plain ``alembic upgrade head`` at once both run the revision; one fails midway."""
     project = make_project(url=mysql_url)
-    project.add_revision("0001", None, extra_upgrade_code=SLOW_UPGRADE.format(seconds=2, table="slow"))
+    project.add_revision("0000", None)
+    project.add_revision("0001", "0000", extra_upgrade_code=SLOW_UPGRADE.format(seconds=2, table="slow"))
+    project.run_alembic("upgrade", "0000").check(0)  # the version table exists: both race on 0001 only
     alembic = script_command("alembic")
     processes = [
         subprocess.Popen(alembic + ["upgrade", "head"], cwd=project.path, text=True,

@@ -80,7 +80,7 @@ class PrecheckRun:
         self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
         self._external = connection.in_transaction()
         # Installed first: the named lock is a function of the fence schema on PostgreSQL. Concurrent
-        # first runs install it once (an advisory lock on PostgreSQL; idempotent statements on MySQL).
+        # first runs install it once (an install lock of its own on both databases).
         self.outcome.installed_fence_schema = ensure_installed(connection, self._quoted_schema)
         if not self._external:
             connection.commit()  # the install, and its lock, are not held while waiting below

@@ -4,8 +4,8 @@
 -- lives in the application's own database, named with the fence schema's name as a prefix
 -- (@extschema@_agent_fence becomes `fencemigrate_agent_fence` by default; fencemigrate_schema
 -- in alembic.ini changes the prefix). The runner applies this file one statement at a time
--- (DELIMITER lines work as in the mysql client) at the start of the first fenced run; every
--- statement is idempotent. Same tables and columns as the PostgreSQL schema, plus the ledger's
+-- (DELIMITER lines work as in the mysql client) at the start of the first fenced run, under the
+-- named lock 'fencemigrate-install:<database>'; every statement is idempotent. Same tables and columns as the PostgreSQL schema, plus the ledger's
 -- `state`: MySQL commits DDL implicitly, so a revision runs in pre-check mode and its ledger row
 -- is written as 'applying' (or 'rolling_back') before its DDL and settled after it. A row left
 -- unsettled is a dirty revision: fenced writes are refused until `fencemigrate resolve`.

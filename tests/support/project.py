@@ -120,6 +120,20 @@ def run_command(
     return Result(tuple(argv), completed.returncode, completed.stdout, completed.stderr)
 
 
+def run_all_at_once(cwd: Path, argv: Sequence[Sequence[str]], timeout: float = 300.0) -> list[tuple[int, str]]:
+    """Start every command line of ``argv`` in ``cwd`` at once; their ``(exit status, stderr)``."""
+    processes = [
+        subprocess.Popen(list(args), cwd=cwd, env=subprocess_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        for args in argv
+    ]
+    results = []
+    for process in processes:
+        _, stderr = process.communicate(timeout=timeout)
+        results.append((process.returncode, stderr))
+    return results
+
+
 def ini_escape(value: str) -> str:
     """Escape a value for alembic.ini, whose ConfigParser interpolates ``%``."""
     return value.replace("%", "%%")
@@ -217,6 +231,13 @@ class Project:
         self._revision_files[rev_id] = path
         self.remove_pycache()
         return path
+
+    def add_chain(self, count: int) -> None:
+        """Revisions ``r01`` .. ``rNN`` in a chain, each creating its table ``tNN``."""
+        for number in range(1, count + 1):
+            down = f"r{number - 1:02d}" if number > 1 else None
+            self.add_revision(f"r{number:02d}", down, f"CREATE TABLE t{number:02d} (id int)",
+                              f"DROP TABLE t{number:02d}", slug=f"t{number:02d}")
 
     def remove_revision(self, rev_id: str) -> None:
         """Delete the file written by :meth:`add_revision` for ``rev_id``."""

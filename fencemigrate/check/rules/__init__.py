@@ -28,8 +28,6 @@ from .transactions import (
 )
 
 RULES: tuple[Rule, ...] = (
-    UnparsableRevision(),
-    BadSuppression(),
     MultipleHeads(),
     MissingDownRevision(),
     DuplicateRevisionId(),
@@ -49,6 +47,8 @@ RULES: tuple[Rule, ...] = (
     FenceSchemaMissing(),
     FenceSchemaAltered(),
     DirtyRevision(),
+    UnparsableRevision(),
+    BadSuppression(),
 )
 
 __all__ = ["RULES", "CheckContext", "Rule", "rule_for", "select_rules"]

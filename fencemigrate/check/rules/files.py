@@ -9,9 +9,9 @@ from .base import CheckContext, Rule
 
 
 class UnparsableRevision(Rule):
-    """FM001: a file in the versions directory that Alembic could not load as a revision."""
+    """FM901: a file in the versions directory that Alembic could not load as a revision."""
 
-    id = "FM001"
+    id = "FM901"
     name = "unparsable-revision"
     summary = "a revision file that does not parse, is not UTF-8, or has no literal `revision` id"
     fix = "fix the file so that Python parses it, with `revision` and `down_revision` as string literals"
@@ -23,9 +23,9 @@ class UnparsableRevision(Rule):
 
 
 class BadSuppression(Rule):
-    """FM002: an allow comment or pyproject entry without a reason, or naming no known rule."""
+    """FM902: an allow comment or pyproject entry without a reason, or naming no known rule."""
 
-    id = "FM002"
+    id = "FM902"
     name = "bad-suppression"
     summary = (
         "`# fencemigrate: allow ...` without `because <reason>` or naming an unknown rule, "

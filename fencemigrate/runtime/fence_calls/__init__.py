@@ -7,11 +7,11 @@ from alembic.runtime.migration import MigrationContext
 from ...errors import UsageError
 from ...queries import query_dialect
 from .base import FenceCalls
-from .mysql import MysqlFenceCalls
+from .plain import PlainStatementCalls
 from .postgresql import PostgresFenceCalls
 from .sqlite import SqliteFenceCalls
 
-__all__ = ["FenceCalls", "MysqlFenceCalls", "PostgresFenceCalls", "SqliteFenceCalls", "fence_calls_for"]
+__all__ = ["FenceCalls", "PlainStatementCalls", "PostgresFenceCalls", "SqliteFenceCalls", "fence_calls_for"]
 
 
 def fence_calls_for(context: MigrationContext, quoted_schema: str) -> FenceCalls:
@@ -31,5 +31,5 @@ def fence_calls_for(context: MigrationContext, quoted_schema: str) -> FenceCalls
             "(nothing was written)"
         )
     if dialect == "mysql":
-        return MysqlFenceCalls(context, quoted_schema)
+        return PlainStatementCalls(context, quoted_schema)
     return SqliteFenceCalls(context, quoted_schema)

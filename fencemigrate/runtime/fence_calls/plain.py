@@ -12,7 +12,18 @@ from .base import FenceCalls
 
 
 class PlainStatementCalls(FenceCalls):
-    """Runs ``sql/queries/<dialect>/`` statements in the current transaction; FENCED is raised here."""
+    """Runs ``sql/queries/<dialect>/`` statements in the current transaction; FENCED is raised here.
+
+    The claim is ``UPDATE agent_fence SET token = :t WHERE resource = :r AND token <= :t``
+    (seeding the row when the resource has none); 0 rows is FENCED. MySQL uses these calls as
+    they are: it commits DDL on its own, so no transaction id is ever compared there (pre-check
+    mode); SQLite numbers its transactions (:class:`SqliteFenceCalls`).
+    """
+
+    def claim(self, resource: str, token: int) -> int | None:
+        """Claim ``resource`` with ``token``; returns the transaction id. FENCED if a higher token wrote."""
+        claim_fence(self._connection(), self._schema, resource, token)
+        return self._transaction_id()
 
     def check_reapply(self, version_table: str, resource: str, revisions: list[str], token: int) -> None:
         """FENCED unless the fence and every revision's applied token allow ``token`` to re-apply.
@@ -61,20 +72,25 @@ class PlainStatementCalls(FenceCalls):
         self._run("record_rollback", version_table=version_table, revision=revision)
         self._log(resource, "ROLLBACK", holder, token, revision)
 
-    def write_rows(
+    def record_steps(
         self,
         version_table: str,
         resource: str,
         token: int,
         holder: str,
         rows: list[tuple[str, str, str, str | None]],
-    ) -> None:
-        """Apply ``(action, revision, method, sha256)`` ledger changes in order ("apply" or "rollback")."""
+    ) -> int | None:
+        """Apply ``(action, revision, method, sha256)`` ledger changes in order; returns the transaction id."""
         for action, revision, method, sha256 in rows:
             if action == "apply":
                 self.record_apply(version_table, revision, resource, token, holder, method, sha256)
             else:
                 self.record_rollback(version_table, revision, resource, token, holder)
+        return self._transaction_id()
+
+    def _transaction_id(self) -> int | None:
+        """The id of the current transaction, where the dialect has one to compare (None: MySQL)."""
+        return None
 
     def _log(self, resource: str, kind: str, holder: str, token: int, revision: str) -> None:
         self._run(

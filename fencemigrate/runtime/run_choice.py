@@ -9,7 +9,6 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
 from ..errors import UsageError
-from ..queries import query_dialect
 from .fenced_run import FencedRun, Planner
 from .modes import PRECHECK, mode_for
 from .outcome import RunOutcome
@@ -27,10 +26,10 @@ class RunChoice:
     lock_wait_given: bool  # --wait given with --token: only pre-check mode waits for anything
 
     def per_migration(self, connection: Connection) -> bool:
-        """Pre-check mode on PostgreSQL: each revision in a transaction of its own, whatever env.py
-        says, so that its mark commits before its DDL (MySQL commits DDL on its own anyway)."""
-        dialect = connection.dialect.name
-        return query_dialect(dialect) == "postgresql" and mode_for(dialect, self.requested, False) == PRECHECK
+        """Pre-check mode: each revision in a transaction of its own, whatever env.py says (or a
+        reapply would ask), so that its mark commits before its DDL on PostgreSQL. MySQL, which
+        commits DDL on its own, runs each revision in a transaction of its own anyway."""
+        return mode_for(connection.dialect.name, self.requested, False) == PRECHECK
 
     def runs(
         self,

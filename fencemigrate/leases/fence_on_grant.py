@@ -30,8 +30,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from ..errors import LeaseBusy, UsageError, sqlstate_of
 from ..fence_schema import ensure_installed
 from ..queries import query_dialect, statement
-from ..runtime.named_lock import NamedLock
 from ..runtime.fence_calls.plain import claim_fence
+from ..runtime.named_lock import NamedLock
 from ..runtime.sqlite_transactions import sqlite_transactions
 
 _LOCK_NOT_AVAILABLE = "55P03"

@@ -10,6 +10,7 @@ from alembic.runtime.migration import MigrationContext
 from .dirty import Unsettled, tracks_dirty, unsettled_revisions, utc_text
 from .fence_schema import installed_version
 from .queries import statement
+from .runtime.ledger_changes import version_table_name
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,7 @@ def read_state(context: MigrationContext, schema: str) -> State:
     """Read heads, fence rows and ledger rows through the migration context's connection."""
     connection = context.connection
     assert connection is not None
-    table = context.version_table
-    version_table = f"{context.version_table_schema}.{table}" if context.version_table_schema else table
+    version_table = version_table_name(context)
     state = State(version_table=version_table, heads=sorted(context.get_current_heads()))
     quoted = context.dialect.identifier_preparer.quote(schema)
     state.fence_schema_version = installed_version(connection, quoted)

@@ -16,7 +16,7 @@ from ..fence_schema import default_version, ensure_installed
 from .environment import autocommits
 from .fence_calls import FenceCalls, PostgresFenceCalls, fence_calls_for
 from .fenced_step import FencedStep
-from .ledger_changes import LedgerChange, ledger_change, script_sha256
+from .ledger_changes import LedgerChange, ledger_change, script_sha256, version_table_name
 from .ledger_writer import LedgerWriter
 from .outcome import RunOutcome, StepOutcome
 from .settings import FenceSettings
@@ -79,7 +79,7 @@ class FencedRun:
         self._context = context
         self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
         self._calls = fence_calls_for(context, self._quoted_schema)
-        self._writer = LedgerWriter(self._calls, self._script(context), self.settings, self._version_table(context))
+        self._writer = LedgerWriter(self._calls, self._script(context), self.settings, version_table_name(context))
         self._steps_left = len(steps)
         # In one transaction for all steps, ledger rows wait for the last step (or for anything
         # that may end the transaction) and go in one round trip, proven by one transaction id.
@@ -142,7 +142,7 @@ class FencedRun:
                 # A revision pre-check mode left unfinished blocks transactional runs too.
                 refuse_if_dirty(context.connection, self._quoted_schema, settings.resource)
         if self._first_step and self._reapplied:
-            calls.check_reapply(self._version_table(context), settings.resource, self._reapplied, settings.token)
+            calls.check_reapply(version_table_name(context), settings.resource, self._reapplied, settings.token)
         change = ledger_change(self._script(context), step)
         claim_xact = self._held_claim(context)
         if claim_xact is None and self._records_with_claim(context, step):
@@ -220,7 +220,7 @@ class FencedRun:
         xact = calls.claim_and_record(
             self.settings.resource,
             self.settings.token,
-            self._version_table(context),
+            version_table_name(context),
             relation,
             revision,
             self.settings.holder,
@@ -236,7 +236,7 @@ class FencedRun:
         self._flush_deferred(context, self._claim_xact)
         if self._early is not None:
             assert isinstance(self._calls, PostgresFenceCalls)  # only PostgreSQL records with the claim
-            self._calls.undo_record(self._version_table(context), self._early.added[0])
+            self._calls.undo_record(version_table_name(context), self._early.added[0])
             self._early = None
 
     def _flush_deferred(self, context: MigrationContext, claim_xact: int | None) -> None:
@@ -358,10 +358,6 @@ class FencedRun:
         assert script is not None
         return script
 
-    @staticmethod
-    def _version_table(context: MigrationContext) -> str:
-        schema = context.version_table_schema
-        return f"{schema}.{context.version_table}" if schema else context.version_table
 
 
 def step_direction(step: Any) -> str:

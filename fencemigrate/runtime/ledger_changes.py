@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from alembic.runtime.migration import RevisionStep
+from alembic.runtime.migration import MigrationContext, RevisionStep
 from alembic.script import ScriptDirectory
 
 
@@ -18,6 +18,12 @@ class LedgerChange:
     added: tuple[str, ...]
     removed: tuple[str, ...]
     paths: dict[str, str] = field(default_factory=dict)  # revision files already at hand
+
+
+def version_table_name(context: MigrationContext) -> str:
+    """Alembic's version table as the ledger keys its rows: ``schema.table``, or ``table``."""
+    schema = context.version_table_schema
+    return f"{schema}.{context.version_table}" if schema else context.version_table
 
 
 def script_sha256(path: str) -> str:

@@ -6,6 +6,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from ..durations import format_duration
+from ..errors import LeaseBusy
 from ..queries import statement
 from .driver import scalar_on_dbapi
 
@@ -32,6 +34,19 @@ class NamedLock:
         """Take the lock, waiting at most ``wait_ms``; False on timeout."""
         self.held = self._scalar("named_lock", timeout_s=wait_ms / 1000, timeout_ms=wait_ms) == 1
         return self.held
+
+    def take(self, wait_ms: int) -> None:
+        """Take the lock, waiting at most ``wait_ms``; busy (exit 4) naming who holds it on timeout."""
+        if self.acquire(wait_ms):
+            return
+        holder = self.holder()
+        raise LeaseBusy(
+            self._resource,
+            None,
+            f"another fencemigrate writer holds the named lock {self.name!r}"
+            + (f" (connection {holder})" if holder is not None else "")
+            + f"; waited {format_duration(wait_ms)}",
+        )
 
     def holder(self) -> int | None:
         """The connection id of the session holding the lock, or None when it is free."""

@@ -22,13 +22,12 @@ from alembic.runtime.migration import MigrationContext, RevisionStep
 from sqlalchemy import Connection
 
 from ..dirty import refuse_if_dirty
-from ..durations import format_duration
-from ..errors import FencemigrateError, LeaseBusy
+from ..errors import FencemigrateError
 from ..fence_schema import ensure_installed
 from .fence_calls import FenceCalls, fence_calls_for
 from .fenced_run import HeadsMoved, Planner, step_direction
 from .fenced_step import FencedStep
-from .ledger_changes import ledger_change, script_sha256
+from .ledger_changes import ledger_change, script_sha256, version_table_name
 from .named_lock import NamedLock
 from .outcome import RunOutcome, StepOutcome
 from .precheck_marks import PrecheckMarks
@@ -85,21 +84,13 @@ class PrecheckRun:
         if not self._external:
             connection.commit()  # the install, and its lock, are not held while waiting below
         lock = NamedLock(connection, self._quoted_schema, self.settings.resource)
-        if not lock.acquire(self._lock_wait_ms):
-            holder = lock.holder()
-            raise LeaseBusy(
-                self.settings.resource,
-                None,
-                f"another fencemigrate writer holds the named lock {lock.name!r}"
-                + (f" (connection {holder})" if holder is not None else "")
-                + f"; waited {format_duration(self._lock_wait_ms)}",
-            )
+        lock.take(self._lock_wait_ms)
         self._lock = lock
         refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
         self._calls = fence_calls_for(context, self._quoted_schema)
         _, reapplied = self.planner(tuple(context.get_current_heads()), context)
         if reapplied:  # before the claim: a refused reapply leaves the fence as it was
-            self._calls.check_reapply(self._version_table(context), self.settings.resource, reapplied, self.settings.token)
+            self._calls.check_reapply(version_table_name(context), self.settings.resource, reapplied, self.settings.token)
         self._calls.claim(self.settings.resource, self.settings.token)
         self._marks = PrecheckMarks(connection, self._quoted_schema, self._calls, commit_marks=not self._external)
         if not self._external:
@@ -137,7 +128,7 @@ class PrecheckRun:
         (unless the previous step's transaction marked it already)."""
         if isinstance(step, RevisionStep) and self._premarked is not step:
             assert self._marks is not None
-            self._marks.begin(step, self._version_table(context), self.settings)
+            self._marks.begin(step, version_table_name(context), self.settings)
         self._premarked = None
 
     # -- one step, inside Alembic's transaction for it ----------------------------------------
@@ -155,7 +146,7 @@ class PrecheckRun:
         change = ledger_change(context.script, step)
         assert self._marks is not None
         if isinstance(step, RevisionStep):
-            self._marks.settle(step, self._version_table(context), settings)
+            self._marks.settle(step, version_table_name(context), settings)
         else:  # a stamp: no DDL, nothing to mark
             rows: list[tuple[str, str, str, str | None]] = [
                 ("rollback", revision, change.method, None) for revision in change.removed
@@ -163,7 +154,7 @@ class PrecheckRun:
             for revision in change.added:
                 path = change.paths.get(revision) or context.script.get_revision(revision).path
                 rows.append(("apply", revision, change.method, script_sha256(path)))
-            calls.record_steps(self._version_table(context), settings.resource, settings.token, settings.holder, rows)
+            calls.record_steps(version_table_name(context), settings.resource, settings.token, settings.holder, rows)
         self.outcome.steps.append(
             StepOutcome(
                 revisions=change.added or change.removed,
@@ -173,7 +164,7 @@ class PrecheckRun:
             )
         )
         following = self._next_step
-        if isinstance(following, RevisionStep) and self._marks.mark_ahead(following, self._version_table(context), settings):
+        if isinstance(following, RevisionStep) and self._marks.mark_ahead(following, version_table_name(context), settings):
             # The next revision's mark commits with this step's version row: one commit, not two.
             self._premarked = following
         self._heartbeat(context.connection)
@@ -192,7 +183,3 @@ class PrecheckRun:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    @staticmethod
-    def _version_table(context: MigrationContext) -> str:
-        schema = context.version_table_schema
-        return f"{schema}.{context.version_table}" if schema else context.version_table

@@ -8,12 +8,12 @@ from typing import Any
 from alembic.runtime.migration import HeadMaintainer, MigrationContext, StampStep
 
 from ..dirty import Unsettled, tracks_dirty, unsettled_revisions
-from ..durations import format_duration
-from ..errors import LeaseBusy, UsageError
+from ..errors import UsageError
 from ..events import log_event
 from ..fence_schema import installed_version
 from ..queries import statement
 from .fence_calls.plain import claim_fence
+from .ledger_changes import version_table_name
 from .named_lock import NamedLock
 from .settings import FenceSettings
 
@@ -70,16 +70,11 @@ class ResolveRun:
                 "on PostgreSQL) marks revisions dirty, and this database has none (nothing was changed)"
             )
         lock = NamedLock(connection, quoted, settings.resource)
-        if not lock.acquire(self.lock_wait_ms):
-            raise LeaseBusy(
-                settings.resource, None,
-                f"another fencemigrate writer holds the named lock {lock.name!r}; "
-                f"waited {format_duration(self.lock_wait_ms)}",
-            )
+        lock.take(self.lock_wait_ms)
         self._lock = lock
         dirty = self._dirty_row(unsettled_revisions(connection, quoted, settings.resource), context)
         claim_fence(connection, quoted, settings.resource, settings.token)
-        version_table = _version_table(context)
+        version_table = version_table_name(context)
         params = {"version_table": version_table, "revision": self.revision}
         if self.resolved_as == APPLIED:
             connection.execute(statement("settle_revision", quoted, context.dialect.name), params)
@@ -107,7 +102,7 @@ class ResolveRun:
             self._lock = None
 
     def _dirty_row(self, dirty: list[Unsettled], context: MigrationContext) -> Unsettled:
-        version_table = _version_table(context)
+        version_table = version_table_name(context)
         for row in dirty:
             if row.revision == self.revision and row.version_table == version_table:
                 return row
@@ -138,7 +133,3 @@ class ResolveRun:
         HeadMaintainer(context, heads).update_to_step(step)
         return set(context.get_current_heads())
 
-
-def _version_table(context: MigrationContext) -> str:
-    schema = context.version_table_schema
-    return f"{schema}.{context.version_table}" if schema else context.version_table

@@ -9,6 +9,8 @@ ones too, is refused until ``resolve``.
 from __future__ import annotations
 
 import json
+import sqlite3
+from pathlib import Path
 
 from fence_rows import ledger
 from support.db import alembic_versions, query, table_names
@@ -85,8 +87,9 @@ def test_precheck_writer_holds_the_named_lock_and_a_grant_waits_or_preempts(
     assert dirty_rows(pg_url) == [("0001", "applying", 5)]
 
 
-def test_precheck_mode_is_refused_on_sqlite(make_project: MakeProject, tmp_path: object) -> None:
-    project = make_project(url=sqlite_url(tmp_path / "app.db"))  # type: ignore[operator]
+def test_precheck_mode_is_refused_on_sqlite(make_project: MakeProject, tmp_path: Path) -> None:
+    database = tmp_path / "app.db"
+    project = make_project(url=sqlite_url(database))
     project.add_revision("0001", None, ["CREATE TABLE t (id int)"], ["DROP TABLE t"])
     result = project.run_cli("upgrade", "head", "--token", "1", "--mode", "precheck")
     result.check(2)
@@ -94,3 +97,5 @@ def test_precheck_mode_is_refused_on_sqlite(make_project: MakeProject, tmp_path:
         "fencemigrate: usage: --mode precheck is not available on SQLite: its DDL is transactional and the "
         "default mode fences every revision atomically. Nothing was changed"
     )
+    tables = sqlite3.connect(database).execute("SELECT name FROM sqlite_master").fetchall() if database.exists() else []
+    assert tables == []

@@ -224,6 +224,46 @@ def test_preempt_cancels_a_stale_in_flight_migration(project: Project, pg_url: s
     ]
 
 
+def test_a_release_notifies_waiters_and_a_refused_one_does_not(project: Project, pg_conn: Any) -> None:
+    """Releasing a lease NOTIFYs fencemigrate_lease with the resource, when the release commits;
+    a release by someone who does not hold the lease (LOST) sends nothing."""
+    acquire(project, "agent-A").check(0)
+    pg_conn.execute("LISTEN fencemigrate_lease")
+    project.run_cli("lease", "release", "--holder", "agent-B").check(3)
+    assert list(pg_conn.notifies(timeout=0.5, stop_after=1)) == []
+    project.run_cli("lease", "release", "--holder", "agent-A").check(0)
+    assert [notice.payload for notice in pg_conn.notifies(timeout=10, stop_after=1)] == ["db/migrations"]
+
+
+def test_a_waiting_grant_is_granted_once_the_lease_is_released(project: Project, pg_url: str) -> None:
+    """agent-B waits for agent-A's lease (on PostgreSQL it sleeps until a release wakes it, or a
+    second at most) and is granted the next token once A releases."""
+    acquire(project, "agent-A").check(0)
+    waiter = _start(project, "lease", "acquire", "--holder", "agent-B", "--wait", "60s", "--json")
+    try:
+        _wait_for_connected_waiter(pg_url)
+        project.run_cli("lease", "release", "--holder", "agent-A").check(0)
+        stdout, stderr = waiter.communicate(timeout=60)
+    finally:
+        waiter.kill()
+    assert waiter.returncode == 0, stderr
+    assert json.loads(stdout)["lease"]["token"] == 2
+    assert [row[:3] for row in events(pg_url)] == [
+        ("GRANT", "agent-A", 1), ("RELEASE", "agent-A", 1), ("GRANT", "agent-B", 2),
+    ]
+
+
+def _wait_for_connected_waiter(url: str, timeout: float = 30.0) -> None:
+    """Until the waiting process has connected (agent-A's command has exited: it is the only one)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if query(url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                      "AND pid <> pg_backend_pid() AND state = 'idle'")[0][0]:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the waiting grant never connected")
+
+
 def test_runner_heartbeats_while_it_makes_progress_and_releases(project: Project, pg_url: str) -> None:
     """Without --token the run takes a lease with a 1-second TTL, renews it between revisions
     (the run outlives the TTL) and releases it at the end; a failing run releases it too."""

@@ -23,7 +23,7 @@ from ..queries import query_dialect, statement
 from .fence_on_grant import fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus
 from .polling import poll_for_grant
-
+from .wakeups import ReleaseWakeups
 
 
 class DatabaseLeases:
@@ -48,10 +48,15 @@ class DatabaseLeases:
     # -- the four operations ---------------------------------------------------------------
 
     def acquire(self, request: LeaseRequest, stop_waiting: Callable[[], bool] | None = None) -> Grant:
-        """Grant the lease, polling while another live holder has it, for at most ``wait_ms``."""
-        return poll_for_grant(
-            request, lambda remaining_ms: self._try_grant(request, remaining_ms), _busy, stop_waiting
+        """Grant the lease, polling while another live holder has it, for at most ``wait_ms``;
+        on PostgreSQL a release wakes the wait (:mod:`.wakeups`)."""
+        wakeups = ReleaseWakeups(self._connection, self._schema, request.resource)
+        grant = poll_for_grant(
+            request, lambda remaining_ms: self._try_grant(request, remaining_ms), _busy, stop_waiting,
+            pause=wakeups.pause, longest_pause_s=wakeups.longest_pause_s,
         )
+        wakeups.stop()  # on failure the caller closes the connection, and its LISTEN with it
+        return grant
 
     def renew(
         self, resource: str, holder: str, token: int | None, ttl_ms: int, within: Connection | None = None

@@ -24,15 +24,19 @@ def poll_for_grant(
     attempt: Callable[[int], Grant | Busy],
     busy: Callable[[Busy], LeaseBusy],
     stop_waiting: Callable[[], bool] | None = None,
+    pause: Callable[[float], None] = time.sleep,
+    longest_pause_s: float | None = None,
 ) -> Grant:
     """Call ``attempt(remaining_ms)`` until it grants, for at most ``request.wait_ms``.
 
     Between attempts, backs off from 20 ms to 250 ms (with jitter, so that runners started
-    together do not poll in step). When the wait runs out, raises ``busy(last answer)``; when
-    ``stop_waiting()`` turns true, raises StoppedWaiting.
+    together do not poll in step), or to ``longest_pause_s`` when ``pause`` returns early on a
+    release. ``stop_waiting()`` is asked after each pause, before the next attempt: a runner woken
+    by the release of a run that did the work leaves without taking the lease (StoppedWaiting).
+    When the wait runs out, raises ``busy(last answer)``.
     """
     deadline = time.monotonic() + request.wait_ms / 1000
-    pause = _FIRST_POLL_S
+    pause_s = _FIRST_POLL_S
     while True:
         remaining_ms = max(0, round((deadline - time.monotonic()) * 1000))
         outcome = attempt(remaining_ms)
@@ -40,7 +44,7 @@ def poll_for_grant(
             return outcome
         if time.monotonic() >= deadline:
             raise busy(outcome)
+        pause(min(pause_s, max(deadline - time.monotonic(), 0)) * random.uniform(0.5, 1.0))
+        pause_s = min(pause_s * 2, longest_pause_s or _LONGEST_POLL_S)
         if stop_waiting is not None and stop_waiting():
             raise StoppedWaiting()
-        time.sleep(min(pause, max(deadline - time.monotonic(), 0)) * random.uniform(0.5, 1.0))
-        pause = min(pause * 2, _LONGEST_POLL_S)

@@ -1,0 +1,2 @@
+-- The wait is over (granted, busy or nothing left to do).
+UNLISTEN fencemigrate_lease

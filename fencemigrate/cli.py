@@ -16,6 +16,7 @@ from . import api
 from .config import load_config
 from .durations import format_duration
 from .errors import EXIT_ERROR, FencemigrateError, UsageError
+from .process_exit import exit_process
 from .leases import Grant, LeaseStatus
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .runtime.modes import MODES, PRECHECK
@@ -46,6 +47,24 @@ class _Context:
 def main(ctx: click.Context, config_files: tuple[str, ...], name: str, x_arguments: tuple[str, ...]) -> None:
     """Fenced Alembic migrations: a stale lease holder can never apply, re-apply or roll back."""
     ctx.obj = _Context(config_files, name, x_arguments)
+
+
+def run() -> NoReturn:
+    """The console script: :func:`main`, then an exit without the interpreter's teardown."""
+    try:
+        main()
+        status = 0
+    except SystemExit as stop:
+        status = _exit_status(stop.code)
+    exit_process(status)
+
+
+def _exit_status(code: object) -> int:
+    """``sys.exit``'s argument as an exit status: None is 0, a message is printed and is 1."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    click.echo(code, err=True)
+    return EXIT_ERROR
 
 
 def _lease_options(wait_default: str) -> list[Callable[..., Any]]:

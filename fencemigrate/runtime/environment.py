@@ -14,6 +14,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ..errors import DatabaseError, FencemigrateError, NotTransactional, from_database_error, sqlstate_of
+from ..process_exit import close_at_exit
 from ..scrub import scrub_secrets
 from .sqlite_transactions import manages, sqlite_transactions
 
@@ -62,6 +63,8 @@ def run_env(
             kw.setdefault("transactional_ddl", True)  # Alembic's SQLiteImpl assumes pysqlite's autocommit
         configure(*args, **kw)
         connection = context.get_context().connection
+        if connection is not None:
+            close_at_exit(connection.engine)
         if writes and connection is not None and autocommits(connection):
             raise NotTransactional(
                 "refusing to migrate: the connection env.py gave Alembic is in autocommit mode, "

@@ -16,9 +16,9 @@ from . import api
 from .config import load_config
 from .durations import format_duration
 from .errors import EXIT_ERROR, FencemigrateError, UsageError
-from .process_exit import exit_process
 from .leases import Grant, LeaseStatus
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
+from .process_exit import exit_process
 from .runtime.modes import MODES, PRECHECK
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .runtime.outcome import RunOutcome

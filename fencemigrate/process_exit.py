@@ -5,9 +5,11 @@ modules spends 0.1 to 0.2 s of CPU tearing them all down at exit, after its work
 a deploy, a CI job or an agent waits for, and on a small machine where several runners start
 together, time the others wait for too. The console script skips it. Everything an orderly exit
 does that anyone can observe still happens first: the engines env.py connected through are
-disposed (the server sees each connection closed, not dropped), ``atexit`` handlers run (logging's
-flush among them, and env.py's own), and stdout and stderr are flushed. With another thread
-still running (env.py's own), the process exits the ordinary way, which waits for it.
+disposed (the server sees each connection closed, not dropped; an async engine is env.py's to
+dispose, as Alembic's async template does, since its connections close only inside its event
+loop), ``atexit`` handlers run (logging's flush among them, and env.py's own), and stdout and
+stderr are flushed. With another thread still running (env.py's own), the process exits the
+ordinary way, which waits for it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def exit_process(status: int) -> NoReturn:
     if threading.active_count() > 1:
         sys.exit(status)
     for engine in list(_engines):
-        engine.dispose()
+        if not engine.dialect.is_async:
+            engine.dispose()
     atexit._run_exitfuncs()  # what the interpreter's own exit runs first
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -63,7 +63,7 @@ def run_env(
             kw.setdefault("transactional_ddl", True)  # Alembic's SQLiteImpl assumes pysqlite's autocommit
         configure(*args, **kw)
         connection = context.get_context().connection
-        if connection is not None:
+        if isinstance(connection, Connection):  # not --sql's mock connection
             close_at_exit(connection.engine)
         if writes and connection is not None and autocommits(connection):
             raise NotTransactional(

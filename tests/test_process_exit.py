@@ -74,3 +74,6 @@ def test_a_thread_env_py_started_is_waited_for(one: Project, tmp_path: Path) -> 
     )
     one.run_cli("upgrade", "head", "--token", "1").check(0)
     assert done.read_text() == "done"
+    done.unlink()
+    one.run_alembic("current").check(0)
+    assert done.read_text() == "done"

@@ -183,13 +183,18 @@ def _start(project: Project, *args: str) -> subprocess.Popen[str]:
     )
 
 
-def _wait_for_sleeping_migration(url: str, timeout: float = 30.0) -> None:
+def _wait_for_backend(url: str, condition: str, what: str, timeout: float = 30.0) -> None:
+    """Until a session of pg_stat_activity (not this one) matches ``condition``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if query(url, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(%'")[0][0]:
+        if query(url, f"SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND {condition}")[0][0]:
             return
         time.sleep(0.05)
-    raise AssertionError("the migration never reached its slow statement")
+    raise AssertionError(what)
+
+
+def _wait_for_sleeping_migration(url: str) -> None:
+    _wait_for_backend(url, "query LIKE 'SELECT pg_sleep(%'", "the migration never reached its slow statement")
 
 
 def test_preempt_cancels_a_stale_in_flight_migration(project: Project, pg_url: str) -> None:
@@ -253,15 +258,9 @@ def test_a_waiting_grant_is_granted_once_the_lease_is_released(project: Project,
     ]
 
 
-def _wait_for_connected_waiter(url: str, timeout: float = 30.0) -> None:
+def _wait_for_connected_waiter(url: str) -> None:
     """Until the waiting process has connected (agent-A's command has exited: it is the only one)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if query(url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                      "AND pid <> pg_backend_pid() AND state = 'idle'")[0][0]:
-            return
-        time.sleep(0.05)
-    raise AssertionError("the waiting grant never connected")
+    _wait_for_backend(url, "datname = current_database() AND state = 'idle'", "the waiting grant never connected")
 
 
 def test_runner_heartbeats_while_it_makes_progress_and_releases(project: Project, pg_url: str) -> None:

@@ -31,11 +31,12 @@ class ReleaseWakeups:
         self._schema = quoted_schema
         self._resource = resource
         self._listening = False
+        self._driver = _notifying_driver(connection)
 
     @property
     def longest_pause_s(self) -> float | None:
         """The cap of the pause while a release can wake it; None when it cannot (plain sleep)."""
-        return LONGEST_PAUSE_S if self._driver() is not None else None
+        return LONGEST_PAUSE_S if self._driver is not None else None
 
     def pause(self, seconds: float) -> None:
         """Wait ``seconds``, or less if the lease of our resource is released meanwhile.
@@ -43,7 +44,7 @@ class ReleaseWakeups:
         The first pause starts listening: an uncontended grant never pays for it, and a release
         that came between the busy attempt and the LISTEN costs one short first pause at most.
         """
-        driver = self._driver()
+        driver = self._driver
         if driver is None or self._connection.in_transaction():
             time.sleep(seconds)
             return
@@ -64,12 +65,13 @@ class ReleaseWakeups:
             self._connection.execute(statement("lease_unlisten", self._schema))
             self._connection.commit()
 
-    def _driver(self) -> Any:
-        """The psycopg 3 connection under ``connection`` when it can wait for notifications."""
-        if self._connection.dialect.name != "postgresql":
-            return None
-        psycopg = sys.modules.get("psycopg")
-        driver = self._connection.connection.driver_connection
-        if psycopg is None or not isinstance(driver, psycopg.Connection):
-            return None  # psycopg2, asyncpg, pg8000: no notification wait here, poll
-        return driver
+
+def _notifying_driver(connection: Connection) -> Any:
+    """The psycopg 3 connection under ``connection`` when it can wait for notifications, else None."""
+    if connection.dialect.name != "postgresql":
+        return None
+    psycopg = sys.modules.get("psycopg")
+    driver = connection.connection.driver_connection
+    if psycopg is None or not isinstance(driver, psycopg.Connection):
+        return None  # psycopg2, asyncpg, pg8000: no notification wait here, poll
+    return driver

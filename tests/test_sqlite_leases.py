@@ -364,6 +364,54 @@ def test_a_grant_waits_at_most_wait_for_a_migration_in_flight(tmp_path: Path) ->
     assert ledger(db) == {"a1": (1, "agent-A", "upgrade")}
 
 
+def test_a_run_queued_behind_a_migration_in_flight_leaves_without_the_lease(tmp_path: Path) -> None:
+    """agent-B's `upgrade head` starts while agent-A's run migrates: B's grant waits for SQLite's
+    write lock, which A's migration holds. A commits and releases; B, having waited behind another
+    writer, looks again before taking the lease, finds the database at head and leaves: exit 0,
+    nothing to do, and the log holds A's grant and nothing of B's."""
+    project = make_sqlite_project(tmp_path)
+    db = database(project)
+    inside, go_on, connected = tmp_path / "inside", tmp_path / "go-on", tmp_path / "b-connected"
+    add_table(project, "a1", None, "t1", code=f"""
+        import pathlib, time
+        pathlib.Path({str(inside)!r}).touch()
+        deadline = time.monotonic() + 60
+        while not pathlib.Path({str(go_on)!r}).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    """)
+    connect = "    with connectable.connect() as connection:\n"
+    project.edit_env(connect, connect + (
+        "        import os, pathlib\n"
+        "        if 'FENCEMIGRATE_TEST_CONNECTED' in os.environ:\n"
+        "            pathlib.Path(os.environ['FENCEMIGRATE_TEST_CONNECTED']).touch()\n"
+    ))
+    runner_a = start(project, "upgrade", "head", "--holder", "agent-A")
+    runner_b = None
+    try:
+        wait_for_file(inside, runner_a)
+        runner_b = subprocess.Popen(
+            [*script_command("fencemigrate"), "upgrade", "head", "--holder", "agent-B"], cwd=project.path,
+            env=subprocess_env({"FENCEMIGRATE_TEST_CONNECTED": str(connected)}),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        wait_for_file(connected, runner_b)
+        time.sleep(1.0)  # B's grant is now waiting for the write lock
+        go_on.touch()
+        _, stderr_a = runner_a.communicate(timeout=60)
+        stdout_b, stderr_b = runner_b.communicate(timeout=60)
+    finally:
+        runner_a.kill()
+        if runner_b is not None:
+            runner_b.kill()
+    assert runner_a.returncode == 0, stderr_a
+    assert runner_b.returncode == 0, stderr_b
+    assert "  nothing to do" in stdout_b.splitlines()
+    assert [(kind, holder) for kind, holder, _, _ in events(db)] == [
+        ("GRANT", "agent-A"), ("APPLY", "agent-A"), ("RELEASE", "agent-A"),
+    ]
+    assert lease_row(db) == (None, 1, None)
+
+
 # -- the run's own lease ------------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ write lock on SQLite.
 
 from __future__ import annotations
 
+import time
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -22,7 +23,7 @@ from ..events import log_event
 from ..queries import query_dialect, statement
 from .fence_on_grant import fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus
-from .polling import poll_for_grant
+from .polling import StoppedWaiting, poll_for_grant
 from .wakeups import ReleaseWakeups
 
 
@@ -52,7 +53,7 @@ class DatabaseLeases:
         on PostgreSQL a release wakes the wait (:mod:`.wakeups`)."""
         wakeups = ReleaseWakeups(self._connection, self._schema, request.resource)
         grant = poll_for_grant(
-            request, lambda remaining_ms: self._try_grant(request, remaining_ms), _busy, stop_waiting,
+            request, lambda remaining_ms: self._try_grant(request, remaining_ms, stop_waiting), _busy, stop_waiting,
             pause=wakeups.pause, longest_pause_s=wakeups.longest_pause_s,
         )
         wakeups.stop()  # on failure the caller closes the connection, and its LISTEN with it
@@ -98,23 +99,42 @@ class DatabaseLeases:
 
     # -- a grant ---------------------------------------------------------------------------
 
-    def _try_grant(self, request: LeaseRequest, remaining_ms: int) -> Grant | LeaseStatus:
+    def _try_grant(
+        self, request: LeaseRequest, remaining_ms: int, stop_waiting: Callable[[], bool] | None
+    ) -> Grant | LeaseStatus:
         """One attempt: the Grant, or the lease's status when busy (polled again until --wait ends).
 
         A lock wait that runs out on the lease row, or a deadlock with another grant, is busy too.
+
+        On SQLite an attempt waits for the database's write lock before it can even see the lease:
+        behind a migration in flight, whose run releases the lease right after it commits. An
+        attempt that waited so takes nothing; the run asks ``stop_waiting()`` (StoppedWaiting), out
+        of the write lock so that the runners queued together ask at once, and only then tries again.
         """
+        started = time.monotonic()
         try:
-            return self._grant_once(request, remaining_ms)
+            outcome = self._grant_once(request, remaining_ms, look_again=stop_waiting is not None)
+            if outcome is not None:
+                return outcome
+            assert stop_waiting is not None
+            if stop_waiting():
+                raise StoppedWaiting()
+            left_ms = remaining_ms - round((time.monotonic() - started) * 1000)
+            outcome = self._grant_once(request, max(left_ms, 0), look_again=False)
+            assert outcome is not None
+            return outcome
         except DBAPIError as error:
             if not is_lock_contention(error):
                 raise
         return self.status(request.resource)
 
-    def _grant_once(self, request: LeaseRequest, remaining_ms: int) -> Grant | LeaseStatus:
-        """One attempt, in one transaction."""
+    def _grant_once(self, request: LeaseRequest, remaining_ms: int, look_again: bool) -> Grant | LeaseStatus | None:
+        """One attempt, in one transaction; None when ``look_again`` and it waited for another writer."""
         resource, holder = request.resource, request.holder
         connection = self._connection
         with self._fence.transaction(resource, remaining_ms):
+            if look_again and self._fence.waited_for_writer:
+                return None
             self._run(connection, "lease_seed", resource=resource)
             seen = self._peek(connection, resource)
             if seen.live_holder not in (None, holder):

@@ -20,6 +20,7 @@ transaction of a lease service's own connection goes through :meth:`FenceOnGrant
 from __future__ import annotations
 
 import sqlite3
+import time
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Iterator
@@ -36,6 +37,7 @@ from ..runtime.sqlite_transactions import sqlite_transactions
 
 _LOCK_NOT_AVAILABLE = "55P03"
 _PREEMPT_GRACE_MS = 5000
+_UNCONTENDED_BEGIN_S = 0.01  # an uncontended BEGIN IMMEDIATE takes well under a millisecond
 
 IN_FLIGHT = (
     "a migration under an older token is still in flight (its holder's lease has expired); "
@@ -86,6 +88,9 @@ class FenceOnGrant(ABC):
     def __init__(self, connection: Connection, quoted_schema: str) -> None:
         self._connection = connection
         self._schema = quoted_schema
+        self.waited_for_writer = False
+        """Whether the last :meth:`transaction` began only after another writer finished (SQLite):
+        that writer may have done what the grant's caller came to do."""
 
     @abstractmethod
     def install(self) -> None:
@@ -203,8 +208,11 @@ class SqliteFenceOnGrant(FenceOnGrant):
         assert isinstance(driver, sqlite3.Connection)
         (usual,) = driver.execute(str(statement("busy_timeout", self._schema, "sqlite"))).fetchone()
         driver.execute(self._busy_timeout(wait_ms))
+        started = time.monotonic()
         try:
-            return self._connection.begin()
+            transaction = self._connection.begin()
+            self.waited_for_writer = time.monotonic() - started > _UNCONTENDED_BEGIN_S
+            return transaction
         except OperationalError as error:
             if _is_busy(error):
                 raise LeaseBusy(resource, None, SQLITE_WRITER_IN_FLIGHT) from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
@@ -38,7 +39,7 @@ from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .runtime.resolve_run import ResolveOutcome, ResolveRun
 from .runtime.run_choice import ChosenRun, RunChoice
 from .runtime.outcome import RunOutcome
-from .runtime.plans import NothingToDoProbe, downgrade_plan, reapply_plan, stamp_plan, upgrade_plan
+from .runtime.plans import NothingToDoProbe, downgrade_plan, reapply_plan, stamp_plan, upgrade_plan, upgrade_settled
 from .runtime.settings import FenceSettings
 from .state import State, read_state
 from .timeline import Event, parse_since, read_timeline
@@ -469,6 +470,9 @@ def _plan_and_run(
     choice: RunChoice,
 ) -> RunOutcome:
     """Run env.py with the fenced migration function; plan again while the heads move under us."""
+    # A runner queued behind the one doing an upgrade learns it is done from the revision files'
+    # declared heads when it can, without importing every revision module.
+    settled = partial(upgrade_settled, script, destination) if command == "upgrade" else None
     for _ in range(_PLANNING_ATTEMPTS):
         outcome = RunOutcome(command, settings.resource, settings.token or None, settings.holder, offline=sql)
         run = choice.runs(
@@ -482,7 +486,7 @@ def _plan_and_run(
             chosen = run.choose(context)
             if own_lease is not None:
                 # Runners that queue behind one doing the work stop waiting once nothing is left to do.
-                probe = NothingToDoProbe(run.planner, context)
+                probe = NothingToDoProbe(run.planner, context, settled=settled)
                 try:
                     token = own_lease.acquire(lease_engine(context.connection.engine), probe)
                 finally:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -10,6 +10,7 @@ from alembic.util import CommandError
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import UsageError
+from .declared_heads import declared_heads, has_revision_files
 from .fenced_run import Planner
 from .ledger_changes import covered
 
@@ -20,11 +21,16 @@ class NothingToDoProbe:
     Reads the heads on one autocommit connection of its own, kept for the whole wait (never the
     migration's connection, whose transaction env.py has yet to begin; never taking SQLite's
     write lock), under the run's version table. False when they cannot be read: keep waiting.
+    ``settled(heads)`` answers first when it can (True or False), without planning.
     """
 
-    def __init__(self, plan: Planner, context: MigrationContext) -> None:
+    def __init__(
+        self, plan: Planner, context: MigrationContext,
+        settled: Callable[[tuple[str, ...]], bool | None] | None = None,
+    ) -> None:
         assert context.connection is not None
         self._plan = plan
+        self._settled = settled
         self._context = context
         self._engine = context.connection.engine
         self._probe: MigrationContext | None = None
@@ -41,6 +47,9 @@ class NothingToDoProbe:
             heads = self._probe.get_current_heads()
         except SQLAlchemyError:
             return False
+        settled = self._settled(tuple(heads)) if self._settled is not None else None
+        if settled is not None:
+            return settled
         return not self._plan(tuple(heads), self._context)[0]
 
     def close(self) -> None:
@@ -66,10 +75,29 @@ def _as_usage_errors(plan: Planner) -> Planner:
 # command.py passes the heads tuple, as we do.
 
 
+def upgrade_settled(script: ScriptDirectory, revision: str, heads: tuple[str, ...]) -> bool | None:
+    """Whether upgrading a database at ``heads`` to ``revision`` has nothing to do, as far as the
+    revision files tell without being imported (:mod:`.declared_heads`): False with no heads yet
+    (when there are revision files), True at the heads the files declare, else None (only
+    Alembic's revision map can tell)."""
+    if revision not in ("head", "heads"):
+        return None
+    if not heads:
+        return False if has_revision_files(script) else None
+    declared = declared_heads(script)
+    if declared is None or (revision == "head" and len(declared) != 1):
+        return None
+    return True if declared == set(heads) else None
+
+
 def upgrade_plan(script: ScriptDirectory, revision: str) -> Planner:
-    """Steps from the current heads up to ``revision``."""
+    """Steps from the current heads up to ``revision``; none, without loading the revision map,
+    when the database is at the heads the files declare (a database without heads yet never
+    reads them: it has everything to do)."""
 
     def plan(heads: tuple[str, ...], _: MigrationContext) -> tuple[list[Any], list[str]]:
+        if heads and upgrade_settled(script, revision, heads):
+            return [], []
         return list(script._upgrade_revs(revision, heads)), []  # type: ignore[arg-type]
 
     return _as_usage_errors(plan)

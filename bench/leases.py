@@ -11,7 +11,9 @@ Measures, in one run on one machine:
    the lease itself) started at the same moment against one such run, on a chain of revisions,
    every run on a fresh database, on PostgreSQL and SQLite; plain ``alembic upgrade head`` for
    scale. Target: 8 runners take at most 1.5 times one runner (not 8 times). Where the time
-   goes is read from the event log (GRANT and RELEASE times).
+   goes is read from the event log (GRANT and RELEASE times). This machine's floor, in the same
+   rounds: 8 interpreters started together that only import what every env.py imports first
+   (``from alembic import context``) and exit, against the one runner.
 3. A summary block (Markdown) to paste into the project README.
 
 Usage (see bench/README.md)::
@@ -101,9 +103,18 @@ ALEMBIC = "alembic upgrade head"
 SINGLE = "fencemigrate upgrade head"
 
 
+FLOOR_IMPORT = "from alembic import context"  # env.py's first line: any runner of env.py imports this
+FLOOR_CODE = f"{FLOOR_IMPORT}; import os; os._exit(0)"  # and exits at once, as fencemigrate does
+
+
 def together(runners: int) -> str:
     """Name of the series of ``runners`` concurrent runs."""
     return f"{runners} x fencemigrate upgrade head"
+
+
+def floor(runners: int) -> str:
+    """Name of the series of ``runners`` interpreters that only import alembic: the machine's floor."""
+    return f"{runners} x {FLOOR_IMPORT}"
 
 
 # -- reading a database's state with its own driver ---------------------------------------------
@@ -628,9 +639,24 @@ class RunnerResult:
         """Name of the concurrent series."""
         return together(self.runners)
 
+    @property
+    def floor(self) -> str:
+        """Name of the floor series."""
+        return floor(self.runners)
+
     def ratio(self) -> float:
         """median(concurrent) / median(single): the headline number."""
         return self.series[self.concurrent].median / self.series[SINGLE].median
+
+    def floor_ratio(self) -> float:
+        """median(floor) / median(single): what no alembic-based runner can beat on this machine."""
+        return self.series[self.floor].median / self.series[SINGLE].median
+
+    def verdict(self) -> str:
+        """PASS/FAIL against the target ratio; a FAIL says so when the floor is above the target too."""
+        if self.ratio() <= TARGET_RATIO:
+            return "PASS"
+        return "FAIL (floor above target)" if self.floor_ratio() > TARGET_RATIO else "FAIL"
 
     def paired_ratio(self) -> float:
         """Median over rounds of concurrent / single within the same round."""
@@ -652,6 +678,11 @@ def runner_round(
     runners: int, preinstall: bool,
 ) -> tuple[float, float, Timeline | None]:
     """One run of series ``name`` on a fresh database, checked; (wall, cpu, timeline)."""
+    if name == floor(runners):
+        group = run_together([sys.executable, "-c", FLOOR_CODE], project.path, project.env, runners)
+        for result in group.runs:
+            expect(result, 0)
+        return group.seconds, group.cpu, None
     with fresh_database(backend, server, dbs, workdir) as fresh:
         project.set_url(fresh.url)
         if name == ALEMBIC:
@@ -680,7 +711,7 @@ def measure_runners(
 
     A backend whose run fails is reported with its error and left out of the later rounds.
     """
-    names = (ALEMBIC, SINGLE, together(runners))
+    names = (ALEMBIC, SINGLE, together(runners), floor(runners))
     results = {
         backend: RunnerResult(backend, runners, {name: Series(name) for name in names}, {name: [] for name in names})
         for backend in backends
@@ -714,11 +745,6 @@ def measure_runners(
 
 
 # -- report -------------------------------------------------------------------------------------------
-
-
-def verdict(ratio: float) -> str:
-    """PASS/FAIL against the target ratio."""
-    return "PASS" if ratio <= TARGET_RATIO else "FAIL"
 
 
 def print_round_trips(results: Sequence[RoundTrips]) -> None:
@@ -776,8 +802,10 @@ def print_runners(results: Sequence[RunnerResult]) -> None:
             print(f"FAILED  {result.backend}: {result.error}")
             continue
         ratio = result.ratio()
-        print(f"{verdict(ratio)}  {result.backend}: {result.concurrent} / {SINGLE} = {ratio:.2f} "
+        print(f"{result.verdict()}  {result.backend}: {result.concurrent} / {SINGLE} = {ratio:.2f} "
               f"(paired {result.paired_ratio():.2f}; target <= {TARGET_RATIO:.1f}, {result.runners:.0f} if serialised)")
+        print(f"      floor: {result.floor} / {SINGLE} = {result.floor_ratio():.2f} "
+              f"({result.runners} interpreters that only import alembic, on {os.cpu_count()} CPUs)")
         if result.spread() > NOISE_LIMIT:
             print(f"WARNING  {noise_warning(result)}")
 
@@ -851,18 +879,19 @@ def runner_summary(runners: Sequence[RunnerResult], args: argparse.Namespace) ->
         "a lease, the lease free at the end.",
         "",
         f"| database | `alembic upgrade head` | `fencemigrate upgrade head`, one runner | {args.runners} runners "
-        f"together | ratio (paired) | target ratio <= {TARGET_RATIO:.1f} |",
-        "|---|---:|---:|---:|---:|---|",
+        f"together | ratio (paired) | floor: {args.runners} × `{FLOOR_IMPORT}` (ratio) "
+        f"| target ratio <= {TARGET_RATIO:.1f} |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for result in runners:
         if result.error is not None:
-            lines.append(f"| {result.backend} | failed: {result.error} | | | | |")
+            lines.append(f"| {result.backend} | failed: {result.error} | | | | | |")
             continue
         s = result.series
         lines.append(
             f"| {result.backend} | {s[ALEMBIC].median:.2f} s | {s[SINGLE].median:.2f} s "
             f"| {s[result.concurrent].median:.2f} s | {result.ratio():.2f} ({result.paired_ratio():.2f}) "
-            f"| {verdict(result.ratio())} |"
+            f"| {s[result.floor].median:.2f} s ({result.floor_ratio():.2f}) | {result.verdict()} |"
         )
     for result in runners:
         if result.error is not None:

@@ -12,7 +12,10 @@ Measures, in one run on one machine, against a real PostgreSQL server:
 2. Time-to-FENCED: how long a stale writer (token 9 after token 10 wrote) takes to
    be rejected when the next revision's DDL would take 5 s, against a successful
    run (token 11) through the same revision.
-3. A summary block (Markdown) to paste into the project README.
+3. Already at head (every deploy after the first): ``alembic upgrade head`` against
+   ``fencemigrate upgrade head`` (no token: it takes its own lease) on a database that is at
+   head, both finding nothing to do, runs alternated, median over N rounds.
+4. A summary block (Markdown) to paste into the project README.
 
 Usage (see bench/README.md)::
 
@@ -71,6 +74,8 @@ ALEMBIC = "alembic"
 FM_COLD = "fencemigrate"
 FM_WARM = "fencemigrate (schema preinstalled)"
 SERIES = (ALEMBIC, FM_COLD, FM_WARM)
+FM_AT_HEAD = "fencemigrate (own lease)"
+AT_HEAD_SERIES = (ALEMBIC, FM_AT_HEAD)
 
 
 class BenchError(RuntimeError):
@@ -492,6 +497,52 @@ def measure_fenced(server: Server, dbs: Databases, project: Project, runs: int, 
     return FencedResult(slow, fenced, startup, result.seconds)
 
 
+# -- part 3: already at head -----------------------------------------------------------------------
+
+
+def measure_at_head(server: Server, dbs: Databases, project: Project, rounds: int) -> ModeResult:
+    """One database brought to head once; then, per round, both commands find nothing to do.
+
+    One untimed round first; the order alternates every round.
+    """
+    result = ModeResult("already at head", {name: Series(name) for name in AT_HEAD_SERIES})
+    with dbs.fresh() as db:
+        project.set_url(server.url(db))
+        expect(project.fencemigrate("upgrade", "head"), 0)
+        for number in range(-1, rounds):
+            order = AT_HEAD_SERIES if number % 2 == 0 else AT_HEAD_SERIES[::-1]
+            for name in order:
+                if name == ALEMBIC:
+                    run_result = expect(project.alembic("upgrade", "head"), 0)
+                else:
+                    run_result = expect(project.fencemigrate("upgrade", "head"), 0)
+                    check("  nothing to do" in run_result.stdout.splitlines(), "fencemigrate did something",
+                          run_result)
+                check(versions(server, db) == [project.head], f"alembic_version is not [{project.head}]",
+                      run_result)
+                if number < 0:
+                    continue
+                result.series[name].seconds.append(run_result.seconds)
+                result.series[name].cpu.append(run_result.cpu)
+                print(f"  [at head] round {number + 1}/{rounds}  {name:<36} {run_result.seconds:6.3f} s "
+                      f"(cpu {run_result.cpu:5.3f} s)  ok", flush=True)
+    return result
+
+
+def at_head_line(at_head: ModeResult, revisions: int) -> str:
+    """Part 3 in one sentence (the same for the console and the README)."""
+    s = at_head.series
+    return (
+        f"Already at head, {revisions} revisions (every deploy after the first), median of "
+        f"{len(s[ALEMBIC].seconds)} alternated runs: `alembic upgrade head` {s[ALEMBIC].median:.2f} s "
+        f"(CPU {s[ALEMBIC].cpu_median:.2f} s), `fencemigrate upgrade head` taking its own lease "
+        f"{s[FM_AT_HEAD].median:.2f} s (CPU {s[FM_AT_HEAD].cpu_median:.2f} s): ratio "
+        f"{at_head.ratio(FM_AT_HEAD):.2f} (paired {at_head.paired_ratio(FM_AT_HEAD):.2f}, CPU "
+        f"{at_head.cpu_ratio(FM_AT_HEAD):.2f}). Both find nothing to do; fencemigrate reads the heads the "
+        "revision files declare instead of importing them."
+    )
+
+
 # -- report -------------------------------------------------------------------------------------
 
 
@@ -552,7 +603,8 @@ def noise_warning(mode: ModeResult) -> str:
 
 
 def summary(
-    machine: str, results: Sequence[ModeResult], fenced: FencedResult, revisions: int, rounds: int, note: str
+    machine: str, results: Sequence[ModeResult], fenced: FencedResult, at_head: ModeResult, revisions: int,
+    rounds: int, note: str,
 ) -> str:
     """The copy-pasteable Markdown block for the README."""
     lines = [
@@ -590,6 +642,8 @@ def summary(
         f"{len(fenced.fenced)} runs, exit 3, nothing applied "
         f"(`alembic current` on the same database: {statistics.median(fenced.startup):.2f} s). "
         f"The valid writer (token 11) through the same revision: {fenced.success:.2f} s, exit 0.",
+        "",
+        at_head_line(at_head, revisions),
     ]
     return "\n".join(lines)
 
@@ -675,8 +729,14 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"(slowest {max(fenced.fenced):.3f} s)")
 
         print()
+        print("part 3: alembic upgrade head vs fencemigrate upgrade head on a database already at head")
+        at_head = measure_at_head(server, dbs, modes["one transaction (generic env.py)"], rounds)
+        print()
+        print(at_head_line(at_head, args.revisions))
+
+        print()
         print("----- summary (Markdown, for the README) -----")
-        print(summary(machine, results, fenced, args.revisions, rounds, note))
+        print(summary(machine, results, fenced, at_head, args.revisions, rounds, note))
         print("----- end of summary -----")
         print(f"\ntotal benchmark time: {time.perf_counter() - started:.0f} s")
         return 0

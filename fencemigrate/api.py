@@ -19,9 +19,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy import Engine
-from sqlalchemy.dialects import postgresql
 
-from .config import configured_lease_url, configured_resource, fence_schema
+from .config import configured_backend, configured_lease_url, configured_resource, fence_schema
 from .durations import parse_ttl_ms, parse_wait_ms
 from .errors import DatabaseError, Fenced, FencemigrateError, LeaseLost, UsageError
 from .events import log_event
@@ -29,7 +28,7 @@ from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .leases.runner import RunnerLease
 from .demo import DemoResult, run_demo
-from .fence_schema import ensure_installed, install_script
+from .fence_schema import ensure_installed, offline_install_script
 from .resources import template_dir
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, run_env, translated_errors
 from .runtime.fenced_run import HeadsMoved, Planner
@@ -338,10 +337,11 @@ def lease_status(config: Config, *, resource: str | None = None, lease_url: str 
 
 
 def install(config: Config, sql: bool = False) -> str:
-    """Install the fence schema through env.py's connection; with ``sql``, return the script instead."""
+    """Install the fence schema through env.py's connection; with ``sql``, return the script instead,
+    for the database ``sqlalchemy.url`` names (PostgreSQL's unless it names SQLite or MySQL/MariaDB)."""
     schema = check_schema(fence_schema(config))
     if sql:
-        return install_script(postgresql.dialect().identifier_preparer.quote(schema))  # type: ignore[no-untyped-call]
+        return offline_install_script(configured_backend(config), schema)
     outcome: list[bool] = []
 
     def do_install(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:

@@ -307,7 +307,8 @@ def lease_status(obj: _Context, /, as_json: bool, **options: Any) -> None:
 
 
 @main.command()
-@click.option("--sql", is_flag=True, help="Print the install script instead of running it.")
+@click.option("--sql", is_flag=True, help="Print the install script instead of running it: for the database "
+              "sqlalchemy.url names (SQLite, MySQL/MariaDB; PostgreSQL otherwise).")
 @click.pass_obj
 def install(obj: _Context, sql: bool) -> None:
     """Install the fence schema (done automatically on the first fenced run)."""

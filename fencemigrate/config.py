@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Sequence
 
 from alembic.config import Config
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from .errors import UsageError
 
@@ -65,6 +67,18 @@ def _config_paths(config_files: Sequence[str]) -> tuple[Path, Path]:
 def fence_schema(config: Config) -> str:
     """The schema the fence tables live in: ``fencemigrate_schema`` in the config, or ``fencemigrate``."""
     return config.get_alembic_option("fencemigrate_schema") or DEFAULT_SCHEMA
+
+
+def configured_backend(config: Config) -> str | None:
+    """The database ``sqlalchemy.url`` names, as SQLAlchemy's backend name (``postgresql``,
+    ``sqlite``, ``mysql``, ``mariadb``...); None when it is unset or not a URL."""
+    url = config.get_main_option("sqlalchemy.url")
+    if not url:
+        return None
+    try:
+        return make_url(url).get_backend_name()
+    except ArgumentError:
+        return None
 
 
 def configured_resource(config: Config) -> str | None:

@@ -6,6 +6,7 @@ import re
 from functools import cache
 
 from sqlalchemy import Connection
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from . import mysql_schema, sqlite_schema
 from .errors import DatabaseError
@@ -59,6 +60,16 @@ def install_script(quoted_schema: str) -> str:
     updates = update_script(quoted_schema, _BASE_VERSION)
     assert updates is not None, f"no update path from {_BASE_VERSION} to {default_version()}"
     return f"CREATE SCHEMA IF NOT EXISTS {quoted_schema};\n{base}\n{updates}"
+
+
+def offline_install_script(backend: str | None, schema: str) -> str:
+    """The install script to run by hand for the database ``backend`` names (SQLAlchemy's backend
+    name): for the sqlite3 shell on SQLite, the mysql client on MySQL and MariaDB, psql otherwise."""
+    if backend == "sqlite":
+        return sqlite_schema.install_script(sqlite.dialect().identifier_preparer.quote(schema))
+    if backend is not None and query_dialect(backend) == "mysql":
+        return mysql_schema.install_script(mysql.dialect().identifier_preparer.quote(schema))
+    return install_script(postgresql.dialect().identifier_preparer.quote(schema))  # type: ignore[no-untyped-call]
 
 
 def update_script(quoted_schema: str, start: str) -> str | None:

@@ -15,13 +15,18 @@ VERSION = "0.3"
 _INSTALL_WAIT_S = 60
 
 
+def install_script(quoted_schema: str) -> str:
+    """The install script to run by hand with the mysql (or mariadb) client, ``DELIMITER`` lines included."""
+    source = (sql_dir() / "mysql" / f"fencemigrate--{VERSION}.sql").read_text(encoding="utf-8")
+    return with_fence_names(source, "@extschema@", quoted_schema, "mysql")
+
+
 def install_statements(quoted_schema: str) -> list[str]:
     """The statements of the MySQL install script, one by one.
 
     Split as the mysql client does: at the current delimiter (``;``, or what a ``DELIMITER`` line sets).
     """
-    source = (sql_dir() / "mysql" / f"fencemigrate--{VERSION}.sql").read_text(encoding="utf-8")
-    body = with_fence_names(source, "@extschema@", quoted_schema, "mysql")
+    body = install_script(quoted_schema)
     statements: list[str] = []
     delimiter, pending = ";", ""
     for line in body.splitlines(keepends=True):

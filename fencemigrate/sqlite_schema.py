@@ -33,6 +33,11 @@ def install_statements(quoted_schema: str, version: str = VERSION) -> list[str]:
     return statements
 
 
+def install_script(quoted_schema: str) -> str:
+    """The install script to run by hand (the ``sqlite3`` shell), in one transaction."""
+    return "\n".join(["BEGIN IMMEDIATE;", *install_statements(quoted_schema), "COMMIT;"])
+
+
 def ensure_installed(connection: Connection, quoted_schema: str, version: str = VERSION) -> bool:
     """Install the fence schema inside the caller's transaction unless present. True if installed now.
 

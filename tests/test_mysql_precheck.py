@@ -12,11 +12,13 @@ import os
 import signal
 import subprocess
 import time
+from typing import Any
 
 import pytest
+from sqlalchemy.engine import make_url
 from mysql_rows import app_tables, columns, events, fence_tokens, ledger, snapshot, versions
 from support.mysql_server import create_test_database, drop_test_database, mysql_rows, mysql_table_names
-from support.project import MakeProject, Project, Result, script_command
+from support.project import MakeProject, Project, Result, run_command, script_command
 from test_incident import (
     A_COLUMNS,
     B_COLUMNS,
@@ -333,6 +335,53 @@ def test_mariadb_scheme_and_preinstalled_schema(make_project: MakeProject, maria
     payload = json.loads(out.stdout)
     assert (payload["mode"], payload["installed_fence_schema"]) == ("precheck", False)
     assert [step["revisions"] for step in payload["steps"]] == [["0001"]]
+
+
+def _fence_objects(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """The fence tables' columns and the guard triggers, as information_schema describes them."""
+    return {
+        "columns": mysql_rows(
+            url,
+            "SELECT table_name, column_name, column_type, is_nullable FROM information_schema.columns "
+            "WHERE table_schema = DATABASE() AND table_name LIKE 'fencemigrate\\_%' "
+            "ORDER BY table_name, ordinal_position",
+        ),
+        "triggers": mysql_rows(
+            url,
+            "SELECT trigger_name, event_object_table, action_timing, event_manipulation, action_statement "
+            "FROM information_schema.triggers WHERE trigger_schema = DATABASE() ORDER BY trigger_name",
+        ),
+        "version": mysql_rows(url, "SELECT * FROM fencemigrate_schema_version"),
+    }
+
+
+def test_install_sql_prints_the_mysql_script_for_the_mysql_client(
+    make_project: MakeProject, mysql_url: str, mysql_server_url: str
+) -> None:
+    """On a MySQL project `install --sql` prints the MySQL script (DELIMITER lines for the client)
+    and touches nothing; piped to the `mariadb` client it installs exactly what a run installs,
+    and fenced runs use it."""
+    project = make_project(url=mysql_url)
+    project.add_revision("0001", None, ["CREATE TABLE t (id int)"], ["DROP TABLE t"])
+    script = project.run_cli("install", "--sql").check(0).stdout
+    assert "CREATE TABLE IF NOT EXISTS `fencemigrate_agent_fence` (" in script
+    assert "DELIMITER //" in script and "@extschema@" not in script
+    assert mysql_table_names(mysql_url) == []
+
+    url = make_url(mysql_url)
+    client = ["mariadb", f"--host={url.host}", f"--port={url.port}", f"--user={url.username}",
+              f"--password={url.password}", str(url.database)]
+    run_command(client, project.path, input=script).check(0)
+    by_runner = create_test_database(mysql_server_url)
+    try:
+        other = make_project(url=by_runner, name="by_runner")
+        assert other.run_cli("install").check(0).stdout.strip() == "installed"
+        assert _fence_objects(mysql_url) == _fence_objects(by_runner)
+    finally:
+        drop_test_database(by_runner)
+    assert project.run_cli("install").check(0).stdout.strip() == "already installed"
+    project.run_cli("upgrade", "head", "--token", "3").check(0)
+    assert fence_tokens(mysql_url) == {"db/migrations": 3}
 
 
 # -- bad input ---------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import sqlite3
 import subprocess
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine
@@ -117,12 +118,30 @@ def test_concurrent_first_runs_install_once_and_apply_once(tmp_path: Path) -> No
     assert events(db) == [("APPLY", "racer", 5, "0001")]
 
 
-def test_install_sql_still_prints_the_postgresql_script(tmp_path: Path) -> None:
-    """``install --sql`` prints the PostgreSQL script whatever the URL; the SQLite file is not touched."""
+def test_install_sql_prints_the_sqlite_script(tmp_path: Path) -> None:
+    """On a SQLite project ``install --sql`` prints the SQLite script and touches nothing; run by
+    hand (as the sqlite3 shell would) it installs exactly what a run installs, and runs use it."""
     project = make_sqlite_project(tmp_path)
-    out = run_command(script_command("fencemigrate") + ["install", "--sql"], project.path).check(0)
-    assert "CREATE SCHEMA IF NOT EXISTS fencemigrate;" in out.stdout
+    project.add_revision("0001", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    script = run_command(script_command("fencemigrate") + ["install", "--sql"], project.path).check(0).stdout
+    assert script.startswith("BEGIN IMMEDIATE;\n") and script.endswith("COMMIT;\n")
+    assert 'CREATE TABLE IF NOT EXISTS "fencemigrate_agent_fence" (' in script
     assert not (tmp_path / "db.sqlite").exists()
+
+    with closing(sqlite3.connect(tmp_path / "db.sqlite", isolation_level=None)) as connection:
+        connection.executescript(script)
+    by_runner = make_sqlite_project(tmp_path, "by_runner", "by_runner.sqlite")
+    assert by_runner.run_cli("install").check(0).stdout.strip() == "installed"
+    assert schema_of(tmp_path / "db.sqlite") == schema_of(tmp_path / "by_runner.sqlite")
+    assert project.run_cli("install").check(0).stdout.strip() == "already installed"
+    project.run_cli("upgrade", "head", "--token", "4", "--holder", "h").check(0)
+    assert ledger(tmp_path / "db.sqlite") == {"0001": (4, "h", "upgrade")}
+
+
+def schema_of(database: Path) -> list[tuple[Any, ...]]:
+    """The fence tables, indexes and triggers of a file, as SQLite stores their definitions."""
+    return query(database, "SELECT type, name, tbl_name, sql FROM sqlite_master "
+                           "WHERE name LIKE 'fencemigrate%' ORDER BY type, name")
 
 
 def test_other_sqlite_connections_are_left_alone_after_a_run(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from graphlib import CycleError, TopologicalSorter
 from weakref import WeakKeyDictionary
 
 from alembic.script import ScriptDirectory
@@ -134,17 +135,8 @@ def _is_acyclic_and_closed(parents: dict[str, tuple[str, ...]]) -> bool:
     """Every down revision is a known revision and no revision is its own ancestor."""
     if any(parent not in parents for ids in parents.values() for parent in ids):
         return False
-    waiting = {revision: len(ids) for revision, ids in parents.items()}
-    children: dict[str, list[str]] = {revision: [] for revision in parents}
-    for revision, ids in parents.items():
-        for parent in ids:
-            children[parent].append(revision)
-    ready = [revision for revision, count in waiting.items() if count == 0]
-    placed = 0
-    while ready:
-        placed += 1
-        for child in children[ready.pop()]:
-            waiting[child] -= 1
-            if waiting[child] == 0:
-                ready.append(child)
-    return placed == len(parents)
+    try:
+        TopologicalSorter(parents).prepare()
+    except CycleError:
+        return False
+    return True

@@ -103,6 +103,18 @@ def add_table(project: Project, rev: str, down: str | None, table: str, *extra_s
                          slug=table, extra_upgrade_code=code)
 
 
+def add_held_open_revision(project: Project, inside: Path, go_on: Path) -> None:
+    """Revision a1 (table t1), whose run touches ``inside`` once its DDL is in, then keeps its
+    transaction, and SQLite's write lock, open until ``go_on`` exists (60 s at most)."""
+    add_table(project, "a1", None, "t1", code=f"""
+        import pathlib, time
+        pathlib.Path({str(inside)!r}).touch()
+        deadline = time.monotonic() + 60
+        while not pathlib.Path({str(go_on)!r}).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    """)
+
+
 def chain(project: Project, count: int, code: str = "") -> None:
     """Revisions r01..rNN, each creating table tNN (and running ``code`` after it)."""
     for number in range(1, count + 1):
@@ -340,13 +352,7 @@ def test_a_grant_waits_at_most_wait_for_a_migration_in_flight(tmp_path: Path) ->
     project = make_sqlite_project(tmp_path)
     db = database(project)
     inside, go_on = tmp_path / "inside", tmp_path / "go-on"
-    add_table(project, "a1", None, "t1", code=f"""
-        import pathlib, time
-        pathlib.Path({str(inside)!r}).touch()
-        deadline = time.monotonic() + 60
-        while not pathlib.Path({str(go_on)!r}).exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-    """)
+    add_held_open_revision(project, inside, go_on)
     runner = start(project, "upgrade", "head", "--holder", "agent-A")
     try:
         wait_for_file(inside, runner)
@@ -372,13 +378,7 @@ def test_a_run_queued_behind_a_migration_in_flight_leaves_without_the_lease(tmp_
     project = make_sqlite_project(tmp_path)
     db = database(project)
     inside, go_on, connected = tmp_path / "inside", tmp_path / "go-on", tmp_path / "b-connected"
-    add_table(project, "a1", None, "t1", code=f"""
-        import pathlib, time
-        pathlib.Path({str(inside)!r}).touch()
-        deadline = time.monotonic() + 60
-        while not pathlib.Path({str(go_on)!r}).exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-    """)
+    add_held_open_revision(project, inside, go_on)
     connect = "    with connectable.connect() as connection:\n"
     project.edit_env(connect, connect + (
         "        import os, pathlib\n"

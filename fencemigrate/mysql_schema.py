@@ -5,28 +5,37 @@ from __future__ import annotations
 from sqlalchemy import Connection
 
 from .errors import DatabaseError
-from .prefixed_schema import installed_version, require_no_other_version
+from .prefixed_schema import installed_version, require_no_other_version, script_chain
 from .queries import statement, with_fence_names
-from .resources import sql_dir
 
-VERSION = "0.3"
-"""The fence schema version on MySQL (it has the ledger's ``state``, which pre-check mode needs)."""
+VERSION = "0.4"
+"""The fence schema version on MySQL."""
+
+BASE_VERSION = "0.3"
+"""The oldest MySQL fence schema (it has the ledger's ``state``, which pre-check mode needs): its
+install script, then the update scripts, make a fresh install."""
 
 _INSTALL_WAIT_S = 60
 
 
-def install_script(quoted_schema: str) -> str:
-    """The install script to run by hand with the mysql (or mariadb) client, ``DELIMITER`` lines included."""
-    source = (sql_dir() / "mysql" / f"fencemigrate--{VERSION}.sql").read_text(encoding="utf-8")
-    return with_fence_names(source, "@extschema@", quoted_schema, "mysql")
+def install_script(quoted_schema: str, version: str = VERSION, start: str | None = None) -> str:
+    """The script that brings the MySQL fence schema from ``start`` (None: nothing) to ``version``, to
+    run by hand with the mysql (or mariadb) client, ``DELIMITER`` lines included.
+
+    Raises FileNotFoundError when there is no such path.
+    """
+    scripts = script_chain("mysql", BASE_VERSION, start, version)
+    if scripts is None:
+        raise FileNotFoundError(f"no MySQL fence schema script leads from {start} to {version}")
+    return with_fence_names("\n".join(scripts), "@extschema@", quoted_schema, "mysql")
 
 
-def install_statements(quoted_schema: str) -> list[str]:
-    """The statements of the MySQL install script, one by one.
+def install_statements(quoted_schema: str, version: str = VERSION, start: str | None = None) -> list[str]:
+    """The statements of :func:`install_script`, one by one.
 
     Split as the mysql client does: at the current delimiter (``;``, or what a ``DELIMITER`` line sets).
     """
-    body = install_script(quoted_schema)
+    body = install_script(quoted_schema, version, start)
     statements: list[str] = []
     delimiter, pending = ";", ""
     for line in body.splitlines(keepends=True):
@@ -61,8 +70,12 @@ def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
         found = installed_version(connection, quoted_schema)
         if found == VERSION:
             return False
-        require_no_other_version(found, quoted_schema, VERSION)
-        for sql in install_statements(quoted_schema):
+        try:
+            statements = install_statements(quoted_schema, VERSION, found)
+        except FileNotFoundError:
+            require_no_other_version(found, quoted_schema, VERSION)
+            raise
+        for sql in statements:
             connection.exec_driver_sql(sql, execution_options={"no_parameters": True})
         return True
     finally:

@@ -6,6 +6,7 @@ from sqlalchemy import Connection
 
 from .errors import DatabaseError
 from .queries import prefixed_table_name, statement
+from .resources import sql_dir
 
 
 def installed_version(connection: Connection, quoted_schema: str) -> str | None:
@@ -19,6 +20,33 @@ def installed_version(connection: Connection, quoted_schema: str) -> str | None:
         return None
     version = connection.execute(statement("schema_version", quoted_schema, dialect)).scalar()
     return None if version is None else str(version)  # no row yet: an install in progress
+
+
+def script_chain(dialect: str, base: str, start: str | None, target: str) -> list[str] | None:
+    """The script texts of ``sql/<dialect>/`` that bring the fence schema from ``start`` to ``target``.
+
+    As on PostgreSQL: a fresh install (``start`` None) is the ``base`` version's install script,
+    then the update scripts ``fencemigrate--A--B.sql`` in order. None when there is no such path.
+    """
+    directory = sql_dir() / dialect
+    steps: dict[str, str] = {}
+    for path in directory.glob("fencemigrate--*--*.sql"):
+        source, step_target = path.name[len("fencemigrate--") : -len(".sql")].split("--")
+        steps[source] = step_target
+    names: list[str] = []
+    version = base
+    if start is None:
+        names.append(f"fencemigrate--{base}.sql")
+    else:
+        version = start
+    while version != target:
+        if version not in steps or len(names) > len(steps) + 1:
+            return None
+        names.append(f"fencemigrate--{version}--{steps[version]}.sql")
+        version = steps[version]
+    if not all((directory / name).is_file() for name in names):
+        return None
+    return [(directory / name).read_text(encoding="utf-8") for name in names]
 
 
 def require_no_other_version(found: str | None, quoted_schema: str, version: str) -> None:

@@ -6,30 +6,36 @@ import sqlite3
 
 from sqlalchemy import Connection
 
-from .prefixed_schema import installed_version, require_no_other_version
+from .prefixed_schema import installed_version, require_no_other_version, script_chain
 from .queries import with_fence_names
-from .resources import sql_dir
 
 
-VERSION = "0.2"
+VERSION = "0.4"
 """The fence schema version on SQLite (pre-check mode, which 0.3 adds elsewhere, is not for SQLite)."""
 
+BASE_VERSION = "0.2"
+"""The oldest SQLite fence schema: its install script, then the update scripts, make a fresh install."""
 
-def install_statements(quoted_schema: str, version: str = VERSION) -> list[str]:
-    """The statements of the SQLite install script for ``version``, one by one.
 
-    pysqlite runs one statement per call (its ``executescript`` would COMMIT first).
+def install_statements(quoted_schema: str, version: str = VERSION, start: str | None = None) -> list[str]:
+    """The statements that bring the SQLite fence schema from ``start`` (None: nothing) to ``version``.
+
+    pysqlite runs one statement per call (its ``executescript`` would COMMIT first). Raises
+    FileNotFoundError when there is no such path.
     """
-    source = (sql_dir() / "sqlite" / f"fencemigrate--{version}.sql").read_text(encoding="utf-8")
-    body = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("--"))
+    scripts = script_chain("sqlite", BASE_VERSION, start, version)
+    if scripts is None:
+        raise FileNotFoundError(f"no SQLite fence schema script leads from {start} to {version}")
     statements: list[str] = []
-    pending = ""
-    for line in with_fence_names(body, "@extschema@", quoted_schema, "sqlite").splitlines(keepends=True):
-        pending += line
-        if sqlite3.complete_statement(pending):  # a trigger body's own semicolons do not end it
-            statements.append(pending.strip())
-            pending = ""
-    assert not pending.strip(), f"incomplete statement at the end of the SQLite install script: {pending!r}"
+    for source in scripts:
+        body = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("--"))
+        pending = ""
+        for line in with_fence_names(body, "@extschema@", quoted_schema, "sqlite").splitlines(keepends=True):
+            pending += line
+            if sqlite3.complete_statement(pending):  # a trigger body's own semicolons do not end it
+                statements.append(pending.strip())
+                pending = ""
+        assert not pending.strip(), f"incomplete statement at the end of a SQLite fence script: {pending!r}"
     return statements
 
 
@@ -39,7 +45,7 @@ def install_script(quoted_schema: str) -> str:
 
 
 def ensure_installed(connection: Connection, quoted_schema: str, version: str = VERSION) -> bool:
-    """Install the fence schema inside the caller's transaction unless present. True if installed now.
+    """Install (or update) the fence schema inside the caller's transaction unless current. True if it ran.
 
     SQLite lets one writer at a time in (fenced runs begin with ``BEGIN IMMEDIATE``), so
     concurrent first runs install it once, one after the other.
@@ -47,7 +53,11 @@ def ensure_installed(connection: Connection, quoted_schema: str, version: str = 
     found = installed_version(connection, quoted_schema)
     if found == version:
         return False
-    require_no_other_version(found, quoted_schema, version)
-    for sql in install_statements(quoted_schema, version):
+    try:
+        statements = install_statements(quoted_schema, version, found)
+    except FileNotFoundError:
+        require_no_other_version(found, quoted_schema, version)
+        raise
+    for sql in statements:
         connection.exec_driver_sql(sql, execution_options={"no_parameters": True})
     return True

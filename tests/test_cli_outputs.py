@@ -331,7 +331,7 @@ def test_state_after_runs(two: Project) -> None:
         "status": "ok",
         "version_table": "alembic_version",
         "heads": ["0002"],
-        "fence_schema_version": "0.3",
+        "fence_schema_version": "0.4",
         "fences": [{"resource": DEFAULT_RESOURCE, "token": 8, "updated_at": updated_at.isoformat()}],
         "ledger": [
             {
@@ -354,7 +354,7 @@ def test_state_after_runs(two: Project) -> None:
     result = cli(two, "state").check()
     assert result.stdout.splitlines() == [
         "heads: 0002",
-        "fence schema: 0.3",
+        "fence schema: 0.4",
         "fences:",
         f"  db/migrations  token=8  since {updated_at.isoformat()}",
         "ledger (alembic_version):",
@@ -406,7 +406,7 @@ def test_fence_schema_option_moves_the_fence_tables(two: Project) -> None:
     assert ledger(two.url, "other_schema")["0002"] == (DEFAULT_RESOURCE, 7, "h1", "upgrade")
 
     state = cli_json(two, "state")
-    assert state["fence_schema_version"] == "0.3"
+    assert state["fence_schema_version"] == "0.4"
     assert [row["token"] for row in state["fences"]] == [7]
     assert "other_schema.agent_fence" in cli(two, "install", "--sql").check().stdout
     assert cli(two, "install").check().stdout == "already installed\n"

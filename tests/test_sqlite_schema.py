@@ -26,6 +26,7 @@ from support.project import run_command, script_command, sqlite_url, subprocess_
 
 import fencemigrate
 import fencemigrate.api
+from fencemigrate import sqlite_schema
 
 
 def test_install_is_idempotent_and_the_first_run_installs_in_its_transaction(tmp_path: Path) -> None:
@@ -36,7 +37,7 @@ def test_install_is_idempotent_and_the_first_run_installs_in_its_transaction(tmp
 
     assert project.run_cli("install").check(0).stdout == "installed\n"
     assert table_names(db) == sorted(f"fencemigrate_{table}" for table in FENCE_TABLES)
-    assert query(db, "SELECT one_row, version FROM fencemigrate_schema_version") == [(1, "0.2")]
+    assert query(db, "SELECT one_row, version FROM fencemigrate_schema_version") == [(1, "0.4")]
     installed = snapshot(db)
     assert project.run_cli("install").check(0).stdout == "already installed\n"
     assert snapshot(db) == installed
@@ -58,7 +59,7 @@ def test_fence_schema_option_is_the_table_prefix(tmp_path: Path) -> None:
     assert not fence_installed(db)  # nothing under the default prefix
     assert query(db, 'SELECT resource, token FROM "ops ""fence""_agent_fence"') == [("db/migrations", 4)]
     assert project.run_cli("install").check(0).stdout == "already installed\n"
-    assert '"fence_schema_version": "0.2"' in project.run_cli("state", "--json").check(0).stdout
+    assert '"fence_schema_version": "0.4"' in project.run_cli("state", "--json").check(0).stdout
 
 
 GUARDED_WRITES = {
@@ -142,6 +143,45 @@ def schema_of(database: Path) -> list[tuple[Any, ...]]:
     """The fence tables, indexes and triggers of a file, as SQLite stores their definitions."""
     return query(database, "SELECT type, name, tbl_name, sql FROM sqlite_master "
                            "WHERE name LIKE 'fencemigrate%' ORDER BY type, name")
+
+
+def test_a_database_at_an_older_version_is_updated_by_the_next_run(tmp_path: Path) -> None:
+    """A file whose fence schema is at 0.2 (an older fencemigrate installed it) is brought to the
+    current version inside the next fenced run, and then holds exactly what a fresh install holds."""
+    project = make_sqlite_project(tmp_path)
+    project.add_revision("0001", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    db = tmp_path / "db.sqlite"
+    with closing(sqlite3.connect(db, isolation_level=None)) as connection:
+        connection.execute("BEGIN IMMEDIATE")
+        for sql in sqlite_schema.install_statements('"fencemigrate"', "0.2"):
+            connection.execute(sql)
+        connection.execute("COMMIT")
+    assert query(db, "SELECT version FROM fencemigrate_schema_version") == [("0.2",)]
+
+    out = project.run_cli("upgrade", "head", "--token", "4", "--holder", "h").check(0)
+    assert "  installed the fence schema" in out.stdout
+    assert query(db, "SELECT version FROM fencemigrate_schema_version") == [(sqlite_schema.VERSION,)]
+    assert ledger(db) == {"0001": (4, "h", "upgrade")}
+    fresh = make_sqlite_project(tmp_path, "fresh", "fresh.sqlite")
+    assert fresh.run_cli("install").check(0).stdout.strip() == "installed"
+    assert schema_of(db) == schema_of(tmp_path / "fresh.sqlite")
+
+
+def test_a_database_at_an_unknown_version_is_refused(tmp_path: Path) -> None:
+    """A fence schema at a version this fencemigrate has no update path from stops the run, unchanged."""
+    project = make_sqlite_project(tmp_path)
+    project.add_revision("0001", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    db = tmp_path / "db.sqlite"
+    assert project.run_cli("install").check(0).stdout == "installed\n"
+    with closing(sqlite3.connect(db, isolation_level=None)) as connection:
+        connection.execute("UPDATE fencemigrate_schema_version SET version = '9.9'")
+    before = snapshot(db)
+    result = project.run_cli("upgrade", "head", "--token", "4").check(1)
+    assert result.stderr.splitlines()[-1] == (
+        "fencemigrate: error: fence schema fencemigrate is at version 9.9, but this "
+        f"fencemigrate needs {sqlite_schema.VERSION} and has no upgrade path from it on this database"
+    )
+    assert snapshot(db) == before
 
 
 def test_other_sqlite_connections_are_left_alone_after_a_run(tmp_path: Path) -> None:

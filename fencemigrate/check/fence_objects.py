@@ -138,10 +138,12 @@ def _sqlite_expected(quoted_schema: str, version: str) -> list[FenceObject] | No
 
 
 def _mysql_expected(quoted_schema: str, version: str) -> list[FenceObject] | None:
-    """Tables and triggers of the MySQL install script, the one version there is on MySQL."""
-    if version != mysql_schema.VERSION:
+    """Tables and triggers of the MySQL install script for ``version``."""
+    try:
+        sql = mysql_schema.install_statements(quoted_schema, version)
+    except FileNotFoundError:
         return None
-    return _created_objects(mysql_schema.install_statements(quoted_schema), "`")
+    return _created_objects(sql, "`")
 
 
 def _created_objects(sql: list[str], quote: str) -> list[FenceObject]:

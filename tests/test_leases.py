@@ -229,6 +229,40 @@ def test_preempt_cancels_a_stale_in_flight_migration(project: Project, pg_url: s
     ]
 
 
+def test_preempt_never_touches_another_databases_runs(
+    make_project: MakeProject, pg_url: str, pg_conn: Any, pg_server: PgServer
+) -> None:
+    """Two databases of one server, one resource name: agent-A's run in d1 holds a live lease and
+    works; agent-B's run in d2 has an expired lease and stalls. `lease acquire --preempt` in d2
+    cancels B's run only: pg_locks is server-wide, the preempt is this database's. Control: the
+    same preempt in d1 (where the lease is live) is busy and cancels nobody."""
+    with scratch_database(pg_conn, pg_server, "other") as other_url:
+        healthy, stale = make_project(url=pg_url, name="d1"), make_project(url=other_url, name="d2")
+        healthy.add_revision("a1", None, ["CREATE TABLE t1 (id int)", "SELECT pg_sleep(8)"], "DROP TABLE t1", slug="t1")
+        stale.add_revision("b1", None, ["CREATE TABLE t2 (id int)", "SELECT pg_sleep(60)"], "DROP TABLE t2", slug="t2")
+        working = _start(healthy, "upgrade", "head", "--holder", "agent-A", "--ttl", "60s")
+        stalled = _start(stale, "upgrade", "head", "--holder", "agent-B", "--ttl", "1s")
+        try:
+            for url in (pg_url, other_url):
+                database = url.rsplit("/", 1)[1]
+                _wait_for_backend(url, f"datname = '{database}' AND query LIKE 'SELECT pg_sleep(%'",
+                                  f"the migration in {database} never reached its slow statement")
+            wait_until_expired(stale)
+            busy = acquire(healthy, "agent-C", "--preempt").check(4)
+            assert "held by agent-A" in busy.stderr
+            payload = json.loads(acquire(stale, "agent-C", "--preempt", "--json").check(0).stdout)
+            _, stalled_err = stalled.communicate(timeout=60)
+            _, working_err = working.communicate(timeout=60)
+        finally:
+            stalled.kill()
+            working.kill()
+        assert len(payload["lease"]["preempted_pids"]) == 1
+        assert stalled.returncode == 3, stalled_err
+        assert working.returncode == 0, working_err
+        assert alembic_versions(pg_url) == ["a1"]
+        assert alembic_versions(other_url) in (None, [])
+
+
 def test_a_release_notifies_waiters_and_a_refused_one_does_not(project: Project, pg_conn: Any) -> None:
     """Releasing a lease NOTIFYs fencemigrate_lease with the resource, when the release commits;
     a release by someone who does not hold the lease (LOST) sends nothing."""

@@ -17,14 +17,15 @@ import pytest
 from fence_rows import assert_fenced, fence_token, ledger, scratch_database, snapshot, stderr_lines
 from support.db import alembic_versions, execute, query, table_names
 from support.pg import PgServer
+from support.paused import paused_holder
 from support.project import MakeProject, Project, Result, run_all_at_once, run_command, script_command, subprocess_env
 
 REPO = Path(__file__).resolve().parent.parent
 LOST = "LEASE LOST: you no longer own db/migrations"
 
 
-def acquire(project: Project, holder: str, *args: str) -> Result:
-    return project.run_cli("lease", "acquire", "--holder", holder, *args)
+def acquire(project: Project, holder: str, *args: str, timeout: float = 120.0) -> Result:
+    return project.run_cli("lease", "acquire", "--holder", holder, *args, timeout=timeout)
 
 
 def granted_token(result: Result) -> int:
@@ -261,6 +262,50 @@ def test_preempt_never_touches_another_databases_runs(
         assert working.returncode == 0, working_err
         assert alembic_versions(pg_url) == ["a1"]
         assert alembic_versions(other_url) in (None, [])
+
+
+def _lease_row_locked_by_a_paused_process(url: str) -> str:
+    """agent-A's renewal, stopped after its UPDATE of the lease row (not committed)."""
+    dsn = url.replace("postgresql+psycopg://", "postgresql://")
+    return f"""
+        import psycopg, sys
+        connection = psycopg.connect({dsn!r})
+        pid = connection.execute("SELECT pg_backend_pid()").fetchone()[0]
+        connection.execute("UPDATE fencemigrate.lease SET expires_at = clock_timestamp() + interval '1 hour' "
+                           "WHERE resource = 'db/migrations' AND holder = 'agent-A'")
+        print(pid, flush=True)
+        sys.stdin.read()
+    """
+
+
+def test_a_holder_paused_inside_a_lease_transaction_blocks_nobody_beyond_wait(project: Project, pg_url: str) -> None:
+    """agent-A's renewal is stopped with SIGSTOP inside its transaction, the lease row changed and
+    locked (as a grant, renew or release leaves it until it commits). While A's lease is live, --preempt is busy and cancels nothing. Once
+    it has expired, a grant with --wait 2s and agent-A's renew answer busy (exit 4) instead of
+    hanging, and --preempt cancels A's stuck transaction and is granted."""
+    acquire(project, "agent-A", "--ttl", "3s").check(0)
+    with paused_holder(_lease_row_locked_by_a_paused_process(pg_url)) as pid:
+        live = acquire(project, "agent-B", "--preempt", timeout=60).check(4)
+        assert "held by agent-A (token 1)" in live.stderr
+        assert query(pg_url, f"SELECT count(*) FROM pg_stat_activity WHERE pid = {pid}") == [(1,)]
+        wait_until_expired(project)
+        busy = acquire(project, "agent-B", "--wait", "2s", timeout=60).check(4)
+        assert stderr_lines(busy.stderr) == [
+            "fencemigrate: busy: lease on db/migrations is busy: another grant, renew or release of it has not "
+            "finished (its process may be paused or stopped), and the lease of agent-A (token 1) has expired; "
+            "this is transient, try again later"
+        ]
+        renew = project.run_cli("lease", "renew", "--holder", "agent-A", timeout=60).check(4)
+        assert "another grant, renew or release of it has not finished" in renew.stderr
+        payload = json.loads(acquire(project, "agent-B", "--preempt", "--json", timeout=60).check(0).stdout)
+        assert payload["lease"]["preempted_pids"] == [int(pid)]
+        assert payload["lease"]["token"] == 2
+    assert [row[:3] for row in events(pg_url)] == [
+        ("GRANT", "agent-A", 1),
+        ("EXPIRE", "agent-A", 1),
+        ("PREEMPT", "agent-B", 2),
+        ("GRANT", "agent-B", 2),
+    ]
 
 
 def test_a_release_notifies_waiters_and_a_refused_one_does_not(project: Project, pg_conn: Any) -> None:

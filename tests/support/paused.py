@@ -1,0 +1,40 @@
+"""A real process stopped (SIGSTOP) in the middle of a transaction: a lease holder paused inside
+its grant, renew or release, with the locks that transaction took still held by the database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .project import subprocess_env
+
+
+@contextmanager
+def paused_holder(script: str, timeout: float = 30.0) -> Iterator[str]:
+    """Run the Python ``script`` in a subprocess until it prints its first line (what it wants the
+    test to know, e.g. its backend pid, once its transaction holds its locks), then SIGSTOP it.
+
+    Yields that line. On exit the process is resumed and killed: its connection closes and the
+    database rolls its transaction back.
+    """
+    process = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)], env=subprocess_env(),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        if not line:
+            _, stderr = process.communicate(timeout=timeout)
+            raise AssertionError(f"the holder exited before its transaction was open: {stderr}")
+        os.kill(process.pid, signal.SIGSTOP)
+        yield line
+    finally:
+        os.kill(process.pid, signal.SIGCONT)
+        process.kill()
+        process.communicate(timeout=timeout)

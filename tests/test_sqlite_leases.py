@@ -34,6 +34,7 @@ from sqlite_rows import (
     table_names,
     user_tables,
 )
+from support.paused import paused_holder, renewal_script
 from support.project import Project, Result, script_command, subprocess_env
 
 LOST = "LEASE LOST: you no longer own db/migrations"
@@ -368,6 +369,23 @@ def test_a_grant_waits_at_most_wait_for_a_migration_in_flight(tmp_path: Path) ->
     assert kinds(db) == ["GRANT", "APPLY", "RELEASE"]  # nothing from agent-B
     assert lease_row(db) == (None, 1, None)
     assert ledger(db) == {"a1": (1, "agent-A", "upgrade")}
+
+
+def test_a_holder_paused_inside_its_renewal_blocks_a_grant_no_longer_than_wait(tmp_path: Path) -> None:
+    """agent-A's renewal is stopped with SIGSTOP inside its transaction (SQLite's write lock held)
+    after A's lease has expired: a grant with --wait 2s answers busy (exit 4) instead of waiting
+    for it; --preempt is refused; nothing changed."""
+    project = make_sqlite_project(tmp_path)
+    db = database(project)
+    acquire(project, "agent-A", "--ttl", "200ms").check(0)
+    wait_until_expired(project)
+    with paused_holder(renewal_script(project.url, "agent-A", "SELECT 0")):
+        busy = project.run_cli("lease", "acquire", "--holder", "agent-B", "--wait", "2s", timeout=30).check(4)
+        assert stderr_lines(busy.stderr) == [WRITER_IN_FLIGHT]
+        refused = project.run_cli("lease", "acquire", "--holder", "agent-B", "--preempt", timeout=30).check(2)
+        assert stderr_lines(refused.stderr) == [PREEMPT_REFUSED]
+    assert kinds(db) == ["GRANT"]
+    assert lease_row(db) == ("agent-A", 1, 200)
 
 
 def test_a_run_queued_behind_a_migration_in_flight_leaves_without_the_lease(tmp_path: Path) -> None:

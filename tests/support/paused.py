@@ -38,3 +38,25 @@ def paused_holder(script: str, timeout: float = 30.0) -> Iterator[str]:
         os.kill(process.pid, signal.SIGCONT)
         process.kill()
         process.communicate(timeout=timeout)
+
+
+def renewal_script(url: str, holder: str, session_id_sql: str) -> str:
+    """A script for :func:`paused_holder`: ``holder`` renews its lease through fencemigrate's own
+    lease service and stops inside the renewal's transaction, the lease row changed (its RENEW
+    event written) but not committed. Its first line is ``session_id_sql``'s answer on that
+    transaction's connection (the backend pid, the connection id)."""
+    return f"""
+        import sys
+        from sqlalchemy import create_engine, text
+        from fencemigrate.leases.database import DatabaseLeases
+
+        logged = DatabaseLeases._log
+
+        def log_and_stop(self, connection, *args, **kwargs):
+            logged(self, connection, *args, **kwargs)
+            print(connection.execute(text({session_id_sql!r})).scalar(), flush=True)
+            sys.stdin.read()
+
+        DatabaseLeases._log = log_and_stop
+        DatabaseLeases(create_engine({url!r}), "fencemigrate").renew("db/migrations", {holder!r}, None, 3600000)
+    """

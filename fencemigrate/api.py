@@ -518,7 +518,7 @@ def _plan_and_run(
             failure = own_lease.release() if own_lease is not None else None
             if failure is not None:
                 reason = failure.reason if isinstance(failure, LeaseLost) else str(failure)
-                outcome.lease_note = f"lease not released: {reason}"
+                outcome.lease_note = reason
             return outcome
         except HeadsMoved:
             continue  # rolled back before any DDL: plan again from the new heads

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -363,6 +364,41 @@ def test_runner_heartbeats_while_it_makes_progress_and_releases(project: Project
     assert lease_row(pg_url) == (None, 2, None)
     assert [kind for kind, *_ in events(pg_url)][-2:] == ["GRANT", "RELEASE"]
     assert "t5" not in table_names(pg_url)
+
+
+def test_a_run_whose_lease_was_taken_over_before_its_release_says_so_once(project: Project, tmp_path: Path) -> None:
+    """agent-A's run commits its revision, then (env.py still running) its 1-second lease expires
+    and agent-B is granted it. The run's work stands (exit 0); its output says, once, that its
+    lease was taken over and not released, never that it was released."""
+    inside, go_on = tmp_path / "inside", tmp_path / "go-on"
+    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    project.env_py.write_text(project.env_py.read_text() + textwrap.dedent(f"""
+        import pathlib, sys, time
+        if "upgrade" in sys.argv:  # the run, not the state reads of `lease acquire`
+            pathlib.Path({str(inside)!r}).touch()
+            deadline = time.monotonic() + 60
+            while not pathlib.Path({str(go_on)!r}).exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+    """))
+    runner = _start(project, "upgrade", "head", "--holder", "agent-A", "--ttl", "1s")
+    try:
+        deadline = time.monotonic() + 60
+        while not inside.exists():
+            assert runner.poll() is None and time.monotonic() < deadline, runner.communicate()
+            time.sleep(0.05)
+        wait_until_expired(project)
+        acquire(project, "agent-B").check(0)
+        go_on.touch()
+        stdout, stderr = runner.communicate(timeout=60)
+    finally:
+        runner.kill()
+    assert runner.returncode == 0, stderr
+    assert stdout.splitlines()[:2] == [
+        "upgrade done: resource db/migrations, token 1, holder agent-A",
+        "  the token came from a lease this run took and renewed while it worked; it was not released: "
+        "it has been granted to agent-B with token 2",
+    ]
+    assert "released" not in "\n".join(stdout.splitlines()[2:])
 
 
 def test_eight_runners_at_once_on_an_empty_database(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sqlite3
 import subprocess
 import time
@@ -35,7 +36,7 @@ from sqlite_rows import (
     user_tables,
 )
 from support.paused import paused_holder, renewal_script
-from support.project import Project, Result, script_command, subprocess_env
+from support.project import Project, Result, run_command, script_command, subprocess_env
 
 LOST = "LEASE LOST: you no longer own db/migrations"
 LEASE = f"{PREFIX}lease"
@@ -286,6 +287,39 @@ def test_expiry_is_judged_by_sqlite_s_clock_and_the_timeline_sorts_the_expiry(tm
     moments = [datetime.fromisoformat(event["at"]) for event in timeline]
     assert moments == sorted(moments)  # oldest first
     assert timeline[2]["at"] == ran_out_at  # the EXPIRE is dated when the 200 ms lease ran out
+
+
+def test_a_grant_by_a_clock_years_ahead_of_the_event_log_is_refused(tmp_path: Path) -> None:
+    """SQLite's clock is the clock of whichever machine writes the file. A client whose clock runs
+    1000 days ahead of the newest event in the fence event log is refused a grant (exit 1, one
+    line, the file unchanged), instead of taking a lease that keeps every other client busy until
+    then. An honest client is still granted the lease, and a client a few hours ahead is too."""
+    faketime = shutil.which("faketime")
+    assert faketime, "faketime (Debian package faketime) is needed: bash .ci/test installs it"
+    project = make_sqlite_project(tmp_path)
+    db = database(project)
+    acquire(project, "agent-A", "--ttl", "1s").check(0)
+    project.run_cli("lease", "release", "--holder", "agent-A").check(0)
+    before, logged = snapshot(db), events(db)
+    newest = query(db, f"SELECT max(at) FROM {EVENTS}")[0][0]
+
+    ahead = run_command([faketime, "-f", "+1000d", *script_command("fencemigrate"), "lease", "acquire",
+                         "--holder", "agent-fast"], project.path)
+    ahead.check(1)
+    lines = stderr_lines(ahead.stderr)
+    assert len(lines) == 1 and lines[0].startswith("fencemigrate: error: grant refused: SQLite's clock (")
+    assert lines[0].endswith(
+        f"is 1000 days ahead of the newest event in the fence event log ({newest}): a lease granted by "
+        "it would look live to every other client until then. Fix this machine's clock; nothing was changed"
+    )
+    assert (snapshot(db), events(db)) == (before, logged)
+
+    acquire(project, "agent-B").check(0)
+    project.run_cli("lease", "release", "--holder", "agent-B").check(0)
+    hours = run_command([faketime, "-f", "+3h", *script_command("fencemigrate"), "lease", "acquire",
+                         "--holder", "agent-C"], project.path)
+    hours.check(0)
+    assert lease_row(db) == ("agent-C", 3, 60000)
 
 
 def test_token_counter_survives_reopening_the_file_and_cannot_go_down(tmp_path: Path) -> None:

@@ -145,6 +145,7 @@ class DatabaseLeases:
             seen = self._peek(connection, resource)
             if seen.live_holder not in (None, holder):
                 return seen
+            self._fence.check_clock()
             # Fence row first, so that a live holder's renewals never wait behind a grant that
             # waits for its migration. To preempt, the lease row first: the stale run, cancelled,
             # cannot release or renew it before this grant commits.

@@ -28,7 +28,7 @@ from typing import Any, Iterator
 from sqlalchemy import Connection, Engine, RootTransaction
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from ..errors import LeaseBusy, UsageError, sqlstate_of
+from ..errors import ImplausibleClock, LeaseBusy, UsageError, sqlstate_of
 from ..fence_schema import ensure_installed
 from ..queries import query_dialect, statement
 from ..runtime.fence_calls.plain import claim_fence
@@ -45,6 +45,7 @@ _STUCK_LEASE_TRANSACTION_MS = 1000  # idle this long inside a lease transaction:
 LEASE_TRANSACTION_IN_PROGRESS = (
     "another grant, renew or release of it has not finished (its process may be paused or stopped)"
 )
+_LARGEST_CLOCK_LEAD_DAYS = 366  # SQLite: a grant this long after the newest logged event is a clock set wrong
 _UNCONTENDED_BEGIN_S = 0.01  # an uncontended BEGIN IMMEDIATE takes well under a millisecond
 
 IN_FLIGHT = (
@@ -127,6 +128,10 @@ class FenceOnGrant(ABC):
         (a grant waits for it at most ``--wait`` and is busy), SQLite refuses ``--preempt``.
         """
         return ()
+
+    def check_clock(self) -> None:
+        """Before the built-in service grants on this database's clock: ImplausibleClock when that
+        clock cannot be trusted. A server's clock (PostgreSQL, MySQL) is everyone's: nothing to check."""
 
     @abstractmethod
     def serialise_grants(self, resource: str, remaining_ms: int) -> None:
@@ -213,6 +218,18 @@ class SqliteFenceOnGrant(FenceOnGrant):
         with self._begin(resource, wait_ms) as transaction:
             ensure_installed(self._connection, self._schema)
             yield transaction
+
+    def check_clock(self) -> None:
+        """SQLite's clock is the clock of whichever machine writes the file: refuse to grant when it
+        reads more than :data:`_LARGEST_CLOCK_LEAD_DAYS` after the newest event in the fence event
+        log, as a clock set years ahead does (its lease would look live to everyone until then)."""
+        row = self._run("clock_lead").one()
+        if row.days_ahead is not None and row.days_ahead > _LARGEST_CLOCK_LEAD_DAYS:
+            raise ImplausibleClock(
+                f"grant refused: SQLite's clock ({row.now}, this machine's) is {int(row.days_ahead)} days ahead "
+                f"of the newest event in the fence event log ({row.newest}): a lease granted by it would look "
+                "live to every other client until then. Fix this machine's clock; nothing was changed"
+            )
 
     def serialise_grants(self, resource: str, remaining_ms: int) -> None:
         """Nothing to do: the grant's ``BEGIN IMMEDIATE`` already made every other grant wait."""

@@ -18,7 +18,7 @@ import pytest
 from fence_rows import assert_fenced, fence_token, ledger, scratch_database, snapshot, stderr_lines
 from support.db import alembic_versions, execute, query, table_names
 from support.pg import PgServer
-from support.paused import paused_holder
+from support.paused import paused_holder, stopped_lease_call
 from support.project import MakeProject, Project, Result, run_all_at_once, run_command, script_command, subprocess_env
 
 REPO = Path(__file__).resolve().parent.parent
@@ -306,6 +306,28 @@ def test_a_holder_paused_inside_a_lease_transaction_blocks_nobody_beyond_wait(pr
         ("EXPIRE", "agent-A", 1),
         ("PREEMPT", "agent-B", 2),
         ("GRANT", "agent-B", 2),
+    ]
+
+
+def test_a_grant_paused_on_a_free_lease_is_busy_then_preempted(project: Project, pg_url: str) -> None:
+    """agent-X's grant (fencemigrate's own code) is stopped with SIGSTOP inside its transaction,
+    on a free lease: a grant with --wait 1s is busy and says the lease is free, not "held by None";
+    --preempt ends X's stuck grant (its session idle in its transaction) and is granted token 2."""
+    acquire(project, "agent-A").check(0)
+    project.run_cli("lease", "release", "--holder", "agent-A").check(0)
+    grant = 'leases.acquire(LeaseRequest("db/migrations", "agent-X", 3600000))'
+    with paused_holder(stopped_lease_call(project.url, grant, "SELECT pg_backend_pid()")) as pid:
+        busy = acquire(project, "agent-B", "--wait", "1s", timeout=60).check(4)
+        assert stderr_lines(busy.stderr) == [
+            "fencemigrate: busy: lease on db/migrations is busy: another grant, renew or release of it has not "
+            "finished (its process may be paused or stopped), and the lease is free (last token issued: 1); "
+            "this is transient, try again later"
+        ]
+        payload = json.loads(acquire(project, "agent-B", "--preempt", "--json", timeout=60).check(0).stdout)
+    assert (payload["lease"]["token"], payload["lease"]["preempted_pids"]) == (2, [int(pid)])
+    assert lease_row(pg_url) == ("agent-B", 2, 60000)
+    assert [row[:3] for row in events(pg_url)] == [
+        ("GRANT", "agent-A", 1), ("RELEASE", "agent-A", 1), ("PREEMPT", "agent-B", 2), ("GRANT", "agent-B", 2),
     ]
 
 

@@ -28,7 +28,7 @@ from ..scrub import scrub_secrets
 
 _LUA = files("fencemigrate.leases") / "lua"
 # How long a call waits for Redis (``?socket_timeout=`` in the URL wins): a grant what is left of
-# ``--wait``, at least _LEAST_REPLY_MS; renew, release and status (no --wait) _UNHURRIED_REPLY_MS.
+# ``--wait``, at least _LEAST_REPLY_MS; renew, release and status (no --wait) UNHURRIED_REPLY_MS.
 # The scripts are short: no reply in that time means the server is paused, overloaded or gone.
 UNHURRIED_REPLY_MS = 5000
 _LEAST_REPLY_MS = 500

@@ -40,15 +40,17 @@ def paused_holder(script: str, timeout: float = 30.0) -> Iterator[str]:
         process.communicate(timeout=timeout)
 
 
-def renewal_script(url: str, holder: str, session_id_sql: str) -> str:
-    """A script for :func:`paused_holder`: ``holder`` renews its lease through fencemigrate's own
-    lease service and stops inside the renewal's transaction, the lease row changed (its RENEW
-    event written) but not committed. Its first line is ``session_id_sql``'s answer on that
-    transaction's connection (the backend pid, the connection id)."""
+def stopped_lease_call(url: str, call: str, session_id_sql: str) -> str:
+    """A script for :func:`paused_holder`: fencemigrate's own lease service (``leases``) runs
+    ``call`` (``leases.renew(...)``, ``leases.acquire(...)``) and stops inside its transaction at
+    the first event it writes: the lease row changed (and, for a grant, the fence row claimed), not
+    committed. Its first line is ``session_id_sql``'s answer on that transaction's connection
+    (the backend pid, the connection id)."""
     return f"""
         import sys
         from sqlalchemy import create_engine, text
         from fencemigrate.leases.database import DatabaseLeases
+        from fencemigrate.leases.model import LeaseRequest
 
         logged = DatabaseLeases._log
 
@@ -58,5 +60,11 @@ def renewal_script(url: str, holder: str, session_id_sql: str) -> str:
             sys.stdin.read()
 
         DatabaseLeases._log = log_and_stop
-        DatabaseLeases(create_engine({url!r}), "fencemigrate").renew("db/migrations", {holder!r}, None, 3600000)
+        leases = DatabaseLeases(create_engine({url!r}), "fencemigrate")
+        {call}
     """
+
+
+def renewal_script(url: str, holder: str, session_id_sql: str) -> str:
+    """:func:`stopped_lease_call` of ``holder``'s renewal (its current grant, for an hour)."""
+    return stopped_lease_call(url, f'leases.renew("db/migrations", {holder!r}, None, 3600000)', session_id_sql)

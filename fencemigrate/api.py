@@ -294,7 +294,8 @@ def lease_acquire(
         preempt=preempt,
     )
     grant, fresh = _with_lease_backend(
-        config, lease_url, lambda backend: backend.acquire(request), preempt=preempt, then_read_state=True
+        config, lease_url, lambda backend: backend.acquire(request), preempt=preempt, then_read_state=True,
+        wait_ms=request.wait_ms,
     )
     assert fresh is not None
     return grant, fresh
@@ -518,7 +519,7 @@ def _plan_and_run(
             failure = own_lease.release() if own_lease is not None else None
             if failure is not None:
                 reason = failure.reason if isinstance(failure, LeaseLost) else str(failure)
-                outcome.lease_note = f"lease not released: {reason}"
+                outcome.lease_note = reason
             return outcome
         except HeadsMoved:
             continue  # rolled back before any DDL: plan again from the new heads
@@ -563,7 +564,9 @@ def _own_lease(
         preempt=bool(options.get("preempt")),
     )
     lease_url = check_lease_url(options.get("lease_url") or configured_lease_url(config))
-    return RunnerLease(request, lambda engine: open_backend(engine, settings.schema, lease_url, request.preempt))
+    return RunnerLease(
+        request, lambda engine: open_backend(engine, settings.schema, lease_url, request.preempt, request.wait_ms)
+    )
 
 
 def _lock_wait_ms(options: dict[str, Any]) -> int:
@@ -607,9 +610,11 @@ def _with_lease_backend(
     call: Callable[[LeaseBackend], _T],
     preempt: bool = False,
     then_read_state: bool = False,
+    wait_ms: int | None = None,
 ) -> tuple[_T, State | None]:
     """Open the lease service on env.py's database (or Redis), run ``call``, close it; with
     ``then_read_state``, read the state afterwards through env.py's migration context.
+    ``wait_ms``: a grant's ``--wait`` (see :func:`open_backend`).
 
     ``call`` runs as soon as env.py has connected, before env.py begins its transaction (as a
     run acquires its lease): on SQLite that transaction's ``BEGIN IMMEDIATE`` holds the
@@ -624,7 +629,7 @@ def _with_lease_backend(
         if results:
             return  # env.py configured a second connection: the lease service has answered already
         assert context.connection is not None
-        backend = open_backend(context.connection.engine, schema, url, preempt)
+        backend = open_backend(context.connection.engine, schema, url, preempt, wait_ms)
         try:
             results.append(call(backend))
         finally:

@@ -411,10 +411,13 @@ def _outcome_text(outcome: RunOutcome) -> str:
     ]
     if outcome.token is None:
         lines.append("  no lease taken: another runner finished the work while this one waited for the lease")
-    if outcome.leased:
+    if outcome.leased and outcome.lease_note is None:
         lines.append("  the token came from a lease this run took, renewed while it worked and released")
-    if outcome.lease_note:
-        lines.append(f"  note: {outcome.lease_note}")
+    elif outcome.leased:
+        lines.append(
+            "  the token came from a lease this run took and renewed while it worked; "
+            f"it was not released: {outcome.lease_note}"
+        )
     if outcome.mode == PRECHECK:
         lines.append(
             "  pre-check mode: the fence was checked before each revision under the resource's named lock; "

@@ -41,6 +41,11 @@ class DatabaseError(FencemigrateError):
     """The database refused or could not be reached; nothing was applied."""
 
 
+class ImplausibleClock(FencemigrateError):
+    """A grant refused because the clock that would judge its expiry (SQLite's: this machine's) is
+    implausibly far ahead of the database's own record of time."""
+
+
 class NotTransactional(FencemigrateError):
     """The claim could not be proven to share a transaction with the DDL: refused, nothing ran."""
 

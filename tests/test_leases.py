@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -17,14 +18,15 @@ import pytest
 from fence_rows import assert_fenced, fence_token, ledger, scratch_database, snapshot, stderr_lines
 from support.db import alembic_versions, execute, query, table_names
 from support.pg import PgServer
+from support.paused import paused_holder, stopped_lease_call
 from support.project import MakeProject, Project, Result, run_all_at_once, run_command, script_command, subprocess_env
 
 REPO = Path(__file__).resolve().parent.parent
 LOST = "LEASE LOST: you no longer own db/migrations"
 
 
-def acquire(project: Project, holder: str, *args: str) -> Result:
-    return project.run_cli("lease", "acquire", "--holder", holder, *args)
+def acquire(project: Project, holder: str, *args: str, timeout: float = 120.0) -> Result:
+    return project.run_cli("lease", "acquire", "--holder", holder, *args, timeout=timeout)
 
 
 def granted_token(result: Result) -> int:
@@ -229,6 +231,106 @@ def test_preempt_cancels_a_stale_in_flight_migration(project: Project, pg_url: s
     ]
 
 
+def test_preempt_never_touches_another_databases_runs(
+    make_project: MakeProject, pg_url: str, pg_conn: Any, pg_server: PgServer
+) -> None:
+    """Two databases of one server, one resource name: agent-A's run in d1 holds a live lease and
+    works; agent-B's run in d2 has an expired lease and stalls. `lease acquire --preempt` in d2
+    cancels B's run only: pg_locks is server-wide, the preempt is this database's. Control: the
+    same preempt in d1 (where the lease is live) is busy and cancels nobody."""
+    with scratch_database(pg_conn, pg_server, "other") as other_url:
+        healthy, stale = make_project(url=pg_url, name="d1"), make_project(url=other_url, name="d2")
+        healthy.add_revision("a1", None, ["CREATE TABLE t1 (id int)", "SELECT pg_sleep(8)"], "DROP TABLE t1", slug="t1")
+        stale.add_revision("b1", None, ["CREATE TABLE t2 (id int)", "SELECT pg_sleep(60)"], "DROP TABLE t2", slug="t2")
+        working = _start(healthy, "upgrade", "head", "--holder", "agent-A", "--ttl", "60s")
+        stalled = _start(stale, "upgrade", "head", "--holder", "agent-B", "--ttl", "1s")
+        try:
+            for url in (pg_url, other_url):
+                database = url.rsplit("/", 1)[1]
+                _wait_for_backend(url, f"datname = '{database}' AND query LIKE 'SELECT pg_sleep(%'",
+                                  f"the migration in {database} never reached its slow statement")
+            wait_until_expired(stale)
+            busy = acquire(healthy, "agent-C", "--preempt").check(4)
+            assert "held by agent-A" in busy.stderr
+            payload = json.loads(acquire(stale, "agent-C", "--preempt", "--json").check(0).stdout)
+            _, stalled_err = stalled.communicate(timeout=60)
+            _, working_err = working.communicate(timeout=60)
+        finally:
+            stalled.kill()
+            working.kill()
+        assert len(payload["lease"]["preempted_pids"]) == 1
+        assert stalled.returncode == 3, stalled_err
+        assert working.returncode == 0, working_err
+        assert alembic_versions(pg_url) == ["a1"]
+        assert alembic_versions(other_url) in (None, [])
+
+
+def _lease_row_locked_by_a_paused_process(url: str) -> str:
+    """agent-A's renewal, stopped after its UPDATE of the lease row (not committed)."""
+    dsn = url.replace("postgresql+psycopg://", "postgresql://")
+    return f"""
+        import psycopg, sys
+        connection = psycopg.connect({dsn!r})
+        pid = connection.execute("SELECT pg_backend_pid()").fetchone()[0]
+        connection.execute("UPDATE fencemigrate.lease SET expires_at = clock_timestamp() + interval '1 hour' "
+                           "WHERE resource = 'db/migrations' AND holder = 'agent-A'")
+        print(pid, flush=True)
+        sys.stdin.read()
+    """
+
+
+def test_a_holder_paused_inside_a_lease_transaction_blocks_nobody_beyond_wait(project: Project, pg_url: str) -> None:
+    """agent-A's renewal is stopped with SIGSTOP inside its transaction, the lease row changed and
+    locked (as a grant, renew or release leaves it until it commits). While A's lease is live, --preempt is busy and cancels nothing. Once
+    it has expired, a grant with --wait 2s and agent-A's renew answer busy (exit 4) instead of
+    hanging, and --preempt cancels A's stuck transaction and is granted."""
+    acquire(project, "agent-A", "--ttl", "3s").check(0)
+    with paused_holder(_lease_row_locked_by_a_paused_process(pg_url)) as pid:
+        live = acquire(project, "agent-B", "--preempt", timeout=60).check(4)
+        assert "held by agent-A (token 1)" in live.stderr
+        assert query(pg_url, f"SELECT count(*) FROM pg_stat_activity WHERE pid = {pid}") == [(1,)]
+        wait_until_expired(project)
+        busy = acquire(project, "agent-B", "--wait", "2s", timeout=60).check(4)
+        assert stderr_lines(busy.stderr) == [
+            "fencemigrate: busy: lease on db/migrations is busy: another grant, renew or release of it has not "
+            "finished (its process may be paused or stopped), and the lease of agent-A (token 1) has expired; "
+            "this is transient, try again later"
+        ]
+        renew = project.run_cli("lease", "renew", "--holder", "agent-A", timeout=60).check(4)
+        assert "another grant, renew or release of it has not finished" in renew.stderr
+        payload = json.loads(acquire(project, "agent-B", "--preempt", "--json", timeout=60).check(0).stdout)
+        assert payload["lease"]["preempted_pids"] == [int(pid)]
+        assert payload["lease"]["token"] == 2
+    assert [row[:3] for row in events(pg_url)] == [
+        ("GRANT", "agent-A", 1),
+        ("EXPIRE", "agent-A", 1),
+        ("PREEMPT", "agent-B", 2),
+        ("GRANT", "agent-B", 2),
+    ]
+
+
+def test_a_grant_paused_on_a_free_lease_is_busy_then_preempted(project: Project, pg_url: str) -> None:
+    """agent-X's grant (fencemigrate's own code) is stopped with SIGSTOP inside its transaction,
+    on a free lease: a grant with --wait 1s is busy and says the lease is free, not "held by None";
+    --preempt ends X's stuck grant (its session idle in its transaction) and is granted token 2."""
+    acquire(project, "agent-A").check(0)
+    project.run_cli("lease", "release", "--holder", "agent-A").check(0)
+    grant = 'leases.acquire(LeaseRequest("db/migrations", "agent-X", 3600000))'
+    with paused_holder(stopped_lease_call(project.url, grant, "SELECT pg_backend_pid()")) as pid:
+        busy = acquire(project, "agent-B", "--wait", "1s", timeout=60).check(4)
+        assert stderr_lines(busy.stderr) == [
+            "fencemigrate: busy: lease on db/migrations is busy: another grant, renew or release of it has not "
+            "finished (its process may be paused or stopped), and the lease is free (last token issued: 1); "
+            "this is transient, try again later"
+        ]
+        payload = json.loads(acquire(project, "agent-B", "--preempt", "--json", timeout=60).check(0).stdout)
+    assert (payload["lease"]["token"], payload["lease"]["preempted_pids"]) == (2, [int(pid)])
+    assert lease_row(pg_url) == ("agent-B", 2, 60000)
+    assert [row[:3] for row in events(pg_url)] == [
+        ("GRANT", "agent-A", 1), ("RELEASE", "agent-A", 1), ("PREEMPT", "agent-B", 2), ("GRANT", "agent-B", 2),
+    ]
+
+
 def test_a_release_notifies_waiters_and_a_refused_one_does_not(project: Project, pg_conn: Any) -> None:
     """Releasing a lease NOTIFYs fencemigrate_lease with the resource, when the release commits;
     a release by someone who does not hold the lease (LOST) sends nothing."""
@@ -284,6 +386,41 @@ def test_runner_heartbeats_while_it_makes_progress_and_releases(project: Project
     assert lease_row(pg_url) == (None, 2, None)
     assert [kind for kind, *_ in events(pg_url)][-2:] == ["GRANT", "RELEASE"]
     assert "t5" not in table_names(pg_url)
+
+
+def test_a_run_whose_lease_was_taken_over_before_its_release_says_so_once(project: Project, tmp_path: Path) -> None:
+    """agent-A's run commits its revision, then (env.py still running) its 1-second lease expires
+    and agent-B is granted it. The run's work stands (exit 0); its output says, once, that its
+    lease was taken over and not released, never that it was released."""
+    inside, go_on = tmp_path / "inside", tmp_path / "go-on"
+    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    project.env_py.write_text(project.env_py.read_text() + textwrap.dedent(f"""
+        import pathlib, sys, time
+        if "upgrade" in sys.argv:  # the run, not the state reads of `lease acquire`
+            pathlib.Path({str(inside)!r}).touch()
+            deadline = time.monotonic() + 60
+            while not pathlib.Path({str(go_on)!r}).exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+    """))
+    runner = _start(project, "upgrade", "head", "--holder", "agent-A", "--ttl", "1s")
+    try:
+        deadline = time.monotonic() + 60
+        while not inside.exists():
+            assert runner.poll() is None and time.monotonic() < deadline, runner.communicate()
+            time.sleep(0.05)
+        wait_until_expired(project)
+        acquire(project, "agent-B").check(0)
+        go_on.touch()
+        stdout, stderr = runner.communicate(timeout=60)
+    finally:
+        runner.kill()
+    assert runner.returncode == 0, stderr
+    assert stdout.splitlines()[:2] == [
+        "upgrade done: resource db/migrations, token 1, holder agent-A",
+        "  the token came from a lease this run took and renewed while it worked; it was not released: "
+        "it has been granted to agent-B with token 2",
+    ]
+    assert "released" not in "\n".join(stdout.splitlines()[2:])
 
 
 def test_eight_runners_at_once_on_an_empty_database(

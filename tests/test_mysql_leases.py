@@ -11,6 +11,7 @@ import json
 
 from mysql_rows import app_tables, events, fence_tokens, ledger, versions
 from support.mysql_server import create_test_database, drop_test_database, mysql_rows
+from support.paused import paused_holder, renewal_script
 from support.project import MakeProject, run_all_at_once, script_command
 from test_mysql_precheck import SLOW_UPGRADE, finish, lock_holder, start, wait_for
 
@@ -119,3 +120,23 @@ def test_grant_waits_for_an_in_flight_writer_or_preempts_it(make_project: MakePr
     assert json.loads(detail) == {"cancelled_pid": writer_session}
     dirty = project.run_cli("upgrade", "head", "--token", "6")
     dirty.check(5)
+
+
+def test_a_holder_paused_inside_its_renewal_blocks_nobody_beyond_wait(make_project: MakeProject, mysql_url: str) -> None:
+    """agent-A's renewal is stopped with SIGSTOP inside its transaction (the lease row changed and
+    locked, not committed), after A's lease has expired. A grant with --wait 2s and another renew
+    answer busy (exit 4) instead of waiting for InnoDB's 50-second lock wait; nothing changed."""
+    project = make_project(url=mysql_url)
+    project.run_cli("lease", "acquire", "--holder", "agent-A", "--ttl", "1s").check(0)
+    wait_for(lambda: bool(mysql_rows(mysql_url, "SELECT expires_at <= UTC_TIMESTAMP(6) FROM fencemigrate_lease")[0][0]))
+    with paused_holder(renewal_script(mysql_url, "agent-A", "SELECT CONNECTION_ID()")):
+        busy = project.run_cli("lease", "acquire", "--holder", "agent-B", "--wait", "2s", timeout=30).check(4)
+        assert busy.stderr.splitlines()[-1] == (
+            "fencemigrate: busy: lease on db/migrations is busy: another grant, renew or release of it has not "
+            "finished (its process may be paused or stopped), and the lease of agent-A (token 1) has expired; "
+            "this is transient, try again later"
+        )
+        renew = project.run_cli("lease", "renew", "--holder", "agent-A", timeout=30).check(4)
+        assert "another grant, renew or release of it has not finished" in renew.stderr
+    assert [kind for kind, *_ in events(mysql_url)] == ["GRANT"]
+    assert mysql_rows(mysql_url, "SELECT holder, token FROM fencemigrate_lease") == [("agent-A", 1)]

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 import redis
-from fence_rows import FENCE_SCHEMA, RESOURCE, fence_installed, fence_token, ledger
+from fence_rows import FENCE_SCHEMA, RESOURCE, fence_installed, fence_token, ledger, stderr_lines
 from sqlalchemy import Engine, create_engine
 from support.db import connect, query
 from support.project import Project
@@ -446,3 +446,23 @@ def test_cli_bad_lease_url_is_a_usage_error_and_the_database_is_untouched(projec
 
     assert json.loads(bad.stdout)["message"].startswith("invalid lease backend URL 'redis://127.0.0.1:notaport/0': ")
     assert not fence_installed(pg_url)
+
+
+def test_a_paused_redis_answers_no_later_than_wait(project: Project, pg_url: str) -> None:
+    """A Redis stopped with SIGSTOP accepts connections and answers nothing: `lease acquire --wait
+    2s` gives up after about 2 s, `lease renew` after 5 s, each with one clear line (exit 1),
+    instead of waiting for the client's 30-second reply timeout; the database is untouched."""
+    with PrivateRedis() as server:
+        project.run_cli("lease", "acquire", "--holder", "agent-A", "--lease-url", server.url).check(0)
+        logged = query(pg_url, "SELECT kind FROM fencemigrate.fence_event ORDER BY id")
+        with server.paused():
+            started = time.monotonic()
+            acquire = project.run_cli("lease", "acquire", "--holder", "agent-B", "--wait", "2s",
+                                      "--lease-url", server.url, timeout=25).check(1)
+            assert time.monotonic() - started < 20
+            renew = project.run_cli("lease", "renew", "--holder", "agent-A", "--lease-url", server.url,
+                                    timeout=25).check(1)
+        no_answer = f"fencemigrate: error: lease service {server.url} did not answer within"
+        assert stderr_lines(acquire.stderr) == [f"{no_answer} 2s (paused, overloaded or unreachable); try again later"]
+        assert stderr_lines(renew.stderr) == [f"{no_answer} 5s (paused, overloaded or unreachable); try again later"]
+        assert query(pg_url, "SELECT kind FROM fencemigrate.fence_event ORDER BY id") == logged

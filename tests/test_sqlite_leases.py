@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sqlite3
 import subprocess
 import time
@@ -34,7 +35,8 @@ from sqlite_rows import (
     table_names,
     user_tables,
 )
-from support.project import Project, Result, script_command, subprocess_env
+from support.paused import paused_holder, renewal_script
+from support.project import Project, Result, run_command, script_command, subprocess_env
 
 LOST = "LEASE LOST: you no longer own db/migrations"
 LEASE = f"{PREFIX}lease"
@@ -287,6 +289,39 @@ def test_expiry_is_judged_by_sqlite_s_clock_and_the_timeline_sorts_the_expiry(tm
     assert timeline[2]["at"] == ran_out_at  # the EXPIRE is dated when the 200 ms lease ran out
 
 
+def test_a_grant_by_a_clock_years_ahead_of_the_event_log_is_refused(tmp_path: Path) -> None:
+    """SQLite's clock is the clock of whichever machine writes the file. A client whose clock runs
+    1000 days ahead of the newest event in the fence event log is refused a grant (exit 1, one
+    line, the file unchanged), instead of taking a lease that keeps every other client busy until
+    then. An honest client is still granted the lease, and a client a few hours ahead is too."""
+    faketime = shutil.which("faketime")
+    assert faketime, "faketime (Debian package faketime) is needed: bash .ci/test installs it"
+    project = make_sqlite_project(tmp_path)
+    db = database(project)
+    acquire(project, "agent-A", "--ttl", "1s").check(0)
+    project.run_cli("lease", "release", "--holder", "agent-A").check(0)
+    before, logged = snapshot(db), events(db)
+    newest = query(db, f"SELECT max(at) FROM {EVENTS}")[0][0]
+
+    ahead = run_command([faketime, "-f", "+1000d", *script_command("fencemigrate"), "lease", "acquire",
+                         "--holder", "agent-fast"], project.path)
+    ahead.check(1)
+    lines = stderr_lines(ahead.stderr)
+    assert len(lines) == 1 and lines[0].startswith("fencemigrate: error: grant refused: SQLite's clock (")
+    assert lines[0].endswith(
+        f"is 1000 days ahead of the newest event in the fence event log ({newest}): a lease granted by "
+        "it would look live to every other client until then. Fix this machine's clock; nothing was changed"
+    )
+    assert (snapshot(db), events(db)) == (before, logged)
+
+    acquire(project, "agent-B").check(0)
+    project.run_cli("lease", "release", "--holder", "agent-B").check(0)
+    hours = run_command([faketime, "-f", "+3h", *script_command("fencemigrate"), "lease", "acquire",
+                         "--holder", "agent-C"], project.path)
+    hours.check(0)
+    assert lease_row(db) == ("agent-C", 3, 60000)
+
+
 def test_token_counter_survives_reopening_the_file_and_cannot_go_down(tmp_path: Path) -> None:
     """Tokens keep going up across processes that close and reopen the file, and a copy of the
     file; the monotonic guard refuses lowering, deleting or replacing the counter from any client."""
@@ -368,6 +403,23 @@ def test_a_grant_waits_at_most_wait_for_a_migration_in_flight(tmp_path: Path) ->
     assert kinds(db) == ["GRANT", "APPLY", "RELEASE"]  # nothing from agent-B
     assert lease_row(db) == (None, 1, None)
     assert ledger(db) == {"a1": (1, "agent-A", "upgrade")}
+
+
+def test_a_holder_paused_inside_its_renewal_blocks_a_grant_no_longer_than_wait(tmp_path: Path) -> None:
+    """agent-A's renewal is stopped with SIGSTOP inside its transaction (SQLite's write lock held)
+    after A's lease has expired: a grant with --wait 2s answers busy (exit 4) instead of waiting
+    for it; --preempt is refused; nothing changed."""
+    project = make_sqlite_project(tmp_path)
+    db = database(project)
+    acquire(project, "agent-A", "--ttl", "200ms").check(0)
+    wait_until_expired(project)
+    with paused_holder(renewal_script(project.url, "agent-A", "SELECT 0")):
+        busy = project.run_cli("lease", "acquire", "--holder", "agent-B", "--wait", "2s", timeout=30).check(4)
+        assert stderr_lines(busy.stderr) == [WRITER_IN_FLIGHT]
+        refused = project.run_cli("lease", "acquire", "--holder", "agent-B", "--preempt", timeout=30).check(2)
+        assert stderr_lines(refused.stderr) == [PREEMPT_REFUSED]
+    assert kinds(db) == ["GRANT"]
+    assert lease_row(db) == ("agent-A", 1, 200)
 
 
 def test_a_run_queued_behind_a_migration_in_flight_leaves_without_the_lease(tmp_path: Path) -> None:

@@ -56,14 +56,17 @@ def lease_engine(engine: Engine) -> Engine:
     return create_engine(url.set(drivername=f"{url.get_backend_name()}+{driver}"), poolclass=NullPool)
 
 
-def open_backend(engine: Engine, schema: str, lease_url: str | None, preempt: bool = False) -> LeaseBackend:
+def open_backend(
+    engine: Engine, schema: str, lease_url: str | None, preempt: bool = False, wait_ms: int | None = None
+) -> LeaseBackend:
     """The lease service for a run: Redis when ``lease_url`` names it, else the database's own.
 
     ``preempt``: the caller may grant with ``--preempt``; refused on SQLite before anything is touched.
+    ``wait_ms``: the caller's ``--wait`` (a grant), which also bounds the wait for Redis to answer.
     """
     check_preempt(engine, preempt)
     if lease_url is None:
         return DatabaseLeases(engine, schema)
     from .redis_backend import RedisLeases
 
-    return RedisLeases(lease_url, engine, schema)
+    return RedisLeases(lease_url, engine, schema, wait_ms)

@@ -11,17 +11,18 @@ write lock on SQLite.
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from sqlalchemy import Connection, Engine, Row
 from sqlalchemy.exc import DBAPIError
 
+from ..durations import format_duration
 from ..errors import LeaseBusy, LeaseLost, is_lock_contention
 from ..events import log_event
 from ..queries import query_dialect, statement
-from .fence_on_grant import fence_on_grant, lease_connection
+from .fence_on_grant import LEASE_ROW_WAIT_MS, LEASE_TRANSACTION_IN_PROGRESS, fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus
 from .polling import StoppedWaiting, poll_for_grant
 from .wakeups import ReleaseWakeups
@@ -65,8 +66,10 @@ class DatabaseLeases:
         """Extend the holder's lease by ``ttl_ms`` from now; LeaseLost if it is no longer theirs.
 
         ``within``: in that connection's open transaction, committed by its owner (see the protocol).
+        LeaseBusy when another lease transaction keeps the lease row longer than
+        :data:`LEASE_ROW_WAIT_MS`.
         """
-        with self._fence.in_transaction(resource, within) as connection:
+        with _busy_when_locked(resource), self._fence.in_transaction(resource, within) as connection:
             row = self._change_grant(connection, "lease_renew", resource=resource, holder=holder, token=token,
                                      ttl_ms=ttl_ms)
             if row is None:
@@ -80,8 +83,8 @@ class DatabaseLeases:
         return Grant(lease, renewed_after_expiry=bool(row.was_expired))
 
     def release(self, resource: str, holder: str, token: int | None) -> LeaseStatus:
-        """Free the holder's lease; LeaseLost if it is no longer theirs."""
-        with self._fence.in_transaction(resource) as connection:
+        """Free the holder's lease; LeaseLost if it is no longer theirs, LeaseBusy as for :meth:`renew`."""
+        with _busy_when_locked(resource), self._fence.in_transaction(resource) as connection:
             row = self._change_grant(connection, "lease_release", resource=resource, holder=holder, token=token)
             if row is None:
                 reason = self._why_lost(connection, resource, holder, token)
@@ -135,10 +138,14 @@ class DatabaseLeases:
         with self._fence.transaction(resource, remaining_ms):
             if look_again and self._fence.waited_for_writer:
                 return None
+            # A lease transaction stuck with the lease row (its process paused) before the seed,
+            # which would wait for it.
+            stuck = self._fence.cancel_stuck_lease_transactions(resource, remaining_ms) if request.preempt else ()
             self._run(connection, "lease_seed", resource=resource)
             seen = self._peek(connection, resource)
             if seen.live_holder not in (None, holder):
                 return seen
+            self._fence.check_clock()
             # Fence row first, so that a live holder's renewals never wait behind a grant that
             # waits for its migration. To preempt, the lease row first: the stale run, cancelled,
             # cannot release or renew it before this grant commits.
@@ -146,7 +153,8 @@ class DatabaseLeases:
                 locked = self._run(connection, "lease_lock", resource=resource).one()
                 if locked.holder not in (None, holder) and not locked.expired:
                     return self._peek(connection, resource)  # taken meanwhile: preempt nobody
-            fence_token, preempted = self._fence.lock_fence(resource, remaining_ms, request.preempt)
+            fence_token, writers = self._fence.lock_fence(resource, remaining_ms, request.preempt)
+            preempted = stuck + writers
             if not request.preempt:
                 locked = self._run(connection, "lease_lock", resource=resource).one()
             if locked.holder not in (None, holder) and not locked.expired:
@@ -228,6 +236,27 @@ def _moment(value: datetime | str | None) -> datetime | None:
     return value
 
 
-def _busy(holder: LeaseStatus) -> LeaseBusy:
-    expires = holder.expires_at.isoformat() if holder.expires_at else "?"
-    return LeaseBusy(holder.resource, holder.holder, f"held by {holder.holder} (token {holder.token}) until {expires}")
+@contextmanager
+def _busy_when_locked(resource: str) -> Iterator[None]:
+    """A renew or release that waited :data:`LEASE_ROW_WAIT_MS` for another lease transaction: busy."""
+    try:
+        yield
+    except DBAPIError as error:
+        if not is_lock_contention(error):
+            raise
+        raise LeaseBusy(
+            resource, None, f"{LEASE_TRANSACTION_IN_PROGRESS}; waited {format_duration(LEASE_ROW_WAIT_MS)} for it"
+        ) from None
+
+
+def _busy(lease: LeaseStatus) -> LeaseBusy:
+    """Busy, saying why: a live holder, or (the lease free or expired) a lease transaction that
+    kept the lease row locked until ``--wait`` ran out."""
+    if lease.live_holder is not None:
+        expires = lease.expires_at.isoformat() if lease.expires_at else "an unknown time"
+        return LeaseBusy(lease.resource, lease.holder, f"held by {lease.holder} (token {lease.token}) until {expires}")
+    if lease.holder is None:
+        last = f"the lease is free (last token issued: {lease.token})"
+    else:
+        last = f"the lease of {lease.holder} (token {lease.token}) has expired"
+    return LeaseBusy(lease.resource, None, f"{LEASE_TRANSACTION_IN_PROGRESS}, and {last}")

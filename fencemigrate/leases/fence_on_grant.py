@@ -28,7 +28,7 @@ from typing import Any, Iterator
 from sqlalchemy import Connection, Engine, RootTransaction
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from ..errors import LeaseBusy, UsageError, sqlstate_of
+from ..errors import ImplausibleClock, LeaseBusy, UsageError, sqlstate_of
 from ..fence_schema import ensure_installed
 from ..queries import query_dialect, statement
 from ..runtime.fence_calls.plain import claim_fence
@@ -37,6 +37,15 @@ from ..runtime.sqlite_transactions import sqlite_transactions
 
 _LOCK_NOT_AVAILABLE = "55P03"
 _PREEMPT_GRACE_MS = 5000
+LEASE_ROW_WAIT_MS = 5000
+"""How long ``lease renew``, ``release`` and ``status`` (no ``--wait`` of their own) wait for a lock
+held by another lease transaction (PostgreSQL, MySQL): then busy."""
+_STUCK_LEASE_TRANSACTION_MS = 1000  # idle this long inside a lease transaction: its process is not running
+
+LEASE_TRANSACTION_IN_PROGRESS = (
+    "another grant, renew or release of it has not finished (its process may be paused or stopped)"
+)
+_LARGEST_CLOCK_LEAD_DAYS = 366  # SQLite: a grant this long after the newest logged event is a clock set wrong
 _UNCONTENDED_BEGIN_S = 0.01  # an uncontended BEGIN IMMEDIATE takes well under a millisecond
 
 IN_FLIGHT = (
@@ -111,6 +120,19 @@ class FenceOnGrant(ABC):
         with self.transaction(resource):
             yield self._connection
 
+    def cancel_stuck_lease_transactions(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
+        """``--preempt``: end the lease transactions stuck on ``resource`` (their process paused with the
+        lease row changed or locked) while the lease has no live holder; their backend pids.
+
+        PostgreSQL only; on MySQL the transaction holding a row lock cannot be told from the others
+        (a grant waits for it at most ``--wait`` and is busy), SQLite refuses ``--preempt``.
+        """
+        return ()
+
+    def check_clock(self) -> None:
+        """Before the built-in service grants on this database's clock: ImplausibleClock when that
+        clock cannot be trusted. A server's clock (PostgreSQL, MySQL) is everyone's: nothing to check."""
+
     @abstractmethod
     def serialise_grants(self, resource: str, remaining_ms: int) -> None:
         """Make other grants of ``resource`` wait until this transaction ends (a lease service
@@ -137,8 +159,18 @@ class PostgresFenceOnGrant(FenceOnGrant):
         with self._connection.begin():
             ensure_installed(self._connection, self._schema)
 
-    def transaction(self, resource: str, wait_ms: int | None = None) -> AbstractContextManager[RootTransaction]:
-        return self._connection.begin()  # the waits come later, in serialise_grants and lock_fence
+    @contextmanager
+    def transaction(self, resource: str, wait_ms: int | None = None) -> Iterator[RootTransaction]:
+        """A transaction whose every lock wait is bounded from its first statement: ``wait_ms``
+        (what is left of ``--wait``), else :data:`LEASE_ROW_WAIT_MS`."""
+        with self._connection.begin() as transaction:
+            self._run("lock_timeout", timeout_ms=str(max(LEASE_ROW_WAIT_MS if wait_ms is None else wait_ms, 1)))
+            yield transaction
+
+    def cancel_stuck_lease_transactions(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
+        rows = self._run("preempt_lease_transactions", resource=resource, idle_ms=_STUCK_LEASE_TRANSACTION_MS,
+                         wait_ms=max(remaining_ms, _PREEMPT_GRACE_MS))
+        return tuple(int(row.pid) for row in rows if row.terminated)
 
     def serialise_grants(self, resource: str, remaining_ms: int) -> None:
         self._run("lock_timeout", timeout_ms=str(max(remaining_ms, 1)))
@@ -186,6 +218,18 @@ class SqliteFenceOnGrant(FenceOnGrant):
         with self._begin(resource, wait_ms) as transaction:
             ensure_installed(self._connection, self._schema)
             yield transaction
+
+    def check_clock(self) -> None:
+        """SQLite's clock is the clock of whichever machine writes the file: refuse to grant when it
+        reads more than :data:`_LARGEST_CLOCK_LEAD_DAYS` after the newest event in the fence event
+        log, as a clock set years ahead does (its lease would look live to everyone until then)."""
+        row = self._run("clock_lead").one()
+        if row.days_ahead is not None and row.days_ahead > _LARGEST_CLOCK_LEAD_DAYS:
+            raise ImplausibleClock(
+                f"grant refused: SQLite's clock ({row.now}, this machine's) is {int(row.days_ahead)} days ahead "
+                f"of the newest event in the fence event log ({row.newest}): a lease granted by it would look "
+                "live to every other client until then. Fix this machine's clock; nothing was changed"
+            )
 
     def serialise_grants(self, resource: str, remaining_ms: int) -> None:
         """Nothing to do: the grant's ``BEGIN IMMEDIATE`` already made every other grant wait."""
@@ -240,9 +284,13 @@ class MysqlFenceOnGrant(FenceOnGrant):
 
     @contextmanager
     def transaction(self, resource: str, wait_ms: int | None = None) -> Iterator[RootTransaction]:
-        """A transaction; the named lock a grant took in it is released once it has ended."""
+        """A transaction whose row lock waits are bounded from its first statement (``wait_ms``, what
+        is left of ``--wait``, else :data:`LEASE_ROW_WAIT_MS`, in whole seconds); the named lock a
+        grant took in it is released once it has ended."""
         try:
             with self._connection.begin() as transaction:
+                wait = LEASE_ROW_WAIT_MS if wait_ms is None else wait_ms
+                self._run("lock_timeout", timeout_s=max(1, -(-wait // 1000)))
                 yield transaction
         finally:
             if self._lock is not None:

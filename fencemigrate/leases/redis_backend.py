@@ -37,14 +37,17 @@ from .redis_store import Busy, Issued, LeaseValue, Peek, RedisLeaseStore, from_m
 class RedisLeases:
     """Leases and tokens in Redis; the fence, and the event log, in the migration database."""
 
-    def __init__(self, lease_url: str, engine: Engine, schema: str) -> None:
+    def __init__(self, lease_url: str, engine: Engine, schema: str, wait_ms: int | None = None) -> None:
+        """``wait_ms``: the caller's ``--wait``, which bounds the first call (PING) too."""
         self._store = RedisLeaseStore(lease_url)
         self._resources = ExitStack()
         self._resources.callback(self._store.close)
         self._dialect = engine.dialect.name
         self._schema = engine.dialect.identifier_preparer.quote(schema)
         try:
+            self._store.reply_within(wait_ms)
             self._store.ping()
+            self._store.reply_within(None)
             self._connection = self._resources.enter_context(lease_connection(engine))
             self._fence = fence_on_grant(self._connection, self._schema)
             self._fence.install()
@@ -59,13 +62,17 @@ class RedisLeases:
     # -- the four operations ---------------------------------------------------------------
 
     def acquire(self, request: LeaseRequest, stop_waiting: Callable[[], bool] | None = None) -> Grant:
-        """Grant the lease, polling while another live holder has it, for at most ``wait_ms``."""
-        return poll_for_grant(
-            request,
-            lambda remaining_ms: self._try_grant(request, remaining_ms),
-            lambda outcome: LeaseBusy(request.resource, outcome.lease.holder, _busy_reason(outcome)),
-            stop_waiting,
-        )
+        """Grant the lease, polling while another live holder has it, for at most ``wait_ms``; every
+        Redis call waits for its reply at most what is left of it."""
+        try:
+            return poll_for_grant(
+                request,
+                lambda remaining_ms: self._try_grant(request, remaining_ms),
+                lambda outcome: LeaseBusy(request.resource, outcome.lease.holder, _busy_reason(outcome)),
+                stop_waiting,
+            )
+        finally:
+            self._store.reply_within(None)
 
     def renew(
         self, resource: str, holder: str, token: int | None, ttl_ms: int, within: Connection | None = None
@@ -109,6 +116,7 @@ class RedisLeases:
     def _try_grant(self, request: LeaseRequest, remaining_ms: int) -> Grant | Busy:
         """One attempt: the Grant, or who has the lease key when it is busy."""
         resource, holder = request.resource, request.holder
+        self._store.reply_within(remaining_ms)
         taken = self._store.take(resource, holder, request.ttl_ms)
         if isinstance(taken, Busy):
             return taken

@@ -22,14 +22,16 @@ from typing import Any
 
 import redis
 
+from ..durations import format_duration
 from ..errors import DatabaseError, UsageError
 from ..scrub import scrub_secrets
 
 _LUA = files("fencemigrate.leases") / "lua"
-# Defaults for a Redis that does not answer (``?socket_timeout=`` in the URL wins): the scripts
-# are short, so no reply in this time means the server or the network is gone.
-_CONNECT_TIMEOUT_S = 10.0
-_REPLY_TIMEOUT_S = 30.0
+# How long a call waits for Redis (``?socket_timeout=`` in the URL wins): a grant what is left of
+# ``--wait``, at least _LEAST_REPLY_MS; renew, release and status (no --wait) UNHURRIED_REPLY_MS.
+# The scripts are short: no reply in that time means the server is paused, overloaded or gone.
+UNHURRIED_REPLY_MS = 5000
+_LEAST_REPLY_MS = 500
 
 
 @cache
@@ -136,18 +138,23 @@ class RedisLeaseStore:
     """The lease keys of every resource in one Redis database."""
 
     def __init__(self, url: str) -> None:
+        self._given_url = url
         self._url = scrub_secrets(url)
-        try:
-            self._client = redis.Redis.from_url(
-                url, decode_responses=True,
-                socket_connect_timeout=_CONNECT_TIMEOUT_S, socket_timeout=_REPLY_TIMEOUT_S,
-            )
-        except ValueError as error:
-            raise UsageError(f"invalid lease backend URL {self._url!r}: {error}") from None
+        self._reply_ms = UNHURRIED_REPLY_MS
+        self._client = self._connect()
         self._scripts = {
             name: self._client.register_script(_lua_source(name))
             for name in ("take", "issue", "give_back", "renew", "release", "peek")
         }
+
+    def reply_within(self, milliseconds: int | None) -> None:
+        """Bound each call from now on: ``milliseconds`` (what is left of ``--wait``, at least half
+        a second), or :data:`UNHURRIED_REPLY_MS` when None. A new bound is a new connection."""
+        wanted = UNHURRIED_REPLY_MS if milliseconds is None else max(milliseconds, _LEAST_REPLY_MS)
+        if wanted != self._reply_ms:
+            self._client.close()
+            self._reply_ms = wanted
+            self._client = self._connect()
 
     def ping(self) -> None:
         """DatabaseError unless the server answers."""
@@ -159,6 +166,15 @@ class RedisLeaseStore:
     def close(self) -> None:
         """Close the connection pool."""
         self._client.close()
+
+    def _connect(self) -> redis.Redis:
+        seconds = self._reply_ms / 1000
+        try:
+            return redis.Redis.from_url(
+                self._given_url, decode_responses=True, socket_connect_timeout=seconds, socket_timeout=seconds
+            )
+        except ValueError as error:
+            raise UsageError(f"invalid lease backend URL {self._url!r}: {error}") from None
 
     def take(self, resource: str, holder: str, ttl_ms: int) -> bool | Busy:
         """SET NX PX the lease key for a grant: True when taken, False when the holder already has
@@ -212,11 +228,16 @@ class RedisLeaseStore:
 
     def _run(self, name: str, keys: list[str], args: list[str | int]) -> Any:
         try:
-            return self._scripts[name](keys=keys, args=args)
+            return self._scripts[name](keys=keys, args=args, client=self._client)
         except redis.RedisError as error:
             raise self._failed(error) from None
 
     def _failed(self, error: redis.RedisError) -> DatabaseError:
+        if isinstance(error, redis.TimeoutError):
+            return DatabaseError(
+                f"lease service {self._url} did not answer within {format_duration(self._reply_ms)} "
+                "(paused, overloaded or unreachable); try again later"
+            )
         return DatabaseError(f"lease service {self._url} failed: {scrub_secrets(str(error))}")
 
 

@@ -9,8 +9,11 @@ server is an error. :class:`PrivateRedis` starts a server of a test's own (throu
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
@@ -74,6 +77,16 @@ class PrivateRedis:
         """Stop the server and start a new one on the same port, with nothing in it."""
         self.stop()
         self.port, self._dir = self._start(self.port)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The server stopped with SIGSTOP (connections are accepted, nothing is answered), then resumed."""
+        pid = int((Path(self._dir) / "redis.pid").read_text())
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
     def stop(self) -> None:
         """Stop the server and delete its directory."""

@@ -1,6 +1,7 @@
 """The ``fencemigrate`` command line: each command is a few lines calling ``api``.
 
-Exit statuses: 0 success, 1 error, 2 bad usage, 3 FENCED or lease lost, 4 lease busy, 5 dirty.
+Exit statuses: 0 success, 1 error, 2 bad usage, 3 FENCED or lease lost, 4 lease busy, 5 dirty,
+130 / 143 stopped by SIGINT / SIGTERM (rolled back, lease released).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from alembic.config import Config
 from . import api
 from .config import load_config
 from .durations import format_duration
-from .errors import EXIT_ERROR, FencemigrateError, UsageError
+from .errors import EXIT_ERROR, FencemigrateError, Interrupted, UsageError
 from .leases import Grant, LeaseStatus
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .process_exit import exit_process
@@ -24,6 +25,7 @@ from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .runtime.outcome import RunOutcome
 from .scrub import scrub_secrets
 from .state import State
+from .stop_signals import Stopped, stop_on_signals
 from .timeline import timeline_lines
 
 _VERBS = {"upgrade": "applied", "downgrade": "rolled back", "reapply": "re-applied", "stamp": "stamped"}
@@ -50,12 +52,18 @@ def main(ctx: click.Context, config_files: tuple[str, ...], name: str, x_argumen
 
 
 def run() -> NoReturn:
-    """The console script: :func:`main`, then an exit without the interpreter's teardown."""
+    """The console script: :func:`main`, then an exit without the interpreter's teardown.
+
+    SIGTERM and SIGINT stop a run the orderly way (rolled back, lease released): exit 143 / 130.
+    """
+    stop_on_signals()
     try:
         main()
         status = 0
     except SystemExit as stop:
         status = _exit_status(stop.code)
+    except Stopped as stop:  # outside a command's own handling (e.g. while printing)
+        status = stop.exit_status
     exit_process(status)
 
 
@@ -386,6 +394,8 @@ def _guarded(as_json: bool, call: Callable[[], Any]) -> Any:
         return call()
     except FencemigrateError as error:
         _fail(as_json, error)
+    except Stopped as stop:
+        _fail(as_json, Interrupted(stop.signal_name, stop.exit_status))
     except Exception as error:  # a revision script's own bug, an env.py failure, ...
         _fail(as_json, FencemigrateError(f"{type(error).__name__}: {scrub_secrets(str(error)).strip()}"))
 

@@ -92,6 +92,24 @@ class Fenced(FencemigrateError):
         }
 
 
+class Interrupted(FencemigrateError):
+    """SIGTERM or SIGINT stopped the command: what was in flight rolled back, the run's lease was released."""
+
+    status = "interrupted"
+
+    def __init__(self, signal_name: str, exit_status: int) -> None:
+        self.signal_name = signal_name
+        self.exit_status = exit_status
+        super().__init__(
+            f"stopped by {signal_name}: the transaction in flight was rolled back and the lease this run "
+            "took (if any) released; what committed before the signal stays: run `fencemigrate state` "
+            "before you go on"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {"status": self.status, "signal": self.signal_name, "message": str(self)}
+
+
 class LeaseLost(FencemigrateError):
     """A renew or release by someone who no longer holds the lease: stale, like FENCED."""
 

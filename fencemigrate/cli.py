@@ -6,6 +6,7 @@ Exit statuses: 0 success, 1 error, 2 bad usage, 3 FENCED or lease lost, 4 lease 
 
 from __future__ import annotations
 
+import configparser
 import json
 import sys
 from typing import Any, Callable, NoReturn
@@ -14,7 +15,7 @@ import click
 from alembic.config import Config
 
 from . import api
-from .config import load_config
+from .config import config_error, load_config
 from .durations import format_duration
 from .errors import EXIT_ERROR, FencemigrateError, Interrupted, UsageError
 from .leases import Grant, LeaseStatus
@@ -71,7 +72,7 @@ def _exit_status(code: object) -> int:
     """``sys.exit``'s argument as an exit status: None is 0, a message is printed and is 1."""
     if code is None or isinstance(code, int):
         return code or 0
-    click.echo(code, err=True)
+    click.echo(scrub_secrets(str(code)), err=True)
     return EXIT_ERROR
 
 
@@ -386,7 +387,7 @@ def _run(as_json: bool, call: Callable[[], RunOutcome]) -> None:
     if as_json:
         _print_json(outcome.as_json(), err=outcome.offline)
     else:
-        click.echo(_outcome_text(outcome), err=outcome.offline)
+        click.echo(scrub_secrets(_outcome_text(outcome)), err=outcome.offline)
 
 
 def _guarded(as_json: bool, call: Callable[[], Any]) -> Any:
@@ -396,6 +397,8 @@ def _guarded(as_json: bool, call: Callable[[], Any]) -> Any:
         _fail(as_json, error)
     except Stopped as stop:
         _fail(as_json, Interrupted(stop.signal_name, stop.exit_status))
+    except configparser.Error as error:
+        _fail(as_json, config_error(error))
     except Exception as error:  # a revision script's own bug, an env.py failure, ...
         _fail(as_json, FencemigrateError(f"{type(error).__name__}: {scrub_secrets(str(error)).strip()}"))
 
@@ -405,12 +408,23 @@ def _fail(as_json: bool, error: FencemigrateError) -> NoReturn:
         _print_json(error.as_json())
     else:
         prefix = "" if error.status in ("fenced", "dirty") else f"fencemigrate: {error.status}: "
-        click.echo(prefix + str(error), err=True)
+        click.echo(prefix + scrub_secrets(str(error)), err=True)
     sys.exit(error.exit_status)
 
 
 def _print_json(payload: dict[str, Any], err: bool = False) -> None:
-    click.echo(json.dumps(payload, sort_keys=True), err=err)
+    click.echo(json.dumps(_scrubbed(payload), sort_keys=True), err=err)
+
+
+def _scrubbed(value: Any) -> Any:
+    """``value`` with every string in it scrubbed of passwords."""
+    if isinstance(value, str):
+        return scrub_secrets(value)
+    if isinstance(value, dict):
+        return {key: _scrubbed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(item) for item in value]
+    return value
 
 
 def _outcome_text(outcome: RunOutcome) -> str:

@@ -523,6 +523,10 @@ def _plan_and_run(
             return outcome
         except HeadsMoved:
             continue  # rolled back before any DDL: plan again from the new heads
+        except Fenced as fenced:
+            if outcome.autocommitted:
+                raise fenced.after_autocommit_blocks(tuple(outcome.autocommitted)) from None
+            raise
         finally:
             run.finish()
             config.attributes.pop(FENCED_RUN_ATTRIBUTE, None)
@@ -593,7 +597,10 @@ def _log_fenced(
                 holder=settings.holder,
                 token=fenced.token,
                 revision=target,
-                detail={"command": command, "fence_token": fenced.fence_token, "reason": fenced.reason},
+                detail={
+                    "command": command, "fence_token": fenced.fence_token, "reason": fenced.reason,
+                    **({"autocommitted": list(fenced.autocommitted)} if fenced.autocommitted else {}),
+                },
             )
     except Exception:  # noqa: BLE001 - failing to log must never change what the caller sees
         return

@@ -503,6 +503,12 @@ def _state_text(result: State) -> str:
         f"{row.method} at {row.applied_at}" + ("" if row.state == "applied" else f"  DIRTY ({row.state})")
         for row in result.ledger
     ] or ["  (empty)"]
+    for left in result.autocommit_leftovers:
+        lines.append(
+            f"AUTOCOMMIT: statements of revision {', '.join(left.revisions)} ({left.resource}) ran in an autocommit "
+            f"block of a run by {left.holder} under token {left.token} that was FENCED at {left.fenced_at}; they may "
+            "have been left applied: compare the schema with the revision"
+        )
     for dirty in result.dirty:
         action = "upgrade" if dirty.state == "applying" else "downgrade"
         lines.append(

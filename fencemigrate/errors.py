@@ -51,12 +51,19 @@ class Fenced(FencemigrateError):
     exit_status = EXIT_FENCED
     status = "fenced"
 
-    def __init__(self, resource: str, token: int, fence_token: int | None, reason: str) -> None:
+    def __init__(
+        self, resource: str, token: int, fence_token: int | None, reason: str, autocommitted: tuple[str, ...] = ()
+    ) -> None:
         self.resource = resource
         self.token = token
         self.fence_token = fence_token
         self.reason = reason
+        self.autocommitted = autocommitted  # revisions whose autocommit block ran before the rejection
         super().__init__(self.agent_message())
+
+    def after_autocommit_blocks(self, revisions: tuple[str, ...]) -> Fenced:
+        """The same rejection, for a run in which ``revisions`` ran statements in an autocommit block."""
+        return Fenced(self.resource, self.token, self.fence_token, self.reason, revisions)
 
     def agent_message(self) -> str:
         """The rejection, written for an agent that must stop and re-plan, not retry."""
@@ -69,10 +76,16 @@ class Fenced(FencemigrateError):
         else:
             headline = f"FENCED: this write to {self.resource} is not yours to make."
             cause = f"Rejected for token {self.token}: {self.reason}."
+        left = [
+            f"Statements of revision {', '.join(self.autocommitted)} ran in an autocommit block, outside the "
+            "fenced transaction, and may have been left applied (so may what the revision ran before the "
+            "block): compare the schema with the revision before you re-plan."
+        ] if self.autocommitted else []
         return "\n".join(
             [
                 headline,
                 cause,
+                *left,
                 "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply.",
                 "Your plan and your memory of this resource are probably stale, including anything",
                 "your context summary says you 'hold'.",
@@ -88,6 +101,7 @@ class Fenced(FencemigrateError):
             "token": self.token,
             "fence_token": self.fence_token,
             "reason": self.reason,
+            "autocommitted": list(self.autocommitted),
             "message": str(self),
         }
 

@@ -191,3 +191,19 @@ def test_sqlite_sigkill_leaves_the_lease_held(tmp_path: Path) -> None:
 
     assert lease_status(project)["holder"] == "runner"
     project.run_cli("lease", "acquire", "--holder", "next", "--wait", "0").check(4)
+
+
+def test_sqlite_a_run_waiting_for_the_lease_stops_at_once(tmp_path: Path) -> None:
+    """On SQLite, a run queued behind another holder's lease exits 143 within a second of SIGTERM."""
+    project = make_sqlite_project(tmp_path)
+    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    project.run_cli("lease", "acquire", "--holder", "other", "--ttl", "5m").check(0)
+    runner = start(project, "upgrade", "head", "--holder", "runner")
+    time.sleep(3)  # connected and polling for the lease
+    assert runner.poll() is None, runner.communicate()
+    took, stdout, stderr = stop(runner, signal.SIGTERM)
+
+    assert runner.returncode == 143, (stdout, stderr)
+    assert took < 3, took
+    assert stderr_lines(stderr) == [interrupted_line(signal.SIGTERM)], stderr
+    assert lease_status(project)["holder"] == "other"

@@ -14,6 +14,8 @@ from urllib.parse import unquote
 
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<user>[^:/@\s]*):(?P<password>\S*)@")
 _KEYWORD_PASSWORD = re.compile(r"(?i)(password\s*=\s*)('[^']*'|\S+)")
+_SHORTEST_REMEMBERED = 8
+_PATTERN_BREAKING = re.compile(r"[@\s]")
 _known_passwords: set[str] = set()
 
 
@@ -27,8 +29,11 @@ def url_password(url: str) -> str | None:
 
 
 def remember_password(password: str | None) -> None:
-    """Scrub ``password`` (as given, and percent-decoded) from everything printed from now on."""
-    if password:
+    """Scrub ``password`` (as given, and percent-decoded) from everything printed from now on.
+
+    A short one without an ``@`` or a space is left to the URL pattern: replacing every
+    occurrence of a word such as ``pass`` (Alembic's placeholder URL) would garble messages."""
+    if password and (len(password) >= _SHORTEST_REMEMBERED or _PATTERN_BREAKING.search(password)):
         _known_passwords.update({password, unquote(password)})
 
 

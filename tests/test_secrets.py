@@ -178,3 +178,14 @@ def test_a_redis_url_with_at_and_space_in_its_password_is_not_printed(
     assert result.code == 1, result
     assert_no_password(result)
     assert "lease service redis://:***@127.0.0.1:1/0 failed" in message(result, json_flag), result
+
+
+def test_a_short_placeholder_password_does_not_garble_messages(tmp_path: Path) -> None:
+    """Alembic's placeholder URL (``driver://user:pass@...``) left in the config: the word "pass"
+    in a message is not replaced (a short password without ``@`` or spaces is left to the URL
+    pattern), and the placeholder's own password is still hidden."""
+    project = create_project(tmp_path / "placeholder", "sqlite://")
+    project.set_ini_option("other_url", "driver://user:pass@localhost/dbname")
+    result = project.run_cli("upgrade", "head", "--token=")
+    assert result.code == 2, result
+    assert "empty fencing token: pass --token N" in result.stderr, result

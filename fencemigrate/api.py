@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # `check` imports its rules only when it runs: every other co
     from .check import CheckReport, DatabaseSnapshot
 
 _RELATIVE = re.compile(r"[+-]\d+$")
+_RELATIVE_TARGET = re.compile(r"(?:(?P<branch>.+?)@)?(?P<start>\w+)?(?P<steps>[+-]\d+)")  # as Alembic reads it
 _PLANNING_ATTEMPTS = 5
 
 
@@ -523,6 +524,10 @@ def _plan_and_run(
             return outcome
         except HeadsMoved:
             continue  # rolled back before any DDL: plan again from the new heads
+        except Fenced as fenced:
+            if outcome.autocommitted:
+                raise fenced.after_autocommit_blocks(tuple(outcome.autocommitted)) from None
+            raise
         finally:
             run.finish()
             config.attributes.pop(FENCED_RUN_ATTRIBUTE, None)
@@ -595,7 +600,10 @@ def _log_fenced(
                 holder=settings.holder,
                 token=fenced.token,
                 revision=target,
-                detail={"command": command, "fence_token": fenced.fence_token, "reason": fenced.reason},
+                detail={
+                    "command": command, "fence_token": fenced.fence_token, "reason": fenced.reason,
+                    **({"autocommitted": list(fenced.autocommitted)} if fenced.autocommitted else {}),
+                },
             )
     except Exception:  # noqa: BLE001 - failing to log must never change what the caller sees
         return
@@ -677,13 +685,35 @@ def _script_directory(config: Config) -> ScriptDirectory:
 
 
 def _require_known(script: ScriptDirectory, revision: str | None) -> None:
-    """Reject an unknown revision before the database is touched."""
-    if revision in (None, "base", "head", "heads") or _RELATIVE.search(revision or ""):
+    """Reject an unknown revision, or a relative one that walks off the revision graph, before
+    the database is touched."""
+    if revision in (None, "base", "head", "heads"):
+        return
+    if _RELATIVE.search(revision or ""):
+        _require_walkable(script, revision or "")
         return
     try:
         script.revision_map.get_revisions(revision)
     except Exception as error:  # alembic raises several resolution error types
         raise UsageError(f"unknown revision {revision!r}: {error}") from None
+
+
+def _require_walkable(script: ScriptDirectory, revision: str) -> None:
+    """``X+N`` / ``X-N`` from a named revision (``head``, ``base``, an id): the N steps must exist.
+    Relative to the database's own heads (``+N``), it is known only once connected."""
+    match = _RELATIVE_TARGET.fullmatch(revision)
+    if match is None or match["start"] is None:
+        return
+    steps = int(match["steps"])
+    try:
+        walked = script.revision_map._walk(match["start"], steps, branch_label=match["branch"])
+    except Exception as error:  # alembic raises several resolution error types
+        raise UsageError(f"unknown revision {revision!r}: {error}") from None
+    if walked is None:
+        raise UsageError(
+            f"relative revision {revision!r} goes past the end of the revision graph: there are not "
+            f"{abs(steps)} revisions {'above' if steps > 0 else 'below'} {match['start']}"
+        )
 
 
 def _split_range(revision: str, sql: bool, command: str) -> tuple[str | None, str]:

@@ -1,10 +1,12 @@
 """The ``fencemigrate`` command line: each command is a few lines calling ``api``.
 
-Exit statuses: 0 success, 1 error, 2 bad usage, 3 FENCED or lease lost, 4 lease busy, 5 dirty.
+Exit statuses: 0 success, 1 error, 2 bad usage, 3 FENCED or lease lost, 4 lease busy, 5 dirty,
+130 / 143 stopped by SIGINT / SIGTERM (rolled back, lease released).
 """
 
 from __future__ import annotations
 
+import configparser
 import json
 import sys
 from typing import Any, Callable, NoReturn
@@ -13,9 +15,9 @@ import click
 from alembic.config import Config
 
 from . import api
-from .config import load_config
+from .config import config_error, load_config
 from .durations import format_duration
-from .errors import EXIT_ERROR, FencemigrateError, UsageError
+from .errors import EXIT_ERROR, FencemigrateError, Interrupted, UsageError
 from .leases import Grant, LeaseStatus
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .process_exit import exit_process
@@ -24,6 +26,7 @@ from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .runtime.outcome import RunOutcome
 from .scrub import scrub_secrets
 from .state import State
+from .stop_signals import Stopped, stop_on_signals
 from .timeline import timeline_lines
 
 _VERBS = {"upgrade": "applied", "downgrade": "rolled back", "reapply": "re-applied", "stamp": "stamped"}
@@ -50,12 +53,18 @@ def main(ctx: click.Context, config_files: tuple[str, ...], name: str, x_argumen
 
 
 def run() -> NoReturn:
-    """The console script: :func:`main`, then an exit without the interpreter's teardown."""
+    """The console script: :func:`main`, then an exit without the interpreter's teardown.
+
+    SIGTERM and SIGINT stop a run the orderly way (rolled back, lease released): exit 143 / 130.
+    """
+    stop_on_signals()
     try:
         main()
         status = 0
     except SystemExit as stop:
         status = _exit_status(stop.code)
+    except Stopped as stop:  # outside a command's own handling (e.g. while printing)
+        status = stop.exit_status
     exit_process(status)
 
 
@@ -63,7 +72,7 @@ def _exit_status(code: object) -> int:
     """``sys.exit``'s argument as an exit status: None is 0, a message is printed and is 1."""
     if code is None or isinstance(code, int):
         return code or 0
-    click.echo(code, err=True)
+    click.echo(scrub_secrets(str(code)), err=True)
     return EXIT_ERROR
 
 
@@ -378,7 +387,7 @@ def _run(as_json: bool, call: Callable[[], RunOutcome]) -> None:
     if as_json:
         _print_json(outcome.as_json(), err=outcome.offline)
     else:
-        click.echo(_outcome_text(outcome), err=outcome.offline)
+        click.echo(scrub_secrets(_outcome_text(outcome)), err=outcome.offline)
 
 
 def _guarded(as_json: bool, call: Callable[[], Any]) -> Any:
@@ -386,6 +395,10 @@ def _guarded(as_json: bool, call: Callable[[], Any]) -> Any:
         return call()
     except FencemigrateError as error:
         _fail(as_json, error)
+    except Stopped as stop:
+        _fail(as_json, Interrupted(stop.signal_name, stop.exit_status))
+    except configparser.Error as error:
+        _fail(as_json, config_error(error))
     except Exception as error:  # a revision script's own bug, an env.py failure, ...
         _fail(as_json, FencemigrateError(f"{type(error).__name__}: {scrub_secrets(str(error)).strip()}"))
 
@@ -395,12 +408,23 @@ def _fail(as_json: bool, error: FencemigrateError) -> NoReturn:
         _print_json(error.as_json())
     else:
         prefix = "" if error.status in ("fenced", "dirty") else f"fencemigrate: {error.status}: "
-        click.echo(prefix + str(error), err=True)
+        click.echo(prefix + scrub_secrets(str(error)), err=True)
     sys.exit(error.exit_status)
 
 
 def _print_json(payload: dict[str, Any], err: bool = False) -> None:
-    click.echo(json.dumps(payload, sort_keys=True), err=err)
+    click.echo(json.dumps(_scrubbed(payload), sort_keys=True), err=err)
+
+
+def _scrubbed(value: Any) -> Any:
+    """``value`` with every string in it scrubbed of passwords."""
+    if isinstance(value, str):
+        return scrub_secrets(value)
+    if isinstance(value, dict):
+        return {key: _scrubbed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(item) for item in value]
+    return value
 
 
 def _outcome_text(outcome: RunOutcome) -> str:
@@ -482,6 +506,12 @@ def _state_text(result: State) -> str:
         f"{row.method} at {row.applied_at}" + ("" if row.state == "applied" else f"  DIRTY ({row.state})")
         for row in result.ledger
     ] or ["  (empty)"]
+    for left in result.autocommit_leftovers:
+        lines.append(
+            f"AUTOCOMMIT: statements of revision {', '.join(left.revisions)} ({left.resource}) ran in an autocommit "
+            f"block of a run by {left.holder} under token {left.token} that was FENCED at {left.fenced_at}; they may "
+            "have been left applied: compare the schema with the revision"
+        )
     for dirty in result.dirty:
         action = "upgrade" if dirty.state == "applying" else "downgrade"
         lines.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import configparser
 import os
 from argparse import Namespace
 from pathlib import Path
@@ -12,6 +13,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from .errors import UsageError
+from .scrub import remember_url_password, url_password
 
 DEFAULT_SCHEMA = "fencemigrate"
 
@@ -39,9 +41,43 @@ def load_config(
     )
     if ini.is_file() and not config.file_config.has_section(name):
         raise UsageError(f"config file {str(ini)!r} has no [{name}] section")
+    _remember_passwords(config.file_config)
     if not config.get_alembic_option("script_location"):
         raise UsageError(f"no script_location in the [{name}] section of {str(ini)!r}")
     return config
+
+
+def _remember_passwords(parser: configparser.ConfigParser) -> None:
+    """Keep the password of every URL in the config file (as written, and as interpolated) out of
+    everything printed, before anything can quote it."""
+    for section in parser.sections():
+        for _, value in parser.items(section, raw=True):
+            remember_url_password(value)
+            remember_url_password(value.replace("%%", "%"))
+
+
+def config_error(error: configparser.Error) -> UsageError:
+    """A config file that configparser refuses, in one line that never quotes a value (it may
+    hold a password: configparser's own messages quote the rest of the value, or the line)."""
+    if isinstance(error, configparser.InterpolationError):
+        return UsageError(
+            f"option {error.option} in section [{error.section}] of the config file: a literal '%' there "
+            "must be written '%%' (configparser interpolation); the value is not shown, it may hold a password"
+        )
+    first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return UsageError(f"config file: {first_line}")
+
+
+def check_url_password(url: str | None) -> None:
+    """UsageError for a ``sqlalchemy.url`` whose password has an ``@`` that is not percent-encoded:
+    SQLAlchemy ends the password at the first ``@`` and takes the rest for the host, which its
+    connection error would then print."""
+    password = url_password(url) if url else None
+    if password is not None and "@" in password:
+        raise UsageError(
+            "sqlalchemy.url: its password has an '@' that is not percent-encoded, so SQLAlchemy would take "
+            "part of it for the host; write '@' as %40 (and ':' as %3A, a space as %20, '%' as %25)"
+        )
 
 
 def _config_paths(config_files: Sequence[str]) -> tuple[Path, Path]:
@@ -75,9 +111,10 @@ def configured_backend(config: Config) -> str | None:
     url = config.get_main_option("sqlalchemy.url")
     if not url:
         return None
+    check_url_password(url)
     try:
         return make_url(url).get_backend_name()
-    except ArgumentError:
+    except (ArgumentError, ValueError):
         return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from .errors import UsageError
 
@@ -23,7 +24,7 @@ def parse_duration_ms(option: str, value: str | int | float) -> int:
     match = _DURATION.fullmatch(value)
     if match is None:
         raise UsageError(f"invalid {option} {value!r}: expected a duration such as 30s, 5m or 250ms")
-    return round(float(match["amount"]) * _MILLISECONDS[match["unit"]])
+    return round(Fraction(match["amount"]) * _MILLISECONDS[match["unit"]])  # exact: no float overflow
 
 
 def parse_ttl_ms(value: str | int | float) -> int:

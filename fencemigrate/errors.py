@@ -56,12 +56,19 @@ class Fenced(FencemigrateError):
     exit_status = EXIT_FENCED
     status = "fenced"
 
-    def __init__(self, resource: str, token: int, fence_token: int | None, reason: str) -> None:
+    def __init__(
+        self, resource: str, token: int, fence_token: int | None, reason: str, autocommitted: tuple[str, ...] = ()
+    ) -> None:
         self.resource = resource
         self.token = token
         self.fence_token = fence_token
         self.reason = reason
+        self.autocommitted = autocommitted  # revisions whose autocommit block ran before the rejection
         super().__init__(self.agent_message())
+
+    def after_autocommit_blocks(self, revisions: tuple[str, ...]) -> Fenced:
+        """The same rejection, for a run in which ``revisions`` ran statements in an autocommit block."""
+        return Fenced(self.resource, self.token, self.fence_token, self.reason, revisions)
 
     def agent_message(self) -> str:
         """The rejection, written for an agent that must stop and re-plan, not retry."""
@@ -74,10 +81,16 @@ class Fenced(FencemigrateError):
         else:
             headline = f"FENCED: this write to {self.resource} is not yours to make."
             cause = f"Rejected for token {self.token}: {self.reason}."
+        left = [
+            f"Statements of revision {', '.join(self.autocommitted)} ran in an autocommit block, outside the "
+            "fenced transaction, and may have been left applied (so may what the revision ran before the "
+            "block): compare the schema with the revision before you re-plan."
+        ] if self.autocommitted else []
         return "\n".join(
             [
                 headline,
                 cause,
+                *left,
                 "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply.",
                 "Your plan and your memory of this resource are probably stale, including anything",
                 "your context summary says you 'hold'.",
@@ -93,8 +106,27 @@ class Fenced(FencemigrateError):
             "token": self.token,
             "fence_token": self.fence_token,
             "reason": self.reason,
+            "autocommitted": list(self.autocommitted),
             "message": str(self),
         }
+
+
+class Interrupted(FencemigrateError):
+    """SIGTERM or SIGINT stopped the command: what was in flight rolled back, the run's lease was released."""
+
+    status = "interrupted"
+
+    def __init__(self, signal_name: str, exit_status: int) -> None:
+        self.signal_name = signal_name
+        self.exit_status = exit_status
+        super().__init__(
+            f"stopped by {signal_name}: the transaction in flight was rolled back and the lease this run "
+            "took (if any) released; what committed before the signal stays: run `fencemigrate state` "
+            "before you go on"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {"status": self.status, "signal": self.signal_name, "message": str(self)}
 
 
 class LeaseLost(FencemigrateError):

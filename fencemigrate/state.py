@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection
 
 from .dirty import Unsettled, tracks_dirty, unsettled_revisions, utc_text
 from .fence_schema import installed_version
@@ -36,6 +39,18 @@ class LedgerRow:
     state: str = "applied"  # 'applying' / 'rolling_back': its DDL started in pre-check mode, never finished
 
 
+@dataclass(frozen=True)
+class AutocommitLeftover:
+    """A FENCED run in which revisions had run statements in an autocommit block: committed on
+    their own, outside the fenced transaction, they may have been left applied."""
+
+    resource: str
+    revisions: list[str]
+    holder: str | None
+    token: int | None
+    fenced_at: str
+
+
 @dataclass
 class State:
     """The database as it is now."""
@@ -46,6 +61,7 @@ class State:
     fences: list[FenceRow] = field(default_factory=list)
     ledger: list[LedgerRow] = field(default_factory=list)
     dirty: list[Unsettled] = field(default_factory=list)
+    autocommit_leftovers: list[AutocommitLeftover] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """JSON form, printed by ``state --json``."""
@@ -57,6 +73,7 @@ class State:
             "fences": [vars(row) for row in self.fences],
             "ledger": [vars(row) for row in self.ledger],
             "dirty": [row.as_json() for row in self.dirty],
+            "autocommit_leftovers": [vars(row) for row in self.autocommit_leftovers],
         }
 
 
@@ -88,6 +105,8 @@ def read_state(context: MigrationContext, schema: str) -> State:
         )
         for row in connection.execute(statement("ledger_rows", quoted, dialect), {"version_table": version_table})
     ]
+    if _has_event_log(state.fence_schema_version):
+        state.autocommit_leftovers = _autocommit_leftovers(connection, quoted, dialect, state.ledger)
     if tracks_dirty(dialect, state.fence_schema_version):
         # Pre-check mode (MySQL/MariaDB, --mode precheck on PostgreSQL) leaves revisions dirty.
         state.dirty = [
@@ -97,3 +116,32 @@ def read_state(context: MigrationContext, schema: str) -> State:
         ]
     return state
 
+
+
+def _has_event_log(version: str) -> bool:
+    return tuple(int(part) for part in version.split(".")) >= (0, 2)
+
+
+def _autocommit_leftovers(
+    connection: Connection, quoted: str, dialect: str, ledger: list[LedgerRow]
+) -> list[AutocommitLeftover]:
+    """FENCED runs whose autocommit blocks ran, for each revision not applied (by anyone) since."""
+    applied_at = {row.revision: _moment(row.applied_at) for row in ledger}
+    found = []
+    for row in connection.execute(statement("autocommit_fenced", quoted, dialect)):
+        at = utc_text(row.at)
+        try:
+            named = json.loads(row.detail).get("autocommitted", [])
+        except (ValueError, AttributeError):  # not a detail fencemigrate wrote
+            continue
+        revisions = [
+            revision for revision in named if revision not in applied_at or applied_at[revision] < _moment(at)
+        ]
+        if revisions:
+            token = None if row.token is None else int(row.token)
+            found.append(AutocommitLeftover(row.resource, revisions, row.holder, token, at))
+    return found
+
+
+def _moment(text: str) -> datetime:
+    return datetime.fromisoformat(text)

@@ -24,6 +24,7 @@ from support.pg import PgServer
 from support.project import Project, Result, create_project, run_command, script_command
 
 MAX_TOKEN = 2**63 - 1
+HUGE = "1" + "0" * 400  # a number float() makes infinite
 FENCE_SCHEMA = "fencemigrate"
 DEFAULT_RESOURCE = "db/migrations"
 
@@ -242,6 +243,37 @@ BAD_INPUT: dict[str, Case] = {
     ),
     "downgrade-sql-without-range": Case(
         ("downgrade", "base", "--sql", "--token=10"), exact("downgrade with --sql needs a range FROM:TO")
+    ),
+    # -- relative revisions that walk off the revision graph (before any lease is taken)
+    "upgrade-past-head": Case(
+        ("upgrade", "head+999"),
+        exact("relative revision 'head+999' goes past the end of the revision graph: there are not 999 "
+              "revisions above head"),
+    ),
+    "upgrade-past-head-token": Case(
+        ("upgrade", "head+1", "--token=10"),
+        exact("relative revision 'head+1' goes past the end of the revision graph: there are not 1 "
+              "revisions above head"),
+    ),
+    "downgrade-past-base": Case(
+        ("downgrade", "0001-5", "--token=10"),
+        exact("relative revision '0001-5' goes past the end of the revision graph: there are not 5 "
+              "revisions below 0001"),
+    ),
+    "upgrade-below-the-heads": Case(
+        ("upgrade", "0001-1", "--token=10"),
+        exact("'0001-1' is not above the current heads (0001): nothing to upgrade to (use downgrade to go down)"),
+    ),
+    # -- durations too long to be a number
+    "timeline-since-huge": Case(
+        ("timeline", "--since", HUGE + "h"),
+        exact(f"invalid --since '{HUGE}h': at most 876000h (100 years) ago; give a date-time instead"),
+    ),
+    "upgrade-wait-huge": Case(("upgrade", "head", "--wait", HUGE + "s"), exact(f"invalid --wait '{HUGE}s': at most 24h")),
+    "lease-acquire-ttl-huge": Case(
+        ("lease", "acquire", "--holder", "x", "--ttl", HUGE),
+        exact(f"invalid --ttl '{HUGE}': at most 24h; a lease is renewed while its holder makes progress, "
+              "so pick a short TTL"),
     ),
 }
 

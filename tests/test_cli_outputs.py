@@ -47,7 +47,9 @@ RUN_KEYS = {
     "forced_single_transaction",
     "mode",
 }
-STATE_KEYS = {"status", "version_table", "heads", "fence_schema_version", "fences", "ledger", "dirty"}
+STATE_KEYS = {
+    "status", "version_table", "heads", "fence_schema_version", "fences", "ledger", "dirty", "autocommit_leftovers",
+}
 FENCE_ROW_KEYS = {"resource", "token", "updated_at"}
 LEDGER_ROW_KEYS = {
     "revision", "resource", "applied_token", "holder", "method", "applied_at", "script_sha256", "state",
@@ -246,6 +248,7 @@ def test_stale_stamp_is_fenced_and_plain_alembic_is_not(two: Project) -> None:
         "token": 7,
         "fence_token": 8,
         "reason": "token 8 has since written to db/migrations",
+        "autocommitted": [],
         "message": "\n".join(fenced_lines(DEFAULT_RESOURCE, 7, 8)),
     }
     assert (alembic_versions(two.url), ledger(two.url), fences(two.url)) == before
@@ -306,6 +309,7 @@ def test_state_before_any_fenced_run(two: Project) -> None:
         "fences": [],
         "ledger": [],
         "dirty": [],
+        "autocommit_leftovers": [],
     }
     assert "fencemigrate" not in schema_names(two.url)
 
@@ -347,6 +351,7 @@ def test_state_after_runs(two: Project) -> None:
             for rev, token, holder in [("0001", 7, "h1"), ("0002", 8, "h2")]
         ],
         "dirty": [],
+        "autocommit_leftovers": [],
     }
     assert all(set(row) == FENCE_ROW_KEYS for row in payload["fences"])
     assert all(set(row) == LEDGER_ROW_KEYS for row in payload["ledger"])

@@ -374,6 +374,73 @@ def test_newer_token_during_autocommit_block_is_fenced_after_it(project: Project
     assert "after_block" in table_names(pg_url)
 
 
+AUTOCOMMIT_LEFT = (
+    "Statements of revision b2 ran in an autocommit block, outside the fenced transaction, and may have been "
+    "left applied (so may what the revision ran before the block): compare the schema with the revision before "
+    "you re-plan."
+)
+
+
+def test_fenced_after_an_autocommit_block_says_what_the_block_left(project: Project, pg_url: str) -> None:
+    """FENCED after b2's autocommit block committed: the message (text and JSON), the timeline's
+    FENCED event and `state` (text and JSON) say that statements of b2 ran in an autocommit
+    block and may have been left applied. Until b2 is applied by someone, `state` keeps saying so.
+    (The revision raises every fence to 99 from another connection while its block runs.)
+    The control: a FENCED run that never reached its block says nothing of the kind."""
+    project.add_revision("a1", None, "CREATE TABLE items (id int, name text)", "DROP TABLE items", slug="items")
+    upgrade_json(project, "head", 7)
+    project.add_revision(
+        "b2",
+        "a1",
+        "CREATE TABLE IF NOT EXISTS before_block (id int)",
+        "DROP TABLE IF EXISTS before_block",
+        slug="takeover",
+        extra_upgrade_code=f"""
+            import psycopg
+            with op.get_context().autocommit_block():
+                op.execute("CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_items_name ON items (name)")
+                with psycopg.connect({libpq_url(pg_url)!r}, autocommit=True) as other:
+                    other.execute(
+                        "UPDATE fencemigrate.agent_fence SET token = GREATEST(token, 99)"
+                    )
+        """,
+    )
+
+    fenced = project.run_cli("upgrade", "head", "--token", "8", "--holder", "agent-A")
+    assert_fenced(fenced, token=8, fence=99)
+    assert AUTOCOMMIT_LEFT in fenced.stderr.splitlines(), fenced.stderr
+    other = ("--resource", "db/other", "--holder", "agent-B", "--json")
+    payload = json.loads(project.run_cli("upgrade", "head", "--token", "8", *other).check(3).stdout)
+    assert payload["autocommitted"] == ["b2"] and AUTOCOMMIT_LEFT in payload["message"], payload
+    assert alembic_versions(pg_url) == ["a1"]
+
+    state = project.run_cli("state").check(0).stdout.splitlines()
+    left = [line for line in state if line.startswith("AUTOCOMMIT: ")]
+    assert len(left) == 2, state
+    assert left[0].startswith(
+        "AUTOCOMMIT: statements of revision b2 (db/migrations) ran in an autocommit block of a run by agent-A "
+        "under token 8 that was FENCED at "
+    ), left
+    assert left[0].endswith("; they may have been left applied: compare the schema with the revision"), left
+    leftovers = json.loads(project.run_cli("state", "--json").check(0).stdout)["autocommit_leftovers"]
+    assert [(row["resource"], row["revisions"], row["holder"], row["token"]) for row in leftovers] == [
+        ("db/migrations", ["b2"], "agent-A", 8), ("db/other", ["b2"], "agent-B", 8),
+    ], leftovers
+    events = json.loads(project.run_cli("timeline", "--json").check(0).stdout)["events"]
+    assert [event["detail"].get("autocommitted") for event in events if event["kind"] == "FENCED"] == [["b2"], ["b2"]]
+
+    # Once b2 is applied (here by the holder of token 99), its leftovers are part of it.
+    project.run_cli("upgrade", "head", "--token", "99").check(0)
+    assert json.loads(project.run_cli("state", "--json").check(0).stdout)["autocommit_leftovers"] == []
+
+    # Control: a run FENCED before any autocommit block says nothing about one.
+    project.add_revision("c3", "b2", "CREATE TABLE c3 (id int)", "DROP TABLE c3", slug="c3")
+    stale = project.run_cli("upgrade", "head", "--token", "50")
+    assert_fenced(stale, token=50, fence=99)
+    assert "autocommit" not in stale.stderr
+    assert json.loads(project.run_cli("state", "--json").check(0).stdout)["autocommit_leftovers"] == []
+
+
 def test_newer_token_between_two_autocommit_blocks_stops_the_second(project: Project, pg_url: str) -> None:
     """The fence is claimed inside EVERY autocommit block: after the first block lets a newer
     token (99) write, the second block is FENCED before its statement runs.

@@ -8,7 +8,7 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.pool import NullPool
 
 from ..errors import UsageError
-from ..scrub import scrub_secrets
+from ..scrub import remember_url_password, scrub_secrets
 from .database import DatabaseLeases
 from .fence_on_grant import check_preempt
 from .model import Grant, LeaseBackend, LeaseRequest, LeaseStatus
@@ -24,6 +24,7 @@ def check_lease_url(url: str | None) -> str | None:
     """Reject a lease backend URL fencemigrate does not know, before anything is touched."""
     if url is None:
         return None
+    remember_url_password(url)
     scheme = urlsplit(url).scheme
     if scheme not in _REDIS_SCHEMES:
         raise UsageError(

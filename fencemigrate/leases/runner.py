@@ -13,6 +13,7 @@ from typing import Callable
 from sqlalchemy import Connection, Engine
 
 from ..errors import FencemigrateError
+from ..stop_signals import deferred
 from .model import Grant, LeaseBackend, LeaseRequest
 from .polling import StoppedWaiting
 
@@ -79,14 +80,16 @@ class RunnerLease:
     def release(self) -> FencemigrateError | None:
         """Release the lease and close the backend. What went wrong is returned, not raised (LeaseLost
         when it was no longer ours, a DatabaseError when the service could not be reached): the
-        run's own outcome is already decided, and the lease expires by itself."""
+        run's own outcome is already decided, and the lease expires by itself. A SIGTERM or SIGINT
+        that arrives meanwhile waits for the release to finish."""
         if self._backend is None or self._grant is None:
             return None
-        try:
-            self._backend.release(self.request.resource, self.request.holder, self._grant.token)
-            return None
-        except FencemigrateError as failure:
-            return failure
-        finally:
-            self._backend.close()
-            self._backend = None
+        with deferred():
+            try:
+                self._backend.release(self.request.resource, self.request.holder, self._grant.token)
+                return None
+            except FencemigrateError as failure:
+                return failure
+            finally:
+                self._backend.close()
+                self._backend = None

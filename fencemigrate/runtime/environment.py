@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import configparser
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -13,9 +14,10 @@ from alembic.util import CommandError
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
+from ..config import check_url_password
 from ..errors import DatabaseError, FencemigrateError, NotTransactional, from_database_error, sqlstate_of
 from ..process_exit import close_at_exit
-from ..scrub import scrub_secrets
+from ..scrub import remember_password, scrub_secrets
 from .sqlite_transactions import manages, sqlite_transactions
 
 FENCED_RUN_ATTRIBUTE = "fencemigrate.run"
@@ -48,6 +50,7 @@ def run_env(
     SQLite connections env.py opens get transactional DDL (:mod:`.sqlite_transactions`), and
     Alembic is told so.
     """
+    _check_configured_url(config)
     context = EnvironmentContext(config, script, fn=fn, **context_options)
     forced: list[bool] = []
     configure = context.configure
@@ -65,6 +68,7 @@ def run_env(
         connection = context.get_context().connection
         if isinstance(connection, Connection):  # not --sql's mock connection
             close_at_exit(connection.engine)
+            remember_password(connection.engine.url.password)  # env.py may have it from elsewhere
         if writes and connection is not None and autocommits(connection):
             raise NotTransactional(
                 "refusing to migrate: the connection env.py gave Alembic is in autocommit mode, "
@@ -77,6 +81,16 @@ def run_env(
     with translated_errors(resource, token), sqlite_transactions(), context:
         script.run_env()
     return bool(forced)
+
+
+def _check_configured_url(config: Config) -> None:
+    """Refuse a ``sqlalchemy.url`` SQLAlchemy would misread, before env.py connects with it and the
+    driver's error prints part of its password; a value configparser refuses is env.py's to read."""
+    try:
+        url = config.get_main_option("sqlalchemy.url")
+    except configparser.Error:
+        return
+    check_url_password(url)
 
 
 def autocommits(connection: Connection) -> bool:

@@ -60,6 +60,7 @@ class FencedRun:
         self._end_watch: TransactionEndWatch | None = None
         self._claim_xact: int | None = None  # the current step's claim
         self._early: LedgerChange | None = None  # written with the claim, not yet settled
+        self._step_revisions: tuple[str, ...] = ()  # the revisions of the step running now
 
     def use_token(self, token: int) -> None:
         """Write under ``token`` (the run's own lease was granted it once env.py connected)."""
@@ -158,6 +159,7 @@ class FencedRun:
 
         self._escaped = False
         self._claim_xact = claim_xact
+        self._step_revisions = change.added or change.removed
         if self._end_watch is not None:
             self._end_watch.reset()
         with self._watching_offline_commits(context):
@@ -324,6 +326,9 @@ class FencedRun:
             # Earlier steps' deferred rows must commit with their DDL, which the block commits.
             run._before_early_commit(context)
             with original():
+                # What the revision ran so far has just committed, and the block's own statements will.
+                left = run.outcome.autocommitted
+                left += [name for name in run._step_revisions if name not in left]
                 assert run._calls is not None
                 run._calls.claim(run.settings.resource, run.settings.token)
                 yield

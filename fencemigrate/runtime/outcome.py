@@ -41,6 +41,7 @@ class RunOutcome:
     leased: bool = False  # the token came from a lease this run took (and released) itself
     lease_note: str | None = None  # why that lease could not be released, if it could not
     mode: str = "transactional"  # or "precheck": the fence was checked before each revision
+    autocommitted: list[str] = field(default_factory=list)  # revisions whose autocommit block ran
 
     def as_json(self) -> dict[str, Any]:
         """JSON form of the run, printed by ``--json``."""

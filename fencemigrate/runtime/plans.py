@@ -98,7 +98,13 @@ def upgrade_plan(script: ScriptDirectory, revision: str) -> Planner:
     def plan(heads: tuple[str, ...], _: MigrationContext) -> tuple[list[Any], list[str]]:
         if heads and upgrade_settled(script, revision, heads):
             return [], []
-        return list(script._upgrade_revs(revision, heads)), []  # type: ignore[arg-type]
+        try:
+            return list(script._upgrade_revs(revision, heads)), []  # type: ignore[arg-type]
+        except AssertionError:  # Alembic's is_revision(): the target resolved to nothing above base
+            raise UsageError(
+                f"{revision!r} is not above the current heads ({', '.join(heads) or 'none'}): "
+                "nothing to upgrade to (use downgrade to go down)"
+            ) from None
 
     return _as_usage_errors(plan)
 

@@ -1,0 +1,191 @@
+"""Passwords are never printed: not by a config error, a driver error, env.py, or the Redis backend.
+
+The password below has each character that breaks a naive scrubber: ``%`` (alembic.ini's
+interpolation), ``@`` (ends the userinfo of a URL), a space (ends a URL in a message) and ``:``.
+No piece of it may appear in stdout or stderr, in text or JSON, whatever the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from fence_rows import stderr_lines
+from support.project import Project, Result, create_project
+
+PASSWORD = "Xylo%9@quartz fjord:wombat"
+PIECES = ("Xylo", "quartz", "fjord", "wombat")
+ENCODED = "Xylo%259%40quartz%20fjord%3Awombat"  # the same password, percent-encoded as a URL wants it
+
+TEXT_AND_JSON = [pytest.param((), id="text"), pytest.param(("--json",), id="json")]
+
+COMMANDS = [
+    pytest.param(("upgrade", "head", "--token=10"), id="upgrade-token"),
+    pytest.param(("upgrade", "head"), id="upgrade-own-lease"),
+    pytest.param(("downgrade", "base", "--token=10"), id="downgrade"),
+    pytest.param(("state",), id="state"),
+    pytest.param(("timeline",), id="timeline"),
+    pytest.param(("check", "--db"), id="check-db"),
+    pytest.param(("lease", "status"), id="lease-status"),
+    pytest.param(("lease", "acquire", "--holder", "a"), id="lease-acquire"),
+]
+
+
+def assert_no_password(result: Result) -> None:
+    for piece in PIECES:
+        assert piece not in result.output, result
+    assert "Traceback" not in result.output, result
+
+
+def message(result: Result, json_flag: tuple[str, ...]) -> str:
+    """The one line (or the JSON object's message) the command failed with."""
+    if json_flag:
+        assert stderr_lines(result.stderr) == [], result
+        payload = json.loads(result.stdout)
+        return str(payload["message"])
+    assert result.stdout == "", result
+    lines = stderr_lines(result.stderr)
+    assert len(lines) == 1, result
+    return lines[0]
+
+
+def raw_url(project: Project, value: str) -> None:
+    """Write ``sqlalchemy.url = value`` into alembic.ini exactly as given (no ``%%`` escaping)."""
+    text = re.sub(r"(?m)^sqlalchemy\.url = .*$", lambda _: f"sqlalchemy.url = {value}", project.ini.read_text())
+    project.ini.write_text(text)
+
+
+@pytest.fixture(scope="module")
+def unescaped_percent(tmp_path_factory: pytest.TempPathFactory) -> Project:
+    """alembic.ini whose URL has the password as typed, ``%`` unescaped: configparser refuses it."""
+    project = create_project(tmp_path_factory.mktemp("percent"), "sqlite://")
+    raw_url(project, f"postgresql+psycopg://bob:{PASSWORD}@127.0.0.1:1/x")
+    project.add_revision("0001", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1")
+    return project
+
+
+@pytest.mark.parametrize("json_flag", TEXT_AND_JSON)
+@pytest.mark.parametrize("args", [*COMMANDS, pytest.param(("install", "--sql"), id="install-sql")])
+def test_a_percent_in_alembic_ini_is_a_usage_error_without_the_url(
+    unescaped_percent: Project, args: tuple[str, ...], json_flag: tuple[str, ...]
+) -> None:
+    """configparser's InterpolationSyntaxError quotes the rest of the value; fencemigrate names
+    the option instead: exit 2, one line."""
+    if json_flag and args[0] == "install":
+        pytest.skip("install has no --json")
+    result = unescaped_percent.run_cli(*args, *json_flag)
+    assert result.code == 2, result
+    assert_no_password(result)
+    assert message(result, json_flag).endswith(
+        "option sqlalchemy.url in section [alembic] of the config file: a literal '%' there must be written '%%' "
+        "(configparser interpolation); the value is not shown, it may hold a password"
+    ), result
+
+
+@pytest.fixture(scope="module")
+def unescaped_at(tmp_path_factory: pytest.TempPathFactory) -> Project:
+    """A URL whose password has an ``@`` and a space not percent-encoded (``%`` escaped for the ini)."""
+    project = create_project(tmp_path_factory.mktemp("at"), f"postgresql+psycopg://bob:{PASSWORD}@127.0.0.1:1/x")
+    project.add_revision("0001", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1")
+    return project
+
+
+@pytest.mark.parametrize("json_flag", TEXT_AND_JSON)
+@pytest.mark.parametrize("args", [*COMMANDS, pytest.param(("install", "--sql"), id="install-sql")])
+def test_an_unencoded_at_in_the_password_is_refused_without_the_url(
+    unescaped_at: Project, args: tuple[str, ...], json_flag: tuple[str, ...]
+) -> None:
+    """SQLAlchemy would end the password at its first ``@`` and take the rest for the host (and
+    print it in the connection error); fencemigrate refuses the URL first: exit 2, one line."""
+    if json_flag and args[0] == "install":
+        pytest.skip("install has no --json")
+    result = unescaped_at.run_cli(*args, *json_flag)
+    assert result.code == 2, result
+    assert_no_password(result)
+    assert message(result, json_flag).endswith(
+        "sqlalchemy.url: its password has an '@' that is not percent-encoded, so SQLAlchemy would take "
+        "part of it for the host; write '@' as %40 (and ':' as %3A, a space as %20, '%' as %25)"
+    ), result
+
+
+@pytest.fixture(scope="module")
+def encoded(tmp_path_factory: pytest.TempPathFactory) -> Project:
+    """The password percent-encoded, as it should be, on a server that is not there."""
+    project = create_project(tmp_path_factory.mktemp("encoded"), f"postgresql+psycopg://bob:{ENCODED}@127.0.0.1:1/x")
+    project.add_revision("0001", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1")
+    return project
+
+
+@pytest.mark.parametrize("json_flag", TEXT_AND_JSON)
+@pytest.mark.parametrize("args", COMMANDS)
+def test_an_unreachable_database_error_has_no_password(
+    encoded: Project, args: tuple[str, ...], json_flag: tuple[str, ...]
+) -> None:
+    result = encoded.run_cli(*args, *json_flag)
+    assert result.code == 1, result
+    assert_no_password(result)
+    assert "database error: connection failed" in message(result, json_flag), result
+
+
+@pytest.mark.parametrize("json_flag", TEXT_AND_JSON)
+@pytest.mark.parametrize(
+    "raise_code",
+    [
+        pytest.param("raise RuntimeError('cannot use ' + config.get_main_option('sqlalchemy.url'))", id="exception"),
+        pytest.param("import sys; sys.exit('cannot use ' + config.get_main_option('sqlalchemy.url'))", id="sys-exit"),
+    ],
+)
+def test_env_py_failures_quoting_the_url_have_no_password(
+    tmp_path: Path, raise_code: str, json_flag: tuple[str, ...]
+) -> None:
+    """env.py's own error message quoting its URL, with a password that has spaces, ``:`` and ``%``
+    (and an ``@`` spelled %40): the password is replaced by ***."""
+    password = "Xylo%9%40quartz fjord:wombat"
+    project = create_project(tmp_path / "env", f"postgresql+psycopg://bob:{password}@127.0.0.1:1/x")
+    project.edit_env("config = context.config\n", f"config = context.config\n{raise_code}\n", count=1)
+    result = project.run_cli("state", *json_flag)
+    assert result.code == 1, result
+    assert_no_password(result)
+    text = result.output if "sys.exit" in raise_code else message(result, json_flag)
+    assert "cannot use postgresql+psycopg://bob:***@127.0.0.1:1/x" in text, result
+
+
+REDIS_COMMANDS = [
+    pytest.param(("lease", "status"), id="lease-status"),
+    pytest.param(("lease", "acquire", "--holder", "a"), id="lease-acquire"),
+    pytest.param(("lease", "release", "--holder", "a"), id="lease-release"),
+    pytest.param(("upgrade", "head"), id="upgrade-own-lease"),
+]
+
+
+@pytest.mark.parametrize("json_flag", TEXT_AND_JSON)
+@pytest.mark.parametrize("args", REDIS_COMMANDS)
+@pytest.mark.parametrize("where", ["option", "config"])
+def test_a_redis_url_with_at_and_space_in_its_password_is_not_printed(
+    project: Project, args: tuple[str, ...], json_flag: tuple[str, ...], where: str
+) -> None:
+    """A Redis lease URL (``--lease-url`` or ``fencemigrate_lease_url``) whose password has an
+    ``@``, a space and ``:``, on a port nobody listens on: exit 1, the URL shown as ``:***@``."""
+    url = f"redis://:{PASSWORD}@127.0.0.1:1/0"
+    project.add_revision("0001", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1")
+    if where == "config":
+        project.set_ini_option("fencemigrate_lease_url", url)
+        result = project.run_cli(*args, *json_flag)
+    else:
+        result = project.run_cli(*args, "--lease-url", url, *json_flag)
+    assert result.code == 1, result
+    assert_no_password(result)
+    assert "lease service redis://:***@127.0.0.1:1/0 failed" in message(result, json_flag), result
+
+
+def test_a_short_placeholder_password_does_not_garble_messages(tmp_path: Path) -> None:
+    """Alembic's placeholder URL (``driver://user:pass@...``) left in the config: the word "pass"
+    in a message is not replaced (a short password without ``@`` or spaces is left to the URL
+    pattern), and the placeholder's own password is still hidden."""
+    project = create_project(tmp_path / "placeholder", "sqlite://")
+    project.set_ini_option("other_url", "driver://user:pass@localhost/dbname")
+    result = project.run_cli("upgrade", "head", "--token=")
+    assert result.code == 2, result
+    assert "empty fencing token: pass --token N" in result.stderr, result

@@ -66,10 +66,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    names = BACKENDS if args.backend == "all" else tuple(args.backend.split(","))
-    backends = [make_backend(name, args.pgdata) for name in names]
+def run_harness(args: argparse.Namespace, backends: list[Backend]) -> Summary:
+    """Run the schedules (round robin over ``backends``) until ``--schedules`` or ``--budget`` runs out."""
     scratch = workdir()
     template = alembic_template(scratch)
     summary = Summary()
@@ -95,6 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.keep:
         shutil.rmtree(scratch, ignore_errors=True)
     print(f"--- seed {args.seed}, {time.monotonic() - started:.0f} s")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command: run, print the figures, exit 0 only on fencemigrate clean and the control broken."""
+    args = parse_args(argv)
+    names = BACKENDS if args.backend == "all" else tuple(args.backend.split(","))
+    summary = run_harness(args, [make_backend(name, args.pgdata) for name in names])
     for text_line in summary.lines():
         print(text_line)
     passed, message = verdict(summary)

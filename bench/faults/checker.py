@@ -1,6 +1,6 @@
 """The properties every schedule must keep, as pure functions over an :class:`~faults.history.Outcome`.
 
-* ``stale-commit``: no commit under a token after a higher token was granted (or wrote);
+* ``stale-commit``: no commit under a token (or under none) after a higher token was granted (or wrote);
 * ``applied-twice``: each change is applied once (a renumbered copy is the same change) and
   never rolled back when it is not applied;
 * ``version-vs-ledger``: Alembic's version table names exactly the revisions the ledger holds
@@ -38,6 +38,9 @@ def stale_commits(events: Iterable[Event]) -> list[Violation]:
     found = []
     for event in events:
         if event.token is None:
+            if event.kind != "grant" and highest:
+                found.append(Violation("stale-commit", f"{event.kind} {event.revision} by {event.holder} under "
+                                                       f"no token after token {highest}"))
             continue
         if event.kind != "grant" and event.token < highest:
             found.append(Violation("stale-commit", f"{event.kind} {event.revision} by {event.holder} under "

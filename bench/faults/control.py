@@ -134,7 +134,6 @@ def main() -> None:
         print(f"token {token}")
         if args.acquire_only:
             raise SystemExit(0)
-    point("claim")
     os.environ["FAULTS_TOKEN"] = str(token)
     status = run_alembic(args.command)
     if args.token is None:

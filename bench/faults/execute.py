@@ -33,12 +33,9 @@ SCHEDULE_DEADLINE_S = 120.0
 #: What a loaded 2-core machine needs, beyond --wait and the revisions' sleeps, to start
 #: Python, import Alembic and connect.
 STARTUP_SLACK_S = 12.0
-#: fencemigrate's statements that a stop point "claim" / "lease" follows (faults.launch).
-SQL_POINTS = {
-    "claim": r"\bclaim(_and_record)?\(|agent_fence\s+SET token = \S+,\s+updated_at = iif"
-             r"|agent_fence\s+SET updated_at = IF\(token <",
-    "lease": r"lease\s+SET holder =",
-}
+#: The statement after which the stop point "lease" stops a fencemigrate process (faults.launch):
+#: the grant's UPDATE of the lease row, inside the grant's transaction.
+SQL_POINTS = {"lease": r"lease\s+SET holder ="}
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """``python -m faults.launch ARGS``: the ``fencemigrate`` CLI, with a stop point on a SQL statement.
 
 ``FAULTS_STOP_SQL=<regex>`` makes the process stop itself (``SIGSTOP``) right after the first
-statement whose text matches, before anything else runs: after the claim (``claim``), inside a
-lease grant's transaction (``lease\\s+SET holder``), and so on. The harness resumes it. Nothing in
+statement whose text matches, before anything else runs: inside a lease grant's transaction
+(``lease\\s+SET holder``), for instance. (A migration's own claim does not go through an engine's
+events: the revisions' own stop points, faults.project, cover it.) The harness resumes it. Nothing in
 fencemigrate is patched: the stop comes from a SQLAlchemy event listener on every engine.
 """
 
@@ -25,6 +26,8 @@ def install_stop_point(pattern: str) -> None:
 
     @event.listens_for(Engine, "after_cursor_execute")
     def stop_after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if os.environ.get("FAULTS_SQL_LOG"):
+            print(f"faults.launch: SQL {' '.join(statement.split())[:160]}", file=sys.stderr)
         if not fired and compiled.search(statement):
             fired.append(statement)
             os.kill(os.getpid(), signal.SIGSTOP)

@@ -5,7 +5,10 @@ copied for each schedule and each checkout. Every revision's ``upgrade()`` / ``d
 writes its DDL, then a row into ``faults_history`` in the same transaction (the token is the
 one its run claimed, read back from the fence row, or ``FAULTS_TOKEN`` for runs that name
 their token), can sleep while the transaction is open, and stops its own process
-(``SIGSTOP``) at the point ``FAULTS_STOP_AT`` names, for the harness to resume it later.
+(``SIGSTOP``) at the point ``FAULTS_STOP_AT`` names, for the harness to resume it later:
+``rNN:start`` / ``rNN:start-down`` first thing in ``upgrade()`` / ``downgrade()`` (after
+fencemigrate's claim, before the DDL), ``rNN:ddl`` / ``rNN:downgrade`` after the DDL and the
+history row, ``rNN:autocommit`` inside an ``autocommit_block()``.
 """
 
 from __future__ import annotations
@@ -88,11 +91,13 @@ def revision_source(revision: Revision, fence_table: str) -> str:
             "        op.execute('CREATE INDEX CONCURRENTLY IF NOT EXISTS t01_id ON t01 (id)')",
             *lines,
         ]
+    lines.insert(0, f"    _point('{revision.rev}:start')")
     lines += [f"    _record('apply', {revision.change!r})",
               f"    _point('{revision.rev}:ddl')"]
     if revision.sleep_s:
         lines.append(f"    time.sleep({revision.sleep_s!r})")
-    down_lines = [f"    op.execute('DROP TABLE IF EXISTS {revision.table}')",
+    down_lines = [f"    _point('{revision.rev}:start-down')",
+                  f"    op.execute('DROP TABLE IF EXISTS {revision.table}')",
                   f"    _record('rollback', {revision.change!r})",
                   f"    _point('{revision.rev}:downgrade')"]
     if revision.autocommit_block:
@@ -113,6 +118,16 @@ def alembic_template(workdir: Path) -> Path:
         target.mkdir(parents=True)
         subprocess.run([str(alembic), "init", "-t", "generic", SCRIPT_DIR], cwd=target, check=True,
                        capture_output=True)
+    return target
+
+
+def fence_aware_template(workdir: Path) -> Path:
+    """``fencemigrate init`` once, into ``workdir/fence-aware``: an env.py that refuses tokenless writes."""
+    target = workdir / "fence-aware"
+    if not target.exists():
+        target.mkdir(parents=True)
+        subprocess.run([str(Path(sys.executable).parent / "fencemigrate"), "init", SCRIPT_DIR], cwd=target,
+                       check=True, capture_output=True)
     return target
 
 

@@ -8,8 +8,8 @@ a bounded ``--wait``, sometimes ``--preempt``) that upgrade, or roll back and up
 ``tokenless`` a plain ``alembic downgrade -1`` joins them. Faults are placed by time (a random delay
 from the start of the schedule, landing on whatever the target runs then: revisions sleep inside
 their transactions so that pauses land inside the DDL) or at a named point, where the target stops
-itself: inside a revision's DDL transaction, inside an ``autocommit_block()``, right after a claim,
-inside a lease grant's transaction.
+itself: inside a revision's DDL transaction (right after the claim, before the DDL, or after it),
+inside an ``autocommit_block()``, inside a lease grant's transaction.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 FAULT_KINDS = ("stop", "stop_at", "kill", "term", "terminate_backend", "restart")
 FOLLOW_UPS = ("reapply", "renumbered", "downgrade")
 #: Where a runner can be made to stop itself (see faults.project and faults.launch).
-POINTS = ("r02:ddl", "r01:downgrade", "claim", "lease")
+POINTS = ("r02:ddl", "r01:downgrade", "r02:start", "r01:start-down", "lease")
 AUTOCOMMIT_POINT = "r03:autocommit"
 
 

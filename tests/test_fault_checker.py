@@ -91,7 +91,7 @@ def test_exit_statuses_must_be_documented() -> None:
 
 
 def test_a_write_under_a_superseded_token_must_be_fenced() -> None:
-    stale = {"expect_fenced": True, "token": 1}
+    stale = {"expect_fenced": True, "token": 1, "output": "  applied r02 under token 1\n"}
     assert undocumented_exits([run(exit_code=3, **stale)], "fencemigrate", 0) == []
     assert len(undocumented_exits([run(exit_code=0, **stale)], "fencemigrate", 0)) == 1
     assert len(undocumented_exits([run(exit_code=0, **stale)], "control", 0)) == 1
@@ -108,3 +108,16 @@ def test_a_stale_write_refused_as_usage_is_reported_apart() -> None:
         "R1 (agent-R1) under superseded token 1: reapply r02 refused as usage (exit 2), not FENCED"]
     assert len(undocumented_exits([run(exit_code=2, output="fencemigrate: usage: bad token\n")],
                                   "fencemigrate", 0)) == 1
+
+
+def test_a_stale_run_with_nothing_to_do_may_exit_0() -> None:
+    """README: a run with nothing to do writes nothing and claims nothing (exit 0), stale or not."""
+    stale = {"expect_fenced": True, "token": 1}
+    assert undocumented_exits([run(exit_code=0, output="  nothing to do\n", **stale)], "fencemigrate", 0) == []
+    assert undocumented_exits([run(exit_code=0, output="INFO  [alembic] Context impl\n", **stale)], "control", 0) == []
+    assert len(undocumented_exits([run(exit_code=0, output="Running upgrade r01 -> r02\n", **stale)],
+                                  "control", 0)) == 1
+
+
+def test_a_tokenless_writer_is_plain_alembic_and_its_status_is_not_fencemigrates() -> None:
+    assert undocumented_exits([run(exit_code=255, tokenless=True)], "fencemigrate", 0) == []

@@ -112,6 +112,14 @@ def wait_overruns(runs: Iterable[Run], work_bound_s: float) -> list[Violation]:
     return found
 
 
+def did_nothing(output: str) -> bool:
+    """The run found nothing to do (fencemigrate says so; plain Alembic ran no migration)."""
+    if "nothing to do" in output:
+        return True
+    return not any(
+        marker in output for marker in ("Running upgrade", "Running downgrade", "applied ", "rolled back "))
+
+
 def state_refusal(output: str) -> bool:
     """A one-line ``usage:`` refusal of a command the database's state makes invalid (exit 2, nothing run).
 
@@ -135,18 +143,18 @@ def undocumented_exits(runs: Iterable[Run], system: str, connection_faults: int)
         signalled = {SIGNAL_EXITS[name] for name in run.signals if name in SIGNAL_EXITS}
         if run.exit_code in signalled:
             continue
-        if run.expect_fenced and run.exit_code == 0:
+        if run.expect_fenced and run.exit_code == 0 and not did_nothing(run.output):
             found.append(Violation("exit-status", f"{run.step} ({run.holder}) wrote under superseded token "
                                                   f"{run.token} and exited 0"))
             continue
-        if system != "fencemigrate":
+        if system != "fencemigrate" or run.tokenless:
             continue
         if run.exit_code == 2 and state_refusal(run.output):
             continue  # a stale one is counted by stale_usage_refusals
         if run.exit_code not in DOCUMENTED_EXITS or "Traceback (most recent call last)" in run.output:
             found.append(Violation("exit-status", f"{run.step} ({run.holder}) exited {run.exit_code}: "
                                                   f"{run.output.strip().splitlines()[-1:] or ''}"))
-        elif run.expect_fenced and run.exit_code != 3 and not (run.exit_code == 1 and connection_faults):
+        elif run.expect_fenced and run.exit_code not in (0, 3) and not (run.exit_code == 1 and connection_faults):
             found.append(Violation("exit-status", f"{run.step} ({run.holder}) wrote under superseded token "
                                                   f"{run.token} and exited {run.exit_code}, not 3 (FENCED)"))
     return found

@@ -181,7 +181,8 @@ class ScheduleRun:
         if action.verb == "tokenless":
             env["FAULTS_TOKEN"] = "none"
         run = Run(step.name, tuple(argv), holder, token=run_token,
-                  wait_s=self.schedule.wait_s if action.leased else None, expect_fenced=expect_fenced)
+                  wait_s=self.schedule.wait_s if action.leased else None, expect_fenced=expect_fenced,
+                  tokenless=action.verb == "tokenless")
         cwd = self.checkouts["S" if step.name == "S" else "main"]
         started = time.monotonic()
         process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

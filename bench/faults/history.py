@@ -36,6 +36,7 @@ class Run:
     signals: list[str] = field(default_factory=list)
     hung: bool = False
     output: str = ""
+    tokenless: bool = False
 
 
 @dataclass

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 def install_stop_point(pattern: str) -> None:
     """Stop the process once, right after the first statement matching ``pattern``."""
     compiled = re.compile(pattern, re.IGNORECASE)
-    fired = []
+    fired: list[str] = []
 
     @event.listens_for(Engine, "after_cursor_execute")
     def stop_after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:

@@ -51,11 +51,18 @@ def test_a_tokenless_commit_after_a_grant_is_stale() -> None:
         "rollback r01 by T under no token after token 3"]
 
 
-def test_a_renumbered_copy_is_the_same_change_applied_twice() -> None:
-    events = [apply("r01", 1), apply("r02", 1), apply("r04", 1, change="c02")]
-    assert [v.detail for v in double_applies(events)] == ["c02 applied again as r04 by A (token 1)"]
+def test_a_revision_is_applied_once() -> None:
+    assert [v.detail for v in double_applies([apply("r01", 1), apply("r01", 2)])] == ["r01 applied again by A (token 2)"]
     assert double_applies([apply("r02", 1), rollback("r02", 2), apply("r02", 2)]) == []
     assert len(double_applies([rollback("r02", 1)])) == 1
+
+
+def test_a_renumbered_copy_is_a_new_revision_and_stale_only_under_an_old_token() -> None:
+    """The fence lets the newest token apply a renumbered copy (`fencemigrate check` flags it)."""
+    current = [grant(1, "A"), apply("r02", 1), apply("r04", 1, change="c02")]
+    assert double_applies(current) == [] and stale_commits(current) == []
+    stale = [grant(1, "A"), apply("r02", 1), grant(2), apply("r04", 1, change="c02")]
+    assert [v.detail for v in stale_commits(stale)] == ["apply r04 by A under token 1 after token 2"]
 
 
 def outcome(heads: list[str], ledger: list[str] | None, events: list[Event] = ()) -> Outcome:  # type: ignore[assignment]

@@ -55,6 +55,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/faults/run", description=__doc__)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--schedules", type=int, default=20, help="schedules per run (each on one backend)")
+    parser.add_argument("--start", type=int, default=0, help="number of the first schedule (to replay one)")
     parser.add_argument("--budget", type=float, default=0, help="stop starting schedules after SECONDS (0: none)")
     parser.add_argument("--backend", default="postgresql,sqlite", help="comma-separated, or all: " + ", ".join(BACKENDS))
     parser.add_argument("--with-tokenless", action="store_true",
@@ -72,9 +73,9 @@ def run_harness(args: argparse.Namespace, backends: list[Backend]) -> Summary:
     template = alembic_template(scratch)
     summary = Summary()
     started = time.monotonic()
-    for index in range(args.schedules):
+    for index in range(args.start, args.start + args.schedules):
         if args.budget and time.monotonic() - started > args.budget:
-            print(f"budget of {args.budget:g} s spent after {index} schedules")
+            print(f"budget of {args.budget:g} s spent after {index - args.start} schedules")
             break
         backend = backends[index % len(backends)]
         plan = schedules.generate(args.seed, index, preempt=backend.can_preempt,

@@ -1,8 +1,9 @@
 """The properties every schedule must keep, as pure functions over an :class:`~faults.history.Outcome`.
 
 * ``stale-commit``: no commit under a token (or under none) after a higher token was granted (or wrote);
-* ``applied-twice``: each change is applied once (a renumbered copy is the same change) and
-  never rolled back when it is not applied;
+* ``applied-twice``: each revision is applied once and never rolled back when it is not applied
+  (a renumbered copy is a new revision: under a superseded token it is a ``stale-commit``; under
+  the newest token the fence lets it through by design, and ``fencemigrate check`` flags it);
 * ``version-vs-ledger``: Alembic's version table names exactly the revisions the ledger holds
   (fencemigrate's ledger; for the control, the history its revisions wrote);
 * ``wait-bound``: no run waits past its ``--wait`` (nor hangs);
@@ -50,21 +51,21 @@ def stale_commits(events: Iterable[Event]) -> list[Violation]:
 
 
 def double_applies(events: Iterable[Event]) -> list[Violation]:
-    """A change applied while already applied, or rolled back while not applied."""
+    """A revision applied while already applied, or rolled back while not applied."""
     applied: set[str] = set()
     found = []
     for event in events:
-        change = event.change or event.revision or ""
+        revision = event.revision or ""
         if event.kind == "apply":
-            if change in applied:
-                found.append(Violation("applied-twice", f"{change} applied again as {event.revision} "
-                                                        f"by {event.holder} (token {event.token})"))
-            applied.add(change)
+            if revision in applied:
+                found.append(Violation("applied-twice", f"{revision} applied again by {event.holder} "
+                                                        f"(token {event.token})"))
+            applied.add(revision)
         elif event.kind == "rollback":
-            if change not in applied:
-                found.append(Violation("applied-twice", f"{change} rolled back while not applied, "
+            if revision not in applied:
+                found.append(Violation("applied-twice", f"{revision} rolled back while not applied, "
                                                         f"by {event.holder} (token {event.token})"))
-            applied.discard(change)
+            applied.discard(revision)
     return found
 
 

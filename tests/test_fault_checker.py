@@ -104,6 +104,7 @@ def test_a_write_under_a_superseded_token_must_be_fenced() -> None:
     assert len(undocumented_exits([run(exit_code=0, **stale)], "control", 0)) == 1
     assert len(undocumented_exits([run(exit_code=1, **stale)], "fencemigrate", 0)) == 1
     assert undocumented_exits([run(exit_code=1, **stale)], "fencemigrate", 1) == []
+    assert undocumented_exits([run(exit_code=5, **stale)], "fencemigrate", 0) == []
 
 
 def test_a_stale_write_refused_as_usage_is_reported_apart() -> None:

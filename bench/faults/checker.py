@@ -135,6 +135,9 @@ def state_refusal(output: str) -> bool:
 def undocumented_exits(runs: Iterable[Run], system: str, connection_faults: int) -> list[Violation]:
     """Exit statuses the README does not document, and stale writes that were not refused.
 
+    A stale write must be FENCED (3); DIRTY (5) also refuses it, before the claim, when pre-check
+    mode left a revision unfinished (a runner killed inside its DDL on MariaDB).
+
     For the control only the second half applies: plain Alembic documents no fencing statuses.
     """
     found = []
@@ -155,7 +158,7 @@ def undocumented_exits(runs: Iterable[Run], system: str, connection_faults: int)
         if run.exit_code not in DOCUMENTED_EXITS or "Traceback (most recent call last)" in run.output:
             found.append(Violation("exit-status", f"{run.step} ({run.holder}) exited {run.exit_code}: "
                                                   f"{run.output.strip().splitlines()[-1:] or ''}"))
-        elif run.expect_fenced and run.exit_code not in (0, 3) and not (run.exit_code == 1 and connection_faults):
+        elif run.expect_fenced and run.exit_code not in (0, 3, 5) and not (run.exit_code == 1 and connection_faults):
             found.append(Violation("exit-status", f"{run.step} ({run.holder}) wrote under superseded token "
                                                   f"{run.token} and exited {run.exit_code}, not 3 (FENCED)"))
     return found

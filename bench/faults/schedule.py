@@ -20,7 +20,7 @@ from dataclasses import dataclass
 FAULT_KINDS = ("stop", "stop_at", "kill", "term", "terminate_backend", "restart")
 FOLLOW_UPS = ("reapply", "renumbered", "downgrade")
 #: Where a runner can be made to stop itself (see faults.project and faults.launch).
-POINTS = ("r02:ddl", "r01:downgrade", "r02:start", "r01:start-down", "lease")
+POINTS = ("r02:ddl", "r02:downgrade", "r02:start", "r02:start-down", "lease")
 AUTOCOMMIT_POINT = "r03:autocommit"
 
 

@@ -1,0 +1,113 @@
+"""``python -m faults --seed S --schedules N --budget SECONDS [--backend ...]``: the harness's command line.
+
+Server addresses come from the same variables as the tests (``FENCEMIGRATE_TEST_PG_HOST`` /
+``_PG_PORT``, ``FENCEMIGRATE_TEST_MYSQL_URL``, ``FENCEMIGRATE_TEST_REDIS_URL``); ``bash bench/faults/run``
+starts throwaway servers and sets them. Exit status 0 only when fencemigrate kept every property
+and the control broke at least one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+
+from faults import schedule as schedules
+from faults.backends import Backend, workdir
+from faults.execute import Result, run_schedule
+from faults.project import alembic_template
+from faults.summary import Summary, describe, verdict
+
+BACKENDS = ("postgresql", "sqlite", "mariadb", "redis")
+
+
+def make_backend(name: str, pgdata: str | None) -> Backend:
+    """The backend ``name``, pointed at the servers of the environment."""
+    pg = (f"postgresql+psycopg://postgres@{os.environ.get('FENCEMIGRATE_TEST_PG_HOST', '127.0.0.1')}:"
+          f"{os.environ.get('FENCEMIGRATE_TEST_PG_PORT', '5432')}")
+    if name == "sqlite":
+        return Backend("sqlite")
+    if name == "mariadb":
+        return Backend("mariadb", server_url=os.environ["FENCEMIGRATE_TEST_MYSQL_URL"])
+    backend = Backend(name, server_url=pg, pgdata=pgdata,
+                      lease_url=os.environ["FENCEMIGRATE_TEST_REDIS_URL"] if name == "redis" else None)
+    backend.enable_commit_timestamps()
+    return backend
+
+
+def print_trace(system: str, result: Result) -> None:
+    """Every run and every committed event of one schedule (``--verbose``)."""
+    print(f"--- {system}")
+    for run in result.outcome.runs:
+        print(f"  {run.step} {' '.join(run.argv[3:])} -> {run.exit_code} in {run.elapsed_s:.1f}s "
+              f"(stopped {run.stopped_s:.1f}s, {','.join(run.signals) or 'no signal'})")
+        print("    " + "\n    ".join(run.output.strip().splitlines()[-3:]))
+    for event in result.outcome.events:
+        print(f"  event {event.kind} token={event.token} {event.holder} {event.revision or ''}")
+    print(f"  heads {result.outcome.version_heads} ledger {result.outcome.ledger}")
+    for violation in result.violations:
+        print(f"  VIOLATION {violation.prop}: {violation.detail}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench/faults/run", description=__doc__)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--schedules", type=int, default=20, help="schedules per run (each on one backend)")
+    parser.add_argument("--start", type=int, default=0, help="number of the first schedule (to replay one)")
+    parser.add_argument("--budget", type=float, default=0, help="stop starting schedules after SECONDS (0: none)")
+    parser.add_argument("--backend", default="postgresql,sqlite", help="comma-separated, or all: " + ", ".join(BACKENDS))
+    parser.add_argument("--with-tokenless", action="store_true",
+                        help="add a plain `alembic downgrade -1` to every schedule (expected to fail until defect 5)")
+    parser.add_argument("--restarts", action="store_true", help="also restart the PostgreSQL server as a fault")
+    parser.add_argument("--pgdata", help="PostgreSQL's data directory (default: asked from the server)")
+    parser.add_argument("--keep", action="store_true", help="keep every schedule's databases and projects")
+    parser.add_argument("--verbose", action="store_true", help="print each failing run's output")
+    return parser.parse_args(argv)
+
+
+def run_harness(args: argparse.Namespace, backends: list[Backend]) -> Summary:
+    """Run the schedules (round robin over ``backends``) until ``--schedules`` or ``--budget`` runs out."""
+    scratch = workdir()
+    template = alembic_template(scratch)
+    summary = Summary()
+    started = time.monotonic()
+    for index in range(args.start, args.start + args.schedules):
+        if args.budget and time.monotonic() - started > args.budget:
+            print(f"budget of {args.budget:g} s spent after {index - args.start} schedules")
+            break
+        backend = backends[index % len(backends)]
+        plan = schedules.generate(args.seed, index, preempt=backend.can_preempt,
+                                  kill_connections=backend.can_kill_connections,
+                                  restart=args.restarts and backend.can_restart,
+                                  autocommit_block=backend.has_autocommit_block, tokenless=args.with_tokenless)
+        line = [f"#{index} {backend.name} ttl={plan.ttl_s:g}s follow-up={plan.follow_up} "
+                f"faults={','.join(f.kind + (':' + f.point if f.point else '') for f in plan.faults)}"]
+        for system in ("fencemigrate", "control"):
+            result = run_schedule(backend, system, plan, template, scratch, keep=args.keep)
+            summary.add(backend.name, index, system, result)
+            line.append(f"{system}: {describe(result.violations)}")
+            if args.verbose:
+                print_trace(system, result)
+        print("  ".join(line), flush=True)
+    if not args.keep:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"--- seed {args.seed}, {time.monotonic() - started:.0f} s")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command: run, print the figures, exit 0 only on fencemigrate clean and the control broken."""
+    args = parse_args(argv)
+    names = BACKENDS if args.backend == "all" else tuple(args.backend.split(","))
+    summary = run_harness(args, [make_backend(name, args.pgdata) for name in names])
+    for text_line in summary.lines():
+        print(text_line)
+    passed, message = verdict(summary)
+    print(message)
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""The properties every schedule must keep, as pure functions over an :class:`~faults.history.Outcome`.
+
+* ``stale-commit``: no commit under a token (or under none) after a higher token was granted (or wrote);
+* ``applied-twice``: each revision is applied once and never rolled back when it is not applied
+  (a renumbered copy is a new revision: under a superseded token it is a ``stale-commit``; under
+  the newest token the fence lets it through by design, and ``fencemigrate check`` flags it);
+* ``version-vs-ledger``: Alembic's version table names exactly the revisions the ledger holds
+  (fencemigrate's ledger; for the control, the history its revisions wrote);
+* ``wait-bound``: no run waits past its ``--wait`` (nor hangs);
+* ``exit-status``: every exit status is documented, and a write with a superseded token is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from faults.history import Event, Outcome, Run
+
+PROPERTIES = ("stale-commit", "applied-twice", "version-vs-ledger", "wait-bound", "exit-status")
+
+#: fencemigrate's documented exit statuses (README, "Exit statuses"); 2 (bad usage) only as
+#: :func:`state_refusal` allows it.
+DOCUMENTED_EXITS = frozenset({0, 1, 3, 4, 5})
+SIGNAL_EXITS = {"KILL": -9, "TERM": -15}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken property, with what shows it."""
+
+    prop: str
+    detail: str
+
+
+def stale_commits(events: Iterable[Event]) -> list[Violation]:
+    """Writes committed under a token lower than one granted (or written) before that commit."""
+    highest = 0
+    found = []
+    for event in events:
+        if event.token is None:
+            if event.kind != "grant" and highest:
+                found.append(Violation("stale-commit", f"{event.kind} {event.revision} by {event.holder} under "
+                                                       f"no token after token {highest}"))
+            continue
+        if event.kind != "grant" and event.token < highest:
+            found.append(Violation("stale-commit", f"{event.kind} {event.revision} by {event.holder} under "
+                                                   f"token {event.token} after token {highest}"))
+        highest = max(highest, event.token)
+    return found
+
+
+def double_applies(events: Iterable[Event]) -> list[Violation]:
+    """A revision applied while already applied, or rolled back while not applied."""
+    applied: set[str] = set()
+    found = []
+    for event in events:
+        revision = event.revision or ""
+        if event.kind == "apply":
+            if revision in applied:
+                found.append(Violation("applied-twice", f"{revision} applied again by {event.holder} "
+                                                        f"(token {event.token})"))
+            applied.add(revision)
+        elif event.kind == "rollback":
+            if revision not in applied:
+                found.append(Violation("applied-twice", f"{revision} rolled back while not applied, "
+                                                        f"by {event.holder} (token {event.token})"))
+            applied.discard(revision)
+    return found
+
+
+def implied_revisions(heads: Iterable[str], chain: Mapping[str, str | None]) -> set[str]:
+    """Every revision at or below ``heads`` in ``chain`` (revision -> down revision)."""
+    found: set[str] = set()
+    for head in heads:
+        current: str | None = head
+        while current is not None and current not in found:
+            found.add(current)
+            current = chain.get(current)
+    return found
+
+
+def history_revisions(events: Iterable[Event]) -> set[str]:
+    """The revisions the committed history leaves applied."""
+    applied: set[str] = set()
+    for event in events:
+        if event.kind == "apply" and event.revision:
+            applied.add(event.revision)
+        elif event.kind == "rollback" and event.revision:
+            applied.discard(event.revision)
+    return applied
+
+
+def ledger_mismatch(outcome: Outcome) -> list[Violation]:
+    """The version table against the ledger (or, without one, against the recorded history)."""
+    versioned = implied_revisions(outcome.version_heads, outcome.chain)
+    ledger = set(outcome.ledger) if outcome.ledger is not None else history_revisions(outcome.events)
+    if versioned == ledger:
+        return []
+    return [Violation("version-vs-ledger", f"version table implies {sorted(versioned)}, "
+                                           f"ledger has {sorted(ledger)}")]
+
+
+def wait_overruns(runs: Iterable[Run], work_bound_s: float) -> list[Violation]:
+    """Runs that hung, or were active longer than their ``--wait`` plus ``work_bound_s``."""
+    found = []
+    for run in runs:
+        if run.hung:
+            found.append(Violation("wait-bound", f"{run.step} ({run.holder}) hung: {' '.join(run.argv[-6:])}"))
+        elif run.wait_s is not None and run.elapsed_s - run.stopped_s > run.wait_s + work_bound_s:
+            found.append(Violation("wait-bound", f"{run.step} ({run.holder}) ran {run.elapsed_s - run.stopped_s:.1f} s "
+                                                 f"with --wait {run.wait_s:g}s"))
+    return found
+
+
+def did_nothing(output: str) -> bool:
+    """The run found nothing to do (fencemigrate says so; plain Alembic ran no migration)."""
+    if "nothing to do" in output:
+        return True
+    return not any(
+        marker in output for marker in ("Running upgrade", "Running downgrade", "applied ", "rolled back "))
+
+
+def state_refusal(output: str) -> bool:
+    """A one-line ``usage:`` refusal of a command the database's state makes invalid (exit 2, nothing run).
+
+    Runners compete, so ``downgrade r01`` can find the database at base and ``reapply r02`` find
+    r02 rolled back; fencemigrate refuses those as bad usage, before touching anything.
+    """
+    return "Traceback" not in output and any(
+        line.startswith("fencemigrate: usage:") and ("not a valid downgrade target" in line or "is not applied" in line)
+        for line in output.splitlines())
+
+
+def undocumented_exits(runs: Iterable[Run], system: str, connection_faults: int) -> list[Violation]:
+    """Exit statuses the README does not document, and stale writes that were not refused.
+
+    A stale write must be FENCED (3); DIRTY (5) also refuses it, before the claim, when pre-check
+    mode left a revision unfinished (a runner killed inside its DDL on MariaDB).
+
+    For the control only the second half applies: plain Alembic documents no fencing statuses.
+    """
+    found = []
+    for run in runs:
+        if run.hung or run.exit_code is None:
+            continue
+        signalled = {SIGNAL_EXITS[name] for name in run.signals if name in SIGNAL_EXITS}
+        if run.exit_code in signalled:
+            continue
+        if run.expect_fenced and run.exit_code == 0 and not did_nothing(run.output):
+            found.append(Violation("exit-status", f"{run.step} ({run.holder}) wrote under superseded token "
+                                                  f"{run.token} and exited 0"))
+            continue
+        if system != "fencemigrate" or run.tokenless:
+            continue
+        if run.exit_code == 2 and state_refusal(run.output):
+            continue  # a stale one is counted by stale_usage_refusals
+        if run.exit_code not in DOCUMENTED_EXITS or "Traceback (most recent call last)" in run.output:
+            found.append(Violation("exit-status", f"{run.step} ({run.holder}) exited {run.exit_code}: "
+                                                  f"{run.output.strip().splitlines()[-1:] or ''}"))
+        elif run.expect_fenced and run.exit_code not in (0, 3, 5) and not (run.exit_code == 1 and connection_faults):
+            found.append(Violation("exit-status", f"{run.step} ({run.holder}) wrote under superseded token "
+                                                  f"{run.token} and exited {run.exit_code}, not 3 (FENCED)"))
+    return found
+
+
+def stale_usage_refusals(runs: Iterable[Run]) -> list[str]:
+    """Writes under a superseded token refused as bad usage (exit 2) rather than FENCED (exit 3).
+
+    Not a safety violation (nothing was written, the run exited non-zero), but the agent is told
+    its command was wrong instead of that its lease is stale: reported separately.
+    """
+    return [f"{run.step} ({run.holder}) under superseded token {run.token}: {' '.join(run.argv[3:5])} refused "
+            f"as usage (exit 2), not FENCED" for run in runs
+            if run.expect_fenced and run.exit_code == 2 and state_refusal(run.output)]
+
+
+def check(outcome: Outcome, work_bound_s: float) -> list[Violation]:
+    """Every violation of every property in ``outcome``."""
+    return (stale_commits(outcome.events) + double_applies(outcome.events) + ledger_mismatch(outcome)
+            + wait_overruns(outcome.runs, work_bound_s)
+            + undocumented_exits(outcome.runs, outcome.system, outcome.connection_faults))

@@ -1,0 +1,320 @@
+"""Run one schedule for one system (fencemigrate or the control) and inject its faults.
+
+Each runner is a real process: the ``fencemigrate`` CLI (through :mod:`faults.launch`) or the
+control (:mod:`faults.control`, plain Alembic in-process), started in a session of its own. Faults
+are signals to that process (``SIGSTOP`` then ``SIGCONT``, ``SIGKILL``, ``SIGTERM``), the end of
+the database's sessions (``pg_terminate_backend``, ``KILL CONNECTION``) or a server restart. A
+runner that stopped itself at a point is found stopped in ``/proc`` and resumed after the fault's
+duration. When every runner is done, the history is read and checked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from faults import project
+from faults.backends import Backend
+from faults.checker import Violation, check, stale_usage_refusals
+from faults.history import Outcome, Run
+from faults.schedule import Action, Fault, Schedule, Step
+
+BENCH = Path(__file__).resolve().parents[1]
+#: A schedule's processes are killed (and counted as hung) this long after its start.
+SCHEDULE_DEADLINE_S = 120.0
+#: What a loaded 2-core machine needs, beyond --wait and the revisions' sleeps, to start
+#: Python, import Alembic and connect.
+STARTUP_SLACK_S = 12.0
+#: The statement after which the stop point "lease" stops a fencemigrate process (faults.launch):
+#: the grant's UPDATE of the lease row, inside the grant's transaction.
+SQL_POINTS = {"lease": r"lease\s+SET holder ="}
+
+
+@dataclass
+class Result:
+    """One schedule for one system: the outcome, its violations and the faults that landed."""
+
+    outcome: Outcome
+    violations: list[Violation]
+    injected: Counter[str] = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)
+
+
+class Processes:
+    """The runners in flight, by step, and the pauses the harness owes them a SIGCONT for."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.current: dict[str, tuple[subprocess.Popen[str], Run]] = {}
+        self.resume_at: dict[int, tuple[float, float, Run]] = {}
+
+    def target(self, step: str | None) -> tuple[subprocess.Popen[str], Run] | None:
+        with self.lock:
+            entry = self.current.get(step or "")
+        if entry is None or entry[0].poll() is not None:
+            return None
+        return entry
+
+    def pause(self, process: subprocess.Popen[str], run: Run, duration: float, already_stopped: bool) -> None:
+        if not already_stopped:
+            os.kill(process.pid, signal.SIGSTOP)
+        with self.lock:
+            self.resume_at[process.pid] = (time.monotonic() + duration, time.monotonic(), run)
+        run.signals.append("STOP")
+
+    def resume_due(self, force: bool = False) -> None:
+        now = time.monotonic()
+        with self.lock:
+            due = [(pid, entry) for pid, entry in self.resume_at.items() if force or entry[0] <= now]
+            for pid, _ in due:
+                del self.resume_at[pid]
+        for pid, (_, since, run) in due:
+            run.stopped_s += now - since
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+
+def is_stopped(pid: int) -> bool:
+    """The process is in state T (stopped), per /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "T"
+
+
+class ScheduleRun:
+    """One schedule, one system, one fresh database."""
+
+    def __init__(self, backend: Backend, system: str, schedule: Schedule, template: Path, workdir: Path) -> None:
+        self.backend = backend
+        self.system = system
+        self.schedule = schedule
+        self.workdir = workdir / f"s{schedule.index:04d}-{system}"
+        self.workdir.mkdir(parents=True)
+        self.resource = f"faults/s{schedule.index}-{system}-{os.getpid()}"
+        self.url = backend.create_database(self.workdir)
+        self.processes = Processes()
+        self.runs: list[Run] = []
+        self.injected: Counter[str] = Counter()
+        self.connection_faults = 0
+        self.pending_points: dict[str, Fault] = {f.step or "": f for f in schedule.faults if f.kind == "stop_at"}
+        self.chain = project.chain(schedule.sleeps, schedule.autocommit_block and backend.has_autocommit_block)
+        self.copy = project.renumbered_copy(self.chain[1], "r04", "r03")
+        lease_url = backend.lease_url if system == "fencemigrate" else None
+        self.checkouts = {
+            "main": project.checkout(template, self.workdir / "main", self.url, self.resource, self.chain,
+                                     backend.fence_table, lease_url),
+            "S": project.checkout(template, self.workdir / "agent-S", self.url, self.resource, self.chain,
+                                  backend.fence_table, lease_url),
+        }
+        backend.prepare(self.url, self.resource)
+        if system == "fencemigrate":
+            self.install_fence()
+
+    # -- set-up -----------------------------------------------------------------------------------
+
+    def install_fence(self) -> None:
+        """``fencemigrate install``, then the trigger that copies grants into the history."""
+        completed = subprocess.run([sys.executable, "-m", "faults.launch", "install"], cwd=self.checkouts["main"],
+                                   env=self.env("setup"), capture_output=True, text=True, timeout=120)
+        if completed.returncode != 0:
+            raise RuntimeError(f"fencemigrate install failed: {completed.stdout}{completed.stderr}")
+        self.backend.log_grants(self.url)
+
+    def env(self, holder: str, token: int | None = None, point: str | None = None) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(PYTHONPATH=str(BENCH), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
+                   FAULTS_RESOURCE=self.resource, FAULTS_HOLDER=holder)
+        env.pop("FAULTS_TOKEN", None)
+        if token is not None:
+            env["FAULTS_TOKEN"] = str(token)
+        if point in SQL_POINTS and self.system == "fencemigrate":
+            env["FAULTS_STOP_SQL"] = SQL_POINTS[point]
+        elif point:
+            env["FAULTS_STOP_AT"] = point
+        return env
+
+    # -- commands -----------------------------------------------------------------------------------
+
+    def argv(self, action: Action, holder: str, token: int | None) -> list[str]:
+        ttl, wait = f"{self.schedule.ttl_s:g}s", f"{self.schedule.wait_s:g}s"
+        if action.verb == "tokenless":
+            return [str(Path(sys.executable).parent / "alembic"), *action.command.split()]
+        if self.system == "fencemigrate":
+            base = [sys.executable, "-m", "faults.launch"]
+            if action.verb == "acquire":
+                return [*base, "lease", "acquire", "--holder", holder, "--ttl", ttl, "--json"]
+            options = ["--token", str(token)] if token is not None else ["--ttl", ttl, "--wait", wait]
+            if action.preempt:
+                options.append("--preempt")
+            return [*base, *action.command.split(), "--holder", holder, *options]
+        base = [sys.executable, "-m", "faults.control", "--url", self.url, "--resource", self.resource,
+                "--holder", holder]
+        if self.backend.lease_url:
+            base += ["--lease-url", self.backend.lease_url]
+        if action.verb == "acquire":
+            return [*base, "--ttl", f"{self.schedule.ttl_s}", "--acquire-only"]
+        options = ["--token", str(token)] if token is not None else ["--ttl", f"{self.schedule.ttl_s}",
+                                                                      "--wait", f"{self.schedule.wait_s}"]
+        commands = ["downgrade r01", "upgrade head"] if action.command == "reapply r02" else [action.command]
+        return [*base, *options, *(arg for command in commands for arg in ("--command", command))]
+
+    def launch(self, step: Step, action: Action, token: int | None, expect_fenced: bool) -> Run:
+        holder = f"agent-{step.name}"
+        fault = self.pending_points.get(step.name)
+        point = fault.point if fault else None
+        argv = self.argv(action, holder, token if not action.leased else None)
+        run_token = token if action.verb == "write" and not action.leased else None
+        env_token = run_token if action.verb != "tokenless" else None
+        env = self.env(holder, env_token, point)
+        if action.verb == "tokenless":
+            env["FAULTS_TOKEN"] = "none"
+        run = Run(step.name, tuple(argv), holder, token=run_token,
+                  wait_s=self.schedule.wait_s if action.leased else None, expect_fenced=expect_fenced,
+                  tokenless=action.verb == "tokenless")
+        cwd = self.checkouts["S" if step.name == "S" else "main"]
+        started = time.monotonic()
+        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, start_new_session=True)
+        with self.processes.lock:
+            self.processes.current[step.name] = (process, run)
+        self.runs.append(run)
+        remaining = max(1.0, self.deadline - time.monotonic())
+        try:
+            run.output, _ = process.communicate(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            run.hung = True
+            self.processes.resume_due(force=True)
+            os.kill(process.pid, signal.SIGKILL)
+            run.output, _ = process.communicate()
+        run.exit_code = process.returncode
+        run.elapsed_s = time.monotonic() - started
+        return run
+
+    def run_step(self, step: Step) -> None:
+        token: int | None = None
+        self.sleep_until(step.start_s)
+        for number, action in enumerate(step.actions):
+            if number == len(step.actions) - 1 and step.pause_before_last_s:
+                time.sleep(step.pause_before_last_s)
+            if step.name == "S" and action.verb == "write" and token is None:
+                return  # S never got its lease
+            if step.name == "S" and number == 2 and self.schedule.follow_up == "renumbered":
+                project.checkout_add(self.checkouts["S"], self.copy, self.backend.fence_table)
+            expect_fenced = (step.name == "S" and number == 2 and token is not None
+                             and self.backend.max_grant(self.url) > token)
+            run = self.launch(step, action, token, expect_fenced)
+            if action.verb == "acquire":
+                token = parse_token(run.output) if run.exit_code == 0 else None
+
+    def sleep_until(self, offset: float) -> None:
+        delay = self.started + offset - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+    # -- faults ---------------------------------------------------------------------------------------
+
+    def inject(self, fault: Fault) -> None:
+        if fault.kind == "terminate_backend":
+            killed = self.backend.kill_connections(self.url)
+            if killed:
+                self.injected[fault.kind] += 1
+                self.connection_faults += 1
+            return
+        if fault.kind == "restart":
+            self.backend.restart_server()
+            self.injected[fault.kind] += 1
+            self.connection_faults += 1
+            return
+        entry = self.processes.target(fault.step)
+        if entry is None:
+            return
+        process, run = entry
+        try:
+            if fault.kind == "stop":
+                self.processes.pause(process, run, fault.duration_s, already_stopped=False)
+            else:
+                os.kill(process.pid, signal.SIGKILL if fault.kind == "kill" else signal.SIGTERM)
+                run.signals.append("KILL" if fault.kind == "kill" else "TERM")
+        except ProcessLookupError:
+            return
+        self.injected[fault.kind] += 1
+
+    def watch(self, done: threading.Event) -> None:
+        """Apply the timed faults, resume pauses that are due, and catch self-stopped runners."""
+        timed = sorted((f for f in self.schedule.faults if f.kind != "stop_at"), key=lambda f: f.at_s)
+        while not done.is_set():
+            now = time.monotonic() - self.started
+            while timed and timed[0].at_s <= now:
+                self.inject(timed.pop(0))
+            for step, fault in list(self.pending_points.items()):
+                entry = self.processes.target(step)
+                if entry and entry[0].pid not in self.processes.resume_at and is_stopped(entry[0].pid):
+                    self.processes.pause(entry[0], entry[1], fault.duration_s, already_stopped=True)
+                    self.injected[f"stop_at {fault.point}"] += 1
+            self.processes.resume_due()
+            time.sleep(0.02)
+        self.processes.resume_due(force=True)
+
+    # -- the whole schedule ---------------------------------------------------------------------------
+
+    def execute(self) -> Result:
+        self.started = time.monotonic()
+        self.deadline = self.started + SCHEDULE_DEADLINE_S
+        done = threading.Event()
+        watcher = threading.Thread(target=self.watch, args=(done,), daemon=True)
+        watcher.start()
+        threads = [threading.Thread(target=self.run_step, args=(step,), daemon=True) for step in self.schedule.steps]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        done.set()
+        watcher.join()
+        self.processes.resume_due(force=True)
+        chain = {revision.rev: revision.down for revision in [*self.chain, self.copy]}
+        outcome = Outcome(self.system, self.backend.events(self.url), self.runs, self.backend.version_heads(self.url),
+                          self.backend.ledger(self.url) if self.system == "fencemigrate" else None, chain,
+                          self.connection_faults + sum(a.preempt for s in self.schedule.steps for a in s.actions))
+        longest_pause = max((f.duration_s for f in self.schedule.faults), default=0.0)
+        work_bound = sum(self.schedule.sleeps) * 3 + longest_pause + STARTUP_SLACK_S
+        return Result(outcome, check(outcome, work_bound), self.injected, stale_usage_refusals(self.runs))
+
+    def close(self) -> None:
+        self.backend.drop_database(self.url)
+
+
+def parse_token(output: str) -> int | None:
+    """The token of ``lease acquire --json`` or of the control's ``token N`` line."""
+    for line in output.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return int(json.loads(line)["lease"]["token"])
+            except (ValueError, KeyError, TypeError):
+                continue
+        if line.startswith("token "):
+            return int(line.split()[1])
+    return None
+
+
+def run_schedule(backend: Backend, system: str, schedule: Schedule, template: Path, workdir: Path,
+                 keep: bool = False) -> Result:
+    """Run ``schedule`` for ``system`` on a fresh database of ``backend`` and check it."""
+    runner = ScheduleRun(backend, system, schedule, template, workdir)
+    try:
+        return runner.execute()
+    finally:
+        if not keep:
+            runner.close()

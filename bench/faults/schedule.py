@@ -1,0 +1,110 @@
+"""Seeded random schedules: who runs what and when, and which faults hit them.
+
+A schedule is the same for fencemigrate and for the control; only the commands differ. Every
+schedule has a **stale agent** S that takes a short lease, applies the chain under its token and
+then, once its lease has expired, sends a follow-up under that same token (a reapply, a renumbered
+copy, or a downgrade), and one to three **competing runners** with leases of their own (short TTLs,
+a bounded ``--wait``, sometimes ``--preempt``) that upgrade, or roll back and upgrade again. With
+``tokenless`` a plain ``alembic downgrade -1`` joins them. Faults are placed by time (a random delay
+from the start of the schedule, landing on whatever the target runs then: revisions sleep inside
+their transactions so that pauses land inside the DDL) or at a named point, where the target stops
+itself: inside a revision's DDL transaction (right after the claim, before the DDL, or after it),
+inside an ``autocommit_block()``, inside a lease grant's transaction.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+FAULT_KINDS = ("stop", "stop_at", "kill", "term", "terminate_backend", "restart")
+FOLLOW_UPS = ("reapply", "renumbered", "downgrade")
+#: Where a runner can be made to stop itself (see faults.project and faults.launch).
+POINTS = ("r02:ddl", "r02:downgrade", "r02:start", "r02:start-down", "lease")
+AUTOCOMMIT_POINT = "r03:autocommit"
+
+
+@dataclass(frozen=True)
+class Action:
+    """One process: ``acquire`` (a lease only), ``write`` (a migration command) or ``tokenless``."""
+
+    verb: str
+    command: str = ""
+    leased: bool = False
+    preempt: bool = False
+
+
+@dataclass(frozen=True)
+class Step:
+    """A runner: its actions, one process after the other, from ``start_s`` on.
+
+    ``pause_before_last_s``: how long the runner is away (its lease expiring) after its
+    next-to-last action ends and before its last one starts.
+    """
+
+    name: str
+    start_s: float
+    actions: tuple[Action, ...]
+    pause_before_last_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault: ``step``'s process at ``at_s`` (or at ``point``), for ``duration_s`` when it is a pause."""
+
+    kind: str
+    at_s: float
+    step: str | None = None
+    duration_s: float = 0.0
+    point: str | None = None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Everything one schedule does."""
+
+    index: int
+    seed: int
+    ttl_s: float
+    wait_s: float
+    sleeps: tuple[float, float, float]
+    autocommit_block: bool
+    follow_up: str
+    steps: tuple[Step, ...]
+    faults: tuple[Fault, ...]
+
+
+def generate(seed: int, index: int, *, preempt: bool, kill_connections: bool, restart: bool,
+             autocommit_block: bool, tokenless: bool) -> Schedule:
+    """Schedule number ``index`` of the run seeded ``seed`` (the same arguments give the same schedule)."""
+    rng = random.Random(f"{seed}:{index}")
+    ttl = rng.choice((1.0, 1.5, 2.0))
+    wait = rng.choice((1.0, 2.0, 3.0))
+    sleeps = (0.0, rng.choice((0.2, 0.5, 1.0)), rng.choice((0.0, 0.3)))
+    follow_up = rng.choice(FOLLOW_UPS)
+    follow_command = {"reapply": "reapply r02", "renumbered": "upgrade head", "downgrade": "downgrade r01"}[follow_up]
+    steps = [Step("S", 0.0, (Action("acquire"), Action("write", "upgrade head"),
+                             Action("write", follow_command)),
+                  pause_before_last_s=ttl + rng.uniform(0.5, 3.0))]
+    for number in range(1, rng.randint(1, 3) + 1):
+        commands = rng.choice((("upgrade head",), ("downgrade r01", "upgrade head")))
+        use_preempt = preempt and rng.random() < 0.3
+        steps.append(Step(f"R{number}", rng.uniform(0.5, ttl + 3.0),
+                          tuple(Action("write", command, leased=True, preempt=use_preempt) for command in commands)))
+    if tokenless:
+        steps.append(Step("T", rng.uniform(ttl, ttl + 3.0), (Action("tokenless", "downgrade -1"),)))
+    kinds = ["stop", "stop_at", "stop_at", "kill", "term"]
+    if kill_connections:
+        kinds.append("terminate_backend")
+    if restart:
+        kinds.append("restart")
+    points = list(POINTS) + ([AUTOCOMMIT_POINT] if autocommit_block else [])
+    faults = []
+    for _ in range(rng.randint(1, 3)):
+        kind = rng.choice(kinds)
+        target = rng.choice(steps).name
+        faults.append(Fault(kind, round(rng.uniform(0.0, ttl + 3.0), 2),
+                            None if kind in ("terminate_backend", "restart") else target,
+                            round(rng.uniform(0.5, ttl + 1.5), 2) if kind.startswith("stop") else 0.0,
+                            rng.choice(points) if kind == "stop_at" else None))
+    return Schedule(index, seed, ttl, wait, sleeps, autocommit_block, follow_up, tuple(steps), tuple(faults))

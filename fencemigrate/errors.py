@@ -92,6 +92,10 @@ class Fenced(FencemigrateError):
         }
 
 
+class TokensExhausted(FencemigrateError):
+    """A grant found no token left above the fence (it is at the largest token): nothing was changed."""
+
+
 class LeaseLost(FencemigrateError):
     """A renew or release by someone who no longer holds the lease: stale, like FENCED."""
 

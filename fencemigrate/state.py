@@ -20,6 +20,7 @@ class FenceRow:
     resource: str
     token: int
     updated_at: str
+    token_source: str = "external"  # 'lease service' or 'redis' once granted: see token_sources
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def read_state(context: MigrationContext, schema: str) -> State:
         return state
     dialect = connection.dialect.name
     state.fences = [
-        FenceRow(row.resource, int(row.token), utc_text(row.updated_at))
+        FenceRow(row.resource, int(row.token), utc_text(row.updated_at), row.token_source)
         for row in connection.execute(statement("fence_rows", quoted, dialect))
     ]
     state.ledger = [

@@ -583,7 +583,7 @@ def test_api_raises_fenced_for_stale_token(two: Project) -> None:
 
 @pytest.mark.parametrize(
     "token",
-    ["abc", "", "1.5", "0", 0, -1, 2**63, True, 1.5, 7.0],
+    ["abc", "", "1.5", "0", 0, -1, 2**63, 2**62 + 1, True, 1.5, 7.0],
     ids=repr,
 )
 def test_api_rejects_bad_token(two: Project, token: Any) -> None:

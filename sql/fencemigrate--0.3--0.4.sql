@@ -34,11 +34,23 @@ ALTER TABLE @extschema@.lease
 ALTER TABLE @extschema@.applied_revision
     ADD CONSTRAINT applied_revision_token_domain CHECK (applied_token <= 4611686018427387904) NOT VALID;
 
--- The claim, in one function (it was claim() over claim_fence_row(), which goes: it would claim
--- without the token source's check): the shared advisory lock (see 0.2), then the fence row
--- locked and rewritten only when the token goes up. FM001 when a higher token has written, or
--- when a token above the fence comes to a leased resource.
-CREATE OR REPLACE FUNCTION @extschema@.claim(p_resource text, p_token bigint) RETURNS bigint
+-- The reason of a FENCED claim whose token the resource's lease service never issued.
+CREATE FUNCTION @extschema@.never_issued(
+    p_resource text, p_token bigint, p_fence_token bigint, p_source text
+) RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT format('token %s was never issued by %s for %s (the last token it issued is %s)',
+                  p_token, CASE WHEN p_source = 'redis' THEN 'the lease service (Redis)'
+                                ELSE 'the lease service' END,
+                  p_resource, p_fence_token)
+$$;
+
+-- The claim's row work (claim() takes the shared advisory lock of 0.2, then calls this): the
+-- fence row locked, and rewritten only when the token goes up. FM001 when a higher token has
+-- written, or when a token above the fence comes to a leased resource: its service never issued it.
+CREATE OR REPLACE FUNCTION @extschema@.claim_fence_row(p_resource text, p_token bigint) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -50,7 +62,6 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('fencing token must be an integer from 1 to 4611686018427387904, got %s', p_token);
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(1718503789, hashtext(p_resource));
     SELECT f.token, f.token_source INTO v_fence, v_source
       FROM @extschema@.agent_fence f WHERE f.resource = p_resource FOR UPDATE;
     IF NOT FOUND THEN
@@ -74,20 +85,6 @@ BEGIN
     END IF;
     RETURN pg_current_xact_id()::text::bigint;
 END
-$$;
-DROP FUNCTION @extschema@.claim_fence_row(text, bigint);
-
--- The reason of a FENCED claim whose token the resource's lease service never issued.
-CREATE FUNCTION @extschema@.never_issued(
-    p_resource text, p_token bigint, p_fence_token bigint, p_source text
-) RETURNS text
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT format('token %s was never issued by %s for %s (the last token it issued is %s)',
-                  p_token, CASE WHEN p_source = 'redis' THEN 'the lease service (Redis)'
-                                ELSE 'the lease service' END,
-                  p_resource, p_fence_token)
 $$;
 
 -- A re-apply is refused the same way before anything is rolled back.

@@ -48,7 +48,7 @@ RUN_KEYS = {
     "mode",
 }
 STATE_KEYS = {"status", "version_table", "heads", "fence_schema_version", "fences", "ledger", "dirty"}
-FENCE_ROW_KEYS = {"resource", "token", "updated_at"}
+FENCE_ROW_KEYS = {"resource", "token", "updated_at", "token_source"}
 LEDGER_ROW_KEYS = {
     "revision", "resource", "applied_token", "holder", "method", "applied_at", "script_sha256", "state",
 }
@@ -332,7 +332,8 @@ def test_state_after_runs(two: Project) -> None:
         "version_table": "alembic_version",
         "heads": ["0002"],
         "fence_schema_version": "0.4",
-        "fences": [{"resource": DEFAULT_RESOURCE, "token": 8, "updated_at": updated_at.isoformat()}],
+        "fences": [{"resource": DEFAULT_RESOURCE, "token": 8, "updated_at": updated_at.isoformat(),
+                    "token_source": "external"}],
         "ledger": [
             {
                 "revision": rev,
@@ -356,7 +357,7 @@ def test_state_after_runs(two: Project) -> None:
         "heads: 0002",
         "fence schema: 0.4",
         "fences:",
-        f"  db/migrations  token=8  since {updated_at.isoformat()}",
+        f"  db/migrations  token=8  since {updated_at.isoformat()}  tokens from external",
         "ledger (alembic_version):",
         f"  0001  applied_token=7  holder=h1  upgrade at {applied['0001'].isoformat()}",
         f"  0002  applied_token=8  holder=h2  upgrade at {applied['0002'].isoformat()}",

@@ -61,6 +61,13 @@ BEGIN
         SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'ledger tokens are integers from 1 to 4611686018427387904';
     END IF;
 END//
+CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_token_domain_update
+BEFORE UPDATE ON @extschema@_applied_revision FOR EACH ROW
+BEGIN
+    IF NEW.applied_token <> OLD.applied_token AND (NEW.applied_token < 1 OR NEW.applied_token > 4611686018427387904) THEN
+        SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'ledger tokens are integers from 1 to 4611686018427387904';
+    END IF;
+END//
 DELIMITER ;
 -- == end of token sources (issue 12, defect 3) ==
 

@@ -1,2 +1,2 @@
--- Every fenced resource, the highest token that has written to it, and where its tokens come from.
-SELECT resource, token, updated_at, token_source FROM {schema}_agent_fence ORDER BY resource
+-- Every fenced resource and the highest token that has written to it.
+SELECT resource, token, updated_at FROM {schema}_agent_fence ORDER BY resource

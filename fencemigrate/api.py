@@ -338,6 +338,13 @@ def lease_status(config: Config, *, resource: str | None = None, lease_url: str 
     return _with_lease_backend(config, lease_url, lambda backend: backend.status(name))[0]
 
 
+def lease_detach(config: Config, *, resource: str | None = None, lease_url: str | None = None) -> LeaseStatus:
+    """Give ``resource`` back to external tokens (``--token`` above its fence token) after a lease
+    service granted it; LeaseBusy while a lease on it is live. The next grant takes it back."""
+    name = _lease_resource(config, resource)
+    return _with_lease_backend(config, lease_url, lambda backend: backend.detach(name))[0]
+
+
 def install(config: Config, sql: bool = False) -> str:
     """Install the fence schema through env.py's connection; with ``sql``, return the script instead,
     for the database ``sqlalchemy.url`` names (PostgreSQL's unless it names SQLite or MySQL/MariaDB)."""

@@ -98,7 +98,7 @@ _lease_url_option = click.option(
 def _fence_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed([
         click.option("--token", envvar="FENCEMIGRATE_TOKEN", metavar="N",
-                     help="Your lease's fencing token (1..2**63-1); also $FENCEMIGRATE_TOKEN. "
+                     help="Your lease's fencing token (1..2**62); also $FENCEMIGRATE_TOKEN. "
                           "Without it the run takes, renews and releases a lease itself."),
         click.option("--holder", metavar="NAME", help="Who is writing (default host:pid)."),
         click.option("--resource", metavar="NAME", help="Fenced resource (default db/migrations)."),
@@ -241,7 +241,7 @@ def check(obj: _Context, /, db: bool, as_json: bool, output: str, **rules: str |
 
 @main.group()
 def lease() -> None:
-    """Leases that issue fencing tokens: acquire, renew, release, status."""
+    """Leases that issue fencing tokens: acquire, renew, release, status, detach."""
 
 
 _resource_option = click.option("--resource", metavar="NAME", help="Leased resource (default db/migrations).")
@@ -313,6 +313,24 @@ def lease_status(obj: _Context, /, as_json: bool, **options: Any) -> None:
         _print_json({"status": "ok", "lease": status.as_json()})
     else:
         click.echo(_status_text(status))
+
+
+@lease.command("detach")
+@_resource_option
+@_lease_url_option
+@_json_option
+@click.pass_obj
+def lease_detach(obj: _Context, /, as_json: bool, **options: Any) -> None:
+    """Let the resource take external tokens (--token) again; refused while a lease is live."""
+    status = _guarded(as_json, lambda: api.lease_detach(obj.config(), **options))
+    if as_json:
+        _print_json({"status": "ok", "resource": status.resource, "token_source": "external",
+                     "fence_token": status.fence_token})
+    else:
+        click.echo(
+            f"{status.resource} now takes external tokens (--token) above its fence token {status.fence_token}; "
+            "the next grant gives it back to a lease service"
+        )
 
 
 @main.command()
@@ -499,7 +517,10 @@ def _state_text(result: State) -> str:
         return "\n".join(lines)
     lines.append(f"fence schema: {result.fence_schema_version}")
     lines.append("fences:")
-    lines += [f"  {row.resource}  token={row.token}  since {row.updated_at}" for row in result.fences] or ["  (none)"]
+    lines += [
+        f"  {row.resource}  token={row.token}  since {row.updated_at}  tokens from {row.token_source}"
+        for row in result.fences
+    ] or ["  (none yet: no resource has a token source)"]
     lines.append(f"ledger ({result.version_table}):")
     lines += [
         f"  {row.revision}  applied_token={row.applied_token}  holder={row.holder}  "

@@ -129,6 +129,10 @@ class Interrupted(FencemigrateError):
         return {"status": self.status, "signal": self.signal_name, "message": str(self)}
 
 
+class TokensExhausted(FencemigrateError):
+    """A grant found no token left above the fence (it is at the largest token): nothing was changed."""
+
+
 class LeaseLost(FencemigrateError):
     """A renew or release by someone who no longer holds the lease: stale, like FENCED."""
 

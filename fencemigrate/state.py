@@ -23,6 +23,7 @@ class FenceRow:
     resource: str
     token: int
     updated_at: str
+    token_source: str = "external"  # or 'lease service', 'redis' (see token_sources); older schemas: not recorded
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,17 @@ class State:
         }
 
 
+NOT_RECORDED = "not recorded (fence schema before 0.4)"
+
+
+def _token_sources(connection: Connection, quoted_schema: str, schema_version: str) -> dict[str, str]:
+    """``{resource: token source}``; empty before fence schema 0.4, which records them."""
+    if tuple(int(part) for part in schema_version.split(".")) < (0, 4):
+        return {}
+    rows = connection.execute(statement("token_sources", quoted_schema, connection.dialect.name))
+    return {row.resource: row.token_source for row in rows}
+
+
 def read_state(context: MigrationContext, schema: str) -> State:
     """Read heads, fence rows and ledger rows through the migration context's connection."""
     connection = context.connection
@@ -88,8 +100,9 @@ def read_state(context: MigrationContext, schema: str) -> State:
     if state.fence_schema_version is None:
         return state
     dialect = connection.dialect.name
+    sources = _token_sources(connection, quoted, state.fence_schema_version)
     state.fences = [
-        FenceRow(row.resource, int(row.token), utc_text(row.updated_at))
+        FenceRow(row.resource, int(row.token), utc_text(row.updated_at), sources.get(row.resource, NOT_RECORDED))
         for row in connection.execute(statement("fence_rows", quoted, dialect))
     ]
     state.ledger = [

@@ -8,14 +8,16 @@ import socket
 
 from .errors import UsageError
 
-MAX_TOKEN = 2**63 - 1
+MAX_TOKEN = 2**62
+"""The largest fencing token: a grant issues one above the fence, which must still fit a bigint,
+and the bits above leave room for an epoch (4611686018427387904)."""
 MAX_NAME_LENGTH = 255
 DEFAULT_RESOURCE = "db/migrations"
 _DECIMAL = re.compile(r"\s*[0-9]+\s*", re.ASCII)
 
 
 def parse_token(value: str | int) -> int:
-    """A fencing token: an integer in 1..2**63-1."""
+    """A fencing token: an integer in 1..2**62."""
     if isinstance(value, str) and not value.strip():
         raise UsageError(
             "empty fencing token: pass --token N, or leave --token out (and FENCEMIGRATE_TOKEN unset) "

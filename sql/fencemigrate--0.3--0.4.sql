@@ -7,3 +7,121 @@
 CREATE OR REPLACE FUNCTION @extschema@.schema_version() RETURNS text
 LANGUAGE sql IMMUTABLE
 AS $$ SELECT '0.4'::text $$;
+
+-- == token sources and the token domain (issue 12, defect 3) ==
+-- Where a resource's tokens come from: 'external' (a harness's own leases pass --token; the
+-- first claim of a resource seeds its row so), or a lease service that grants them, 'lease service'
+-- (built in) or 'redis'. A grant advances the fence to the token it issued and sets the source
+-- (grant_fence.sql), so on a leased resource the fence token is the last token issued: claim()
+-- refuses any higher token as never issued (FENCED). `fencemigrate lease detach` sets it back
+-- to 'external'. Rows of databases updated from 0.3: the source of their last grant, if any.
+ALTER TABLE @extschema@.agent_fence
+    ADD COLUMN token_source text NOT NULL DEFAULT 'external'
+        CHECK (token_source IN ('external', 'lease service', 'redis'));
+UPDATE @extschema@.agent_fence f
+   SET token_source = CASE WHEN g.detail LIKE '%"lease_service": "redis"%' THEN 'redis' ELSE 'lease service' END
+  FROM (SELECT DISTINCT ON (resource) resource, detail FROM @extschema@.fence_event
+         WHERE kind = 'GRANT' ORDER BY resource, at DESC, id DESC) g
+ WHERE g.resource = f.resource;
+
+-- Tokens are 1 .. 2^62 (4611686018427387904): a grant issues at most one above the fence, so no
+-- token can make it overflow bigint. NOT VALID: a row already above (a database written with
+-- 2^63-1 before 0.4) stays readable; its next grant is refused cleanly by the lease service.
+ALTER TABLE @extschema@.agent_fence
+    ADD CONSTRAINT agent_fence_token_domain CHECK (token <= 4611686018427387904) NOT VALID;
+ALTER TABLE @extschema@.lease
+    ADD CONSTRAINT lease_token_domain CHECK (token <= 4611686018427387904) NOT VALID;
+ALTER TABLE @extschema@.applied_revision
+    ADD CONSTRAINT applied_revision_token_domain CHECK (applied_token <= 4611686018427387904) NOT VALID;
+
+-- The reason of a FENCED claim whose token the resource's lease service never issued.
+CREATE FUNCTION @extschema@.never_issued(
+    p_resource text, p_token bigint, p_fence_token bigint, p_source text
+) RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT format('token %s was never issued by %s for %s (the last token it issued is %s)',
+                  p_token, CASE WHEN p_source = 'redis' THEN 'the lease service (Redis)'
+                                ELSE 'the lease service' END,
+                  p_resource, p_fence_token)
+$$;
+
+-- The claim's row work (claim() takes the shared advisory lock of 0.2, then calls this): the
+-- fence row locked, and rewritten only when the token goes up. FM001 when a higher token has
+-- written, or when a token above the fence comes to a leased resource: its service never issued it.
+CREATE OR REPLACE FUNCTION @extschema@.claim_fence_row(p_resource text, p_token bigint) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_fence  bigint;
+    v_source text;
+BEGIN
+    IF p_token IS NULL OR p_token < 1 OR p_token > 4611686018427387904 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('fencing token must be an integer from 1 to 4611686018427387904, got %s', p_token);
+    END IF;
+    SELECT f.token, f.token_source INTO v_fence, v_source
+      FROM @extschema@.agent_fence f WHERE f.resource = p_resource FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO @extschema@.agent_fence (resource, token) VALUES (p_resource, p_token)
+        ON CONFLICT (resource) DO NOTHING;
+        IF FOUND THEN
+            RETURN pg_current_xact_id()::text::bigint;
+        END IF;
+        SELECT f.token, f.token_source INTO v_fence, v_source
+          FROM @extschema@.agent_fence f WHERE f.resource = p_resource FOR UPDATE;
+    END IF;
+    IF v_fence > p_token THEN
+        PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+            format('token %s has since written to %s', v_fence, p_resource));
+    ELSIF v_fence < p_token THEN
+        IF v_source <> 'external' THEN
+            PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+                @extschema@.never_issued(p_resource, p_token, v_fence, v_source));
+        END IF;
+        UPDATE @extschema@.agent_fence SET token = p_token, updated_at = now() WHERE resource = p_resource;
+    END IF;
+    RETURN pg_current_xact_id()::text::bigint;
+END
+$$;
+
+-- A re-apply is refused the same way before anything is rolled back.
+CREATE OR REPLACE FUNCTION @extschema@.check_reapply(
+    p_version_table text, p_resource text, p_revisions text[], p_token bigint
+) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_revision text;
+    v_applied  bigint;
+    v_fence    bigint;
+    v_source   text;
+BEGIN
+    SELECT f.token, f.token_source INTO v_fence, v_source
+      FROM @extschema@.agent_fence f WHERE f.resource = p_resource;
+    IF v_fence > p_token THEN
+        PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+            format('token %s has since written to %s', v_fence, p_resource));
+    ELSIF v_fence < p_token AND v_source <> 'external' THEN
+        PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+            @extschema@.never_issued(p_resource, p_token, v_fence, v_source));
+    END IF;
+    FOREACH v_revision IN ARRAY p_revisions LOOP
+        SELECT a.applied_token INTO v_applied
+          FROM @extschema@.applied_revision a
+         WHERE a.version_table = p_version_table AND a.revision = v_revision;
+        IF NOT FOUND THEN
+            PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+                format('%s has no fence record (it was applied outside fencemigrate), so no token may re-apply it',
+                       v_revision));
+        ELSIF v_applied <> p_token THEN
+            PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+                format('%s was applied under token %s, not yours', v_revision, v_applied));
+        END IF;
+    END LOOP;
+END
+$$;
+-- == end of token sources (issue 12, defect 3) ==

@@ -50,7 +50,7 @@ RUN_KEYS = {
 STATE_KEYS = {
     "status", "version_table", "heads", "fence_schema_version", "fences", "ledger", "dirty", "autocommit_leftovers",
 }
-FENCE_ROW_KEYS = {"resource", "token", "updated_at"}
+FENCE_ROW_KEYS = {"resource", "token", "updated_at", "token_source"}
 LEDGER_ROW_KEYS = {
     "revision", "resource", "applied_token", "holder", "method", "applied_at", "script_sha256", "state",
 }
@@ -336,7 +336,8 @@ def test_state_after_runs(two: Project) -> None:
         "version_table": "alembic_version",
         "heads": ["0002"],
         "fence_schema_version": "0.4",
-        "fences": [{"resource": DEFAULT_RESOURCE, "token": 8, "updated_at": updated_at.isoformat()}],
+        "fences": [{"resource": DEFAULT_RESOURCE, "token": 8, "updated_at": updated_at.isoformat(),
+                    "token_source": "external"}],
         "ledger": [
             {
                 "revision": rev,
@@ -361,7 +362,7 @@ def test_state_after_runs(two: Project) -> None:
         "heads: 0002",
         "fence schema: 0.4",
         "fences:",
-        f"  db/migrations  token=8  since {updated_at.isoformat()}",
+        f"  db/migrations  token=8  since {updated_at.isoformat()}  tokens from external",
         "ledger (alembic_version):",
         f"  0001  applied_token=7  holder=h1  upgrade at {applied['0001'].isoformat()}",
         f"  0002  applied_token=8  holder=h2  upgrade at {applied['0002'].isoformat()}",
@@ -588,7 +589,7 @@ def test_api_raises_fenced_for_stale_token(two: Project) -> None:
 
 @pytest.mark.parametrize(
     "token",
-    ["abc", "", "1.5", "0", 0, -1, 2**63, True, 1.5, 7.0],
+    ["abc", "", "1.5", "0", 0, -1, 2**63, 2**62 + 1, True, 1.5, 7.0],
     ids=repr,
 )
 def test_api_rejects_bad_token(two: Project, token: Any) -> None:

@@ -481,7 +481,7 @@ def test_eight_runners_at_once_on_an_empty_database(
                      "unknown lease backend URL 'memcached://127.0.0.1:1': use redis://HOST:PORT/DB (or leave it "
                      "out for the built-in lease service in the migration database)", id="backend-unknown"),
         pytest.param(["lease", "renew", "--holder", "a", "--token", "0"],
-                     "invalid token '0': must be an integer from 1 to 9223372036854775807", id="renew-token"),
+                     "invalid token '0': must be an integer from 1 to 4611686018427387904", id="renew-token"),
         pytest.param(["upgrade", "head", "--ttl", "0"],
                      "invalid --ttl '0': a lease TTL must be more than zero", id="runner-ttl-zero"),
         pytest.param(["upgrade", "head", "--token", "5", "--ttl", "1m"],

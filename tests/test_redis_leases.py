@@ -23,7 +23,7 @@ from support.db import connect, query
 from support.project import Project
 from support.redis_server import PrivateRedis
 
-from fencemigrate.errors import EXIT_BUSY, EXIT_FENCED, DatabaseError, LeaseBusy, LeaseLost
+from fencemigrate.errors import EXIT_BUSY, EXIT_FENCED, DatabaseError, LeaseBusy, LeaseLost, TokensExhausted
 from fencemigrate.leases import Grant, LeaseRequest, open_backend
 from fencemigrate.leases.fence_on_grant import IN_FLIGHT
 from fencemigrate.leases.redis_backend import RedisLeases
@@ -174,14 +174,17 @@ def test_a_redis_restart_loses_everything_and_tokens_still_go_up(engine: Engine,
 
 
 def test_tokens_above_two_to_the_53_stay_exact(leases: RedisLeases, client: redis.Redis, pg_url: str) -> None:
-    claim(pg_url, 2**62)  # e.g. a token from the team's previous lease service
+    claim(pg_url, 2**62 - 2)  # e.g. a token from the team's previous lease service
 
     first = leases.acquire(request("agent-A"))
     second = leases.acquire(request("agent-A"))
 
-    assert (first.token, second.token) == (2**62 + 1, 2**62 + 2)
-    assert client.get(TOKEN_KEY) == str(2**62 + 2)
-    assert fence_token(pg_url) == 2**62 + 2
+    assert (first.token, second.token) == (2**62 - 1, 2**62)
+    assert client.get(TOKEN_KEY) == str(2**62)
+    assert fence_token(pg_url) == 2**62
+    with pytest.raises(TokensExhausted):  # 2**62 is the largest token: refused, never an overflow
+        leases.acquire(request("agent-A"))
+    assert fence_token(pg_url) == 2**62
 
 
 # -- busy, lost, expiry -------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from ..durations import format_duration
 from ..errors import LeaseBusy, LeaseLost, is_lock_contention
 from ..events import log_event
 from ..queries import query_dialect, statement
+from ..token_sources import LEASE_SERVICE, check_room
 from .fence_on_grant import LEASE_ROW_WAIT_MS, LEASE_TRANSACTION_IN_PROGRESS, fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus
 from .polling import StoppedWaiting, poll_for_grant
@@ -100,6 +101,10 @@ class DatabaseLeases:
         with self._fence.in_transaction(resource) as connection:
             return self._peek(connection, resource)
 
+    def detach(self, resource: str) -> LeaseStatus:
+        """Give ``resource`` back to external tokens; LeaseBusy while its lease is live."""
+        return self._fence.detach(resource, lambda: self._peek(self._connection, resource))
+
     # -- a grant ---------------------------------------------------------------------------
 
     def _try_grant(
@@ -159,10 +164,12 @@ class DatabaseLeases:
                 locked = self._run(connection, "lease_lock", resource=resource).one()
             if locked.holder not in (None, holder) and not locked.expired:
                 return self._peek(connection, resource)
-            token = max(int(locked.token), fence_token or 0) + 1
+            highest = max(int(locked.token), fence_token or 0)
+            check_room(resource, highest)
+            token = highest + 1
             self._run(connection, "lease_grant", resource=resource, holder=holder, token=token,
                       ttl_ms=request.ttl_ms)
-            self._fence.advance(resource, token)
+            self._fence.advance(resource, token, LEASE_SERVICE)
             previous = locked.holder if locked.holder not in (None, holder) else None
             if previous is not None:
                 self._log(connection, resource, "EXPIRE", previous, int(locked.token), at=seen.expires_at)

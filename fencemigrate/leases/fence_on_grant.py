@@ -23,7 +23,7 @@ import sqlite3
 import time
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from sqlalchemy import Connection, Engine, RootTransaction
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -31,9 +31,10 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from ..errors import ImplausibleClock, LeaseBusy, UsageError, sqlstate_of
 from ..fence_schema import ensure_installed
 from ..queries import query_dialect, statement
-from ..runtime.fence_calls.plain import claim_fence
 from ..runtime.named_lock import NamedLock
 from ..runtime.sqlite_transactions import sqlite_transactions
+from ..token_sources import advance_fence, detach_fence
+from .model import LeaseStatus
 
 _LOCK_NOT_AVAILABLE = "55P03"
 _PREEMPT_GRACE_MS = 5000
@@ -46,6 +47,7 @@ LEASE_TRANSACTION_IN_PROGRESS = (
     "another grant, renew or release of it has not finished (its process may be paused or stopped)"
 )
 _LARGEST_CLOCK_LEAD_DAYS = 366  # SQLite: a grant this long after the newest logged event is a clock set wrong
+DETACH_WAIT_MS = 10_000
 _UNCONTENDED_BEGIN_S = 0.01  # an uncontended BEGIN IMMEDIATE takes well under a millisecond
 
 IN_FLIGHT = (
@@ -144,9 +146,25 @@ class FenceOnGrant(ABC):
         first claim) and the backend pids of the stale writers cancelled. LeaseBusy when the wait
         runs out."""
 
-    @abstractmethod
-    def advance(self, resource: str, token: int) -> None:
-        """Claim ``resource`` for ``token`` in the grant's transaction: older holders are now fenced."""
+    def detach(self, resource: str, lease_now: Callable[[], LeaseStatus]) -> LeaseStatus:
+        """``lease detach`` in one transaction that waits (at most :data:`DETACH_WAIT_MS`) as a grant
+        does, so no grant comes in between: LeaseBusy while ``lease_now()`` has a live holder."""
+        with self.transaction(resource, DETACH_WAIT_MS):
+            self.serialise_grants(resource, DETACH_WAIT_MS)
+            self.lock_fence(resource, DETACH_WAIT_MS, False)
+            lease = lease_now()
+            if lease.live_holder is not None:
+                expires = lease.expires_at.isoformat() if lease.expires_at else "?"
+                raise LeaseBusy(resource, lease.holder,
+                                f"held by {lease.holder} (token {lease.token}) until {expires}; "
+                                "detach it once that lease is released or has expired")
+            detach_fence(self._connection, self._schema, resource)
+        return lease
+
+    def advance(self, resource: str, token: int, source: str) -> None:
+        """Advance the fence of ``resource`` to ``token``, just issued by ``source``, in the grant's
+        transaction: older holders are now fenced, and tokens ``source`` never issued are refused."""
+        advance_fence(self._connection, self._schema, resource, token, source)
 
     def _run(self, name: str, **params: Any) -> Any:
         return self._connection.execute(statement(name, self._schema, self._connection.dialect.name), params)
@@ -200,9 +218,6 @@ class PostgresFenceOnGrant(FenceOnGrant):
             raise
         return (None if token is None else int(token)), preempted
 
-    def advance(self, resource: str, token: int) -> None:
-        self._run("claim", resource=resource, token=token)
-
 
 class SqliteFenceOnGrant(FenceOnGrant):
     """One writer at a time: every transaction is ``BEGIN IMMEDIATE``; a grant's waits for it are bounded."""
@@ -239,9 +254,6 @@ class SqliteFenceOnGrant(FenceOnGrant):
         assert not preempt, "check_preempt refuses --preempt on SQLite before a grant starts"
         token = self._run("fence_lock", resource=resource).scalar()
         return (None if token is None else int(token)), ()
-
-    def advance(self, resource: str, token: int) -> None:
-        claim_fence(self._connection, self._schema, resource, token)
 
     def _begin(self, resource: str, wait_ms: int | None) -> RootTransaction:
         """Begin, with the busy timeout at ``wait_ms`` for the BEGIN only (COMMIT may still wait
@@ -316,9 +328,6 @@ class MysqlFenceOnGrant(FenceOnGrant):
         self._run("lock_timeout", timeout_s=max(1, -(-remaining_ms // 1000)))
         token = self._run("fence_lock", resource=resource).scalar()
         return (None if token is None else int(token)), preempted
-
-    def advance(self, resource: str, token: int) -> None:
-        claim_fence(self._connection, self._schema, resource, token)
 
 
 def _is_busy(error: OperationalError) -> bool:

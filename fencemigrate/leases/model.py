@@ -116,5 +116,9 @@ class LeaseBackend(Protocol):
     def status(self, resource: str) -> LeaseStatus:
         """The lease as it is now."""
 
+    def detach(self, resource: str) -> LeaseStatus:
+        """Give ``resource`` back to external tokens (``--token`` above its fence token); LeaseBusy
+        while a holder's lease is live, UsageError when it has no fence row."""
+
     def close(self) -> None:
         """Close the backend's connections."""

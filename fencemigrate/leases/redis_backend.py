@@ -27,6 +27,7 @@ from sqlalchemy import Connection, Engine
 from ..errors import DatabaseError, LeaseBusy, LeaseLost
 from ..events import log_event
 from ..queries import statement
+from ..token_sources import REDIS, check_room
 from .fence_on_grant import fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus
 from .polling import poll_for_grant
@@ -111,6 +112,10 @@ class RedisLeases:
         with self._fence.in_transaction(resource) as connection:
             return self._status(connection, resource)
 
+    def detach(self, resource: str) -> LeaseStatus:
+        """Give ``resource`` back to external tokens; LeaseBusy while Redis has a live lease on it."""
+        return self._fence.detach(resource, lambda: self._status(self._connection, resource))
+
     # -- a grant ---------------------------------------------------------------------------
 
     def _try_grant(self, request: LeaseRequest, remaining_ms: int) -> Grant | Busy:
@@ -125,12 +130,14 @@ class RedisLeases:
             with self._fence.transaction(resource, remaining_ms) as transaction:
                 self._fence.serialise_grants(resource, remaining_ms)
                 fence_token, preempted = self._fence.lock_fence(resource, remaining_ms, request.preempt)
+                check_room(resource, fence_token)
                 outcome = self._store.issue(resource, holder, fence_token, request.ttl_ms)
                 if isinstance(outcome, Busy):  # our key expired during the wait and was taken
                     transaction.rollback()
                     return outcome
                 issued = outcome
-                self._fence.advance(resource, issued.token)
+                check_room(resource, issued.token - 1)  # Redis's counter may have been above the fence
+                self._fence.advance(resource, issued.token, REDIS)
                 previous = self._log_grant(request, issued, fence_token, preempted)
         except BaseException:
             if taken or issued is not None:

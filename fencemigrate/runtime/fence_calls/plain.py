@@ -8,6 +8,7 @@ from sqlalchemy import Connection, CursorResult
 
 from ...errors import Fenced
 from ...queries import statement
+from ...token_sources import EXTERNAL, never_issued
 from .base import FenceCalls
 
 
@@ -30,9 +31,10 @@ class PlainStatementCalls(FenceCalls):
 
         Called before the claim, so a rejection reports the fence token as committed.
         """
-        fence = self._run("fence_token", resource=resource).scalar()
-        if fence is not None and fence > token:
-            raise Fenced(resource, token, fence, newer_token(fence, resource))
+        row = self._run("fence_source", resource=resource).one_or_none()
+        fence = None if row is None else int(row.token)
+        if row is not None:
+            refuse_token(resource, token, int(row.token), row.token_source)
         for revision in revisions:
             applied = self._run("applied_token", version_table=version_table, revision=revision).scalar()
             if applied is None:
@@ -110,15 +112,26 @@ class PlainStatementCalls(FenceCalls):
 
 def claim_fence(connection: Connection, quoted_schema: str, resource: str, token: int) -> None:
     """Claim ``resource`` for ``token`` in the connection's transaction (seeding its fence row on
-    the first claim); FENCED if a higher token has written. Also a grant's fence advance."""
+    the first claim); FENCED if a higher token has written, or if the resource's lease service
+    never issued ``token``."""
 
     def run(name: str) -> CursorResult[Any]:
         clause = statement(name, quoted_schema, connection.dialect.name)
         return connection.execute(clause, {"resource": resource, "token": token})
 
     if not run("claim").rowcount and not run("seed_fence").rowcount:
-        fence = int(run("fence_token").scalar_one())
+        row = run("fence_source").one()
+        refuse_token(resource, token, int(row.token), row.token_source)
+        raise AssertionError(f"the claim of {resource} matched no row, yet token {token} is acceptable")
+
+
+def refuse_token(resource: str, token: int, fence: int, source: str) -> None:
+    """FENCED when a higher token has written, or when ``token`` is above the fence of a resource
+    whose lease service never issued it (the claim statement's condition, explained)."""
+    if fence > token:
         raise Fenced(resource, token, fence, newer_token(fence, resource))
+    if fence < token and source != EXTERNAL:
+        raise Fenced(resource, token, fence, never_issued(resource, token, fence, source))
 
 
 def newer_token(fence: int, resource: str) -> str:

@@ -1,0 +1,64 @@
+"""Where a resource's fencing tokens come from, and the grant's fence advance that records it.
+
+``external``: a harness runs its own leases and passes ``--token`` (the first claim of a resource
+seeds its fence row so); any token at or above the fence writes, as it always has. ``lease
+service`` (built in) or ``redis``: a grant advanced the fence to the token it issued, so the fence
+token is the last token issued, and the database refuses every higher token as never issued
+(claim() on PostgreSQL, ``claim.sql`` elsewhere). A grant makes a resource its service's;
+``fencemigrate lease detach`` gives it back to external tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, CursorResult
+
+from .errors import DatabaseError, TokensExhausted, UsageError
+from .queries import statement
+from .validation import MAX_TOKEN
+
+EXTERNAL = "external"
+LEASE_SERVICE = "lease service"
+REDIS = "redis"
+NONE_YET = "none yet"  # no fence row: nothing has written or been granted
+
+
+def never_issued(resource: str, token: int, fence: int, source: str) -> str:
+    """The reason of a FENCED claim above the fence of a leased resource (as claim() words it)."""
+    service = "the lease service (Redis)" if source == REDIS else "the lease service"
+    return f"token {token} was never issued by {service} for {resource} (the last token it issued is {fence})"
+
+
+def check_room(resource: str, highest: int | None) -> None:
+    """TokensExhausted when no token is left above ``highest`` (the fence, or a lease counter)."""
+    if highest is not None and highest >= MAX_TOKEN:
+        raise TokensExhausted(
+            f"no token is left for {resource}: its fence token is {highest}, the largest token there is, "
+            "so no grant can issue a higher one (nothing was changed)"
+        )
+
+
+def advance_fence(connection: Connection, quoted_schema: str, resource: str, token: int, source: str) -> None:
+    """A grant's fence advance, in its transaction: the fence moves up to ``token``, just issued by
+    ``source``, whose resource it is from now on. Every older holder is fenced once this commits."""
+
+    def run(name: str) -> CursorResult[Any]:
+        clause = statement(name, quoted_schema, connection.dialect.name)
+        return connection.execute(clause, {"resource": resource, "token": token, "source": source})
+
+    if not run("grant_fence").rowcount and not run("seed_granted_fence").rowcount:
+        raise DatabaseError(
+            f"the grant of token {token} could not advance the fence of {resource}: a higher token "
+            "has written meanwhile (nothing was changed)"
+        )
+
+
+def detach_fence(connection: Connection, quoted_schema: str, resource: str) -> None:
+    """``lease detach``'s write: ``resource`` takes external tokens above its fence from now on."""
+    clause = statement("detach_fence", quoted_schema, connection.dialect.name)
+    if not connection.execute(clause, {"resource": resource}).rowcount:
+        raise UsageError(
+            f"{resource} has no fence row yet: its first write (--token) or grant decides where its "
+            "tokens come from (nothing was changed)"
+        )

@@ -47,7 +47,10 @@ RUN_KEYS = {
     "forced_single_transaction",
     "mode",
 }
-STATE_KEYS = {"status", "version_table", "heads", "fence_schema_version", "fences", "ledger", "dirty"}
+STATE_KEYS = {
+    "status", "version_table", "heads", "fence_schema_version", "fences", "ledger", "dirty",
+    "ledger_above_fence", "fence_below_lease", "fence_schema_problems",
+}
 FENCE_ROW_KEYS = {"resource", "token", "updated_at"}
 LEDGER_ROW_KEYS = {
     "revision", "resource", "applied_token", "holder", "method", "applied_at", "script_sha256", "state",
@@ -306,6 +309,9 @@ def test_state_before_any_fenced_run(two: Project) -> None:
         "fences": [],
         "ledger": [],
         "dirty": [],
+        "ledger_above_fence": [],
+        "fence_below_lease": [],
+        "fence_schema_problems": [],
     }
     assert "fencemigrate" not in schema_names(two.url)
 
@@ -347,6 +353,9 @@ def test_state_after_runs(two: Project) -> None:
             for rev, token, holder in [("0001", 7, "h1"), ("0002", 8, "h2")]
         ],
         "dirty": [],
+        "ledger_above_fence": [],
+        "fence_below_lease": [],
+        "fence_schema_problems": [],
     }
     assert all(set(row) == FENCE_ROW_KEYS for row in payload["fences"])
     assert all(set(row) == LEDGER_ROW_KEYS for row in payload["ledger"])

@@ -28,7 +28,8 @@ from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .leases.runner import RunnerLease
 from .demo import DemoResult, run_demo
-from .fence_schema import ensure_installed, offline_install_script
+from .fence_schema import ensure_installed, installed_version, offline_install_script
+from .migration_role import check_grant_to, grant_to_migration_role
 from .resources import template_dir
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, run_env, translated_errors
 from .runtime.fenced_run import HeadsMoved, Planner
@@ -345,23 +346,36 @@ def lease_detach(config: Config, *, resource: str | None = None, lease_url: str 
     return _with_lease_backend(config, lease_url, lambda backend: backend.detach(name))[0]
 
 
-def install(config: Config, sql: bool = False) -> str:
-    """Install the fence schema through env.py's connection; with ``sql``, return the script instead,
-    for the database ``sqlalchemy.url`` names (PostgreSQL's unless it names SQLite or MySQL/MariaDB)."""
+def install(config: Config, sql: bool = False, grant_to: str | None = None) -> str:
+    """Install the fence schema through env.py's connection, or put back the guard triggers of an
+    installed one that were dropped or disabled (one line each in the result); with ``sql``, return
+    the script instead, for the database ``sqlalchemy.url`` names (PostgreSQL's unless it names
+    SQLite or MySQL/MariaDB). ``grant_to`` (PostgreSQL): the role that runs migrations, granted what
+    they need in the fence schema, which it does not own (see :mod:`.migration_role`)."""
+    from .guard_repair import restore_guards
+
     schema = check_schema(fence_schema(config))
+    check_grant_to(grant_to, configured_backend(config), sql)
     if sql:
         return offline_install_script(configured_backend(config), schema)
-    outcome: list[bool] = []
+    outcome: list[str] = []
 
     def do_install(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         assert context.connection is not None
         quoted = context.dialect.identifier_preparer.quote(schema)
         with context.begin_transaction(_per_migration=True):
-            outcome.append(ensure_installed(context.connection, quoted))
+            if ensure_installed(context.connection, quoted):
+                outcome.append("installed")
+            else:
+                version = installed_version(context.connection, quoted)
+                assert version is not None
+                outcome.extend(["already installed", *restore_guards(context.connection, quoted, version)])
+            if grant_to is not None:
+                outcome.append(grant_to_migration_role(context.connection, quoted, grant_to))
         return []
 
     _run_without_steps(config, do_install)
-    return "installed" if outcome and outcome[0] else "already installed"
+    return "\n".join(outcome) if outcome else "already installed"
 
 
 def init(config: Config, directory: str) -> Path:

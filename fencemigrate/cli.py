@@ -336,10 +336,12 @@ def lease_detach(obj: _Context, /, as_json: bool, **options: Any) -> None:
 @main.command()
 @click.option("--sql", is_flag=True, help="Print the install script instead of running it: for the database "
               "sqlalchemy.url names (SQLite, MySQL/MariaDB; PostgreSQL otherwise).")
+@click.option("--grant-to", metavar="ROLE", help="PostgreSQL: the role that runs migrations, granted what fencemigrate "
+              "needs in the fence schema, which stays owned by you (README: Two roles).")
 @click.pass_obj
-def install(obj: _Context, sql: bool) -> None:
-    """Install the fence schema (done automatically on the first fenced run)."""
-    click.echo(_guarded(False, lambda: api.install(obj.config(), sql=sql)))
+def install(obj: _Context, sql: bool, grant_to: str | None) -> None:
+    """Install the fence schema (done automatically on the first fenced run), or put back its guard."""
+    click.echo(_guarded(False, lambda: api.install(obj.config(), sql=sql, grant_to=grant_to)))
 
 
 @main.command()
@@ -540,6 +542,10 @@ def _state_text(result: State) -> str:
             f"by {dirty.holder} at {dirty.since} never finished; fenced writes are refused until "
             f"`fencemigrate resolve {dirty.revision} --token N --as applied|rolled-back`"
         )
+    lines += [f"ERROR: {row.message}" for row in result.ledger_above_fence]
+    lines += [f"ERROR: {row.message}" for row in result.fence_below_lease]
+    altered = "ERROR: the fence schema differs from fencemigrate's:"
+    lines += [f"{altered} {problem}" for problem in result.fence_schema_problems]
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ from .dirty import Unsettled, tracks_dirty, unsettled_revisions, utc_text
 from .fence_schema import installed_version
 from .queries import statement
 from .runtime.ledger_changes import version_table_name
+from .tampering import FenceBelowLease, LedgerAboveFence, fence_below_lease, ledger_above_fence
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,10 @@ class State:
     ledger: list[LedgerRow] = field(default_factory=list)
     dirty: list[Unsettled] = field(default_factory=list)
     autocommit_leftovers: list[AutocommitLeftover] = field(default_factory=list)
+    # What only tampering with the fence leaves (errors): see tampering.py and check --db's FM405.
+    ledger_above_fence: list[LedgerAboveFence] = field(default_factory=list)
+    fence_below_lease: list[FenceBelowLease] = field(default_factory=list)
+    fence_schema_problems: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """JSON form, printed by ``state --json``."""
@@ -75,6 +80,9 @@ class State:
             "ledger": [vars(row) for row in self.ledger],
             "dirty": [row.as_json() for row in self.dirty],
             "autocommit_leftovers": [vars(row) for row in self.autocommit_leftovers],
+            "ledger_above_fence": [row.as_json() for row in self.ledger_above_fence],
+            "fence_below_lease": [row.as_json() for row in self.fence_below_lease],
+            "fence_schema_problems": self.fence_schema_problems,
         }
 
 
@@ -127,6 +135,7 @@ def read_state(context: MigrationContext, schema: str) -> State:
             for fence in state.fences
             for row in unsettled_revisions(connection, quoted, fence.resource)
         ]
+    _read_tampering(connection, quoted, state)
     return state
 
 
@@ -158,3 +167,14 @@ def _autocommit_leftovers(
 
 def _moment(text: str) -> datetime:
     return datetime.fromisoformat(text)
+
+
+def _read_tampering(connection: Connection, quoted_schema: str, state: State) -> None:
+    """The impossible states tampering leaves, and how the fence schema differs from fencemigrate's."""
+    from .check.fence_objects import fence_schema_problems
+
+    assert state.fence_schema_version is not None
+    state.ledger_above_fence = ledger_above_fence(connection, quoted_schema)
+    state.fence_below_lease = fence_below_lease(connection, quoted_schema)
+    state.fence_schema_problems = fence_schema_problems(connection, quoted_schema, state.fence_schema_version)
+

@@ -199,7 +199,12 @@ def test_a_dropped_guard_really_lets_the_fence_go_down(project: Project) -> None
     assert result.stdout.splitlines() == [
         f"::error title=FM405 fence-schema-altered::the fence schema fencemigrate ({PG_VERSION}) differs from "
         f"fencemigrate's: trigger agent_fence_monotonic is missing%0Afix: {ALTERED_FIX}",
-        "1 error, 0 warnings in 1 revision file, database checked",
+        # What the lowered fence left (FM411), reported too:
+        "::error title=FM411 ledger-above-fence::the ledger row of 0001 (alembic_version) has applied_token 34, "
+        "above the fence token 1 of db/migrations: the fence was lowered after it was written%0Afix: "
+        "find out who lowered the fence (a guard trigger disabled or dropped: FM405, `fencemigrate install` "
+        "puts it back), then check what the stale tokens wrote; own the fence by another role (README, Two roles)",
+        "2 errors, 0 warnings in 1 revision file, database checked",
     ]
 
 

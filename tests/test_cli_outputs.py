@@ -49,6 +49,7 @@ RUN_KEYS = {
 }
 STATE_KEYS = {
     "status", "version_table", "heads", "fence_schema_version", "fences", "ledger", "dirty", "autocommit_leftovers",
+    "ledger_above_fence", "fence_below_lease", "fence_schema_problems",
 }
 FENCE_ROW_KEYS = {"resource", "token", "updated_at", "token_source"}
 LEDGER_ROW_KEYS = {
@@ -310,6 +311,9 @@ def test_state_before_any_fenced_run(two: Project) -> None:
         "ledger": [],
         "dirty": [],
         "autocommit_leftovers": [],
+        "ledger_above_fence": [],
+        "fence_below_lease": [],
+        "fence_schema_problems": [],
     }
     assert "fencemigrate" not in schema_names(two.url)
 
@@ -353,6 +357,9 @@ def test_state_after_runs(two: Project) -> None:
         ],
         "dirty": [],
         "autocommit_leftovers": [],
+        "ledger_above_fence": [],
+        "fence_below_lease": [],
+        "fence_schema_problems": [],
     }
     assert all(set(row) == FENCE_ROW_KEYS for row in payload["fences"])
     assert all(set(row) == LEDGER_ROW_KEYS for row in payload["ledger"])

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from alembic.runtime.migration import MigrationContext
 
 from ..state import State, read_state
-from .fence_objects import fence_schema_problems
 
 
 @dataclass(frozen=True)
@@ -21,11 +20,6 @@ class DatabaseSnapshot:
 
 
 def read_snapshot(context: MigrationContext, schema: str) -> DatabaseSnapshot:
-    """Read the state, and compare the fence schema with the install scripts when it is installed."""
+    """Read the state, which compares the fence schema with the install scripts when it is installed."""
     state = read_state(context, schema)
-    if state.fence_schema_version is None:
-        return DatabaseSnapshot(schema, state, ())
-    assert context.connection is not None
-    quoted = context.dialect.identifier_preparer.quote(schema)
-    problems = fence_schema_problems(context.connection, quoted, state.fence_schema_version)
-    return DatabaseSnapshot(schema, state, tuple(problems))
+    return DatabaseSnapshot(schema, state, tuple(state.fence_schema_problems))

@@ -36,29 +36,40 @@ class FenceObject:
 
 def fence_schema_problems(connection: Connection, quoted_schema: str, version: str) -> list[str]:
     """How the installed fence schema differs from fencemigrate's at ``version`` (empty: it does not)."""
-    dialect = query_dialect(connection.dialect.name)
-    if dialect == "postgresql":
-        expected = _postgresql_expected(quoted_schema, version)
-        parameters = {"quoted_schema": quoted_schema}
-    elif dialect == "sqlite":
-        expected = _sqlite_expected(quoted_schema, version)
-        parameters = {"prefix": prefixed_table_name(quoted_schema, "")}
-    elif dialect == "mysql":
-        expected = _mysql_expected(quoted_schema, version)
-        parameters = {"prefix": prefixed_table_name(quoted_schema, "")}
-    else:
-        raise FencemigrateError(f"check --db cannot compare the fence schema on {dialect} yet")
+    expected = expected_fence_objects(connection.dialect.name, quoted_schema, version)
     if expected is None:
         return [f"it is at version {version}, which this fencemigrate does not know"]
-    installed = {
-        (row.kind, row.name): FenceObject(row.kind, row.name, row.definition, bool(row.enabled))
-        for row in connection.execute(statement("check_fence_objects", quoted_schema, dialect), parameters)
-    }
+    installed = installed_fence_objects(connection, quoted_schema)
     return [
         problem
         for wanted in expected
         if (problem := _difference(wanted, installed.get((wanted.kind, wanted.name)), quoted_schema))
     ]
+
+
+def expected_fence_objects(dialect_name: str, quoted_schema: str, version: str) -> list[FenceObject] | None:
+    """The tables, triggers and functions fencemigrate's scripts create at ``version`` (None: unknown)."""
+    dialect = query_dialect(dialect_name)
+    if dialect == "postgresql":
+        return _postgresql_expected(quoted_schema, version)
+    if dialect == "sqlite":
+        return _sqlite_expected(quoted_schema, version)
+    if dialect == "mysql":
+        return _mysql_expected(quoted_schema, version)
+    raise FencemigrateError(f"check --db cannot compare the fence schema on {dialect} yet")
+
+
+def installed_fence_objects(connection: Connection, quoted_schema: str) -> dict[tuple[str, str], FenceObject]:
+    """The fence schema's objects as the catalogs have them, by ``(kind, name)``."""
+    dialect = query_dialect(connection.dialect.name)
+    if dialect == "postgresql":
+        parameters = {"quoted_schema": quoted_schema}
+    else:
+        parameters = {"prefix": prefixed_table_name(quoted_schema, "")}
+    return {
+        (row.kind, row.name): FenceObject(row.kind, row.name, row.definition, bool(row.enabled))
+        for row in connection.execute(statement("check_fence_objects", quoted_schema, dialect), parameters)
+    }
 
 
 def _difference(wanted: FenceObject, found: FenceObject | None, quoted_schema: str) -> str | None:

@@ -18,6 +18,7 @@ from .database import (
 from .downgrade import MissingDowngrade
 from .files import BadSuppression, UnparsableRevision
 from .integrity import DuplicateRevisionId, MissingDownRevision, MultipleHeads, RevisionCycle
+from .tampering import FenceBelowLease, LedgerAboveFence
 from .transactions import (
     AutocommitBlock,
     Concurrently,
@@ -47,6 +48,8 @@ RULES: tuple[Rule, ...] = (
     FenceSchemaMissing(),
     FenceSchemaAltered(),
     DirtyRevision(),
+    LedgerAboveFence(),
+    FenceBelowLease(),
     UnparsableRevision(),
     BadSuppression(),
 )

@@ -1,0 +1,49 @@
+"""Rules for what only tampering with the fence leaves in the database (``check --db``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..findings import Finding
+from .base import CheckContext, Rule
+
+_FIX = (
+    "find out who lowered the fence (a guard trigger disabled or dropped: FM405, `fencemigrate install` "
+    "puts it back), then check what the stale tokens wrote; own the fence by another role (README, Two roles)"
+)
+
+
+class LedgerAboveFence(Rule):
+    """FM411: a ledger row applied under a token above its resource's fence token."""
+
+    id = "FM411"
+    name = "ledger-above-fence"
+    summary = (
+        "a ledger row applied under a token above the fence token of its resource (or with no fence row): "
+        "the fence was lowered after it was written, so stale tokens may have got through"
+    )
+    fix = _FIX
+    needs_database = True
+
+    def check(self, context: CheckContext) -> Iterator[Finding]:
+        assert context.database is not None, "database rules run only with --db"
+        for row in context.database.state.ledger_above_fence:
+            yield self.finding(row.message, revision=row.revision)
+
+
+class FenceBelowLease(Rule):
+    """FM412: a fence token below the last token the built-in lease service issued."""
+
+    id = "FM412"
+    name = "fence-below-lease"
+    summary = (
+        "a fence token below the last token the built-in lease service issued (or no fence row): "
+        "the fence was lowered, so stale tokens are no longer fenced"
+    )
+    fix = _FIX
+    needs_database = True
+
+    def check(self, context: CheckContext) -> Iterator[Finding]:
+        assert context.database is not None, "database rules run only with --db"
+        for row in context.database.state.fence_below_lease:
+            yield self.finding(row.message)

@@ -1,0 +1,35 @@
+"""Put back the guard triggers of an installed fence schema, for ``fencemigrate install``.
+
+A guard trigger that was dropped is created again from the install scripts of the installed
+version; on PostgreSQL one that was disabled (``ALTER TABLE ... DISABLE TRIGGER``) is enabled
+again. A trigger changed into something else, or a replaced function, is left to ``check --db``
+(FM405) and to whoever changed it.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection
+
+from .check.fence_objects import expected_fence_objects, installed_fence_objects
+from .queries import query_dialect, statement
+
+
+def restore_guards(connection: Connection, quoted_schema: str, version: str) -> list[str]:
+    """Recreate missing guard triggers and enable disabled ones; one line per trigger put back."""
+    expected = expected_fence_objects(connection.dialect.name, quoted_schema, version) or []
+    installed = installed_fence_objects(connection, quoted_schema)
+    triggers = {item.name: item for item in expected if item.kind == "trigger"}
+    done: dict[str, str] = {}
+    if query_dialect(connection.dialect.name) == "postgresql":
+        disabled = connection.execute(
+            statement("enable_trigger_statements", quoted_schema), {"quoted_schema": quoted_schema}
+        ).all()
+        for row in disabled:
+            if row.name in triggers:
+                connection.exec_driver_sql(row.statement, execution_options={"no_parameters": True})
+                done[row.name] = "disabled"
+    for name, trigger in triggers.items():
+        if ("trigger", name) not in installed and trigger.definition is not None:
+            connection.exec_driver_sql(trigger.definition, execution_options={"no_parameters": True})
+            done[name] = "missing"
+    return [f"put back guard trigger {name} (it was {done[name]})" for name in sorted(done)]

@@ -1,0 +1,43 @@
+"""Two roles on PostgreSQL: the fence owned by one role, migrations run by another
+(``fencemigrate install --grant-to ROLE``; see grant_to_migration_role() in the fence schema)."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
+
+from .errors import UsageError
+from .queries import query_dialect, statement
+
+
+def check_grant_to(role: str | None, backend: str | None, sql: bool) -> None:
+    """Refuse ``--grant-to`` where it cannot work, before anything is touched (UsageError)."""
+    if role is None:
+        return
+    if not role.strip():
+        raise UsageError("--grant-to names no role")
+    if sql:
+        raise UsageError(
+            "--grant-to changes the database and --sql only prints: run the printed script, then "
+            "`SELECT <schema>.grant_to_migration_role('ROLE');` as the owner of the fence schema"
+        )
+    if backend is not None and query_dialect(backend) != "postgresql":
+        raise UsageError(f"--grant-to is for PostgreSQL: {backend} has no roles that can own the fence apart")
+
+
+def grant_to_migration_role(connection: Connection, quoted_schema: str, role: str) -> str:
+    """Grant ``role`` what fencemigrate's runs need, in the caller's transaction; the line to show.
+
+    An unknown role, a superuser, the owner itself or a caller who does not own the fence
+    schema is a UsageError (the caller's transaction is then doomed: nothing is changed).
+    """
+    check_grant_to(role, connection.dialect.name, sql=False)
+    try:
+        connection.execute(statement("grant_to_migration_role", quoted_schema), {"role": role})
+    except DBAPIError as error:
+        reason = str(error.orig).splitlines()[0] if error.orig is not None else str(error)
+        raise UsageError(f"cannot grant to {role}: {reason}") from None
+    return (
+        f"granted {role} what fencemigrate runs need in the fence schema {quoted_schema}, "
+        "which it does not own: it cannot switch the guard off"
+    )

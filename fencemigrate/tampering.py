@@ -1,0 +1,108 @@
+"""States no fenced run can leave, which only tampering with the fence does: read for ``state``
+and ``check --db`` (FM411, FM412).
+
+Every write claims the fence first and the fence never goes down, so a ledger row applied under
+a token above its resource's fence token means the fence was lowered (its guard trigger
+disabled or dropped) after that row was written; every grant advances the fence to its token,
+so a fence below the lease's last issued token was lowered too. Either way, stale tokens are no
+longer fenced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection
+
+from .queries import prefixed_table_name, prefixes_tables, statement
+
+
+@dataclass(frozen=True)
+class LedgerAboveFence:
+    """A ledger row applied under a token above its resource's fence token (None: no fence row)."""
+
+    version_table: str
+    revision: str
+    resource: str
+    applied_token: int
+    fence_token: int | None
+
+    @property
+    def message(self) -> str:
+        """What it means, in one line."""
+        head = f"the ledger row of {self.revision} ({self.version_table}) has applied_token {self.applied_token}"
+        if self.fence_token is None:
+            return f"{head}, but {self.resource} has no fence row: the fence row was deleted after it was written"
+        return (
+            f"{head}, above the fence token {self.fence_token} of {self.resource}: "
+            "the fence was lowered after it was written"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON form, in ``state --json``."""
+        return {**vars(self), "message": self.message}
+
+
+@dataclass(frozen=True)
+class FenceBelowLease:
+    """A fence token below the last token the built-in lease service issued (None: no fence row)."""
+
+    resource: str
+    fence_token: int | None
+    lease_token: int
+
+    @property
+    def message(self) -> str:
+        """What it means, in one line."""
+        if self.fence_token is None:
+            return (
+                f"{self.resource} has no fence row, but the lease service issued token {self.lease_token}: "
+                "the fence row was deleted, so any token can write"
+            )
+        return (
+            f"the fence token of {self.resource} is {self.fence_token}, below the last token the lease "
+            f"service issued ({self.lease_token}): the fence was lowered, so stale tokens down to "
+            f"{self.fence_token} are no longer fenced"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON form, in ``state --json``."""
+        return {**vars(self), "message": self.message}
+
+
+def ledger_above_fence(connection: Connection, quoted_schema: str) -> list[LedgerAboveFence]:
+    """Ledger rows, of every version table, above the fence token of their resource (none when a
+    table they need was dropped: FM405 reports that)."""
+    if not {"applied_revision", "agent_fence"} <= _installed_tables(connection, quoted_schema):
+        return []
+    return [
+        LedgerAboveFence(
+            row.version_table, row.revision, row.resource, int(row.applied_token),
+            None if row.fence_token is None else int(row.fence_token),
+        )
+        for row in connection.execute(statement("ledger_above_fence", quoted_schema, connection.dialect.name))
+    ]
+
+
+def fence_below_lease(connection: Connection, quoted_schema: str) -> list[FenceBelowLease]:
+    """Resources whose fence token is below the lease's last issued token (none without the lease
+    table: PostgreSQL's 0.1 has none, or it was dropped)."""
+    if not {"lease", "agent_fence"} <= _installed_tables(connection, quoted_schema):
+        return []
+    return [
+        FenceBelowLease(row.resource, None if row.fence_token is None else int(row.fence_token), int(row.lease_token))
+        for row in connection.execute(statement("fence_below_lease", quoted_schema, connection.dialect.name))
+    ]
+
+
+def _installed_tables(connection: Connection, quoted_schema: str) -> set[str]:
+    """The fence tables in the database, without SQLite's and MySQL's prefix."""
+    from .check.fence_objects import installed_fence_objects
+
+    prefix = prefixed_table_name(quoted_schema, "") if prefixes_tables(connection.dialect.name) else ""
+    return {
+        name.removeprefix(prefix)
+        for kind, name in installed_fence_objects(connection, quoted_schema)
+        if kind == "table"
+    }

@@ -1,0 +1,395 @@
+"""The role that runs migrations lowers the fence behind the guard's back (issue 12, defect 4).
+
+One role (it installed the fence schema, so it owns it): ``ALTER TABLE ... DISABLE TRIGGER USER``
+works, and a stale token gets through -- the documented limit, and the control. What tampering
+leaves behind is impossible otherwise, and ``check --db`` (FM405, FM411, FM412) and ``state``
+report it; ``fencemigrate install`` puts a dropped or disabled guard back. Two roles (``install
+--grant-to``): the fence belongs to another role, and PostgreSQL refuses the migration role's
+attempts, while every fencemigrate command still works as the migration role.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from mysql_rows import fence_tokens as mysql_fence_tokens
+from sqlite_rows import make_sqlite_project
+from support.db import execute, query
+from support.mysql_server import mysql_rows
+from support.pg import PgServer
+from support.project import MakeProject, Project
+
+PG_VERSION = "0.4"
+_ROLE_NUMBERS = itertools.count(1)
+
+MakeRole = Callable[[], str]
+
+
+@pytest.fixture
+def make_role(pg_server: PgServer, pg_dbname: str, pg_url: str) -> Iterator[MakeRole]:
+    """Factory of non-superuser login roles, unique per test, that may create schemas and tables in
+    the test database; what they own there goes with them after the test."""
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"fm_role_{os.getpid()}_{next(_ROLE_NUMBERS)}"
+        execute(pg_url, f'CREATE ROLE "{name}" LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB')
+        execute(pg_url, f'GRANT CREATE, CONNECT ON DATABASE "{pg_dbname}" TO "{name}"')
+        execute(pg_url, f'GRANT ALL ON SCHEMA public TO "{name}"')
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        execute(pg_url, f'DROP OWNED BY "{name}" CASCADE')
+        execute(pg_url, f'DROP ROLE "{name}"')
+
+
+def role_url(pg_server: PgServer, pg_dbname: str, role: str) -> str:
+    """The test database as ``role`` sees it (the server trusts local connections)."""
+    return f"postgresql+psycopg://{role}@{pg_server.host}:{pg_server.port}/{pg_dbname}"
+
+
+def add_revisions(project: Project, count: int) -> None:
+    for n in range(1, count + 1):
+        project.add_revision(
+            f"{n:04d}", None if n == 1 else f"{n - 1:04d}", f"CREATE TABLE t{n} (id int)", f"DROP TABLE t{n}",
+            slug=f"t{n}",
+        )
+
+
+def state_json(project: Project) -> dict[str, Any]:
+    payload = json.loads(project.run_cli("state", "--json").check(0).stdout)
+    assert isinstance(payload, dict)
+    return payload
+
+
+def findings(project: Project, code: int) -> list[tuple[str, str]]:
+    result = project.run_cli("check", "--db", "--json").check(code)
+    return [(item["rule"], item["message"]) for item in json.loads(result.stdout)["findings"]]
+
+
+def two_tokens_then_lowered(project: Project, lower: Callable[[], None]) -> None:
+    """agent-A is granted token 1, agent-B token 2 and applies 0001; ``lower`` sets the fence back
+    to 1; the stale agent-A then applies 0002 under token 1."""
+    project.run_cli("lease", "acquire", "--holder", "agent-A").check(0)
+    project.run_cli("lease", "release", "--holder", "agent-A").check(0)
+    project.run_cli("lease", "acquire", "--holder", "agent-B").check(0)
+    project.run_cli("upgrade", "0001", "--token", "2", "--holder", "agent-B").check(0)
+    stale = project.run_cli("upgrade", "0002", "--token", "1", "--holder", "agent-A")
+    assert stale.code == 3, stale  # the guard holds: FENCED
+    lower()
+    project.run_cli("upgrade", "0002", "--token", "1", "--holder", "agent-A").check(0)
+
+
+LEDGER_ABOVE = (
+    "the ledger row of 0001 (alembic_version) has applied_token 2, above the fence token 1 of db/migrations: "
+    "the fence was lowered after it was written"
+)
+FENCE_BELOW = (
+    "the fence token of db/migrations is 1, below the last token the lease service issued (2): "
+    "the fence was lowered, so stale tokens down to 1 are no longer fenced"
+)
+
+
+# -- PostgreSQL, one role: the attack works (the control), and is reported -------------------
+
+
+def test_one_role_can_disable_the_guard_and_the_tampering_is_reported(
+    make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str
+) -> None:
+    role = make_role()
+    url = role_url(pg_server, pg_dbname, role)
+    project = make_project(url=url)
+    add_revisions(project, 2)
+
+    def lower() -> None:
+        execute(url, "ALTER TABLE fencemigrate.agent_fence DISABLE TRIGGER USER")
+        execute(url, "UPDATE fencemigrate.agent_fence SET token = 1")
+        execute(url, "ALTER TABLE fencemigrate.agent_fence ENABLE TRIGGER USER")
+
+    two_tokens_then_lowered(project, lower)
+    assert query(url, "SELECT revision, applied_token FROM fencemigrate.applied_revision ORDER BY 1") == [
+        ("0001", 2), ("0002", 1),
+    ]
+    assert findings(project, 1) == [("FM411", LEDGER_ABOVE), ("FM412", FENCE_BELOW)]
+    state = state_json(project)
+    assert state["ledger_above_fence"] == [
+        {"version_table": "alembic_version", "revision": "0001", "resource": "db/migrations",
+         "applied_token": 2, "fence_token": 1, "message": LEDGER_ABOVE},
+    ]
+    assert state["fence_below_lease"] == [
+        {"resource": "db/migrations", "fence_token": 1, "lease_token": 2, "message": FENCE_BELOW},
+    ]
+    assert state["fence_schema_problems"] == []
+    text = project.run_cli("state").check(0).stdout.splitlines()
+    assert text[-2:] == [f"ERROR: {LEDGER_ABOVE}", f"ERROR: {FENCE_BELOW}"]
+
+
+def test_one_role_a_guard_left_disabled_is_reported_by_state_and_put_back_by_install(
+    make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str
+) -> None:
+    role = make_role()
+    url = role_url(pg_server, pg_dbname, role)
+    project = make_project(url=url)
+    add_revisions(project, 1)
+    project.run_cli("upgrade", "head", "--token", "5", "--holder", "agent-A").check(0)
+    assert project.run_cli("install").check(0).stdout == "already installed\n"
+    execute(url, "ALTER TABLE fencemigrate.agent_fence DISABLE TRIGGER USER")
+    execute(url, "DROP TRIGGER lease_monotonic ON fencemigrate.lease")
+    execute(url, "ALTER TABLE fencemigrate.lease ENABLE REPLICA TRIGGER lease_no_truncate")
+    problems = [
+        "trigger agent_fence_monotonic is disabled",
+        "trigger agent_fence_no_truncate is disabled",
+        "trigger lease_monotonic is missing",
+        "trigger lease_no_truncate is disabled",
+    ]
+    altered = f"the fence schema fencemigrate ({PG_VERSION}) differs from fencemigrate's: "
+    assert findings(project, 1) == [("FM405", altered + problem) for problem in problems]
+    assert state_json(project)["fence_schema_problems"] == problems
+    assert project.run_cli("state").check(0).stdout.splitlines()[-4:] == [
+        f"ERROR: the fence schema differs from fencemigrate's: {problem}" for problem in problems
+    ]
+
+    assert project.run_cli("install").check(0).stdout.splitlines() == [
+        "already installed",
+        "put back guard trigger agent_fence_monotonic (it was disabled)",
+        "put back guard trigger agent_fence_no_truncate (it was disabled)",
+        "put back guard trigger lease_monotonic (it was missing)",
+        "put back guard trigger lease_no_truncate (it was disabled)",
+    ]
+    assert findings(project, 0) == []
+    with pytest.raises(psycopg.Error, match="cannot go down"):
+        execute(url, "UPDATE fencemigrate.agent_fence SET token = 1")
+    with pytest.raises(psycopg.Error, match="counter is monotonic: delete of lease x"):
+        execute(url, "INSERT INTO fencemigrate.lease (resource, token) VALUES ('x', 0); DELETE FROM fencemigrate.lease")
+    with pytest.raises(psycopg.Error, match="counter is monotonic: truncate"):
+        execute(url, "TRUNCATE fencemigrate.lease")
+    assert project.run_cli("install").check(0).stdout == "already installed\n"
+
+
+def test_a_near_miss_is_not_reported(project: Project) -> None:
+    """Equal tokens are what every run leaves: the ledger at the fence token, the fence at the
+    lease's last token; a newer fence than ledger and lease is normal too (a --token run)."""
+    add_revisions(project, 1)
+    project.run_cli("lease", "acquire", "--holder", "agent-A").check(0)
+    project.run_cli("upgrade", "0001", "--token", "1", "--holder", "agent-A").check(0)
+    assert findings(project, 0) == []
+    add_revisions(project, 2)
+    project.run_cli("upgrade", "0002", "--token", "9", "--holder", "agent-B").check(0)
+    assert findings(project, 0) == []
+    state = state_json(project)
+    assert (state["ledger_above_fence"], state["fence_below_lease"], state["fence_schema_problems"]) == ([], [], [])
+    assert "ERROR" not in project.run_cli("state").check(0).stdout
+
+
+# -- SQLite and MySQL: no roles, but the same detection and repair ---------------------------
+
+
+def test_sqlite_a_dropped_guard_is_reported_and_put_back(tmp_path: Path) -> None:
+    project = make_sqlite_project(tmp_path)
+    database = tmp_path / "db.sqlite"
+    add_revisions(project, 2)
+
+    def lower() -> None:
+        with closing(sqlite3.connect(database, isolation_level=None)) as connection:
+            connection.execute("DROP TRIGGER fencemigrate_agent_fence_no_lowering")
+            connection.execute("UPDATE fencemigrate_agent_fence SET token = 1")
+
+    two_tokens_then_lowered(project, lower)
+    altered = "the fence schema fencemigrate (0.4) differs from fencemigrate's: "
+    missing = "trigger fencemigrate_agent_fence_no_lowering is missing"
+    assert findings(project, 1) == [("FM405", altered + missing), ("FM411", LEDGER_ABOVE), ("FM412", FENCE_BELOW)]
+    state = state_json(project)
+    assert [row["message"] for row in state["ledger_above_fence"]] == [LEDGER_ABOVE]
+    assert [row["message"] for row in state["fence_below_lease"]] == [FENCE_BELOW]
+    assert state["fence_schema_problems"] == [missing]
+
+    assert project.run_cli("install").check(0).stdout.splitlines() == [
+        "already installed", "put back guard trigger fencemigrate_agent_fence_no_lowering (it was missing)",
+    ]
+    with closing(sqlite3.connect(database, isolation_level=None)) as connection:
+        with pytest.raises(sqlite3.IntegrityError, match="cannot go down"):
+            connection.execute("UPDATE fencemigrate_agent_fence SET token = 0")
+    assert [rule for rule, _ in findings(project, 1)] == ["FM411", "FM412"]  # what got through stays reported
+
+
+def test_mysql_a_dropped_guard_is_reported_and_put_back(make_project: MakeProject, mysql_url: str) -> None:
+    project = make_project(url=mysql_url)
+    add_revisions(project, 2)
+
+    def lower() -> None:
+        mysql_rows(mysql_url, "DROP TRIGGER fencemigrate_agent_fence_monotonic")
+        mysql_rows(mysql_url, "UPDATE fencemigrate_agent_fence SET token = 1")
+
+    two_tokens_then_lowered(project, lower)
+    assert mysql_fence_tokens(mysql_url) == {"db/migrations": 1}
+    altered = "the fence schema fencemigrate (0.4) differs from fencemigrate's: "
+    missing = "trigger fencemigrate_agent_fence_monotonic is missing"
+    assert findings(project, 1) == [("FM405", altered + missing), ("FM411", LEDGER_ABOVE), ("FM412", FENCE_BELOW)]
+    assert state_json(project)["fence_schema_problems"] == [missing]
+
+    assert project.run_cli("install").check(0).stdout.splitlines() == [
+        "already installed", "put back guard trigger fencemigrate_agent_fence_monotonic (it was missing)",
+    ]
+    import pymysql
+
+    with pytest.raises(pymysql.err.OperationalError, match="cannot go down"):
+        mysql_rows(mysql_url, "UPDATE fencemigrate_agent_fence SET token = 0")
+    assert [rule for rule, _ in findings(project, 1)] == ["FM411", "FM412"]
+
+
+# -- PostgreSQL, two roles: the fence belongs to another role --------------------------------
+
+ESCAPING_THEN_FAILING = """\
+with op.get_context().autocommit_block():
+    op.execute("CREATE TABLE committed_early (id int)")
+op.execute("SELECT * FROM missing_table")
+"""
+ESCAPING = """\
+with op.get_context().autocommit_block():
+    op.execute("CREATE TABLE t5 (id int)")
+"""
+
+
+def two_roles(
+    make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str
+) -> tuple[Project, str]:
+    """The owner installs the fence schema for the migration role: the migration role's project and URL."""
+    owner, migrator = make_role(), make_role()
+    owner_project = make_project(url=role_url(pg_server, pg_dbname, owner), name="owner")
+    granted = owner_project.run_cli("install", "--grant-to", migrator).check(0)
+    assert granted.stdout.splitlines() == [
+        "installed",
+        f"granted {migrator} what fencemigrate runs need in the fence schema fencemigrate, which it does not own: "
+        "it cannot switch the guard off",
+    ]
+    url = role_url(pg_server, pg_dbname, migrator)
+    return make_project(url=url), url
+
+
+@pytest.mark.parametrize(
+    ("sql", "refusal"),
+    [
+        ("ALTER TABLE fencemigrate.agent_fence DISABLE TRIGGER USER", "must be owner of table agent_fence"),
+        ("ALTER TABLE fencemigrate.agent_fence DISABLE TRIGGER agent_fence_monotonic",
+         "must be owner of table agent_fence"),
+        ("ALTER TABLE fencemigrate.lease DISABLE TRIGGER ALL", "must be owner of table lease"),
+        ("DROP TRIGGER agent_fence_monotonic ON fencemigrate.agent_fence", "must be owner of relation agent_fence"),
+        ("UPDATE fencemigrate.agent_fence SET token = 1", "the token of db/migrations cannot go down from 5 to 1"),
+        ("DELETE FROM fencemigrate.agent_fence", "permission denied for table agent_fence"),
+        ("TRUNCATE fencemigrate.agent_fence", "permission denied for table agent_fence"),
+        ("UPDATE fencemigrate.lease SET token = 0", "the lease token counter is monotonic"),
+        ("DELETE FROM fencemigrate.fence_event", "permission denied for table fence_event"),
+        ("DROP TABLE fencemigrate.agent_fence", "must be owner of table agent_fence"),
+        ("CREATE OR REPLACE FUNCTION fencemigrate.agent_fence_guard() RETURNS trigger LANGUAGE plpgsql "
+         "AS $$ BEGIN RETURN NEW; END $$", "permission denied for schema fencemigrate"),
+        ("ALTER FUNCTION fencemigrate.agent_fence_guard() OWNER TO CURRENT_USER",
+         "must be owner of function agent_fence_guard"),
+        ("SET session_replication_role = replica", "permission denied to set parameter"),
+    ],
+)
+def test_two_roles_the_migration_role_cannot_lower_the_fence(
+    make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str, sql: str, refusal: str
+) -> None:
+    project, url = two_roles(make_project, make_role, pg_server, pg_dbname)
+    add_revisions(project, 1)
+    project.run_cli("lease", "acquire", "--holder", "agent-A").check(0)  # token 1 and a lease row
+    project.run_cli("upgrade", "head", "--token", "5", "--holder", "agent-A").check(0)
+    with pytest.raises(psycopg.Error, match=refusal):
+        execute(url, sql)
+    assert query(url, "SELECT token FROM fencemigrate.agent_fence") == [(5,)]
+    assert query(url, "SELECT token FROM fencemigrate.lease") == [(1,)]
+    assert findings(project, 0) == []
+
+
+def test_two_roles_every_command_works_as_the_migration_role(
+    make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str
+) -> None:
+    project, url = two_roles(make_project, make_role, pg_server, pg_dbname)
+    add_revisions(project, 3)
+    project.add_revision("0004", "0003", slug="early", extra_upgrade_code=ESCAPING_THEN_FAILING)
+    project.add_revision("0005", "0004", slug="escaping", extra_upgrade_code=ESCAPING)
+
+    project.run_cli("lease", "acquire", "--holder", "agent-A").check(0)
+    project.run_cli("lease", "renew", "--holder", "agent-A").check(0)
+    project.run_cli("lease", "release", "--holder", "agent-A").check(0)
+    project.run_cli("lease", "acquire", "--holder", "agent-B").check(0)
+    project.run_cli("lease", "status").check(0)
+    project.run_cli("upgrade", "0001", "--token", "2", "--holder", "agent-B").check(0)
+    assert project.run_cli("upgrade", "0002", "--token", "1", "--holder", "agent-A").code == 3  # FENCED
+    project.run_cli("lease", "release", "--holder", "agent-B").check(0)
+    project.run_cli("upgrade", "0002", "--holder", "runner").check(0)  # its own lease: token 3
+    project.run_cli("downgrade", "0001", "--holder", "runner").check(0)
+    project.run_cli("upgrade", "0003", "--holder", "runner", "--mode", "precheck").check(0)
+    project.run_cli("upgrade", "0004", "--token", "7", "--holder", "agent-C", "--mode", "precheck").check(1)
+    assert state_json(project)["dirty"][0]["revision"] == "0004"
+    project.run_cli("resolve", "0004", "--token", "7", "--as", "applied", "--holder", "agent-C").check(0)
+    project.set_env_option("transaction_per_migration", True)  # a claim recorded with the revision, taken back
+    project.run_cli("upgrade", "0005", "--token", "7", "--holder", "agent-C").check(0)
+
+    assert query(url, "SELECT revision, applied_token FROM fencemigrate.applied_revision ORDER BY 1") == [
+        ("0001", 2), ("0002", 5), ("0003", 5), ("0004", 7), ("0005", 7),
+    ]
+    state = state_json(project)
+    assert state["heads"] == ["0005"]
+    assert (state["ledger_above_fence"], state["fence_below_lease"], state["fence_schema_problems"]) == ([], [], [])
+    kinds = {event["kind"] for event in json.loads(project.run_cli("timeline", "--json").check(0).stdout)["events"]}
+    assert {"GRANT", "RENEW", "RELEASE", "APPLY", "ROLLBACK", "FENCED", "RESOLVE"} <= kinds
+    database_rules = "FM401,FM402,FM403,FM404,FM405,FM406,FM411,FM412"
+    project.run_cli("check", "--db", "--select", database_rules).check(0)
+    assert project.run_cli("install").check(0).stdout == "already installed\n"
+
+
+def test_two_roles_only_the_owner_grants(
+    make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str
+) -> None:
+    project, url = two_roles(make_project, make_role, pg_server, pg_dbname)
+    other = make_role()
+    refused = project.run_cli("install", "--grant-to", other)
+    refused.check(2)
+    assert "only the owner of the fence schema" in refused.stderr.splitlines()[-1]
+    assert query(url, f"SELECT has_schema_privilege('{other}', 'fencemigrate', 'USAGE')") == [(False,)]
+
+
+def test_grant_to_an_unknown_role_changes_nothing(
+    make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str
+) -> None:
+    owner = make_role()
+    url = role_url(pg_server, pg_dbname, owner)
+    project = make_project(url=url)
+    refused = project.run_cli("install", "--grant-to", "nobody_here")
+    refused.check(2)
+    assert refused.stderr.splitlines()[-1] == (
+        "fencemigrate: usage: cannot grant to nobody_here: role nobody_here does not exist"
+    )
+    assert query(url, "SELECT count(*) FROM pg_namespace WHERE nspname = 'fencemigrate'") == [(0,)]
+    superuser = project.run_cli("install", "--grant-to", "postgres")
+    superuser.check(2)
+    assert superuser.stderr.splitlines()[-1] == (
+        "fencemigrate: usage: cannot grant to postgres: role postgres is a superuser: "
+        "it could switch the guard off whoever owns the fence"
+    )
+    owner_itself = project.run_cli("install", "--grant-to", owner)
+    owner_itself.check(2)
+    assert f"role {owner} owns the fence schema" in owner_itself.stderr
+    assert query(url, "SELECT count(*) FROM pg_namespace WHERE nspname = 'fencemigrate'") == [(0,)]
+
+
+def test_grant_to_is_refused_on_sqlite_and_with_sql(tmp_path: Path) -> None:
+    project = make_sqlite_project(tmp_path)
+    refused = project.run_cli("install", "--grant-to", "migrator")
+    refused.check(2)
+    assert refused.stderr.splitlines()[-1] == (
+        "fencemigrate: usage: --grant-to is for PostgreSQL: sqlite has no roles that can own the fence apart"
+    )
+    assert not (tmp_path / "db.sqlite").exists()

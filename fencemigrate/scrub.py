@@ -1,8 +1,8 @@
 """Keep passwords out of everything fencemigrate prints.
 
 Two nets. The passwords of the URLs fencemigrate is given (every URL-like value of the config
-file, ``--lease-url``, the engine env.py connects with) are remembered and replaced wherever
-they occur, however they are spelt: with an ``@``, a space or a ``:`` in them a URL in a message
+file, ``--lease-url``, the engine env.py connects with) are remembered and replaced in any URL
+printed, however they are spelt: with an ``@``, a space or a ``:`` in them a URL in a message
 cannot be told apart from the text around it. Any other ``scheme://user:password@`` and
 ``password=...`` is replaced by pattern.
 """
@@ -14,8 +14,6 @@ from urllib.parse import unquote
 
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<user>[^:/@\s]*):(?P<password>\S*)@")
 _KEYWORD_PASSWORD = re.compile(r"(?i)(password\s*=\s*)('[^']*'|\S+)")
-_SHORTEST_REMEMBERED = 8
-_PATTERN_BREAKING = re.compile(r"[@\s]")
 _known_passwords: set[str] = set()
 
 
@@ -29,11 +27,8 @@ def url_password(url: str) -> str | None:
 
 
 def remember_password(password: str | None) -> None:
-    """Scrub ``password`` (as given, and percent-decoded) from everything printed from now on.
-
-    A short one without an ``@`` or a space is left to the URL pattern: replacing every
-    occurrence of a word such as ``pass`` (Alembic's placeholder URL) would garble messages."""
-    if password and (len(password) >= _SHORTEST_REMEMBERED or _PATTERN_BREAKING.search(password)):
+    """Scrub ``password`` (as given, and percent-decoded) from the URLs printed from now on."""
+    if password:
         _known_passwords.update({password, unquote(password)})
 
 
@@ -44,8 +39,11 @@ def remember_url_password(url: str | None) -> None:
 
 
 def scrub_secrets(text: str) -> str:
-    """Replace known passwords, the password in URLs and ``password=...`` keywords with ``***``."""
+    """Replace known passwords, the password in URLs and ``password=...`` keywords with ``***``.
+
+    A known password is replaced where a URL has it, between ``:`` and ``@``: replaced everywhere,
+    a password that is also a word (``pass``, a user or schema name) would garble the message."""
     for password in sorted(_known_passwords, key=len, reverse=True):
-        text = text.replace(password, "***")
+        text = text.replace(f":{password}@", ":***@")
     text = _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
     return _KEYWORD_PASSWORD.sub(lambda m: f"{m.group(1)}***", text)

@@ -8,11 +8,11 @@ from datetime import datetime
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection
+from sqlalchemy import Connection, inspect
 
 from .dirty import Unsettled, tracks_dirty, unsettled_revisions, utc_text
 from .fence_schema import installed_version
-from .queries import statement
+from .queries import prefixes_tables, statement
 from .runtime.ledger_changes import version_table_name
 from .tampering import FenceBelowLease, LedgerAboveFence, fence_below_lease, ledger_above_fence
 
@@ -126,7 +126,7 @@ def read_state(context: MigrationContext, schema: str) -> State:
         )
         for row in connection.execute(statement("ledger_rows", quoted, dialect), {"version_table": version_table})
     ]
-    if _has_event_log(state.fence_schema_version):
+    if _has_event_log(connection, schema, state.fence_schema_version):
         state.autocommit_leftovers = _autocommit_leftovers(connection, quoted, dialect, state.ledger)
     if tracks_dirty(dialect, state.fence_schema_version):
         # Pre-check mode (MySQL/MariaDB, --mode precheck on PostgreSQL) leaves revisions dirty.
@@ -140,8 +140,13 @@ def read_state(context: MigrationContext, schema: str) -> State:
 
 
 
-def _has_event_log(version: str) -> bool:
-    return tuple(int(part) for part in version.split(".")) >= (0, 2)
+def _has_event_log(connection: Connection, schema: str, version: str) -> bool:
+    """The event log exists: installed from 0.2 on, and not dropped (`check --db` reports that)."""
+    if tuple(int(part) for part in version.split(".")) < (0, 2):
+        return False
+    if prefixes_tables(connection.dialect.name):
+        return inspect(connection).has_table(f"{schema}_fence_event")
+    return inspect(connection).has_table("fence_event", schema=schema)
 
 
 def _autocommit_leftovers(

@@ -129,6 +129,13 @@ class FenceOnGrant(ABC):
         """
         return ()
 
+    def cancel_stuck_grants(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
+        """``--preempt`` by a grant holding the Redis lease key (no other lease on ``resource`` is
+        live): end the other grants' transactions stuck in :meth:`serialise_grants` (their process
+        paused); their backend pids. PostgreSQL; on MySQL :meth:`lock_fence` kills whoever holds the
+        resource's named lock, a stuck grant too; SQLite refuses ``--preempt``."""
+        return ()
+
     def check_clock(self) -> None:
         """Before the built-in service grants on this database's clock: ImplausibleClock when that
         clock cannot be trusted. A server's clock (PostgreSQL, MySQL) is everyone's: nothing to check."""
@@ -169,6 +176,11 @@ class PostgresFenceOnGrant(FenceOnGrant):
 
     def cancel_stuck_lease_transactions(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
         rows = self._run("preempt_lease_transactions", resource=resource, idle_ms=_STUCK_LEASE_TRANSACTION_MS,
+                         wait_ms=max(remaining_ms, _PREEMPT_GRACE_MS))
+        return tuple(int(row.pid) for row in rows if row.terminated)
+
+    def cancel_stuck_grants(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
+        rows = self._run("preempt_grant_transactions", resource=resource, idle_ms=_STUCK_LEASE_TRANSACTION_MS,
                          wait_ms=max(remaining_ms, _PREEMPT_GRACE_MS))
         return tuple(int(row.pid) for row in rows if row.terminated)
 

@@ -8,10 +8,11 @@ a grant never slips in under an in-flight writer; it waits (busy after --wait) o
 from __future__ import annotations
 
 import json
+import time
 
 from mysql_rows import app_tables, events, fence_tokens, ledger, versions
 from support.mysql_server import create_test_database, drop_test_database, mysql_rows
-from support.paused import paused_holder, renewal_script
+from support.paused import paused_holder, renewal_script, stopped_lease_call
 from support.project import MakeProject, run_all_at_once, script_command
 from test_mysql_precheck import SLOW_UPGRADE, finish, lock_holder, start, wait_for
 
@@ -140,3 +141,43 @@ def test_a_holder_paused_inside_its_renewal_blocks_nobody_beyond_wait(make_proje
         assert "another grant, renew or release of it has not finished" in renew.stderr
     assert [kind for kind, *_ in events(mysql_url)] == ["GRANT"]
     assert mysql_rows(mysql_url, "SELECT holder, token FROM fencemigrate_lease") == [("agent-A", 1)]
+
+
+def test_preempt_kills_a_holder_stopped_inside_its_renewal_once_its_lease_expired(
+    make_project: MakeProject, mysql_url: str
+) -> None:
+    """agent-A's renewal is stopped with SIGSTOP inside its transaction while A's lease is live:
+    --preempt is busy and kills nobody (control). Once A's lease has expired, a grant with
+    --wait 2s is busy within about the wait, and --preempt kills A's connection (named by the
+    resource's lease lock) and is granted token 2."""
+    project = make_project(url=mysql_url)
+    project.run_cli("lease", "acquire", "--holder", "agent-A", "--ttl", "6s").check(0)
+    with paused_holder(renewal_script(mysql_url, "agent-A", "SELECT CONNECTION_ID()")) as connection_id:
+        live = project.run_cli("lease", "acquire", "--holder", "agent-B", "--preempt", timeout=30).check(4)
+        assert "held by agent-A (token 1)" in live.stderr
+        assert mysql_rows(mysql_url, f"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {connection_id}") == [(1,)]
+        wait_for(lambda: bool(mysql_rows(mysql_url, "SELECT expires_at <= UTC_TIMESTAMP(6) FROM fencemigrate_lease")[0][0]))
+        started = time.monotonic()
+        project.run_cli("lease", "acquire", "--holder", "agent-B", "--wait", "2s", timeout=30).check(4)
+        assert time.monotonic() - started < 10
+        granted = project.run_cli("lease", "acquire", "--holder", "agent-B", "--wait", "2s", "--preempt", "--json",
+                                  timeout=30).check(0)
+        payload = json.loads(granted.stdout)
+        assert (payload["lease"]["token"], payload["lease"]["preempted_pids"]) == (2, [int(connection_id)])
+    assert [kind for kind, *_ in events(mysql_url)] == ["GRANT", "EXPIRE", "PREEMPT", "GRANT"]
+    assert mysql_rows(mysql_url, "SELECT holder, token FROM fencemigrate_lease") == [("agent-B", 2)]
+
+
+def test_preempt_kills_a_grant_stopped_inside_its_transaction_on_a_free_lease(
+    make_project: MakeProject, mysql_url: str
+) -> None:
+    """agent-X's grant is stopped with SIGSTOP inside its transaction on a free lease (both named
+    locks held): --preempt kills X's connection and is granted; X's grant never committed."""
+    project = make_project(url=mysql_url)
+    grant = 'leases.acquire(LeaseRequest("db/migrations", "agent-X", 3600000))'
+    with paused_holder(stopped_lease_call(mysql_url, grant, "SELECT CONNECTION_ID()")) as connection_id:
+        project.run_cli("lease", "acquire", "--holder", "agent-B", "--wait", "1s", timeout=30).check(4)
+        granted = project.run_cli("lease", "acquire", "--holder", "agent-B", "--preempt", "--json",
+                                  timeout=30).check(0)
+    assert json.loads(granted.stdout)["lease"]["preempted_pids"] == [int(connection_id)]
+    assert mysql_rows(mysql_url, "SELECT holder FROM fencemigrate_lease") == [("agent-B",)]

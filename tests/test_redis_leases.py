@@ -20,6 +20,7 @@ import redis
 from fence_rows import FENCE_SCHEMA, RESOURCE, fence_installed, fence_token, ledger, stderr_lines
 from sqlalchemy import Engine, create_engine
 from support.db import connect, query
+from support.paused import paused_holder, stopped_redis_grant
 from support.project import Project
 from support.redis_server import PrivateRedis
 
@@ -394,6 +395,32 @@ def test_an_unreachable_redis_is_a_clear_error_and_the_database_is_untouched(
 
 
 # -- the command line ---------------------------------------------------------------------------
+
+
+def test_a_grant_paused_inside_its_transaction_is_preempted_once_its_redis_lease_expired(
+    project: Project, redis_url: str, pg_url: str, client: redis.Redis
+) -> None:
+    """agent-X's Redis grant is stopped with SIGSTOP inside its fence database transaction (the
+    grant lock held). While X's Redis key lives, --preempt is busy and kills nobody; once it has
+    expired a grant with --wait 2s is busy within about the wait, and --preempt ends X's stuck
+    transaction and is granted."""
+    def acquire(*args: str) -> Any:
+        return project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url, *args, timeout=60)
+
+    with paused_holder(stopped_redis_grant(pg_url, redis_url, "agent-X", 10_000)) as pid:
+        live = acquire("--preempt").check(4)
+        assert "agent-X" in live.stderr
+        assert query(pg_url, f"SELECT count(*) FROM pg_stat_activity WHERE pid = {pid}") == [(1,)]
+        until(key_gone(client))
+        started = time.monotonic()
+        acquire("--wait", "2s").check(4)
+        assert time.monotonic() - started < 10
+        payload = json.loads(acquire("--wait", "2s", "--preempt", "--json").check(0).stdout)
+        assert payload["lease"]["preempted_pids"] == [int(pid)]
+    assert events(pg_url) == [
+        ("EXPIRE", "agent-X", 1), ("PREEMPT", "agent-B", 2), ("GRANT", "agent-B", 2),
+    ]
+    assert fence_token(pg_url) == payload["lease"]["token"]
 
 
 def test_cli_acquire_busy_and_a_stale_renew(project: Project, redis_url: str) -> None:

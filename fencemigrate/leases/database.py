@@ -71,6 +71,7 @@ class DatabaseLeases:
         :data:`LEASE_ROW_WAIT_MS`.
         """
         with _busy_when_locked(resource), self._fence.in_transaction(resource, within) as connection:
+            self._enter_lease(resource, within)
             row = self._change_grant(connection, "lease_renew", resource=resource, holder=holder, token=token,
                                      ttl_ms=ttl_ms)
             if row is None:
@@ -86,6 +87,7 @@ class DatabaseLeases:
     def release(self, resource: str, holder: str, token: int | None) -> LeaseStatus:
         """Free the holder's lease; LeaseLost if it is no longer theirs, LeaseBusy as for :meth:`renew`."""
         with _busy_when_locked(resource), self._fence.in_transaction(resource) as connection:
+            self._enter_lease(resource, None)
             row = self._change_grant(connection, "lease_release", resource=resource, holder=holder, token=token)
             if row is None:
                 reason = self._why_lost(connection, resource, holder, token)
@@ -145,7 +147,9 @@ class DatabaseLeases:
                 return None
             # A lease transaction stuck with the lease row (its process paused) before the seed,
             # which would wait for it.
-            stuck = self._fence.cancel_stuck_lease_transactions(resource, remaining_ms) if request.preempt else ()
+            stuck = self._fence.enter_lease(resource, remaining_ms, request.preempt)
+            if stuck is None:
+                return self._peek(connection, resource)
             self._run(connection, "lease_seed", resource=resource)
             seen = self._peek(connection, resource)
             if seen.live_holder not in (None, holder):
@@ -180,6 +184,15 @@ class DatabaseLeases:
         return Grant(lease, previous_holder=previous, preempted=preempted)
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _enter_lease(self, resource: str, within: Connection | None) -> None:
+        """A renew or release on the lease connection enters the lease first (:meth:`FenceOnGrant.enter_lease`);
+        busy after :data:`LEASE_ROW_WAIT_MS`. One ``within`` a run's transaction does not (that
+        session is the run's, which ``--preempt`` ends by the writers' lock)."""
+        if within is None and self._fence.enter_lease(resource, LEASE_ROW_WAIT_MS, False) is None:
+            raise LeaseBusy(
+                resource, None, f"{LEASE_TRANSACTION_IN_PROGRESS}; waited {format_duration(LEASE_ROW_WAIT_MS)} for it"
+            )
 
     def _change_grant(self, connection: Connection, name: str, **params: Any) -> Row[Any] | None:
         """Renew or release (``name``) the holder's grant: its token and whether it had expired,

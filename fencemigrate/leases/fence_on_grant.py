@@ -122,13 +122,25 @@ class FenceOnGrant(ABC):
         with self.transaction(resource):
             yield self._connection
 
+    def enter_lease(self, resource: str, remaining_ms: int, preempt: bool) -> tuple[int, ...] | None:
+        """Before a grant, renew or release touches the lease row: with ``preempt``, end the lease
+        transactions stuck on it (:meth:`cancel_stuck_lease_transactions`); their session ids.
+        None when another lease transaction keeps the lease longer than ``remaining_ms`` (MySQL)."""
+        return self.cancel_stuck_lease_transactions(resource, remaining_ms) if preempt else ()
+
     def cancel_stuck_lease_transactions(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
         """``--preempt``: end the lease transactions stuck on ``resource`` (their process paused with the
         lease row changed or locked) while the lease has no live holder; their backend pids.
 
-        PostgreSQL only; on MySQL the transaction holding a row lock cannot be told from the others
-        (a grant waits for it at most ``--wait`` and is busy), SQLite refuses ``--preempt``.
+        PostgreSQL here; MySQL in :meth:`enter_lease` (by the lease lock); SQLite refuses ``--preempt``.
         """
+        return ()
+
+    def cancel_stuck_grants(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
+        """``--preempt`` by a grant holding the Redis lease key (no other lease on ``resource`` is
+        live): end the other grants' transactions stuck in :meth:`serialise_grants` (their process
+        paused); their backend pids. PostgreSQL; on MySQL :meth:`lock_fence` kills whoever holds the
+        resource's named lock, a stuck grant too; SQLite refuses ``--preempt``."""
         return ()
 
     def check_clock(self) -> None:
@@ -187,6 +199,11 @@ class PostgresFenceOnGrant(FenceOnGrant):
 
     def cancel_stuck_lease_transactions(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
         rows = self._run("preempt_lease_transactions", resource=resource, idle_ms=_STUCK_LEASE_TRANSACTION_MS,
+                         wait_ms=max(remaining_ms, _PREEMPT_GRACE_MS))
+        return tuple(int(row.pid) for row in rows if row.terminated)
+
+    def cancel_stuck_grants(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
+        rows = self._run("preempt_grant_transactions", resource=resource, idle_ms=_STUCK_LEASE_TRANSACTION_MS,
                          wait_ms=max(remaining_ms, _PREEMPT_GRACE_MS))
         return tuple(int(row.pid) for row in rows if row.terminated)
 
@@ -289,6 +306,7 @@ class MysqlFenceOnGrant(FenceOnGrant):
     def __init__(self, connection: Connection, quoted_schema: str) -> None:
         super().__init__(connection, quoted_schema)
         self._lock: NamedLock | None = None
+        self._lease_lock: NamedLock | None = None
 
     def install(self) -> None:
         ensure_installed(self._connection, self._schema)
@@ -298,16 +316,38 @@ class MysqlFenceOnGrant(FenceOnGrant):
     def transaction(self, resource: str, wait_ms: int | None = None) -> Iterator[RootTransaction]:
         """A transaction whose row lock waits are bounded from its first statement (``wait_ms``, what
         is left of ``--wait``, else :data:`LEASE_ROW_WAIT_MS`, in whole seconds); the named lock a
-        grant took in it is released once it has ended."""
+        grant took in it, and the lease lock of :meth:`enter_lease`, are released once it has ended
+        (or with the connection, when it dies)."""
         try:
             with self._connection.begin() as transaction:
                 wait = LEASE_ROW_WAIT_MS if wait_ms is None else wait_ms
                 self._run("lock_timeout", timeout_s=max(1, -(-wait // 1000)))
                 yield transaction
         finally:
-            if self._lock is not None:
-                self._lock.release()
-                self._lock = None
+            for lock in (self._lock, self._lease_lock):
+                if lock is not None:
+                    lock.release()
+            self._lock = self._lease_lock = None
+
+    def enter_lease(self, resource: str, remaining_ms: int, preempt: bool) -> tuple[int, ...] | None:
+        """Take the resource's lease lock (``lease_lock_name.sql``), at most ``remaining_ms``, before
+        the writers' named lock: every lease transaction holds it, so ``IS_USED_LOCK`` names the
+        session inside one. With ``preempt``, that session is killed first when it has been idle for
+        1 s and the lease has no live holder (``stuck_lease_session.sql``)."""
+        lock = NamedLock(self._connection, self._schema, resource, "lease_lock_name")
+        killed: tuple[int, ...] = ()
+        wait_ms = remaining_ms
+        if preempt:
+            stuck = self._run("stuck_lease_session", lock_name=lock.name, resource=resource,
+                              idle_s=_STUCK_LEASE_TRANSACTION_MS // 1000).scalar()
+            if stuck is not None:
+                self._run("preempt_writer", connection_id=int(stuck))
+                killed = (int(stuck),)
+                wait_ms = max(remaining_ms, _PREEMPT_GRACE_MS)  # the server ends the killed session
+        if not lock.acquire(wait_ms):
+            return None
+        self._lease_lock = lock
+        return killed
 
     def serialise_grants(self, resource: str, remaining_ms: int) -> None:
         """Nothing to do: :meth:`lock_fence` takes the resource's named lock, which every grant takes."""

@@ -128,8 +128,10 @@ class RedisLeases:
         issued: Issued | None = None
         try:
             with self._fence.transaction(resource, remaining_ms) as transaction:
+                stuck = self._fence.cancel_stuck_grants(resource, remaining_ms) if request.preempt else ()
                 self._fence.serialise_grants(resource, remaining_ms)
-                fence_token, preempted = self._fence.lock_fence(resource, remaining_ms, request.preempt)
+                fence_token, writers = self._fence.lock_fence(resource, remaining_ms, request.preempt)
+                preempted = stuck + writers
                 check_room(resource, fence_token)
                 outcome = self._store.issue(resource, holder, fence_token, request.ttl_ms)
                 if isinstance(outcome, Busy):  # our key expired during the wait and was taken

@@ -21,13 +21,15 @@ class NamedLock:
     it behind.
     """
 
-    def __init__(self, connection: Connection, quoted_schema: str, resource: str) -> None:
+    def __init__(self, connection: Connection, quoted_schema: str, resource: str,
+                 name_query: str = "named_lock_name") -> None:
+        """``name_query``: the statement naming the lock (the writers' lock unless told)."""
         self._dialect = connection.dialect
         self._schema = quoted_schema
         self._dbapi = connection.connection.dbapi_connection
         self._resource = resource
         self.name = ""  # as the database shows it, read next
-        self.name = str(self._scalar("named_lock_name"))
+        self.name = str(self._scalar(name_query))
         self.held = False
 
     def acquire(self, wait_ms: int) -> bool:

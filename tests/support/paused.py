@@ -68,3 +68,26 @@ def stopped_lease_call(url: str, call: str, session_id_sql: str) -> str:
 def renewal_script(url: str, holder: str, session_id_sql: str) -> str:
     """:func:`stopped_lease_call` of ``holder``'s renewal (its current grant, for an hour)."""
     return stopped_lease_call(url, f'leases.renew("db/migrations", {holder!r}, None, 3600000)', session_id_sql)
+
+
+def stopped_redis_grant(url: str, lease_url: str, holder: str, ttl_ms: int) -> str:
+    """A script for :func:`paused_holder`: ``holder``'s grant by the Redis lease service stops
+    inside its fence database transaction (grants of the resource locked, the fence claimed, not
+    committed) at the first event it writes; its first line is that connection's backend pid."""
+    return f"""
+        import sys
+        from sqlalchemy import create_engine, text
+        from fencemigrate.leases.model import LeaseRequest
+        from fencemigrate.leases.redis_backend import RedisLeases
+
+        logged = RedisLeases._log
+
+        def log_and_stop(self, connection, *args, **kwargs):
+            logged(self, connection, *args, **kwargs)
+            print(connection.execute(text("SELECT pg_backend_pid()")).scalar(), flush=True)
+            sys.stdin.read()
+
+        RedisLeases._log = log_and_stop
+        leases = RedisLeases({lease_url!r}, create_engine({url!r}), "fencemigrate")
+        leases.acquire(LeaseRequest("db/migrations", {holder!r}, {ttl_ms}))
+    """

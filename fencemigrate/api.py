@@ -43,6 +43,7 @@ from .runtime.settings import FenceSettings
 from .state import State, read_state
 from .timeline import Event, parse_since, read_timeline
 from .validation import check_holder, check_resource, check_schema, parse_token
+from .version_guard import allow_tokenless_writes, forbid_tokenless_writes, guard_version_table
 
 if TYPE_CHECKING:  # `check` imports its rules only when it runs: every other command starts faster
     from .check import CheckReport, DatabaseSnapshot
@@ -336,11 +337,20 @@ def lease_status(config: Config, *, resource: str | None = None, lease_url: str 
     return _with_lease_backend(config, lease_url, lambda backend: backend.status(name))[0]
 
 
-def install(config: Config, sql: bool = False) -> str:
-    """Install the fence schema through env.py's connection; with ``sql``, return the script instead,
-    for the database ``sqlalchemy.url`` names (PostgreSQL's unless it names SQLite or MySQL/MariaDB)."""
+def install(config: Config, sql: bool = False, tokenless_writes: str | None = None) -> str:
+    """Install the fence schema through env.py's connection, and guard Alembic's version table when
+    it exists; with ``sql``, return the script instead, for the database ``sqlalchemy.url`` names
+    (PostgreSQL's unless it names SQLite or MySQL/MariaDB).
+
+    ``tokenless_writes`` "allow" opts the version table out of the guard (recorded: no later run
+    puts it back), "forbid" opts it back in.
+    """
     schema = check_schema(fence_schema(config))
+    if tokenless_writes not in (None, "allow", "forbid"):
+        raise UsageError(f"tokenless_writes must be 'allow' or 'forbid', not {tokenless_writes!r}")
     if sql:
+        if tokenless_writes is not None:
+            raise UsageError("--allow-tokenless-writes and --forbid-tokenless-writes change a database: not with --sql")
         return offline_install_script(configured_backend(config), schema)
     outcome: list[bool] = []
 
@@ -349,10 +359,21 @@ def install(config: Config, sql: bool = False) -> str:
         quoted = context.dialect.identifier_preparer.quote(schema)
         with context.begin_transaction(_per_migration=True):
             outcome.append(ensure_installed(context.connection, quoted))
+            if tokenless_writes == "allow":
+                allow_tokenless_writes(context, quoted)
+            elif tokenless_writes == "forbid":
+                forbid_tokenless_writes(context, quoted)
+            else:
+                guard_version_table(context, quoted)
         return []
 
     _run_without_steps(config, do_install)
-    return "installed" if outcome and outcome[0] else "already installed"
+    installed = "installed" if outcome and outcome[0] else "already installed"
+    if tokenless_writes == "allow":
+        return f"{installed}; writes to the version table without a fencing token are allowed (opted out)"
+    if tokenless_writes == "forbid":
+        return f"{installed}; writes to the version table without a fencing token are refused"
+    return installed
 
 
 def init(config: Config, directory: str) -> Path:

@@ -11,6 +11,7 @@ from .dirty import Unsettled, tracks_dirty, unsettled_revisions, utc_text
 from .fence_schema import installed_version
 from .queries import statement
 from .runtime.ledger_changes import version_table_name
+from .version_guard import GuardState, guard_state
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,18 @@ class LedgerRow:
     state: str = "applied"  # 'applying' / 'rolling_back': its DDL started in pre-check mode, never finished
 
 
+@dataclass(frozen=True)
+class Unrecorded:
+    """Where the version table and the ledger disagree: written without a fencing token."""
+
+    version_table_only: list[str] = field(default_factory=list)  # applied, no ledger row
+    ledger_only: list[str] = field(default_factory=list)  # a ledger row, not applied by the version table
+
+    def as_json(self) -> dict[str, list[str]]:
+        """JSON form, in ``state --json``."""
+        return {"version_table_only": self.version_table_only, "ledger_only": self.ledger_only}
+
+
 @dataclass
 class State:
     """The database as it is now."""
@@ -46,6 +59,8 @@ class State:
     fences: list[FenceRow] = field(default_factory=list)
     ledger: list[LedgerRow] = field(default_factory=list)
     dirty: list[Unsettled] = field(default_factory=list)
+    tokenless_writes: GuardState | None = None
+    unrecorded: Unrecorded = field(default_factory=lambda: Unrecorded())
 
     def as_json(self) -> dict[str, Any]:
         """JSON form, printed by ``state --json``."""
@@ -57,6 +72,8 @@ class State:
             "fences": [vars(row) for row in self.fences],
             "ledger": [vars(row) for row in self.ledger],
             "dirty": [row.as_json() for row in self.dirty],
+            "tokenless_writes": None if self.tokenless_writes is None else self.tokenless_writes.as_json(),
+            "unrecorded": self.unrecorded.as_json(),
         }
 
 
@@ -88,6 +105,9 @@ def read_state(context: MigrationContext, schema: str) -> State:
         )
         for row in connection.execute(statement("ledger_rows", quoted, dialect), {"version_table": version_table})
     ]
+    if _at_least(state.fence_schema_version, (0, 4)):  # the guard came with fence schema 0.4
+        state.tokenless_writes = guard_state(context, quoted)
+    state.unrecorded = reconcile(context, state.heads, state.ledger)
     if tracks_dirty(dialect, state.fence_schema_version):
         # Pre-check mode (MySQL/MariaDB, --mode precheck on PostgreSQL) leaves revisions dirty.
         state.dirty = [
@@ -97,3 +117,34 @@ def read_state(context: MigrationContext, schema: str) -> State:
         ]
     return state
 
+
+
+def reconcile(context: MigrationContext, heads: list[str], ledger: list[LedgerRow]) -> Unrecorded:
+    """Compare the revisions the version table's heads apply (with their ancestors) with the ledger.
+
+    Dirty ledger rows are left out: their DDL never finished, which ``dirty`` reports. Below a head
+    that no revision file has, nothing is known: then ledger rows are not compared (FM403 says why).
+    """
+    applied = applied_revisions(context, heads)
+    recorded = {row.revision for row in ledger}
+    settled = {row.revision for row in ledger if row.state == "applied"}
+    ledger_only = [] if applied is None else sorted(settled - applied)
+    return Unrecorded(sorted((applied or set(heads)) - recorded), ledger_only)
+
+
+def applied_revisions(context: MigrationContext, heads: list[str]) -> set[str] | None:
+    """The heads and every revision below them; None when a head has no revision file."""
+    applied = set(heads)
+    script = context.script
+    if script is None:
+        return None
+    for head in heads:
+        try:
+            applied.update(revision.revision for revision in script.revision_map.iterate_revisions(head, "base"))
+        except Exception:  # noqa: BLE001 - alembic raises several resolution errors for a missing file
+            return None
+    return applied
+
+
+def _at_least(version: str, minimum: tuple[int, ...]) -> bool:
+    return tuple(int(part) for part in version.split(".")) >= minimum

@@ -47,7 +47,10 @@ RUN_KEYS = {
     "forced_single_transaction",
     "mode",
 }
-STATE_KEYS = {"status", "version_table", "heads", "fence_schema_version", "fences", "ledger", "dirty"}
+STATE_KEYS = {
+    "status", "version_table", "heads", "fence_schema_version", "fences", "ledger", "dirty", "tokenless_writes",
+    "unrecorded",
+}
 FENCE_ROW_KEYS = {"resource", "token", "updated_at"}
 LEDGER_ROW_KEYS = {
     "revision", "resource", "applied_token", "holder", "method", "applied_at", "script_sha256", "state",
@@ -251,6 +254,7 @@ def test_stale_stamp_is_fenced_and_plain_alembic_is_not(two: Project) -> None:
     assert (alembic_versions(two.url), ledger(two.url), fences(two.url)) == before
 
     # Control: nothing stops plain alembic from making the same stale write.
+    two.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     two.run_alembic("stamp", "0001").check()
     assert alembic_versions(two.url) == ["0001"]
 
@@ -306,6 +310,8 @@ def test_state_before_any_fenced_run(two: Project) -> None:
         "fences": [],
         "ledger": [],
         "dirty": [],
+        "tokenless_writes": None,
+        "unrecorded": {"version_table_only": [], "ledger_only": []},
     }
     assert "fencemigrate" not in schema_names(two.url)
 
@@ -347,6 +353,8 @@ def test_state_after_runs(two: Project) -> None:
             for rev, token, holder in [("0001", 7, "h1"), ("0002", 8, "h2")]
         ],
         "dirty": [],
+        "tokenless_writes": {"status": "refused", "allowed_at": None},
+        "unrecorded": {"version_table_only": [], "ledger_only": []},
     }
     assert all(set(row) == FENCE_ROW_KEYS for row in payload["fences"])
     assert all(set(row) == LEDGER_ROW_KEYS for row in payload["ledger"])
@@ -431,6 +439,7 @@ def test_resources_are_fenced_independently(two: Project) -> None:
     assert fences(two.url) == {DEFAULT_RESOURCE: 50, "other/res": 3}
 
     # Control: plain alembic performs the stale downgrade.
+    two.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     two.run_alembic("downgrade", "0001").check()
     assert alembic_versions(two.url) == ["0001"]
 
@@ -577,6 +586,7 @@ def test_api_raises_fenced_for_stale_token(two: Project) -> None:
     assert table_names(two.url) == ["alembic_version", "t1", "t2"]
 
     # Control: plain alembic performs the stale downgrade.
+    two.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     two.run_alembic("downgrade", "0001").check()
     assert alembic_versions(two.url) == ["0001"]
 

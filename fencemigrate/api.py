@@ -44,6 +44,7 @@ from .runtime.settings import FenceSettings
 from .state import State, read_state
 from .timeline import Event, parse_since, read_timeline
 from .validation import check_holder, check_resource, check_schema, parse_token
+from .version_guard import allow_tokenless_writes, forbid_tokenless_writes, guard_version_table
 
 if TYPE_CHECKING:  # `check` imports its rules only when it runs: every other command starts faster
     from .check import CheckReport, DatabaseSnapshot
@@ -346,17 +347,27 @@ def lease_detach(config: Config, *, resource: str | None = None, lease_url: str 
     return _with_lease_backend(config, lease_url, lambda backend: backend.detach(name))[0]
 
 
-def install(config: Config, sql: bool = False, grant_to: str | None = None) -> str:
-    """Install the fence schema through env.py's connection, or put back the guard triggers of an
-    installed one that were dropped or disabled (one line each in the result); with ``sql``, return
-    the script instead, for the database ``sqlalchemy.url`` names (PostgreSQL's unless it names
-    SQLite or MySQL/MariaDB). ``grant_to`` (PostgreSQL): the role that runs migrations, granted what
-    they need in the fence schema, which it does not own (see :mod:`.migration_role`)."""
+def install(
+    config: Config, sql: bool = False, grant_to: str | None = None, tokenless_writes: str | None = None
+) -> str:
+    """Install the fence schema through env.py's connection, put back the guard triggers of an
+    installed one that were dropped or disabled (one line each in the result), and guard Alembic's
+    version table when it exists; with ``sql``, return the script instead, for the database
+    ``sqlalchemy.url`` names (PostgreSQL's unless it names SQLite or MySQL/MariaDB).
+
+    ``grant_to`` (PostgreSQL): the role that runs migrations, granted what they need in the fence
+    schema, which it does not own (see :mod:`.migration_role`). ``tokenless_writes`` "allow" opts
+    the version table out of the guard (recorded: no later run puts it back), "forbid" opts it back in.
+    """
     from .guard_repair import restore_guards
 
     schema = check_schema(fence_schema(config))
     check_grant_to(grant_to, configured_backend(config), sql)
+    if tokenless_writes not in (None, "allow", "forbid"):
+        raise UsageError(f"tokenless_writes must be 'allow' or 'forbid', not {tokenless_writes!r}")
     if sql:
+        if tokenless_writes is not None:
+            raise UsageError("--allow-tokenless-writes and --forbid-tokenless-writes change a database: not with --sql")
         return offline_install_script(configured_backend(config), schema)
     outcome: list[str] = []
 
@@ -370,12 +381,20 @@ def install(config: Config, sql: bool = False, grant_to: str | None = None) -> s
                 version = installed_version(context.connection, quoted)
                 assert version is not None
                 outcome.extend(["already installed", *restore_guards(context.connection, quoted, version)])
+            if tokenless_writes == "allow":
+                allow_tokenless_writes(context, quoted)
+                outcome[0] += "; writes to the version table without a fencing token are allowed (opted out)"
+            elif tokenless_writes == "forbid":
+                forbid_tokenless_writes(context, quoted)
+                outcome[0] += "; writes to the version table without a fencing token are refused"
+            else:
+                guard_version_table(context, quoted)
             if grant_to is not None:
                 outcome.append(grant_to_migration_role(context.connection, quoted, grant_to))
         return []
 
     _run_without_steps(config, do_install)
-    return "\n".join(outcome) if outcome else "already installed"
+    return "\n".join(outcome)
 
 
 def init(config: Config, directory: str) -> Path:

@@ -27,6 +27,7 @@ from .runtime.outcome import RunOutcome
 from .scrub import scrub_secrets
 from .state import State
 from .stop_signals import Stopped, stop_on_signals
+from .version_guard import ALLOWED, UNGUARDED
 from .timeline import timeline_lines
 
 _VERBS = {"upgrade": "applied", "downgrade": "rolled back", "reapply": "re-applied", "stamp": "stamped"}
@@ -338,10 +339,18 @@ def lease_detach(obj: _Context, /, as_json: bool, **options: Any) -> None:
               "sqlalchemy.url names (SQLite, MySQL/MariaDB; PostgreSQL otherwise).")
 @click.option("--grant-to", metavar="ROLE", help="PostgreSQL: the role that runs migrations, granted what fencemigrate "
               "needs in the fence schema, which stays owned by you (README: Two roles).")
+@click.option("--allow-tokenless-writes", "tokenless_writes", flag_value="allow", default=None,
+              help="Opt out: let plain alembic (no fencing token) write the version table again; recorded, "
+              "so no fenced run puts the guard back.")
+@click.option("--forbid-tokenless-writes", "tokenless_writes", flag_value="forbid",
+              help="Opt back in: the database refuses version-table writes without a fencing token.")
 @click.pass_obj
-def install(obj: _Context, sql: bool, grant_to: str | None) -> None:
-    """Install the fence schema (done automatically on the first fenced run), or put back its guard."""
-    click.echo(_guarded(False, lambda: api.install(obj.config(), sql=sql, grant_to=grant_to)))
+def install(obj: _Context, sql: bool, grant_to: str | None, tokenless_writes: str | None) -> None:
+    """Install the fence schema (done automatically on the first fenced run), put back its guard and
+    guard the version table."""
+    click.echo(_guarded(False, lambda: api.install(
+        obj.config(), sql=sql, grant_to=grant_to, tokenless_writes=tokenless_writes
+    )))
 
 
 @main.command()
@@ -537,6 +546,13 @@ def _state_text(result: State) -> str:
         )
     for dirty in result.dirty:
         action = "upgrade" if dirty.state == "applying" else "downgrade"
+        if dirty.token == 0:  # a write without a token, refused after MySQL had committed its DDL
+            lines.append(
+                f"DIRTY: {dirty.revision} ({dirty.version_table}): a plain alembic {action} (no fencing token) "
+                f"was refused at {dirty.since} after its DDL had committed; fenced writes are refused until "
+                f"`fencemigrate resolve {dirty.revision} --token N --as applied|rolled-back`"
+            )
+            continue
         lines.append(
             f"DIRTY: {dirty.revision} ({dirty.version_table}): {action} started under token {dirty.token} "
             f"by {dirty.holder} at {dirty.since} never finished; fenced writes are refused until "
@@ -546,7 +562,31 @@ def _state_text(result: State) -> str:
     lines += [f"ERROR: {row.message}" for row in result.fence_below_lease]
     altered = "ERROR: the fence schema differs from fencemigrate's:"
     lines += [f"{altered} {problem}" for problem in result.fence_schema_problems]
+    lines += _tokenless_text(result)
     return "\n".join(lines)
+
+
+def _tokenless_text(result: State) -> list[str]:
+    """The version table's guard when it is off, and where the version table and the ledger disagree."""
+    lines: list[str] = []
+    guard, table = result.tokenless_writes, result.version_table
+    if guard is not None and guard.status == ALLOWED:
+        lines.append(
+            f"tokenless writes to {table}: allowed (opted out at {guard.allowed_at}; "
+            "`fencemigrate install --forbid-tokenless-writes` refuses them again)"
+        )
+    elif guard is not None and guard.status == UNGUARDED:
+        lines.append(f"tokenless writes to {table}: not refused yet (the next fenced run or `fencemigrate install` guards it)")
+    lines += [
+        f"NOT IN LEDGER: {revision} is applied by {table} but has no ledger row (written without a fencing token)"
+        for revision in result.unrecorded.version_table_only
+    ]
+    lines += [
+        f"NOT IN VERSION TABLE: {revision} has a ledger row but {table} does not have it applied "
+        "(changed without a fencing token)"
+        for revision in result.unrecorded.ledger_only
+    ]
+    return lines
 
 
 def _template_config(obj: _Context) -> Config:

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from .errors import Dirty
+from .prefixed_schema import installed_version
 from .queries import query_dialect, statement
 
 
@@ -35,18 +36,35 @@ def tracks_dirty(dialect_name: str, schema_version: str | None) -> bool:
     return tuple(int(part) for part in schema_version.split(".")) >= (0, 3)
 
 
+TOKENLESS_HOLDER = "(a write without a fencing token)"
+"""The holder of a dirty revision that a refused write without a token left (its token is 0)."""
+
+
 def unsettled_revisions(connection: Connection, quoted_schema: str, resource: str) -> list[Unsettled]:
-    """The dirty revisions of ``resource``, oldest first."""
+    """The dirty revisions of ``resource``, oldest first; on MySQL also those that refused writes
+    without a token left (any resource's: they name none)."""
     rows = connection.execute(
         statement("unsettled_revisions", quoted_schema, connection.dialect.name), {"resource": resource}
     )
-    return [
+    found = [
         Unsettled(
             row.version_table, row.revision, row.state, int(row.state_token), row.state_holder,
             utc_text(row.state_since),
         )
         for row in rows
     ]
+    if query_dialect(connection.dialect.name) == "mysql" and _has_tokenless_marks(connection, quoted_schema):
+        found += [
+            Unsettled(row.version_table, row.revision, row.state, 0, TOKENLESS_HOLDER, utc_text(row.at))
+            for row in connection.execute(statement("tokenless_writes", quoted_schema, connection.dialect.name))
+        ]
+    return found
+
+
+def _has_tokenless_marks(connection: Connection, quoted_schema: str) -> bool:
+    """MySQL's fence schema records refused writes without a token from 0.4 on."""
+    version = installed_version(connection, quoted_schema)
+    return version is not None and tuple(int(part) for part in version.split(".")) >= (0, 4)
 
 
 def refuse_if_dirty(connection: Connection, quoted_schema: str, resource: str) -> None:

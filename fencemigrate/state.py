@@ -15,6 +15,7 @@ from .fence_schema import installed_version
 from .queries import prefixes_tables, statement
 from .runtime.ledger_changes import version_table_name
 from .tampering import FenceBelowLease, LedgerAboveFence, fence_below_lease, ledger_above_fence
+from .version_guard import GuardState, guard_state
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,18 @@ class AutocommitLeftover:
     fenced_at: str
 
 
+@dataclass(frozen=True)
+class Unrecorded:
+    """Where the version table and the ledger disagree: written without a fencing token."""
+
+    version_table_only: list[str] = field(default_factory=list)  # applied, no ledger row
+    ledger_only: list[str] = field(default_factory=list)  # a ledger row, not applied by the version table
+
+    def as_json(self) -> dict[str, list[str]]:
+        """JSON form, in ``state --json``."""
+        return {"version_table_only": self.version_table_only, "ledger_only": self.ledger_only}
+
+
 @dataclass
 class State:
     """The database as it is now."""
@@ -68,6 +81,8 @@ class State:
     ledger_above_fence: list[LedgerAboveFence] = field(default_factory=list)
     fence_below_lease: list[FenceBelowLease] = field(default_factory=list)
     fence_schema_problems: list[str] = field(default_factory=list)
+    tokenless_writes: GuardState | None = None
+    unrecorded: Unrecorded = field(default_factory=lambda: Unrecorded())
 
     def as_json(self) -> dict[str, Any]:
         """JSON form, printed by ``state --json``."""
@@ -83,6 +98,8 @@ class State:
             "ledger_above_fence": [row.as_json() for row in self.ledger_above_fence],
             "fence_below_lease": [row.as_json() for row in self.fence_below_lease],
             "fence_schema_problems": self.fence_schema_problems,
+            "tokenless_writes": None if self.tokenless_writes is None else self.tokenless_writes.as_json(),
+            "unrecorded": self.unrecorded.as_json(),
         }
 
 
@@ -128,6 +145,9 @@ def read_state(context: MigrationContext, schema: str) -> State:
     ]
     if _has_event_log(connection, schema, state.fence_schema_version):
         state.autocommit_leftovers = _autocommit_leftovers(connection, quoted, dialect, state.ledger)
+    if _at_least(state.fence_schema_version, (0, 4)):  # the guard came with fence schema 0.4
+        state.tokenless_writes = guard_state(context, quoted)
+    state.unrecorded = reconcile(context, state.heads, state.ledger)
     if tracks_dirty(dialect, state.fence_schema_version):
         # Pre-check mode (MySQL/MariaDB, --mode precheck on PostgreSQL) leaves revisions dirty.
         state.dirty = [
@@ -183,3 +203,32 @@ def _read_tampering(connection: Connection, quoted_schema: str, state: State) ->
     state.fence_below_lease = fence_below_lease(connection, quoted_schema)
     state.fence_schema_problems = fence_schema_problems(connection, quoted_schema, state.fence_schema_version)
 
+def reconcile(context: MigrationContext, heads: list[str], ledger: list[LedgerRow]) -> Unrecorded:
+    """Compare the revisions the version table's heads apply (with their ancestors) with the ledger.
+
+    Dirty ledger rows are left out: their DDL never finished, which ``dirty`` reports. Below a head
+    that no revision file has, nothing is known: then ledger rows are not compared (FM403 says why).
+    """
+    applied = applied_revisions(context, heads)
+    recorded = {row.revision for row in ledger}
+    settled = {row.revision for row in ledger if row.state == "applied"}
+    ledger_only = [] if applied is None else sorted(settled - applied)
+    return Unrecorded(sorted((applied or set(heads)) - recorded), ledger_only)
+
+
+def applied_revisions(context: MigrationContext, heads: list[str]) -> set[str] | None:
+    """The heads and every revision below them; None when a head has no revision file."""
+    applied = set(heads)
+    script = context.script
+    if script is None:
+        return None
+    for head in heads:
+        try:
+            applied.update(revision.revision for revision in script.revision_map.iterate_revisions(head, "base"))
+        except Exception:  # noqa: BLE001 - alembic raises several resolution errors for a missing file
+            return None
+    return applied
+
+
+def _at_least(version: str, minimum: tuple[int, ...]) -> bool:
+    return tuple(int(part) for part in version.split(".")) >= minimum

@@ -12,6 +12,8 @@ FENCE_TABLES = (
     "fencemigrate_fence_event",
     "fencemigrate_lease",
     "fencemigrate_schema_version",
+    "fencemigrate_tokenless_write",
+    "fencemigrate_tokenless_writes_allowed",
 )
 
 

@@ -15,7 +15,10 @@ from typing import Any
 from support.project import Project, create_project, sqlite_url
 
 PREFIX = "fencemigrate_"  # SQLite has no schemas: the fence tables carry the schema name as a prefix
-FENCE_TABLES = ["agent_fence", "applied_revision", "fence_event", "lease", "schema_version"]
+FENCE_TABLES = [
+    "agent_fence", "applied_revision", "fence_event", "lease", "schema_version", "tokenless_writes_allowed",
+    "version_write_claim",
+]
 EVENTS = f"{PREFIX}fence_event"
 
 

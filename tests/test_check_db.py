@@ -220,11 +220,12 @@ def test_an_older_fence_schema_is_compared_with_the_scripts_of_its_version(proje
     with engine.connect() as connection:  # the control: 0.2 is not what fencemigrate installs now
         assert fence_schema_problems(connection, "fencemigrate", default_version())
     engine.dispose()
-    assert project.run_cli("check", "--db").check(0).stdout == (
+    # Plain alembic applied 0001 without a ledger row (FM407): not what this test is about.
+    assert project.run_cli("check", "--db", "--ignore", "FM407").check(0).stdout == (
         "no problems found in 1 revision file, database checked\n"
     )
     execute(project.url, "DROP TRIGGER agent_fence_monotonic ON fencemigrate.agent_fence")
-    assert findings(check_db(project, code=1)) == [
+    assert findings(check_db(project, "--ignore", "FM407", code=1)) == [
         (
             "FM405", None,
             "the fence schema fencemigrate (0.2) differs from fencemigrate's: trigger agent_fence_monotonic is missing",

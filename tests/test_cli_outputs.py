@@ -49,7 +49,7 @@ RUN_KEYS = {
 }
 STATE_KEYS = {
     "status", "version_table", "heads", "fence_schema_version", "fences", "ledger", "dirty", "autocommit_leftovers",
-    "ledger_above_fence", "fence_below_lease", "fence_schema_problems",
+    "ledger_above_fence", "fence_below_lease", "fence_schema_problems", "tokenless_writes", "unrecorded",
 }
 FENCE_ROW_KEYS = {"resource", "token", "updated_at", "token_source"}
 LEDGER_ROW_KEYS = {
@@ -255,6 +255,7 @@ def test_stale_stamp_is_fenced_and_plain_alembic_is_not(two: Project) -> None:
     assert (alembic_versions(two.url), ledger(two.url), fences(two.url)) == before
 
     # Control: nothing stops plain alembic from making the same stale write.
+    two.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     two.run_alembic("stamp", "0001").check()
     assert alembic_versions(two.url) == ["0001"]
 
@@ -314,6 +315,8 @@ def test_state_before_any_fenced_run(two: Project) -> None:
         "ledger_above_fence": [],
         "fence_below_lease": [],
         "fence_schema_problems": [],
+        "tokenless_writes": None,
+        "unrecorded": {"version_table_only": [], "ledger_only": []},
     }
     assert "fencemigrate" not in schema_names(two.url)
 
@@ -360,6 +363,8 @@ def test_state_after_runs(two: Project) -> None:
         "ledger_above_fence": [],
         "fence_below_lease": [],
         "fence_schema_problems": [],
+        "tokenless_writes": {"status": "refused", "allowed_at": None},
+        "unrecorded": {"version_table_only": [], "ledger_only": []},
     }
     assert all(set(row) == FENCE_ROW_KEYS for row in payload["fences"])
     assert all(set(row) == LEDGER_ROW_KEYS for row in payload["ledger"])
@@ -444,6 +449,7 @@ def test_resources_are_fenced_independently(two: Project) -> None:
     assert fences(two.url) == {DEFAULT_RESOURCE: 50, "other/res": 3}
 
     # Control: plain alembic performs the stale downgrade.
+    two.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     two.run_alembic("downgrade", "0001").check()
     assert alembic_versions(two.url) == ["0001"]
 
@@ -590,6 +596,7 @@ def test_api_raises_fenced_for_stale_token(two: Project) -> None:
     assert table_names(two.url) == ["alembic_version", "t1", "t2"]
 
     # Control: plain alembic performs the stale downgrade.
+    two.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     two.run_alembic("downgrade", "0001").check()
     assert alembic_versions(two.url) == ["0001"]
 

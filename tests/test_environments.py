@@ -180,6 +180,7 @@ def test_unmodified_env_is_fenced(
         assert query(pg_url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 42") == [(0,)]
 
     # Control: plain alembic with the same env applies the same stale write.
+    project.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     project.run_alembic("upgrade", "head").check(0)
     assert table_names(pg_url) == ["alembic_version", "t1", "t2"]
     assert alembic_versions(pg_url) == ["b2"]
@@ -237,6 +238,7 @@ def test_transaction_per_migration_stale_token_is_fenced(project: Project, pg_ur
     assert snapshot(pg_url) == before
 
     # Control: plain alembic applies the whole stale chain.
+    project.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     project.run_alembic("upgrade", "head").check(0)
     assert table_names(pg_url) == ["alembic_version", "c0", "c1", "c2", "c3"]
 
@@ -323,6 +325,7 @@ def test_autocommit_block_stale_token_is_fenced_before_anything_runs(project: Pr
     assert index_names(pg_url) == []
 
     # Control: plain alembic runs the stale chain, CONCURRENTLY index included.
+    project.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     project.run_alembic("upgrade", "head").check(0)
     assert index_names(pg_url) == ["ix_items_name"]
     assert alembic_versions(pg_url) == ["c3"]
@@ -369,6 +372,7 @@ def test_newer_token_during_autocommit_block_is_fenced_after_it(project: Project
     assert table_names(pg_url) == ["alembic_version", "before_block", "items"]
 
     # Control: plain alembic runs the same revision to the end despite the newer token.
+    project.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     project.run_alembic("upgrade", "head").check(0)
     assert alembic_versions(pg_url) == ["b2"]
     assert "after_block" in table_names(pg_url)
@@ -474,6 +478,7 @@ def test_newer_token_between_two_autocommit_blocks_stops_the_second(project: Pro
     assert fence_token(pg_url) == 99
 
     # Control: plain alembic runs both blocks.
+    project.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     project.run_alembic("upgrade", "head").check(0)
     assert index_names(pg_url) == ["ix_first", "ix_second"]
 
@@ -529,6 +534,7 @@ def test_commit_midway_newer_token_is_fenced_after_it(project: Project, pg_url: 
     assert fence_token(pg_url) == 99
 
     # Control: plain alembic runs the same revision to the end despite the newer token.
+    project.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     project.run_alembic("upgrade", "head").check(0)
     assert alembic_versions(pg_url) == ["b2"]
     assert "after_commit" in table_names(pg_url)
@@ -571,6 +577,7 @@ def test_reapply_forces_one_transaction(project: Project, pg_url: str) -> None:
     assert snapshot(pg_url) == before
 
     # Control: plain alembic rolls back and re-applies without any token.
+    project.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     project.run_alembic("downgrade", "base").check(0)
     project.run_alembic("upgrade", "head").check(0)
     assert alembic_versions(pg_url) == ["b2"]
@@ -611,6 +618,7 @@ def test_deferred_ledger_rows_commit_with_their_ddl(project: Project, pg_url: st
     assert fence_token(pg_url) == 99
 
     # Control: plain alembic runs b2 to the end despite the newer token.
+    project.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     project.run_alembic("upgrade", "head").check(0)
     assert alembic_versions(pg_url) == ["b2"]
     assert "after_escape" in table_names(pg_url)
@@ -643,6 +651,7 @@ def test_per_migration_raw_dbapi_commit_is_refused_at_that_commit(project: Proje
     assert fence_token(pg_url) == 5
 
     # Control: plain alembic lets the revision commit half of itself and run the rest unfenced.
+    project.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     project.run_alembic("upgrade", "head").check(0)
     assert alembic_versions(pg_url) == ["b2"]
     assert {"before_raw_commit", "after_raw_commit"} <= set(table_names(pg_url))

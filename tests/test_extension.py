@@ -103,7 +103,8 @@ def test_extension_loads_and_is_used_without_reinstalling(
         "WHERE e.extname = 'fencemigrate'"
     ).fetchall() == [("0.4", "fencemigrate")]
     assert table_names(pg_url, "fencemigrate") == [
-        "agent_fence", "applied_revision", "fence_event", "lease", "pending_version_check"
+        "agent_fence", "applied_revision", "fence_event", "lease", "pending_version_check",
+        "tokenless_writes_allowed",
     ]
     members_before = query(
         pg_url, "SELECT count(*) FROM pg_depend WHERE refobjid = (SELECT oid FROM pg_extension "
@@ -134,6 +135,7 @@ def test_extension_loads_and_is_used_without_reinstalling(
     assert fence_token(pg_url) == 2
 
     # Control: plain alembic applies (with the extension in place) the revision token 1 was FENCED from.
+    project.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     project.run_alembic("upgrade", "head").check(0)
     assert alembic_versions(pg_url) == ["c3"]
 

@@ -351,7 +351,8 @@ def _fence_objects(url: str) -> dict[str, list[tuple[Any, ...]]]:
         "triggers": mysql_rows(
             url,
             "SELECT trigger_name, event_object_table, action_timing, event_manipulation, action_statement "
-            "FROM information_schema.triggers WHERE trigger_schema = DATABASE() ORDER BY trigger_name",
+            "FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+            "AND event_object_table LIKE 'fencemigrate\\_%' ORDER BY trigger_name",  # not the version table's guard
         ),
         "version": mysql_rows(url, "SELECT * FROM fencemigrate_schema_version"),
     }

@@ -92,6 +92,10 @@ def claim_line(token: int) -> str:
     return f"SELECT fencemigrate.claim('{RESOURCE}', {token});"
 
 
+GUARD_LINE = "SELECT fencemigrate.guard_version_table('alembic_version', to_regclass('alembic_version'));"
+"""The first step puts the guard on the version table (plain alembic cannot write it afterwards)."""
+
+
 def record_line(revision: str, token: int, sha: str) -> str:
     """The ledger statement as it appears in the script."""
     return (
@@ -136,6 +140,7 @@ def test_script_claims_before_each_revisions_ddl(project: Project, pg_url: str) 
         claim_line(21),
         "CREATE TABLE alembic_version (",
         claim_line(21),
+        GUARD_LINE,
         "CREATE TABLE t1 (id int);",
         "CREATE INDEX ix_t1_id ON t1 (id);",
         claim_line(21),
@@ -247,6 +252,7 @@ def test_stale_token_script_is_fenced_by_psql(project: Project, pg_url: str, tmp
     assert snapshot(pg_url) == before
 
     # Control: plain alembic's offline script of the same range applies it.
+    project.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     plain = project.run_alembic("upgrade", "a1:head", "--sql").check(0)
     assert "fencemigrate" not in plain.stdout
     run_psql(pg_url, plain.stdout, tmp_path, name="plain.sql").check(0)
@@ -278,6 +284,7 @@ def test_transaction_per_migration_script_claims_after_each_begin(
         "BEGIN;",
         "CREATE TABLE alembic_version (",
         claim_line(4),
+        GUARD_LINE,
         "CREATE TABLE t1 (id int);",
         "CREATE INDEX ix_t1_id ON t1 (id);",
         claim_line(4),
@@ -322,6 +329,7 @@ def test_autocommit_block_script_claims_inside_and_after_the_block(
         "BEGIN;",
         claim_line(6),
         claim_line(6),
+        GUARD_LINE,
         "CREATE TABLE t3 (id int);",
         "COMMIT;",
         claim_line(6),

@@ -248,6 +248,7 @@ def test_grant_fences_the_old_holder_before_the_new_one_writes(tmp_path: Path) -
         ("FENCED", "agent-A", token_a, "head"),
     ]
     # Control: without the fence, agent-A's stale write goes straight in.
+    project.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     project.run_alembic("upgrade", "head").check(0)
     assert alembic_versions(db) == ["b2"]
 

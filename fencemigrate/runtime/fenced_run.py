@@ -13,6 +13,7 @@ from sqlalchemy import Connection
 from ..errors import FencemigrateError, NotTransactional
 from ..dirty import refuse_if_dirty, tracks_dirty
 from ..fence_schema import default_version, ensure_installed
+from ..version_guard import clear_version_write, guard_version_table, mark_version_write
 from .environment import autocommits
 from .fence_calls import FenceCalls, PostgresFenceCalls, fence_calls_for
 from .fenced_step import FencedStep
@@ -112,6 +113,14 @@ class FencedRun:
 
     def _note_heads(self, *, heads: set[str], **_: Any) -> None:
         self.outcome.heads = sorted(heads)
+        if self._marks_version_writes(self._context):
+            assert self._context is not None and self._context.connection is not None
+            clear_version_write(self._context.connection, self._quoted_schema)
+
+    @staticmethod
+    def _marks_version_writes(context: MigrationContext | None) -> bool:
+        """SQLite's guard has no claim to look for: the run marks each version write itself."""
+        return context is not None and not context.as_sql and context.dialect.name == "sqlite"
 
     # -- one step ------------------------------------------------------------------------
 
@@ -119,6 +128,10 @@ class FencedRun:
         """Claim, run the step's DDL, re-claim if it escaped its transaction, write or defer its ledger rows."""
         try:
             self._execute_step(step, migration_fn, kw)
+            if self._marks_version_writes(self._context):
+                # SQLite: Alembic writes the version row next; the guard lets it through (cleared after).
+                assert self._context is not None and self._context.connection is not None
+                mark_version_write(self._context.connection, self._quoted_schema)
             # Progress: keep the run's own lease alive (on SQLite, renewed in this transaction).
             assert self._context is not None
             self._heartbeat(self._context.connection)
@@ -152,6 +165,9 @@ class FencedRun:
             claim_xact = calls.claim(settings.resource, settings.token)
         if self._first_step and not context.as_sql:
             self._require_unmoved_heads(context)
+        if self._first_step:
+            # Alembic has created its version table by now: from here on, only fenced writes reach it.
+            guard_version_table(context, self._quoted_schema)
         self._first_step = False
 
         connection = None if context.as_sql else context.connection  # offline: a mock, no transaction

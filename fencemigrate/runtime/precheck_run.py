@@ -24,6 +24,7 @@ from sqlalchemy import Connection
 from ..dirty import refuse_if_dirty
 from ..errors import FencemigrateError
 from ..fence_schema import ensure_installed
+from ..version_guard import guard_version_table
 from .fence_calls import FenceCalls, fence_calls_for
 from .fenced_run import HeadsMoved, Planner, step_direction
 from .fenced_step import FencedStep
@@ -62,6 +63,7 @@ class PrecheckRun:
         self._marks: PrecheckMarks | None = None
         self._next_step: Any = None  # the step after the one running
         self._premarked: Any = None  # a step whose mark the previous step's transaction wrote
+        self._guarded = False  # the version table's guard is on (or was allowed off on purpose)
 
     def use_token(self, token: int) -> None:
         """Write under ``token`` (the run's own lease was granted it once env.py connected)."""
@@ -135,6 +137,10 @@ class PrecheckRun:
 
     def execute_step(self, step: Any, migration_fn: Callable[..., None], kw: dict[str, Any]) -> None:
         """Run the revision's DDL; then settle its ledger row beside Alembic's version row."""
+        if not self._guarded and self._context is not None:
+            # Alembic has created its version table by now: from here on, only fenced writes reach it.
+            guard_version_table(self._context, self._quoted_schema)
+            self._guarded = True
         try:
             migration_fn(**kw)
         except Exception as error:

@@ -328,6 +328,11 @@ class Project:
         """Run plain ``alembic *args`` (the control) in the project directory."""
         return run_command(script_command("alembic") + list(args), self.path, env, input, timeout)
 
+    def allow_tokenless_writes(self) -> None:
+        """Opt the database out of the version-table guard, so that a plain ``alembic`` control can
+        write to a fenced database (``fencemigrate install --allow-tokenless-writes``)."""
+        run_command(script_command("fencemigrate") + ["install", "--allow-tokenless-writes"], self.path).check()
+
 
 def sqlite_url(database: Path) -> str:
     """SQLAlchemy URL of the SQLite file ``database`` (default pysqlite driver): ``sqlite:////abs/path``."""

@@ -14,6 +14,7 @@ from .database import (
     FenceSchemaMissing,
     MissingAppliedRevision,
     PendingRevision,
+    UnrecordedVersionWrite,
 )
 from .downgrade import MissingDowngrade
 from .files import BadSuppression, UnparsableRevision
@@ -48,6 +49,7 @@ RULES: tuple[Rule, ...] = (
     FenceSchemaMissing(),
     FenceSchemaAltered(),
     DirtyRevision(),
+    UnrecordedVersionWrite(),
     LedgerAboveFence(),
     FenceBelowLease(),
     UnparsableRevision(),

@@ -152,3 +152,41 @@ class DirtyRevision(Rule):
                 yield self.at(item, item.revision_line, message, fix)
             else:
                 yield self.finding(message, revision=dirty.revision, fix=fix)
+
+
+class UnrecordedVersionWrite(Rule):
+    """FM407: the version table and the ledger disagree: something wrote one without a fencing token."""
+
+    id = "FM407"
+    name = "unrecorded-version-write"
+    summary = (
+        "the version table and the ledger disagree: a revision applied by the version table with no "
+        "ledger row, or a ledger row for a revision the version table does not have (plain alembic, "
+        "no fencing token)"
+    )
+    fix = (
+        "find out who migrated without a token; make the ledger match what is really applied under a "
+        "token (`fencemigrate stamp base`, then `fencemigrate stamp REV`)"
+    )
+    needs_database = True
+
+    def check(self, context: CheckContext) -> Iterator[Finding]:
+        state = _database(context).state
+        table = state.version_table
+        for revision in state.unrecorded.version_table_only:
+            yield self._found(
+                context, revision,
+                f"{revision} is applied by {table} but has no ledger row: it was written without a fencing token",
+            )
+        for revision in state.unrecorded.ledger_only:
+            yield self._found(
+                context, revision,
+                f"{revision} has a ledger row but {table} does not have it applied: the version table was "
+                "changed without a fencing token",
+            )
+
+    def _found(self, context: CheckContext, revision: str, message: str) -> Finding:
+        item = context.graph.files.get(revision)
+        if item is not None:
+            return self.at(item, item.revision_line, message)
+        return self.finding(message, revision=revision)

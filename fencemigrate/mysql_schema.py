@@ -77,6 +77,10 @@ def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
             raise
         for sql in statements:
             connection.exec_driver_sql(sql, execution_options={"no_parameters": True})
+        # MySQL has committed every DDL statement of the install on its own: commit the version row
+        # with them, or a rollback of the caller's transaction would leave an update's DDL in at the
+        # old version, and the next run would run that update again (ADD COLUMN is not idempotent).
+        connection.exec_driver_sql("COMMIT")
         return True
     finally:
         connection.execute(statement("install_unlock", quoted_schema, "mysql"))

@@ -52,18 +52,21 @@ def backends(pg_server: PgServer) -> dict[str, Backend]:
     return {"postgresql": postgresql, "sqlite": Backend("sqlite")}
 
 
-def trace_params() -> list[object]:
-    params: list[object] = []
-    for backend, name in CASES:
-        marks = []
-        if name == "success_without_epoch":
-            marks.append(pytest.mark.xfail(strict=True, reason=(
-                "defect 5: plain `alembic upgrade` with the generic env.py is not refused by the fence")))
-        params.append(pytest.param(backend, name, marks=marks, id=f"{backend}-{name}"))
-    return params
+TRACE_PARAMS = [pytest.param(backend, name, id=f"{backend}-{name}") for backend, name in CASES]
+# "A success that echoes no epoch" on a database that has grants but no version table yet: the
+# version-table guard is put on the table by the first fenced run, so plain alembic's very first
+# write (it creates the table) goes through. Once a fenced run has written, it is refused
+# (tests/test_tokenless_writes.py). Open in issue 12.
+FIRST_WRITE_UNGUARDED = pytest.mark.xfail(strict=True, reason=(
+    "the version table does not exist before the first fenced run, so nothing guards plain alembic's first write"))
+FENCEMIGRATE_PARAMS = [
+    pytest.param(backend, name, id=f"{backend}-{name}",
+                 marks=[FIRST_WRITE_UNGUARDED] if name == "success_without_epoch" else [])
+    for backend, name in CASES
+]
 
 
-@pytest.mark.parametrize(("backend", "name"), trace_params())
+@pytest.mark.parametrize(("backend", "name"), FENCEMIGRATE_PARAMS)
 def test_fencemigrate_keeps_the_invariant(backends: dict[str, Backend], template: Path, scratch: Path,
                                           backend: str, name: str) -> None:
     """No commit under a superseded epoch (or none), the change applied at most once: failed=0."""
@@ -71,7 +74,7 @@ def test_fencemigrate_keeps_the_invariant(backends: dict[str, Backend], template
     assert result.violations == [], "\n".join(result.log)
 
 
-@pytest.mark.parametrize(("backend", "name"), [pytest.param(b, n, id=f"{b}-{n}") for b, n in CASES])
+@pytest.mark.parametrize(("backend", "name"), TRACE_PARAMS)
 def test_naive_control_breaks_on_every_ghost_trace_only(backends: dict[str, Backend], template: Path,
                                                         scratch: Path, backend: str, name: str) -> None:
     """The control: naive_broken on each ghost trace, and no false alarm on the others."""

@@ -4,8 +4,8 @@ The same harness as ``bash bench/faults/run --schedules 1000``, against the serv
 started: PostgreSQL (with ``track_commit_timestamp``, which the harness turns on by restarting the
 server once), SQLite, MariaDB and the Redis lease backend, one schedule each in turn. fencemigrate
 must keep every property; the control (plain Alembic behind a hand-rolled lease) must break at
-least one, or the schedules are not testing anything. Tokenless writers are left out here: they
-break the fence until defect 5 is fixed (``--with-tokenless`` shows it).
+least one, or the schedules are not testing anything. Every schedule also has a tokenless writer
+(a plain ``alembic downgrade -1``), which the version-table guard must refuse.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ BUDGET_S = 110
 
 def test_fencemigrate_survives_the_seeded_slice_and_the_control_does_not(
         pg_server: PgServer, redis_server_url: str, mysql_server_url: str) -> None:
-    args = parse_args(["--seed", str(SEED), "--schedules", str(SCHEDULES), "--budget", str(BUDGET_S), "--restarts"])
+    args = parse_args(["--seed", str(SEED), "--schedules", str(SCHEDULES), "--budget", str(BUDGET_S), "--restarts",
+                       "--with-tokenless"])
     backends = [make_backend(name, None) for name in ("postgresql", "sqlite", "mariadb", "redis")]
     summary = run_harness(args, backends)
     report = "\n".join(summary.lines())

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pymysql
 import pytest
 from mysql_rows import fence_tokens as mysql_fence_tokens
 from sqlite_rows import make_sqlite_project
 from support.db import execute, query
-from support.mysql_server import mysql_rows
+from support.mysql_server import connect, mysql_rows
 from support.pg import PgServer
 from support.project import MakeProject, Project
 
@@ -185,6 +186,8 @@ def test_a_near_miss_is_not_reported(project: Project) -> None:
     project.run_cli("upgrade", "0001", "--token", "1", "--holder", "agent-A").check(0)
     assert findings(project, 0) == []
     add_revisions(project, 2)
+    project.run_cli("lease", "release", "--holder", "agent-A").check(0)
+    project.run_cli("lease", "detach").check(0)  # back to external tokens, which may run ahead
     project.run_cli("upgrade", "0002", "--token", "9", "--holder", "agent-B").check(0)
     assert findings(project, 0) == []
     state = state_json(project)
@@ -241,10 +244,13 @@ def test_mysql_a_dropped_guard_is_reported_and_put_back(make_project: MakeProjec
     assert project.run_cli("install").check(0).stdout.splitlines() == [
         "already installed", "put back guard trigger fencemigrate_agent_fence_monotonic (it was missing)",
     ]
-    import pymysql
-
-    with pytest.raises(pymysql.err.OperationalError, match="cannot go down"):
-        mysql_rows(mysql_url, "UPDATE fencemigrate_agent_fence SET token = 0")
+    with closing(connect(mysql_url)) as connection, connection.cursor() as cursor:
+        cursor.execute("BEGIN")
+        cursor.execute("UPDATE fencemigrate_agent_fence SET token = 3")  # raising is allowed
+        with pytest.raises(pymysql.err.OperationalError, match="cannot go down"):
+            cursor.execute("UPDATE fencemigrate_agent_fence SET token = 2")
+        cursor.execute("ROLLBACK")
+    assert mysql_fence_tokens(mysql_url) == {"db/migrations": 1}
     assert [rule for rule, _ in findings(project, 1)] == ["FM411", "FM412"]
 
 
@@ -304,6 +310,8 @@ def test_two_roles_the_migration_role_cannot_lower_the_fence(
     project, url = two_roles(make_project, make_role, pg_server, pg_dbname)
     add_revisions(project, 1)
     project.run_cli("lease", "acquire", "--holder", "agent-A").check(0)  # token 1 and a lease row
+    project.run_cli("lease", "release", "--holder", "agent-A").check(0)
+    project.run_cli("lease", "detach").check(0)  # back to external tokens
     project.run_cli("upgrade", "head", "--token", "5", "--holder", "agent-A").check(0)
     with pytest.raises(psycopg.Error, match=refusal):
         execute(url, sql)
@@ -331,6 +339,7 @@ def test_two_roles_every_command_works_as_the_migration_role(
     project.run_cli("upgrade", "0002", "--holder", "runner").check(0)  # its own lease: token 3
     project.run_cli("downgrade", "0001", "--holder", "runner").check(0)
     project.run_cli("upgrade", "0003", "--holder", "runner", "--mode", "precheck").check(0)
+    project.run_cli("lease", "detach").check(0)  # agent-C's harness runs its own leases from here on
     project.run_cli("upgrade", "0004", "--token", "7", "--holder", "agent-C", "--mode", "precheck").check(1)
     assert state_json(project)["dirty"][0]["revision"] == "0004"
     project.run_cli("resolve", "0004", "--token", "7", "--as", "applied", "--holder", "agent-C").check(0)

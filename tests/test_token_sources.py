@@ -82,6 +82,7 @@ def test_pg_unissued_token_is_fenced_and_plain_alembic_is_not(project: Project, 
     project.run_cli("upgrade", "head", "--token", "1", "--holder", "A").check(0)
     assert fence_token(pg_url) == 1
     # Control: plain Alembic, with no fence, applies what the unissued token could not.
+    project.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     project.run_alembic("downgrade", "a1").check(0)
     project.run_alembic("upgrade", "head").check(0)
 
@@ -183,6 +184,7 @@ def test_sqlite_unissued_token_is_fenced_and_plain_alembic_is_not(tmp_path: Path
         assert sqlite_snapshot(sqlite_file(project)) == before
     assert sources(project) == {"db/migrations": "lease service"}
     project.run_cli("upgrade", "head", "--token", "1").check(0)
+    project.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     project.run_alembic("downgrade", "a1").check(0)
     project.run_alembic("upgrade", "head").check(0)
 
@@ -219,6 +221,7 @@ def test_mariadb_unissued_token_is_fenced_and_plain_alembic_is_not(make_project:
     assert sources(project) == {"db/migrations": "lease service"}
     assert "t2" not in app_tables(mysql_url)
     project.run_cli("upgrade", "head", "--token", "1").check(0)
+    project.allow_tokenless_writes()  # plain alembic is refused on a fenced database
     project.run_alembic("downgrade", "a1").check(0)
     project.run_alembic("upgrade", "head").check(0)
 

@@ -59,7 +59,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--budget", type=float, default=0, help="stop starting schedules after SECONDS (0: none)")
     parser.add_argument("--backend", default="postgresql,sqlite", help="comma-separated, or all: " + ", ".join(BACKENDS))
     parser.add_argument("--with-tokenless", action="store_true",
-                        help="add a plain `alembic downgrade -1` to every schedule (expected to fail until defect 5)")
+                        help="add a plain `alembic downgrade -1` (no token) to every schedule")
     parser.add_argument("--restarts", action="store_true", help="also restart the PostgreSQL server as a fault")
     parser.add_argument("--pgdata", help="PostgreSQL's data directory (default: asked from the server)")
     parser.add_argument("--keep", action="store_true", help="keep every schedule's databases and projects")

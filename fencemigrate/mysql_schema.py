@@ -60,7 +60,10 @@ def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
     lock (``install_lock.sql``): otherwise one could read the version table another has just
     created, before its row is in.
     """
-    if installed_version(connection, quoted_schema) == VERSION:
+    # A plain read first: a locking one would hold the version row while this run waits for the
+    # install lock, and the installer's version UPDATE would wait for this run (a deadlock that
+    # only the lock timeouts end). A stale snapshot only means taking the install lock for nothing.
+    if installed_version(connection, quoted_schema, "schema_version_unlocked") == VERSION:
         return False
     if connection.execute(statement("install_lock", quoted_schema, "mysql"), {"timeout_s": _INSTALL_WAIT_S}).scalar() != 1:
         raise DatabaseError(

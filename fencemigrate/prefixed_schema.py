@@ -9,8 +9,11 @@ from .queries import prefixed_table_name, statement
 from .resources import sql_dir
 
 
-def installed_version(connection: Connection, quoted_schema: str) -> str | None:
-    """The fence schema version in the database, or None when it is not installed."""
+def installed_version(connection: Connection, quoted_schema: str, query: str = "schema_version") -> str | None:
+    """The fence schema version in the database, or None when it is not installed.
+
+    ``query``: the statement that reads the version row (MySQL has a locking and a plain one).
+    """
     dialect = connection.dialect.name
     probe = connection.execute(
         statement("installed_probe", quoted_schema, dialect),
@@ -18,7 +21,7 @@ def installed_version(connection: Connection, quoted_schema: str) -> str | None:
     ).scalar()
     if probe is None:
         return None
-    version = connection.execute(statement("schema_version", quoted_schema, dialect)).scalar()
+    version = connection.execute(statement(query, quoted_schema, dialect)).scalar()
     return None if version is None else str(version)  # no row yet: an install in progress
 
 

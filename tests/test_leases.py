@@ -106,7 +106,7 @@ def test_grant_fences_the_old_holder_before_the_new_one_writes(project: Project,
     """agent-A's lease expires (by the database's clock); agent-B's grant alone, before B writes
     anything, makes A's next write FENCED. Control: plain alembic lets A's write through."""
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
-    token_a = granted_token(acquire(project, "agent-A", "--ttl", "3s", "--json"))
+    token_a = granted_token(acquire(project, "agent-A", "--ttl", "6s", "--json"))
     project.run_cli("upgrade", "a1", "--token", str(token_a), "--holder", "agent-A").check(0)
     wait_until_expired(project)
 

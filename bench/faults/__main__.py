@@ -1,23 +1,29 @@
-"""``python -m faults --seed S --schedules N --budget SECONDS [--backend ...]``: the harness's command line.
+"""``python -m faults --seed S --schedules N --budget SECONDS [--backend ...] [--jobs N]``: the harness's command line.
 
 Server addresses come from the same variables as the tests (``FENCEMIGRATE_TEST_PG_HOST`` /
 ``_PG_PORT``, ``FENCEMIGRATE_TEST_MYSQL_URL``, ``FENCEMIGRATE_TEST_REDIS_URL``); ``bash bench/faults/run``
-starts throwaway servers and sets them. Exit status 0 only when fencemigrate kept every property
-and the control broke at least one.
+starts throwaway servers and sets them. With ``--jobs N`` the schedules run in N shards
+(:mod:`faults.shards`), each ``bash bench/faults/run --shard K/N`` with servers of its own. Exit
+status 0 only when fencemigrate kept every property and the control broke at least one.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import signal
 import sys
 import time
+from pathlib import Path
+from types import FrameType
 
 from faults import schedule as schedules
 from faults.backends import Backend, workdir
 from faults.execute import Result, run_schedule
 from faults.project import alembic_template
+from faults.shards import run_shards
 from faults.summary import Summary, describe, verdict
 
 BACKENDS = ("postgresql", "sqlite", "mariadb", "redis")
@@ -64,7 +70,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pgdata", help="PostgreSQL's data directory (default: asked from the server)")
     parser.add_argument("--keep", action="store_true", help="keep every schedule's databases and projects")
     parser.add_argument("--verbose", action="store_true", help="print each failing run's output")
-    return parser.parse_args(argv)
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="run the schedules in N shards at once, each with servers of its own")
+    parser.add_argument("--shard", type=shard_of, help="K/N: run only the schedules i with i %% N == K (--jobs does this)")
+    parser.add_argument("--summary-json", type=Path, help="write the figures to this file as JSON (a shard's result)")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    if args.jobs > 1 and args.shard is None and args.pgdata:
+        parser.error("--pgdata cannot be given with --jobs: each shard starts a PostgreSQL server of its own")
+    return args
+
+
+def shard_of(value: str) -> tuple[int, int]:
+    """``K/N`` with 0 <= K < N."""
+    try:
+        number, count = (int(part) for part in value.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected K/N, got {value!r}") from None
+    if not 0 <= number < count:
+        raise argparse.ArgumentTypeError(f"expected 0 <= K < N, got {value!r}")
+    return number, count
 
 
 def run_harness(args: argparse.Namespace, backends: list[Backend]) -> Summary:
@@ -73,9 +99,13 @@ def run_harness(args: argparse.Namespace, backends: list[Backend]) -> Summary:
     template = alembic_template(scratch)
     summary = Summary()
     started = time.monotonic()
-    for index in range(args.start, args.start + args.schedules):
+    indices = range(args.start, args.start + args.schedules)
+    if args.shard is not None:
+        indices = range(args.start + (args.shard[0] - args.start) % args.shard[1], args.start + args.schedules,
+                        args.shard[1])
+    for ran, index in enumerate(indices):
         if args.budget and time.monotonic() - started > args.budget:
-            print(f"budget of {args.budget:g} s spent after {index - args.start} schedules")
+            print(f"budget of {args.budget:g} s spent after {ran} schedules")
             break
         backend = backends[index % len(backends)]
         plan = schedules.generate(args.seed, index, preempt=backend.can_preempt,
@@ -97,11 +127,24 @@ def run_harness(args: argparse.Namespace, backends: list[Backend]) -> Summary:
     return summary
 
 
+def interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM as SIGINT: unwind, so that the runners in flight are killed (and a shard's servers stopped)."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command: run, print the figures, exit 0 only on fencemigrate clean and the control broken."""
-    args = parse_args(argv)
+    raw = sys.argv[1:] if argv is None else argv
+    args = parse_args(raw)
+    signal.signal(signal.SIGTERM, interrupt)
+    if args.jobs > 1 and args.shard is None:
+        return run_shards(raw, args.jobs)
     names = BACKENDS if args.backend == "all" else tuple(args.backend.split(","))
     summary = run_harness(args, [make_backend(name, args.pgdata) for name in names])
+    if args.summary_json:
+        args.summary_json.write_text(json.dumps(summary.to_json()))
+    if args.shard is not None:
+        return 0  # the parent merges the shards and gives the verdict
     for text_line in summary.lines():
         print(text_line)
     passed, message = verdict(summary)
@@ -110,4 +153,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -72,7 +72,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--verbose", action="store_true", help="print each failing run's output")
     parser.add_argument("--jobs", type=int, default=1,
                         help="run the schedules in N shards at once, each with servers of its own")
-    parser.add_argument("--shard", type=shard_of, help="K/N: run only the schedules i with i %% N == K (--jobs does this)")
+    parser.add_argument("--shard", type=shard_of,
+                        help="K/N: run only the schedules i with i %% N == K (what --jobs starts)")
     parser.add_argument("--summary-json", type=Path, help="write the figures to this file as JSON (a shard's result)")
     args = parser.parse_args(argv)
     if args.jobs < 1:
@@ -103,26 +104,28 @@ def run_harness(args: argparse.Namespace, backends: list[Backend]) -> Summary:
     if args.shard is not None:
         indices = range(args.start + (args.shard[0] - args.start) % args.shard[1], args.start + args.schedules,
                         args.shard[1])
-    for ran, index in enumerate(indices):
-        if args.budget and time.monotonic() - started > args.budget:
-            print(f"budget of {args.budget:g} s spent after {ran} schedules")
-            break
-        backend = backends[index % len(backends)]
-        plan = schedules.generate(args.seed, index, preempt=backend.can_preempt,
-                                  kill_connections=backend.can_kill_connections,
-                                  restart=args.restarts and backend.can_restart,
-                                  autocommit_block=backend.has_autocommit_block, tokenless=args.with_tokenless)
-        line = [f"#{index} {backend.name} ttl={plan.ttl_s:g}s follow-up={plan.follow_up} "
-                f"faults={','.join(f.kind + (':' + f.point if f.point else '') for f in plan.faults)}"]
-        for system in ("fencemigrate", "control"):
-            result = run_schedule(backend, system, plan, template, scratch, keep=args.keep)
-            summary.add(backend.name, index, system, result)
-            line.append(f"{system}: {describe(result.violations)}")
-            if args.verbose:
-                print_trace(system, result)
-        print("  ".join(line), flush=True)
-    if not args.keep:
-        shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        for ran, index in enumerate(indices):
+            if args.budget and time.monotonic() - started > args.budget:
+                print(f"budget of {args.budget:g} s spent after {ran} schedules")
+                break
+            backend = backends[index % len(backends)]
+            plan = schedules.generate(args.seed, index, preempt=backend.can_preempt,
+                                      kill_connections=backend.can_kill_connections,
+                                      restart=args.restarts and backend.can_restart,
+                                      autocommit_block=backend.has_autocommit_block, tokenless=args.with_tokenless)
+            line = [f"#{index} {backend.name} ttl={plan.ttl_s:g}s follow-up={plan.follow_up} "
+                    f"faults={','.join(f.kind + (':' + f.point if f.point else '') for f in plan.faults)}"]
+            for system in ("fencemigrate", "control"):
+                result = run_schedule(backend, system, plan, template, scratch, keep=args.keep)
+                summary.add(backend.name, index, system, result)
+                line.append(f"{system}: {describe(result.violations)}")
+                if args.verbose:
+                    print_trace(system, result)
+            print("  ".join(line), flush=True)
+    finally:  # also when interrupted
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
     print(f"--- seed {args.seed}, {time.monotonic() - started:.0f} s")
     return summary
 
@@ -137,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     raw = sys.argv[1:] if argv is None else argv
     args = parse_args(raw)
     signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with SIGINT ignored (`&`)
     if args.jobs > 1 and args.shard is None:
-        return run_shards(raw, args.jobs)
+        return run_shards(raw, min(args.jobs, max(args.schedules, 1)))  # no shard without a schedule
     names = BACKENDS if args.backend == "all" else tuple(args.backend.split(","))
     summary = run_harness(args, [make_backend(name, args.pgdata) for name in names])
     if args.summary_json:

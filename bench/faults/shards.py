@@ -58,7 +58,8 @@ class Shard:
                 print(f"[{self.name}] {line.rstrip()}", flush=True)
 
 
-def start(number: int, jobs: int, argv: list[str], scratch: Path, lock: threading.Lock) -> tuple[Shard, threading.Thread]:
+def start(number: int, jobs: int, argv: list[str], scratch: Path,
+          lock: threading.Lock) -> tuple[Shard, threading.Thread]:
     """Start shard ``number`` and the thread relaying its output."""
     result = scratch / f"shard-{number}.json"
     command = ["bash", str(RUN), *argv, "--shard", f"{number}/{jobs}", "--summary-json", str(result)]

@@ -15,6 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
+from faults.__main__ import shard_indices  # noqa: E402
 from faults.checker import Violation  # noqa: E402
 from faults.execute import Result  # noqa: E402
 from faults.history import Outcome  # noqa: E402
@@ -98,3 +99,10 @@ def test_no_shard_is_no_schedule_and_no_verdict() -> None:
     merged = merge([])
     assert sum(merged.schedules.values()) == 0
     assert verdict(merged) == (False, "FAIL: the control showed no violation: the schedules are not testing anything")
+
+
+@pytest.mark.parametrize(("start", "count", "jobs"), [(0, 8, 4), (0, 8, 1), (3, 10, 4), (7, 2, 3), (5, 0, 2)])
+def test_the_shards_run_the_serial_runs_schedules_once_each(start: int, count: int, jobs: int) -> None:
+    shards = [list(shard_indices(start, count, (k, jobs))) for k in range(jobs)]
+    assert sorted(i for shard in shards for i in shard) == list(shard_indices(start, count, None))
+    assert all(i % jobs == k for k, shard in enumerate(shards) for i in shard)

@@ -94,18 +94,22 @@ def shard_of(value: str) -> tuple[int, int]:
     return number, count
 
 
+def shard_indices(start: int, count: int, shard: tuple[int, int] | None) -> range:
+    """The schedules i of ``[start, start + count)`` with i % N == K for shard (K, N); all of them for None."""
+    if shard is None:
+        return range(start, start + count)
+    number, shards = shard
+    return range(start + (number - start) % shards, start + count, shards)
+
+
 def run_harness(args: argparse.Namespace, backends: list[Backend]) -> Summary:
     """Run the schedules (round robin over ``backends``) until ``--schedules`` or ``--budget`` runs out."""
     scratch = workdir()
     template = alembic_template(scratch)
     summary = Summary()
     started = time.monotonic()
-    indices = range(args.start, args.start + args.schedules)
-    if args.shard is not None:
-        indices = range(args.start + (args.shard[0] - args.start) % args.shard[1], args.start + args.schedules,
-                        args.shard[1])
     try:
-        for ran, index in enumerate(indices):
+        for ran, index in enumerate(shard_indices(args.start, args.schedules, args.shard)):
             if args.budget and time.monotonic() - started > args.budget:
                 print(f"budget of {args.budget:g} s spent after {ran} schedules")
                 break

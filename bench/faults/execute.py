@@ -48,6 +48,10 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
 
+class Cancelled(Exception):
+    """The schedule was interrupted (SIGINT, SIGTERM): start no more runners."""
+
+
 class Processes:
     """The runners in flight, by step, and the pauses the harness owes them a SIGCONT for."""
 
@@ -55,6 +59,28 @@ class Processes:
         self.lock = threading.Lock()
         self.current: dict[str, tuple[subprocess.Popen[str], Run]] = {}
         self.resume_at: dict[int, tuple[float, float, Run]] = {}
+        self.cancelled = False
+
+    def start(self, step: str, run: Run, argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+        """Start a runner in a session of its own, unless the schedule was cancelled."""
+        with self.lock:
+            if self.cancelled:
+                raise Cancelled
+            process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True, start_new_session=True)
+            self.current[step] = (process, run)
+        return process
+
+    def cancel(self) -> None:
+        """Kill every runner's session (a stopped one too) and refuse new ones."""
+        with self.lock:
+            self.cancelled = True
+            pids = [process.pid for process, _ in self.current.values() if process.poll() is None]
+        for pid in pids:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def target(self, step: str | None) -> tuple[subprocess.Popen[str], Run] | None:
         with self.lock:
@@ -185,10 +211,7 @@ class ScheduleRun:
                   tokenless=action.verb == "tokenless")
         cwd = self.checkouts["S" if step.name == "S" else "main"]
         started = time.monotonic()
-        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, start_new_session=True)
-        with self.processes.lock:
-            self.processes.current[step.name] = (process, run)
+        process = self.processes.start(step.name, run, argv, cwd, env)
         self.runs.append(run)
         remaining = max(1.0, self.deadline - time.monotonic())
         try:
@@ -203,6 +226,12 @@ class ScheduleRun:
         return run
 
     def run_step(self, step: Step) -> None:
+        try:
+            self.run_actions(step)
+        except Cancelled:
+            return
+
+    def run_actions(self, step: Step) -> None:
         token: int | None = None
         self.sleep_until(step.start_s)
         for number, action in enumerate(step.actions):
@@ -278,9 +307,14 @@ class ScheduleRun:
         threads = [threading.Thread(target=self.run_step, args=(step,), daemon=True) for step in self.schedule.steps]
         for thread in threads:
             thread.start()
-        for thread in threads:
-            thread.join()
-        done.set()
+        try:
+            for thread in threads:
+                thread.join()
+        except BaseException:
+            self.processes.cancel()
+            raise
+        finally:
+            done.set()
         watcher.join()
         self.processes.resume_due(force=True)
         chain = {revision.rev: revision.down for revision in [*self.chain, self.copy]}

@@ -44,7 +44,7 @@ from .runtime.settings import FenceSettings
 from .state import State, read_state
 from .timeline import Event, parse_since, read_timeline
 from .validation import check_holder, check_resource, check_schema, parse_token
-from .version_guard import allow_tokenless_writes, forbid_tokenless_writes, guard_first_write
+from .version_guard import VersionTable, allow_tokenless_writes, forbid_tokenless_writes, guard_first_write
 
 if TYPE_CHECKING:  # `check` imports its rules only when it runs: every other command starts faster
     from .check import CheckReport, DatabaseSnapshot
@@ -391,7 +391,8 @@ def install(
                     outcome[0] += "; writes to the version table without a fencing token are refused"
                 guard_first_write(context, quoted)
             if grant_to is not None:
-                outcome.append(grant_to_migration_role(context.connection, quoted, grant_to))
+                outcome.append(grant_to_migration_role(
+                    context.connection, quoted, grant_to, VersionTable.of(context).relation(context)))
         return []
 
     _run_without_steps(config, do_install)

@@ -25,8 +25,10 @@ def check_grant_to(role: str | None, backend: str | None, sql: bool) -> None:
         raise UsageError(f"--grant-to is for PostgreSQL: {backend} has no roles that can own the fence apart")
 
 
-def grant_to_migration_role(connection: Connection, quoted_schema: str, role: str) -> str:
+def grant_to_migration_role(connection: Connection, quoted_schema: str, role: str, version_relation: str) -> str:
     """Grant ``role`` what fencemigrate's runs need, in the caller's transaction; the line to show.
+    That is the fence schema's tables and functions, and the rows (not the table) of Alembic's
+    version table ``version_relation`` when it exists (install created it as the owner).
 
     An unknown role, a superuser, the owner itself or a caller who does not own the fence
     schema is a UsageError (the caller's transaction is then doomed: nothing is changed).
@@ -34,10 +36,15 @@ def grant_to_migration_role(connection: Connection, quoted_schema: str, role: st
     check_grant_to(role, connection.dialect.name, sql=False)
     try:
         connection.execute(statement("grant_to_migration_role", quoted_schema), {"role": role})
+        grant = connection.execute(
+            statement("grant_version_table", quoted_schema), {"relation": version_relation, "role": role}
+        ).scalar_one_or_none()
+        if grant is not None:
+            connection.exec_driver_sql(grant, execution_options={"no_parameters": True})
     except DBAPIError as error:
         reason = str(error.orig).splitlines()[0] if error.orig is not None else str(error)
         raise UsageError(f"cannot grant to {role}: {reason}") from None
     return (
         f"granted {role} what fencemigrate runs need in the fence schema {quoted_schema}, "
-        "which it does not own: it cannot switch the guard off"
+        "which it does not own, and the rows of the version table: it cannot switch the guard off"
     )

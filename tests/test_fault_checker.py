@@ -93,6 +93,10 @@ def test_no_run_waits_past_its_wait() -> None:
 def test_exit_statuses_must_be_documented() -> None:
     assert undocumented_exits([run(exit_code=4), run(exit_code=-9, signals=["KILL"])], "fencemigrate", 0) == []
     assert len(undocumented_exits([run(exit_code=-9)], "fencemigrate", 0)) == 1
+    # SIGTERM: killed before fencemigrate's handler is installed, or its documented 143 after it.
+    assert undocumented_exits([run(exit_code=-15, signals=["TERM"]), run(exit_code=143, signals=["STOP", "TERM"])],
+                              "fencemigrate", 0) == []
+    assert len(undocumented_exits([run(exit_code=143)], "fencemigrate", 0)) == 1
     assert len(undocumented_exits([run(exit_code=1, output="Traceback (most recent call last):\n  x")],
                                   "fencemigrate", 0)) == 1
 

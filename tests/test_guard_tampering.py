@@ -276,8 +276,8 @@ def two_roles(
     granted = owner_project.run_cli("install", "--grant-to", migrator).check(0)
     assert granted.stdout.splitlines() == [
         "installed",
-        f"granted {migrator} what fencemigrate runs need in the fence schema fencemigrate, which it does not own: "
-        "it cannot switch the guard off",
+        f"granted {migrator} what fencemigrate runs need in the fence schema fencemigrate, which it does not own, "
+        "and the rows of the version table: it cannot switch the guard off",
     ]
     url = role_url(pg_server, pg_dbname, migrator)
     return make_project(url=url), url

@@ -22,7 +22,9 @@ PROPERTIES = ("stale-commit", "applied-twice", "version-vs-ledger", "wait-bound"
 #: fencemigrate's documented exit statuses (README, "Exit statuses"); 2 (bad usage) only as
 #: :func:`state_refusal` allows it.
 DOCUMENTED_EXITS = frozenset({0, 1, 3, 4, 5})
-SIGNAL_EXITS = {"KILL": -9, "TERM": -15}
+#: The statuses a signal the harness sent may end a run with: killed by it, or, for SIGTERM,
+#: fencemigrate's own documented 143 once its handler is installed (rolled back, lease released).
+SIGNAL_EXITS = {"KILL": frozenset({-9}), "TERM": frozenset({-15, 143})}
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ def undocumented_exits(runs: Iterable[Run], system: str, connection_faults: int)
     for run in runs:
         if run.hung or run.exit_code is None:
             continue
-        signalled = {SIGNAL_EXITS[name] for name in run.signals if name in SIGNAL_EXITS}
+        signalled = {code for name in run.signals for code in SIGNAL_EXITS.get(name, ())}
         if run.exit_code in signalled:
             continue
         if run.expect_fenced and run.exit_code == 0 and not did_nothing(run.output):

@@ -10,11 +10,9 @@ attempts, while every fencemigrate command still works as the migration role.
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -23,41 +21,14 @@ import psycopg
 import pymysql
 import pytest
 from mysql_rows import fence_tokens as mysql_fence_tokens
+from pg_roles import MakeRole, make_role, role_url, two_roles  # noqa: F401 (make_role: a fixture)
 from sqlite_rows import make_sqlite_project
 from support.db import execute, query
 from support.mysql_server import connect, mysql_rows
 from support.pg import PgServer
 from support.project import MakeProject, Project
 
-PG_VERSION = "0.4"
-_ROLE_NUMBERS = itertools.count(1)
-
-MakeRole = Callable[[], str]
-
-
-@pytest.fixture
-def make_role(pg_server: PgServer, pg_dbname: str, pg_url: str) -> Iterator[MakeRole]:
-    """Factory of non-superuser login roles, unique per test, that may create schemas and tables in
-    the test database; what they own there goes with them after the test."""
-    made: list[str] = []
-
-    def make() -> str:
-        name = f"fm_role_{os.getpid()}_{next(_ROLE_NUMBERS)}"
-        execute(pg_url, f'CREATE ROLE "{name}" LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB')
-        execute(pg_url, f'GRANT CREATE, CONNECT ON DATABASE "{pg_dbname}" TO "{name}"')
-        execute(pg_url, f'GRANT ALL ON SCHEMA public TO "{name}"')
-        made.append(name)
-        return name
-
-    yield make
-    for name in made:
-        execute(pg_url, f'DROP OWNED BY "{name}" CASCADE')
-        execute(pg_url, f'DROP ROLE "{name}"')
-
-
-def role_url(pg_server: PgServer, pg_dbname: str, role: str) -> str:
-    """The test database as ``role`` sees it (the server trusts local connections)."""
-    return f"postgresql+psycopg://{role}@{pg_server.host}:{pg_server.port}/{pg_dbname}"
+PG_VERSION = "0.5"
 
 
 def add_revisions(project: Project, count: int) -> None:
@@ -265,22 +236,6 @@ ESCAPING = """\
 with op.get_context().autocommit_block():
     op.execute("CREATE TABLE t5 (id int)")
 """
-
-
-def two_roles(
-    make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str
-) -> tuple[Project, str]:
-    """The owner installs the fence schema for the migration role: the migration role's project and URL."""
-    owner, migrator = make_role(), make_role()
-    owner_project = make_project(url=role_url(pg_server, pg_dbname, owner), name="owner")
-    granted = owner_project.run_cli("install", "--grant-to", migrator).check(0)
-    assert granted.stdout.splitlines() == [
-        "installed",
-        f"granted {migrator} what fencemigrate runs need in the fence schema fencemigrate, which it does not own: "
-        "it cannot switch the guard off",
-    ]
-    url = role_url(pg_server, pg_dbname, migrator)
-    return make_project(url=url), url
 
 
 @pytest.mark.parametrize(

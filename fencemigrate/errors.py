@@ -288,7 +288,10 @@ def from_database_error(error: BaseException, resource: str, token: int) -> Fenc
     """Map an error raised with one of our SQLSTATEs to its outcome; None for anything else."""
     guard = _lease_guard_message(error)
     if guard is not None:
-        return LeaseGuardRefused(f"refused by the fence's {guard} (FM006; nothing was changed)")
+        return LeaseGuardRefused(
+            f"the fence's lease guard (FM006) refused this write: {guard.removeprefix(LEASE_GUARD_PREFIX)}; "
+            "nothing was changed"
+        )
     if sqlstate_of(error) == SQLSTATE_ESCAPED:
         original = getattr(error, "orig", error)
         primary = getattr(getattr(original, "diag", None), "message_primary", None) or str(original)

@@ -76,6 +76,9 @@ BEGIN
     IF TG_OP = 'UPDATE' AND NEW.token = OLD.token AND NEW.token_source = OLD.token_source THEN
         RETURN NEW;
     END IF;
+    IF NEW.token_source <> 'lease service' AND (TG_OP = 'INSERT' OR OLD.token_source <> 'lease service') THEN
+        RETURN NEW;  -- an external claim, a Redis grant: not the lease service's
+    END IF;
     SELECT l.token, l.holder, l.expires_at INTO v_issued, v_holder, v_expires
       FROM @extschema@.lease l WHERE l.resource = NEW.resource;
     IF NEW.token_source = 'lease service' AND NEW.token > coalesce(v_issued, 0) THEN
@@ -83,11 +86,10 @@ BEGIN
             MESSAGE = format('lease guard: fence token %s of %s is above the last token the lease service issued '
                              '(%s): it was never issued', NEW.token, NEW.resource, coalesce(v_issued, 0));
     END IF;
-    IF TG_OP = 'UPDATE' AND OLD.token_source = 'lease service' AND NEW.token_source <> 'lease service'
-       AND v_holder IS NOT NULL AND v_expires > clock_timestamp() THEN
+    IF NEW.token_source <> 'lease service' AND v_holder IS NOT NULL AND v_expires > clock_timestamp() THEN
         RAISE EXCEPTION USING ERRCODE = 'FM006',
             MESSAGE = format('lease guard: the lease of %s is held by %s (token %s) until %s: its fence cannot leave '
-                             'the lease service while that lease is live', OLD.resource, v_holder, v_issued, v_expires);
+                             'the lease service while that lease is live', NEW.resource, v_holder, v_issued, v_expires);
     END IF;
     RETURN NEW;
 END

@@ -224,3 +224,67 @@ def test_mariadb(which: str, make_project: MakeProject, mysql_url: str) -> None:
 @pytest.mark.parametrize("which", ATTACKS)
 def test_mariadb_control(which: str, make_project: MakeProject, mysql_url: str) -> None:
     control(mysql_target(make_project(url=mysql_url), mysql_url), which)
+
+
+# -- through the CLI: a Redis grant behind a live built-in lease ----------------------------------
+
+
+def test_pg_redis_grant_behind_a_live_builtin_lease_is_refused(project: Project, pg_url: str, redis_url: str) -> None:
+    """Switching a resource to Redis moves its fence off the lease service, which the lease guard
+    refuses while agent-A's built-in lease is live: exit 1, one line, nothing changed. Control: once
+    that lease is released the Redis grant goes through."""
+    target = pg_target(project, pg_url)
+    leased_to_agent_a(target)
+    before = target.rows()
+    refused = project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url).check(1)
+    lines = stderr_lines(refused.stderr)
+    assert len(lines) == 1 and lines[0].startswith(
+        "fencemigrate: refused: the fence's lease guard (FM006) refused this write: the lease of db/migrations "
+        "is held by agent-A (token 1) until "
+    ), refused
+    assert lines[0].endswith(": its fence cannot leave the lease service while that lease is live; nothing was changed")
+    payload = project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url, "--json").check(1)
+    assert '"status": "refused"' in payload.stdout
+    assert target.rows() == before
+    project.run_cli("lease", "release", "--holder", "agent-A").check(0)
+    project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url).check(0)
+    # Redis's counter issued 2 and 3 to the two refused grants (given back, never issued again).
+    assert query(pg_url, "SELECT token, token_source FROM fencemigrate.agent_fence") == [(4, "redis")]
+
+
+def test_pg_a_redis_fence_is_not_guarded(project: Project, pg_url: str, redis_url: str) -> None:
+    """The documented limit: the database cannot know Redis's counter, so direct SQL can raise a
+    fence whose tokens come from Redis, and the forged token then writes."""
+    add_revisions(project)
+    project.run_cli("lease", "acquire", "--holder", "agent-A", "--lease-url", redis_url).check(0)
+    execute(pg_url, "UPDATE fencemigrate.agent_fence SET token = 50")
+    project.run_cli("upgrade", "head", "--token", "50", "--holder", "mallory").check(0)
+
+
+# -- a database at 0.4 gets the guard from its next run --------------------------------------------
+
+
+def test_pg_schema_at_0_4_is_updated_to_0_5(project: Project, pg_url: str, pg_conn: psycopg.Connection[Any]) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    pg_conn.execute("CREATE SCHEMA fencemigrate")
+    for name in ("fencemigrate--0.1.sql", "fencemigrate--0.1--0.2.sql", "fencemigrate--0.2--0.3.sql",
+                 "fencemigrate--0.3--0.4.sql"):
+        text = (repo / "sql" / name).read_text()
+        pg_conn.execute("\n".join(line for line in text.splitlines() if not line.startswith("\\echo"))
+                        .replace("@extschema@", '"fencemigrate"'))
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.4",)]
+    attack(pg_target(project, pg_url), "raise")
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.5",)]
+
+
+def test_sqlite_file_at_0_4_is_updated_to_0_5(tmp_path: Path) -> None:
+    from fencemigrate.sqlite_schema import install_statements
+
+    target = sqlite_target(tmp_path)
+    with closing(sqlite3.connect(tmp_path / "db.sqlite", isolation_level=None)) as connection:
+        for sql in install_statements("fencemigrate", "0.4"):
+            connection.execute(sql)
+        assert connection.execute("SELECT version FROM fencemigrate_schema_version").fetchall() == [("0.4",)]
+    attack(target, "steal")
+    with closing(sqlite3.connect(tmp_path / "db.sqlite", isolation_level=None)) as connection:
+        assert connection.execute("SELECT version FROM fencemigrate_schema_version").fetchall() == [("0.5",)]

@@ -16,6 +16,7 @@ DELIMITER //
 CREATE TRIGGER IF NOT EXISTS @extschema@_lease_no_forged_grant
 BEFORE UPDATE ON @extschema@_lease FOR EACH ROW
 BEGIN
+    DECLARE v_fence BIGINT DEFAULT NULL;
     IF NEW.token = OLD.token THEN
         IF NEW.holder IS NOT NULL AND NOT (NEW.holder <=> OLD.holder) THEN
             SIGNAL SQLSTATE 'FM006'
@@ -24,44 +25,57 @@ BEGIN
     ELSEIF OLD.holder IS NOT NULL AND NOT (NEW.holder <=> OLD.holder) AND OLD.expires_at > UTC_TIMESTAMP(6) THEN
         SIGNAL SQLSTATE 'FM006'
             SET MESSAGE_TEXT = 'lease guard: the lease is held by another holder until it expires: only a grant gives it to another holder, once it is released or has expired';
-    ELSEIF NEW.holder IS NOT NULL
-           AND NEW.token <= (SELECT f.token FROM @extschema@_agent_fence f WHERE f.resource = NEW.resource) THEN
-        SIGNAL SQLSTATE 'FM006' SET MESSAGE_TEXT = 'lease guard: a grant issues a token above the fence token';
+    ELSEIF NEW.holder IS NOT NULL THEN
+        SELECT f.token INTO v_fence FROM @extschema@_agent_fence f WHERE f.resource = NEW.resource LOCK IN SHARE MODE;
+        IF NEW.token <= v_fence THEN
+            SIGNAL SQLSTATE 'FM006' SET MESSAGE_TEXT = 'lease guard: a grant issues a token above the fence token';
+        END IF;
     END IF;
 END//
 CREATE TRIGGER IF NOT EXISTS @extschema@_lease_insert_above_fence
 BEFORE INSERT ON @extschema@_lease FOR EACH ROW
 BEGIN
-    IF NEW.holder IS NOT NULL
-       AND NEW.token <= (SELECT f.token FROM @extschema@_agent_fence f WHERE f.resource = NEW.resource) THEN
-        SIGNAL SQLSTATE 'FM006' SET MESSAGE_TEXT = 'lease guard: a grant issues a token above the fence token';
+    DECLARE v_fence BIGINT DEFAULT NULL;
+    IF NEW.holder IS NOT NULL THEN
+        SELECT f.token INTO v_fence FROM @extschema@_agent_fence f WHERE f.resource = NEW.resource LOCK IN SHARE MODE;
+        IF NEW.token <= v_fence THEN
+            SIGNAL SQLSTATE 'FM006' SET MESSAGE_TEXT = 'lease guard: a grant issues a token above the fence token';
+        END IF;
     END IF;
 END//
 -- agent_fence: while a resource takes its tokens from the built-in lease service, its fence token
 -- is at most the last token that service issued, and it leaves the service only while no lease
--- on it is live. 'redis': nothing the database can check.
+-- on it is live. 'redis': nothing the database can check. The lease row is read with a locking
+-- read: the latest committed row, not the snapshot of a REPEATABLE READ transaction begun earlier.
 CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_no_unissued_token
 BEFORE UPDATE ON @extschema@_agent_fence FOR EACH ROW
 BEGIN
-    IF NEW.token_source = 'lease service' AND (NEW.token <> OLD.token OR OLD.token_source <> 'lease service')
-       AND NEW.token > COALESCE((SELECT l.token FROM @extschema@_lease l WHERE l.resource = NEW.resource), 0) THEN
-        SIGNAL SQLSTATE 'FM006'
-            SET MESSAGE_TEXT = 'lease guard: this fence token is above the last token the lease service issued: it was never issued';
-    END IF;
-    IF OLD.token_source = 'lease service' AND NEW.token_source <> 'lease service'
-       AND EXISTS (SELECT 1 FROM @extschema@_lease l
-                    WHERE l.resource = OLD.resource AND l.holder IS NOT NULL AND l.expires_at > UTC_TIMESTAMP(6)) THEN
-        SIGNAL SQLSTATE 'FM006'
-            SET MESSAGE_TEXT = 'lease guard: the lease of this resource is live: its fence cannot leave the lease service while that lease is live';
+    DECLARE v_issued BIGINT DEFAULT NULL;
+    DECLARE v_live BOOLEAN DEFAULT FALSE;
+    IF (NEW.token <> OLD.token OR NEW.token_source <> OLD.token_source)
+       AND (NEW.token_source = 'lease service' OR OLD.token_source = 'lease service') THEN
+        SELECT l.token, l.holder IS NOT NULL AND l.expires_at > UTC_TIMESTAMP(6) INTO v_issued, v_live
+          FROM @extschema@_lease l WHERE l.resource = NEW.resource LOCK IN SHARE MODE;
+        IF NEW.token_source = 'lease service' AND NEW.token > COALESCE(v_issued, 0) THEN
+            SIGNAL SQLSTATE 'FM006'
+                SET MESSAGE_TEXT = 'lease guard: this fence token is above the last token the lease service issued: it was never issued';
+        END IF;
+        IF NEW.token_source <> 'lease service' AND v_live THEN
+            SIGNAL SQLSTATE 'FM006'
+                SET MESSAGE_TEXT = 'lease guard: the lease of this resource is live: its fence cannot leave the lease service while that lease is live';
+        END IF;
     END IF;
 END//
 CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_insert_unissued_token
 BEFORE INSERT ON @extschema@_agent_fence FOR EACH ROW
 BEGIN
-    IF NEW.token_source = 'lease service'
-       AND NEW.token > COALESCE((SELECT l.token FROM @extschema@_lease l WHERE l.resource = NEW.resource), 0) THEN
-        SIGNAL SQLSTATE 'FM006'
-            SET MESSAGE_TEXT = 'lease guard: this fence token is above the last token the lease service issued: it was never issued';
+    DECLARE v_issued BIGINT DEFAULT NULL;
+    IF NEW.token_source = 'lease service' THEN
+        SELECT l.token INTO v_issued FROM @extschema@_lease l WHERE l.resource = NEW.resource LOCK IN SHARE MODE;
+        IF NEW.token > COALESCE(v_issued, 0) THEN
+            SIGNAL SQLSTATE 'FM006'
+                SET MESSAGE_TEXT = 'lease guard: this fence token is above the last token the lease service issued: it was never issued';
+        END IF;
     END IF;
 END//
 DELIMITER ;

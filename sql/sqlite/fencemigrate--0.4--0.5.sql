@@ -8,7 +8,8 @@
 -- (sql/fencemigrate--0.4--0.5.sql), one trigger each (SQLite's RAISE takes a fixed message, every
 -- one starting 'lease guard: '). A lease is live while it has a holder and expires_at is after
 -- strftime('%Y-%m-%dT%H:%M:%fZ', 'now'): SQLite's clock, the clock of whichever machine writes the
--- file, the same one the lease service judges leases by (see README, SQLite).
+-- file, the same one the lease service judges leases by (see README, SQLite). A token that is not
+-- an integer from 1 to 2^62 is the token domain triggers' to refuse (0.4).
 
 -- lease: a token is never handed to another holder; a new token goes to another holder only when
 -- the old lease is no longer live; a grant's token is above the fence token.
@@ -29,7 +30,7 @@ END;
 
 CREATE TRIGGER IF NOT EXISTS @extschema@_lease_grant_above_fence
 BEFORE UPDATE ON @extschema@_lease
-FOR EACH ROW WHEN NEW.token <> OLD.token AND NEW.holder IS NOT NULL
+FOR EACH ROW WHEN typeof(NEW.token) = 'integer' AND NEW.token <= 4611686018427387904 AND NEW.token <> OLD.token AND NEW.holder IS NOT NULL
                   AND NEW.token <= (SELECT f.token FROM @extschema@_agent_fence f WHERE f.resource = NEW.resource)
 BEGIN
     SELECT RAISE(ABORT, 'lease guard: a grant issues a token above the fence token');
@@ -40,15 +41,16 @@ END;
 -- guard's to refuse).
 CREATE TRIGGER IF NOT EXISTS @extschema@_lease_no_replace
 BEFORE INSERT ON @extschema@_lease
-FOR EACH ROW WHEN EXISTS (SELECT 1 FROM @extschema@_lease l
-                          WHERE l.resource = NEW.resource AND l.token <= NEW.token)
+FOR EACH ROW WHEN typeof(NEW.token) = 'integer' AND NEW.token <= 4611686018427387904
+                  AND EXISTS (SELECT 1 FROM @extschema@_lease l
+                              WHERE l.resource = NEW.resource AND l.token <= NEW.token)
 BEGIN
     SELECT RAISE(ABORT, 'lease guard: a lease row is never replaced: a grant, renew or release updates it');
 END;
 
 CREATE TRIGGER IF NOT EXISTS @extschema@_lease_insert_above_fence
 BEFORE INSERT ON @extschema@_lease
-FOR EACH ROW WHEN NEW.holder IS NOT NULL
+FOR EACH ROW WHEN typeof(NEW.token) = 'integer' AND NEW.token <= 4611686018427387904 AND NEW.holder IS NOT NULL
                   AND NEW.token <= (SELECT f.token FROM @extschema@_agent_fence f WHERE f.resource = NEW.resource)
 BEGIN
     SELECT RAISE(ABORT, 'lease guard: a grant issues a token above the fence token');
@@ -59,7 +61,7 @@ END;
 -- on it is live. 'redis': nothing the database can check.
 CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_no_unissued_token
 BEFORE UPDATE ON @extschema@_agent_fence
-FOR EACH ROW WHEN NEW.token_source = 'lease service'
+FOR EACH ROW WHEN typeof(NEW.token) = 'integer' AND NEW.token <= 4611686018427387904 AND NEW.token_source = 'lease service'
                   AND (NEW.token <> OLD.token OR OLD.token_source <> 'lease service')
                   AND NEW.token > coalesce((SELECT l.token FROM @extschema@_lease l WHERE l.resource = NEW.resource), 0)
 BEGIN
@@ -68,7 +70,7 @@ END;
 
 CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_insert_unissued_token
 BEFORE INSERT ON @extschema@_agent_fence
-FOR EACH ROW WHEN NEW.token_source = 'lease service'
+FOR EACH ROW WHEN typeof(NEW.token) = 'integer' AND NEW.token <= 4611686018427387904 AND NEW.token_source = 'lease service'
                   AND NEW.token > coalesce((SELECT l.token FROM @extschema@_lease l WHERE l.resource = NEW.resource), 0)
 BEGIN
     SELECT RAISE(ABORT, 'lease guard: this fence token is above the last token the lease service issued: it was never issued');
@@ -88,7 +90,8 @@ END;
 -- back to 'external' behind a live lease); the claim's seed_fence.sql inserts only a missing row.
 CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_no_replace_leased
 BEFORE INSERT ON @extschema@_agent_fence
-FOR EACH ROW WHEN EXISTS (SELECT 1 FROM @extschema@_agent_fence f
+FOR EACH ROW WHEN typeof(NEW.token) = 'integer' AND NEW.token <= 4611686018427387904
+                  AND EXISTS (SELECT 1 FROM @extschema@_agent_fence f
                           WHERE f.resource = NEW.resource AND f.token <= NEW.token
                             AND f.token_source = 'lease service')
 BEGIN

@@ -9,7 +9,8 @@
 -- one starting 'lease guard: '). A lease is live while it has a holder and expires_at is after
 -- strftime('%Y-%m-%dT%H:%M:%fZ', 'now'): SQLite's clock, the clock of whichever machine writes the
 -- file, the same one the lease service judges leases by (see README, SQLite). A token that is not
--- an integer from 1 to 2^62 is the token domain triggers' to refuse (0.4).
+-- an integer from 1 to 2^62 is the token domain triggers' to refuse (0.4), a lower one the monotonic
+-- guard's (0.2): these triggers leave both alone.
 
 -- lease: a token is never handed to another holder; a new token goes to another holder only when
 -- the old lease is no longer live; a grant's token is above the fence token.
@@ -22,7 +23,7 @@ END;
 
 CREATE TRIGGER IF NOT EXISTS @extschema@_lease_no_stolen_grant
 BEFORE UPDATE ON @extschema@_lease
-FOR EACH ROW WHEN NEW.token <> OLD.token AND OLD.holder IS NOT NULL AND NEW.holder IS NOT OLD.holder
+FOR EACH ROW WHEN NEW.token > OLD.token AND OLD.holder IS NOT NULL AND NEW.holder IS NOT OLD.holder
                   AND OLD.expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 BEGIN
     SELECT RAISE(ABORT, 'lease guard: the lease is held by another holder until it expires: only a grant gives it to another holder, once it is released or has expired');
@@ -30,7 +31,7 @@ END;
 
 CREATE TRIGGER IF NOT EXISTS @extschema@_lease_grant_above_fence
 BEFORE UPDATE ON @extschema@_lease
-FOR EACH ROW WHEN typeof(NEW.token) = 'integer' AND NEW.token <= 4611686018427387904 AND NEW.token <> OLD.token AND NEW.holder IS NOT NULL
+FOR EACH ROW WHEN typeof(NEW.token) = 'integer' AND NEW.token <= 4611686018427387904 AND NEW.token > OLD.token AND NEW.holder IS NOT NULL
                   AND NEW.token <= (SELECT f.token FROM @extschema@_agent_fence f WHERE f.resource = NEW.resource)
 BEGIN
     SELECT RAISE(ABORT, 'lease guard: a grant issues a token above the fence token');
@@ -62,7 +63,7 @@ END;
 CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_no_unissued_token
 BEFORE UPDATE ON @extschema@_agent_fence
 FOR EACH ROW WHEN typeof(NEW.token) = 'integer' AND NEW.token <= 4611686018427387904 AND NEW.token_source = 'lease service'
-                  AND (NEW.token <> OLD.token OR OLD.token_source <> 'lease service')
+                  AND NEW.token >= OLD.token AND (NEW.token > OLD.token OR OLD.token_source <> 'lease service')
                   AND NEW.token > coalesce((SELECT l.token FROM @extschema@_lease l WHERE l.resource = NEW.resource), 0)
 BEGIN
     SELECT RAISE(ABORT, 'lease guard: this fence token is above the last token the lease service issued: it was never issued');

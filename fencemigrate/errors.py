@@ -17,6 +17,9 @@ EXIT_DIRTY = 5
 
 SQLSTATE_FENCED = "FM001"  # raised by claim() and check_reapply(); FM002 (monotonic guard) is not ours to catch
 SQLSTATE_ESCAPED = "FM003"  # a revision committed its transaction before Alembic recorded it
+SQLSTATE_LEASE_GUARD = "FM006"  # the lease guard: a write to agent_fence or lease no grant, renew, release or detach makes
+LEASE_GUARD_PREFIX = "lease guard: "  # how its messages start on every database (SQLite's have no SQLSTATE)
+_MYSQL_SIGNAL = 1644  # MySQL's error number for SIGNAL SQLSTATE '...'
 
 
 class FencemigrateError(Exception):
@@ -44,6 +47,13 @@ class DatabaseError(FencemigrateError):
 class ImplausibleClock(FencemigrateError):
     """A grant refused because the clock that would judge its expiry (SQLite's: this machine's) is
     implausibly far ahead of the database's own record of time."""
+
+
+class LeaseGuardRefused(DatabaseError):
+    """The fence's lease guard (FM006) refused a write to agent_fence or lease that would forge a
+    grant or an unissued token: nothing was changed."""
+
+    status = "refused"
 
 
 class NotTransactional(FencemigrateError):
@@ -259,8 +269,29 @@ def _detail_of(error: BaseException) -> str | None:
     return detail if isinstance(detail, str) else None
 
 
+def _lease_guard_message(error: BaseException) -> str | None:
+    """The message of a lease guard refusal (FM006 on PostgreSQL and MySQL, its prefix on SQLite), else None."""
+    original = getattr(error, "orig", error)
+    args: tuple[Any, ...] = tuple(getattr(original, "args", ()))
+    if sqlstate_of(error) == SQLSTATE_LEASE_GUARD:
+        text = getattr(getattr(original, "diag", None), "message_primary", None) or str(original)
+    elif len(args) == 2 and args[0] == _MYSQL_SIGNAL and isinstance(args[1], str):
+        text = args[1]
+    elif len(args) == 1 and isinstance(args[0], str):
+        text = args[0]
+    else:
+        return None
+    return text if text.startswith(LEASE_GUARD_PREFIX) else None
+
+
 def from_database_error(error: BaseException, resource: str, token: int) -> FencemigrateError | None:
     """Map an error raised with one of our SQLSTATEs to its outcome; None for anything else."""
+    guard = _lease_guard_message(error)
+    if guard is not None:
+        return LeaseGuardRefused(
+            f"the fence's lease guard (FM006) refused this write: {guard.removeprefix(LEASE_GUARD_PREFIX)}; "
+            "nothing was changed"
+        )
     if sqlstate_of(error) == SQLSTATE_ESCAPED:
         original = getattr(error, "orig", error)
         primary = getattr(getattr(original, "diag", None), "message_primary", None) or str(original)

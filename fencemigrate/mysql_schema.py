@@ -8,7 +8,7 @@ from .errors import DatabaseError
 from .prefixed_schema import installed_version, require_no_other_version, script_chain
 from .queries import statement, with_fence_names
 
-VERSION = "0.4"
+VERSION = "0.5"
 """The fence schema version on MySQL."""
 
 BASE_VERSION = "0.3"

@@ -10,7 +10,7 @@ from .prefixed_schema import installed_version, require_no_other_version, script
 from .queries import with_fence_names
 
 
-VERSION = "0.4"
+VERSION = "0.5"
 """The fence schema version on SQLite (pre-check mode, which 0.3 adds elsewhere, is not for SQLite)."""
 
 BASE_VERSION = "0.2"

@@ -6,6 +6,10 @@ service`` (built in) or ``redis``: a grant advanced the fence to the token it is
 token is the last token issued, and the database refuses every higher token as never issued
 (claim() on PostgreSQL, ``claim.sql`` elsewhere). A grant makes a resource its service's;
 ``fencemigrate lease detach`` gives it back to external tokens.
+
+From fence schema 0.5 the database holds direct SQL to the same rules (the lease guard, FM006:
+no fence above the lease service's last token, no detach behind a live lease, no lease row given to
+another holder while live); for ``redis`` it cannot, not knowing Redis's counter.
 """
 
 from __future__ import annotations

@@ -10,11 +10,9 @@ attempts, while every fencemigrate command still works as the migration role.
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -23,41 +21,14 @@ import psycopg
 import pymysql
 import pytest
 from mysql_rows import fence_tokens as mysql_fence_tokens
+from pg_roles import MakeRole, make_role, role_url, two_roles  # noqa: F401 (make_role: a fixture)
 from sqlite_rows import make_sqlite_project
 from support.db import execute, query
 from support.mysql_server import connect, mysql_rows
 from support.pg import PgServer
 from support.project import MakeProject, Project
 
-PG_VERSION = "0.4"
-_ROLE_NUMBERS = itertools.count(1)
-
-MakeRole = Callable[[], str]
-
-
-@pytest.fixture
-def make_role(pg_server: PgServer, pg_dbname: str, pg_url: str) -> Iterator[MakeRole]:
-    """Factory of non-superuser login roles, unique per test, that may create schemas and tables in
-    the test database; what they own there goes with them after the test."""
-    made: list[str] = []
-
-    def make() -> str:
-        name = f"fm_role_{os.getpid()}_{next(_ROLE_NUMBERS)}"
-        execute(pg_url, f'CREATE ROLE "{name}" LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB')
-        execute(pg_url, f'GRANT CREATE, CONNECT ON DATABASE "{pg_dbname}" TO "{name}"')
-        execute(pg_url, f'GRANT ALL ON SCHEMA public TO "{name}"')
-        made.append(name)
-        return name
-
-    yield make
-    for name in made:
-        execute(pg_url, f'DROP OWNED BY "{name}" CASCADE')
-        execute(pg_url, f'DROP ROLE "{name}"')
-
-
-def role_url(pg_server: PgServer, pg_dbname: str, role: str) -> str:
-    """The test database as ``role`` sees it (the server trusts local connections)."""
-    return f"postgresql+psycopg://{role}@{pg_server.host}:{pg_server.port}/{pg_dbname}"
+PG_VERSION = "0.5"
 
 
 def add_revisions(project: Project, count: int) -> None:
@@ -147,17 +118,20 @@ def test_one_role_a_guard_left_disabled_is_reported_by_state_and_put_back_by_ins
     assert project.run_cli("install").check(0).stdout == "already installed\n"
     execute(url, "ALTER TABLE fencemigrate.agent_fence DISABLE TRIGGER USER")
     execute(url, "DROP TRIGGER lease_monotonic ON fencemigrate.lease")
+    execute(url, "DROP TRIGGER lease_no_forged_grant ON fencemigrate.lease")
     execute(url, "ALTER TABLE fencemigrate.lease ENABLE REPLICA TRIGGER lease_no_truncate")
     problems = [
         "trigger agent_fence_monotonic is disabled",
         "trigger agent_fence_no_truncate is disabled",
+        "trigger agent_fence_no_unissued_token is disabled",
         "trigger lease_monotonic is missing",
+        "trigger lease_no_forged_grant is missing",
         "trigger lease_no_truncate is disabled",
     ]
     altered = f"the fence schema fencemigrate ({PG_VERSION}) differs from fencemigrate's: "
     assert findings(project, 1) == [("FM405", altered + problem) for problem in problems]
     assert state_json(project)["fence_schema_problems"] == problems
-    assert project.run_cli("state").check(0).stdout.splitlines()[-4:] == [
+    assert project.run_cli("state").check(0).stdout.splitlines()[-6:] == [
         f"ERROR: the fence schema differs from fencemigrate's: {problem}" for problem in problems
     ]
 
@@ -165,7 +139,9 @@ def test_one_role_a_guard_left_disabled_is_reported_by_state_and_put_back_by_ins
         "already installed",
         "put back guard trigger agent_fence_monotonic (it was disabled)",
         "put back guard trigger agent_fence_no_truncate (it was disabled)",
+        "put back guard trigger agent_fence_no_unissued_token (it was disabled)",
         "put back guard trigger lease_monotonic (it was missing)",
+        "put back guard trigger lease_no_forged_grant (it was missing)",
         "put back guard trigger lease_no_truncate (it was disabled)",
     ]
     assert findings(project, 0) == []
@@ -175,6 +151,11 @@ def test_one_role_a_guard_left_disabled_is_reported_by_state_and_put_back_by_ins
         execute(url, "INSERT INTO fencemigrate.lease (resource, token) VALUES ('x', 0); DELETE FROM fencemigrate.lease")
     with pytest.raises(psycopg.Error, match="counter is monotonic: truncate"):
         execute(url, "TRUNCATE fencemigrate.lease")
+    with pytest.raises(psycopg.Error, match="lease guard: fence token 6 of db/migrations is above the last token"):
+        execute(url, "UPDATE fencemigrate.agent_fence SET token_source = 'lease service', token = 6")
+    with pytest.raises(psycopg.Error, match="lease guard: token 0 of x was released: a new holder needs a new token"):
+        execute(url, "INSERT INTO fencemigrate.lease (resource, token) VALUES ('x', 0); "
+                     "UPDATE fencemigrate.lease SET holder = 'mallory', expires_at = now() WHERE resource = 'x'")
     assert project.run_cli("install").check(0).stdout == "already installed\n"
 
 
@@ -209,7 +190,7 @@ def test_sqlite_a_dropped_guard_is_reported_and_put_back(tmp_path: Path) -> None
             connection.execute("UPDATE fencemigrate_agent_fence SET token = 1")
 
     two_tokens_then_lowered(project, lower)
-    altered = "the fence schema fencemigrate (0.4) differs from fencemigrate's: "
+    altered = "the fence schema fencemigrate (0.5) differs from fencemigrate's: "
     missing = "trigger fencemigrate_agent_fence_no_lowering is missing"
     assert findings(project, 1) == [("FM405", altered + missing), ("FM411", LEDGER_ABOVE), ("FM412", FENCE_BELOW)]
     state = state_json(project)
@@ -236,7 +217,7 @@ def test_mysql_a_dropped_guard_is_reported_and_put_back(make_project: MakeProjec
 
     two_tokens_then_lowered(project, lower)
     assert mysql_fence_tokens(mysql_url) == {"db/migrations": 1}
-    altered = "the fence schema fencemigrate (0.4) differs from fencemigrate's: "
+    altered = "the fence schema fencemigrate (0.5) differs from fencemigrate's: "
     missing = "trigger fencemigrate_agent_fence_monotonic is missing"
     assert findings(project, 1) == [("FM405", altered + missing), ("FM411", LEDGER_ABOVE), ("FM412", FENCE_BELOW)]
     assert state_json(project)["fence_schema_problems"] == [missing]
@@ -246,9 +227,9 @@ def test_mysql_a_dropped_guard_is_reported_and_put_back(make_project: MakeProjec
     ]
     with closing(connect(mysql_url)) as connection, connection.cursor() as cursor:
         cursor.execute("BEGIN")
-        cursor.execute("UPDATE fencemigrate_agent_fence SET token = 3")  # raising is allowed
+        cursor.execute("UPDATE fencemigrate_agent_fence SET token = 2")  # raising to the last issued token is allowed
         with pytest.raises(pymysql.err.OperationalError, match="cannot go down"):
-            cursor.execute("UPDATE fencemigrate_agent_fence SET token = 2")
+            cursor.execute("UPDATE fencemigrate_agent_fence SET token = 1")
         cursor.execute("ROLLBACK")
     assert mysql_fence_tokens(mysql_url) == {"db/migrations": 1}
     assert [rule for rule, _ in findings(project, 1)] == ["FM411", "FM412"]
@@ -265,22 +246,6 @@ ESCAPING = """\
 with op.get_context().autocommit_block():
     op.execute("CREATE TABLE t5 (id int)")
 """
-
-
-def two_roles(
-    make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str
-) -> tuple[Project, str]:
-    """The owner installs the fence schema for the migration role: the migration role's project and URL."""
-    owner, migrator = make_role(), make_role()
-    owner_project = make_project(url=role_url(pg_server, pg_dbname, owner), name="owner")
-    granted = owner_project.run_cli("install", "--grant-to", migrator).check(0)
-    assert granted.stdout.splitlines() == [
-        "installed",
-        f"granted {migrator} what fencemigrate runs need in the fence schema fencemigrate, which it does not own, "
-        "and the rows of the version table: it cannot switch the guard off",
-    ]
-    url = role_url(pg_server, pg_dbname, migrator)
-    return make_project(url=url), url
 
 
 @pytest.mark.parametrize(

@@ -189,14 +189,14 @@ def test_install_sql_through_psql_installs_the_fence_schema(project: Project, pg
     run_command(psql, tmp_path, input=script).check(0)  # fencemigrate install --sql | psql
 
     assert "fencemigrate" in schema_names(pg_url)
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.4",)]
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.5",)]
     assert table_names(pg_url, "fencemigrate") == FENCE_TABLES
     triggers = query(
         pg_url,
         "SELECT tgname FROM pg_trigger WHERE tgrelid = 'fencemigrate.agent_fence'::regclass "
         "AND NOT tgisinternal ORDER BY 1",
     )
-    assert triggers == [("agent_fence_monotonic",), ("agent_fence_no_truncate",)]
+    assert triggers == [("agent_fence_monotonic",), ("agent_fence_no_truncate",), ("agent_fence_no_unissued_token",)]
     # A fenced run then uses it as is.
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     result = project.run_cli("upgrade", "head", "--token", "1").check(0)

@@ -1,0 +1,290 @@
+"""Direct SQL on the fence and lease tables cannot forge a grant or an unissued token (fence schema 0.5).
+
+The role that runs migrations may write agent_fence and lease (it owns them with one role; with
+two roles, ``install --grant-to``, it has INSERT and UPDATE on them). Three attacks while agent-A
+holds a live lease with token 1, each followed by the forged write it was for:
+
+1. detach by hand (``token_source = 'external'``), then ``--token 999``;
+2. raise the fence above the last issued token (50), then ``--token 50``;
+3. steal the lease row (another holder, token 2), raise the fence to 2, then ``--token 2``.
+
+The guard triggers refuse each statement (SQLSTATE FM006 on PostgreSQL and MySQL, ``lease guard:``
+on every database), nothing changes, the forged write is still FENCED and agent-A still writes.
+Controls: the same SQL once no lease is live (expired) is what ``lease detach`` or ``lease acquire``
+would do, and goes through; raising the fence of a detached resource is what a claim does.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pymysql
+import pytest
+from fence_rows import stderr_lines
+from pg_roles import MakeRole, make_role, role_url, two_roles  # noqa: F401 (make_role: a fixture)
+from sqlite_rows import make_sqlite_project
+from support.db import execute, query
+from support.mysql_server import mysql_rows
+from support.pg import PgServer
+from support.project import MakeProject, Project
+
+DETACH = "UPDATE {fence} SET token_source = 'external'"
+RAISE = "UPDATE {fence} SET token = 50"
+STEAL = "UPDATE {lease} SET holder = 'mallory', token = token + 1, expires_at = {in_an_hour}"
+RAISE_TO_STOLEN = "UPDATE {fence} SET token = 2"
+
+LIVE_DETACH = "its fence cannot leave the lease service while that lease is live"
+NEVER_ISSUED = "above the last token the lease service issued"
+LIVE_STEAL = "only a grant gives it to another holder, once it is released or has expired"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A project on one database, and direct SQL on its fence tables as the migration role."""
+
+    project: Project
+    run: Callable[[str], None]
+    rows: Callable[[], Any]
+    error: type[BaseException]
+    names: dict[str, str]
+
+    def sql(self, template: str) -> str:
+        return template.format(**self.names)
+
+
+def pg_target(project: Project, url: str) -> Target:
+    return Target(
+        project,
+        lambda sql: execute(url, sql),
+        lambda: (query(url, "SELECT resource, token, token_source FROM fencemigrate.agent_fence ORDER BY 1"),
+                 query(url, "SELECT resource, token, holder, expires_at FROM fencemigrate.lease ORDER BY 1")),
+        psycopg.Error,
+        {"fence": "fencemigrate.agent_fence", "lease": "fencemigrate.lease",
+         "in_an_hour": "now() + interval '1 hour'"},
+    )
+
+
+def sqlite_target(tmp_path: Path) -> Target:
+    database = tmp_path / "db.sqlite"
+
+    def run(sql: str) -> None:
+        with closing(sqlite3.connect(database, isolation_level=None)) as connection:
+            connection.execute(sql)
+
+    def rows() -> Any:
+        with closing(sqlite3.connect(database, isolation_level=None)) as connection:
+            return (
+                connection.execute("SELECT resource, token, token_source FROM fencemigrate_agent_fence").fetchall(),
+                connection.execute("SELECT resource, token, holder, expires_at FROM fencemigrate_lease").fetchall(),
+            )
+
+    return Target(
+        make_sqlite_project(tmp_path), run, rows, sqlite3.DatabaseError,
+        {"fence": "fencemigrate_agent_fence", "lease": "fencemigrate_lease",
+         "in_an_hour": "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+1 hour')"},
+    )
+
+
+def mysql_target(project: Project, url: str) -> Target:
+    def run(sql: str) -> None:
+        mysql_rows(url, sql)
+
+    return Target(
+        project,
+        run,
+        lambda: (mysql_rows(url, "SELECT resource, token, token_source FROM fencemigrate_agent_fence"),
+                 mysql_rows(url, "SELECT resource, token, holder, expires_at FROM fencemigrate_lease")),
+        pymysql.err.MySQLError,
+        {"fence": "fencemigrate_agent_fence", "lease": "fencemigrate_lease",
+         "in_an_hour": "UTC_TIMESTAMP(6) + INTERVAL 1 HOUR"},
+    )
+
+
+def add_revisions(project: Project) -> None:
+    project.add_revision("0001", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    project.add_revision("0002", "0001", "CREATE TABLE t2 (id int)", "DROP TABLE t2", slug="t2")
+
+
+def leased_to_agent_a(target: Target, ttl: str = "1h") -> None:
+    """agent-A is granted token 1 and applies 0001 with it."""
+    add_revisions(target.project)
+    target.project.run_cli("lease", "acquire", "--holder", "agent-A", "--ttl", ttl).check(0)
+    target.project.run_cli("upgrade", "0001", "--token", "1", "--holder", "agent-A").check(0)
+
+
+def assert_refused(target: Target, template: str, refusal: str) -> None:
+    """The statement is refused with ``refusal`` and changes nothing."""
+    before = target.rows()
+    with pytest.raises(target.error) as raised:
+        target.run(target.sql(template))
+    assert "lease guard: " in str(raised.value) and refusal in str(raised.value), raised.value
+    if isinstance(raised.value, psycopg.Error):
+        assert raised.value.sqlstate == "FM006"
+    if isinstance(raised.value, pymysql.err.MySQLError):
+        assert raised.value.args[0] == 1644  # SIGNAL SQLSTATE 'FM006'
+    assert target.rows() == before
+
+
+def assert_still_fenced(target: Target, token: str) -> None:
+    """The forged write is FENCED (never issued), and agent-A's token 1 still writes."""
+    before = target.rows()
+    forged = target.project.run_cli("upgrade", "head", "--token", token, "--holder", "mallory").check(3)
+    assert stderr_lines(forged.stderr)[1] == (
+        f"Rejected for token {token}: token {token} was never issued by the lease service for db/migrations "
+        "(the last token it issued is 1)."
+    )
+    assert target.rows() == before
+    target.project.run_cli("upgrade", "head", "--token", "1", "--holder", "agent-A").check(0)
+
+
+def attack(target: Target, which: str) -> None:
+    leased_to_agent_a(target)
+    if which == "detach":
+        assert_refused(target, DETACH, LIVE_DETACH)
+        assert_still_fenced(target, "999")
+    elif which == "raise":
+        assert_refused(target, RAISE, NEVER_ISSUED)
+        assert_still_fenced(target, "50")
+    else:
+        assert_refused(target, STEAL, LIVE_STEAL)
+        assert_refused(target, RAISE_TO_STOLEN, NEVER_ISSUED)
+        assert_still_fenced(target, "2")
+
+
+def control(target: Target, which: str) -> None:
+    """The same SQL once agent-A's lease has expired (raise: once the resource is detached) goes
+    through, and so does the write it was for."""
+    leased_to_agent_a(target, ttl="1s")
+    time.sleep(1.5)
+    if which == "detach":
+        target.run(target.sql(DETACH))
+        token = "999"
+    elif which == "raise":
+        target.project.run_cli("lease", "detach").check(0)
+        target.run(target.sql(RAISE))
+        token = "50"
+    else:
+        target.run(target.sql(STEAL))
+        target.run(target.sql(RAISE_TO_STOLEN))
+        token = "2"
+    target.project.run_cli("upgrade", "head", "--token", token, "--holder", "mallory").check(0)
+
+
+ATTACKS = ["detach", "raise", "steal"]
+
+
+@pytest.mark.parametrize("which", ATTACKS)
+def test_pg_one_role(which: str, make_project: MakeProject, make_role: MakeRole, pg_server: PgServer,
+                     pg_dbname: str) -> None:
+    url = role_url(pg_server, pg_dbname, make_role())
+    attack(pg_target(make_project(url=url), url), which)
+
+
+@pytest.mark.parametrize("which", ATTACKS)
+def test_pg_two_roles(which: str, make_project: MakeProject, make_role: MakeRole, pg_server: PgServer,
+                      pg_dbname: str) -> None:
+    project, url = two_roles(make_project, make_role, pg_server, pg_dbname)
+    attack(pg_target(project, url), which)
+
+
+@pytest.mark.parametrize("which", ATTACKS)
+def test_pg_control(which: str, project: Project, pg_url: str) -> None:
+    control(pg_target(project, pg_url), which)
+
+
+@pytest.mark.parametrize("which", ATTACKS)
+def test_pg_two_roles_control(which: str, make_project: MakeProject, make_role: MakeRole, pg_server: PgServer,
+                              pg_dbname: str) -> None:
+    project, url = two_roles(make_project, make_role, pg_server, pg_dbname)
+    control(pg_target(project, url), which)
+
+
+@pytest.mark.parametrize("which", ATTACKS)
+def test_sqlite(which: str, tmp_path: Path) -> None:
+    attack(sqlite_target(tmp_path), which)
+
+
+@pytest.mark.parametrize("which", ATTACKS)
+def test_sqlite_control(which: str, tmp_path: Path) -> None:
+    control(sqlite_target(tmp_path), which)
+
+
+@pytest.mark.parametrize("which", ATTACKS)
+def test_mariadb(which: str, make_project: MakeProject, mysql_url: str) -> None:
+    attack(mysql_target(make_project(url=mysql_url), mysql_url), which)
+
+
+@pytest.mark.parametrize("which", ATTACKS)
+def test_mariadb_control(which: str, make_project: MakeProject, mysql_url: str) -> None:
+    control(mysql_target(make_project(url=mysql_url), mysql_url), which)
+
+
+# -- through the CLI: a Redis grant behind a live built-in lease ----------------------------------
+
+
+def test_pg_redis_grant_behind_a_live_builtin_lease_is_refused(project: Project, pg_url: str, redis_url: str) -> None:
+    """Switching a resource to Redis moves its fence off the lease service, which the lease guard
+    refuses while agent-A's built-in lease is live: exit 1, one line, nothing changed. Control: once
+    that lease is released the Redis grant goes through."""
+    target = pg_target(project, pg_url)
+    leased_to_agent_a(target)
+    before = target.rows()
+    refused = project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url).check(1)
+    lines = stderr_lines(refused.stderr)
+    assert len(lines) == 1 and lines[0].startswith(
+        "fencemigrate: refused: the fence's lease guard (FM006) refused this write: the lease of db/migrations "
+        "is held by agent-A (token 1) until "
+    ), refused
+    assert lines[0].endswith(": its fence cannot leave the lease service while that lease is live; nothing was changed")
+    payload = project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url, "--json").check(1)
+    assert '"status": "refused"' in payload.stdout
+    assert target.rows() == before
+    project.run_cli("lease", "release", "--holder", "agent-A").check(0)
+    project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url).check(0)
+    # Redis's counter issued 2 and 3 to the two refused grants (given back, never issued again).
+    assert query(pg_url, "SELECT token, token_source FROM fencemigrate.agent_fence") == [(4, "redis")]
+
+
+def test_pg_a_redis_fence_is_not_guarded(project: Project, pg_url: str, redis_url: str) -> None:
+    """The documented limit: the database cannot know Redis's counter, so direct SQL can raise a
+    fence whose tokens come from Redis, and the forged token then writes."""
+    add_revisions(project)
+    project.run_cli("lease", "acquire", "--holder", "agent-A", "--lease-url", redis_url).check(0)
+    execute(pg_url, "UPDATE fencemigrate.agent_fence SET token = 50")
+    project.run_cli("upgrade", "head", "--token", "50", "--holder", "mallory").check(0)
+
+
+# -- a database at 0.4 gets the guard from its next run --------------------------------------------
+
+
+def test_pg_schema_at_0_4_is_updated_to_0_5(project: Project, pg_url: str, pg_conn: psycopg.Connection[Any]) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    pg_conn.execute("CREATE SCHEMA fencemigrate")
+    for name in ("fencemigrate--0.1.sql", "fencemigrate--0.1--0.2.sql", "fencemigrate--0.2--0.3.sql",
+                 "fencemigrate--0.3--0.4.sql"):
+        text = (repo / "sql" / name).read_text()
+        pg_conn.execute("\n".join(line for line in text.splitlines() if not line.startswith("\\echo"))
+                        .replace("@extschema@", '"fencemigrate"'))
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.4",)]
+    attack(pg_target(project, pg_url), "raise")
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.5",)]
+
+
+def test_sqlite_file_at_0_4_is_updated_to_0_5(tmp_path: Path) -> None:
+    from fencemigrate.sqlite_schema import install_statements
+
+    target = sqlite_target(tmp_path)
+    with closing(sqlite3.connect(tmp_path / "db.sqlite", isolation_level=None)) as connection:
+        for sql in install_statements("fencemigrate", "0.4"):
+            connection.execute(sql)
+        assert connection.execute("SELECT version FROM fencemigrate_schema_version").fetchall() == [("0.4",)]
+    attack(target, "steal")
+    with closing(sqlite3.connect(tmp_path / "db.sqlite", isolation_level=None)) as connection:
+        assert connection.execute("SELECT version FROM fencemigrate_schema_version").fetchall() == [("0.5",)]

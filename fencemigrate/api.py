@@ -44,7 +44,7 @@ from .runtime.settings import FenceSettings
 from .state import State, read_state
 from .timeline import Event, parse_since, read_timeline
 from .validation import check_holder, check_resource, check_schema, parse_token
-from .version_guard import VersionTable, allow_tokenless_writes, forbid_tokenless_writes, guard_version_table
+from .version_guard import VersionTable, allow_tokenless_writes, forbid_tokenless_writes, guard_first_write
 
 if TYPE_CHECKING:  # `check` imports its rules only when it runs: every other command starts faster
     from .check import CheckReport, DatabaseSnapshot
@@ -352,7 +352,8 @@ def install(
 ) -> str:
     """Install the fence schema through env.py's connection, put back the guard triggers of an
     installed one that were dropped or disabled (one line each in the result), and guard Alembic's
-    version table when it exists; with ``sql``, return the script instead, for the database
+    version table (created empty when it does not exist yet, so that plain Alembic's first write is
+    refused too); with ``sql``, return the script instead, for the database
     ``sqlalchemy.url`` names (PostgreSQL's unless it names SQLite or MySQL/MariaDB).
 
     ``grant_to`` (PostgreSQL): the role that runs migrations, granted what they need in the fence
@@ -384,11 +385,11 @@ def install(
             if tokenless_writes == "allow":
                 allow_tokenless_writes(context, quoted)
                 outcome[0] += "; writes to the version table without a fencing token are allowed (opted out)"
-            elif tokenless_writes == "forbid":
-                forbid_tokenless_writes(context, quoted)
-                outcome[0] += "; writes to the version table without a fencing token are refused"
             else:
-                guard_version_table(context, quoted)
+                if tokenless_writes == "forbid":
+                    forbid_tokenless_writes(context, quoted)
+                    outcome[0] += "; writes to the version table without a fencing token are refused"
+                guard_first_write(context, quoted)
             if grant_to is not None:
                 outcome.append(grant_to_migration_role(
                     context.connection, quoted, grant_to, VersionTable.of(context).relation(context)))
@@ -662,7 +663,9 @@ def _with_lease_backend(
     wait_ms: int | None = None,
 ) -> tuple[_T, State | None]:
     """Open the lease service on env.py's database (or Redis), run ``call``, close it; with
-    ``after_grant``, read the state afterwards through env.py's migration context.
+    ``after_grant`` (``call`` granted a lease, which fenced the database), create and guard
+    Alembic's version table (:func:`guard_first_write`) and read the state, through env.py's
+    migration context.
     ``wait_ms``: a grant's ``--wait`` (see :func:`open_backend`).
 
     ``call`` runs as soon as env.py has connected, before env.py begins its transaction (as a
@@ -686,6 +689,7 @@ def _with_lease_backend(
 
     def read(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         if after_grant:
+            guard_first_write(context, context.dialect.identifier_preparer.quote(schema))
             states.append(read_state(context, schema))
         return []
 

@@ -1,5 +1,6 @@
 """The guard on Alembic's version table: once a database is fenced, the database itself refuses a
-version-table write from a transaction that did not claim the fence (plain ``alembic``).
+version-table write from a transaction that did not claim the fence (plain ``alembic``); a fenced
+database gets an empty version table before its first write (:func:`guard_first_write`).
 
 PostgreSQL: a trigger checks that the backend holds claim()'s advisory lock (the fence schema's
 ``guard_version_table()``). SQLite: triggers refuse the write unless a fenced run marked it in the
@@ -18,6 +19,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
 from .dirty import utc_text
+from .fence_schema import installed_version
 from .queries import query_dialect, statement
 
 GUARDED = "refused"
@@ -78,6 +80,21 @@ def guard_version_table(context: MigrationContext, quoted_schema: str) -> None:
         state = _prefixed_state(connection, quoted_schema, table)
         if state["table_exists"] and state["allowed_at"] is None and not state["guarded"]:
             _run_script(connection, _trigger_script("guard_version_table", quoted_schema, table, context))
+
+
+def guard_first_write(context: MigrationContext, quoted_schema: str) -> None:
+    """Create Alembic's version table (empty, as Alembic's first run would) and guard it, on a
+    fenced database whose version table does not exist yet: otherwise plain ``alembic``'s first
+    write would create it unguarded. Nothing when the fence schema is not installed or tokenless
+    writes were allowed."""
+    assert context.connection is not None
+    if installed_version(context.connection, quoted_schema) is None:
+        return
+    state = guard_state(context, quoted_schema)
+    if state is None or state.status == ALLOWED:
+        return
+    context._ensure_version_table()
+    guard_version_table(context, quoted_schema)
 
 
 def allow_tokenless_writes(context: MigrationContext, quoted_schema: str) -> None:

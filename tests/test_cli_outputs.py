@@ -385,10 +385,11 @@ def test_state_after_runs(two: Project) -> None:
 
 
 def test_install_then_already_installed(two: Project) -> None:
-    """`install` creates the fence schema (and nothing of Alembic's); a second run says so."""
+    """`install` creates the fence schema and Alembic's version table, empty and guarded (so that
+    plain Alembic's first write is refused too); a second run says so."""
     assert cli(two, "install").check().stdout == "installed\n"
     assert table_names(two.url, "fencemigrate") == FENCE_TABLES
-    assert alembic_versions(two.url) is None
+    assert alembic_versions(two.url) == []
     assert cli(two, "install").check().stdout == "already installed\n"
 
     result = cli(two, "upgrade", "head", "--token", "1", "--holder", "h").check()

@@ -57,13 +57,7 @@ TRACE_PARAMS = [pytest.param(backend, name, id=f"{backend}-{name}") for backend,
 # version-table guard is put on the table by the first fenced run, so plain alembic's very first
 # write (it creates the table) goes through. Once a fenced run has written, it is refused
 # (tests/test_tokenless_writes.py). Open in issue 12.
-FIRST_WRITE_UNGUARDED = pytest.mark.xfail(strict=True, reason=(
-    "the version table does not exist before the first fenced run, so nothing guards plain alembic's first write"))
-FENCEMIGRATE_PARAMS = [
-    pytest.param(backend, name, id=f"{backend}-{name}",
-                 marks=[FIRST_WRITE_UNGUARDED] if name == "success_without_epoch" else [])
-    for backend, name in CASES
-]
+FENCEMIGRATE_PARAMS = [pytest.param(backend, name, id=f"{backend}-{name}") for backend, name in CASES]
 
 
 @pytest.mark.parametrize(("backend", "name"), FENCEMIGRATE_PARAMS)

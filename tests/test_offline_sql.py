@@ -138,7 +138,7 @@ def test_script_claims_before_each_revisions_ddl(project: Project, pg_url: str) 
     assert events == [
         "BEGIN;",
         claim_line(21),
-        "CREATE TABLE alembic_version (",
+        "CREATE TABLE IF NOT EXISTS alembic_version (",
         claim_line(21),
         GUARD_LINE,
         "CREATE TABLE t1 (id int);",
@@ -204,10 +204,12 @@ def test_install_sql_through_psql_installs_the_fence_schema(project: Project, pg
 
 
 def test_fresh_token_script_applies_through_psql(project: Project, pg_url: str, tmp_path: Path) -> None:
-    """Under the highest token the psql-run script applies both revisions and writes the ledger."""
+    """Under the highest token the psql-run script applies both revisions and writes the ledger,
+    on a database whose (empty) version table ``install`` already created."""
     files = add_chain(project)
     install = project.run_cli("install").check(0)
     assert install.stdout.strip() == "installed"
+    assert alembic_versions(pg_url) == []  # the table exists, empty: the script must not CREATE it again
     script = offline(project, "head", 5).stdout
 
     run_psql(pg_url, script, tmp_path).check(0)
@@ -282,7 +284,7 @@ def test_transaction_per_migration_script_claims_after_each_begin(
     assert script_events(script) == [
         claim_line(4),
         "BEGIN;",
-        "CREATE TABLE alembic_version (",
+        "CREATE TABLE IF NOT EXISTS alembic_version (",
         claim_line(4),
         GUARD_LINE,
         "CREATE TABLE t1 (id int);",

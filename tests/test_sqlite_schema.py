@@ -30,13 +30,15 @@ from fencemigrate import sqlite_schema
 
 
 def test_install_is_idempotent_and_the_first_run_installs_in_its_transaction(tmp_path: Path) -> None:
-    """``install`` creates the prefixed tables once; a second install and the next run change nothing."""
+    """``install`` creates the prefixed tables once, and Alembic's version table (empty, guarded); a
+    second install and the next run change nothing."""
     project = make_sqlite_project(tmp_path)
     project.add_revision("0001", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     db = tmp_path / "db.sqlite"
 
     assert project.run_cli("install").check(0).stdout == "installed\n"
-    assert table_names(db) == sorted(f"fencemigrate_{table}" for table in FENCE_TABLES)
+    assert table_names(db) == sorted(["alembic_version", *(f"fencemigrate_{table}" for table in FENCE_TABLES)])
+    assert query(db, "SELECT version_num FROM alembic_version") == []
     assert query(db, "SELECT one_row, version FROM fencemigrate_schema_version") == [(1, "0.5")]
     installed = snapshot(db)
     assert project.run_cli("install").check(0).stdout == "already installed\n"

@@ -249,3 +249,62 @@ def test_opting_out_on_mariadb_lets_plain_alembic_write(make_project: MakeProjec
 def assert_mysql_refused(result: Result) -> None:
     assert result.code != 0, str(result)
     assert "fencemigrate refused a version-table write without a fencing token" in result.stderr, str(result)
+
+
+# -- The first write: the version table does not exist yet -----------------------------------------
+# A database is fenced from its install or its first grant on; the version table may not exist
+# then. fencemigrate creates it (empty, as Alembic's first run would) and guards it, so plain
+# alembic's first write is refused too. Controls: the same first write on an unfenced database
+# (test_plain_alembic_on_an_unfenced_postgresql_database_is_not_refused) and after an opt-out.
+
+
+def test_plain_alembics_first_write_after_install_is_refused_on_postgresql(project: Project) -> None:
+    three_revisions(project)
+    project.run_cli("install").check()
+    assert alembic_versions(project.url) == []
+    assert_refused(project.run_alembic("upgrade", "head"))
+    assert table_names(project.url) == ["alembic_version"]  # t1..t3 rolled back with the version write
+    assert state_json(project)["tokenless_writes"] == {"status": "refused", "allowed_at": None}
+    fm(project, "upgrade", "head", token=5, holder="agent").check()
+    assert alembic_versions(project.url) == ["0003"]
+
+
+def test_plain_alembics_first_write_after_a_grant_is_refused_on_postgresql(project: Project) -> None:
+    three_revisions(project)
+    granted = project.run_cli("lease", "acquire", "--holder", "agent-a", "--json").check()
+    assert json.loads(granted.stdout)["state"]["tokenless_writes"] == {"status": "refused", "allowed_at": None}
+    assert_refused(project.run_alembic("upgrade", "head"))
+    assert table_names(project.url) == ["alembic_version"]
+
+
+def test_opting_out_before_the_first_write_lets_plain_alembic_create_its_table(project: Project) -> None:
+    three_revisions(project)
+    project.run_cli("install", "--allow-tokenless-writes").check()
+    assert table_names(project.url) == []  # nothing created for a table that takes tokenless writes
+    project.run_alembic("upgrade", "head").check()
+    assert alembic_versions(project.url) == ["0003"]
+
+
+def test_plain_alembics_first_write_after_install_is_refused_on_sqlite(tmp_path: Path) -> None:
+    project = three_revisions(make_sqlite_project(tmp_path))
+    database = tmp_path / "db.sqlite"
+    project.run_cli("install").check()
+    assert sqlite_versions(database) == []
+    assert_refused(project.run_alembic("upgrade", "head"))
+    assert sqlite_versions(database) == []
+    project.run_cli("install", "--allow-tokenless-writes").check()  # control: the same write, opted out
+    project.run_alembic("stamp", "head").check()
+    assert sqlite_versions(database) == ["0003"]
+
+
+def test_plain_alembics_first_write_after_a_grant_is_refused_on_mariadb(
+    make_project: MakeProject, mysql_url: str
+) -> None:
+    project = three_revisions(make_project(url=mysql_url))
+    project.run_cli("lease", "acquire", "--holder", "agent-a").check()
+    assert mysql_versions(mysql_url) == []
+    assert_mysql_refused(project.run_alembic("upgrade", "0001"))
+    assert mysql_versions(mysql_url) == []
+    project.run_cli("install", "--allow-tokenless-writes").check()  # control: the same write, opted out
+    project.run_alembic("stamp", "0001").check()
+    assert mysql_versions(mysql_url) == ["0001"]

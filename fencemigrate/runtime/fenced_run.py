@@ -19,6 +19,7 @@ from .fence_calls import FenceCalls, PostgresFenceCalls, fence_calls_for
 from .fenced_step import FencedStep
 from .ledger_changes import LedgerChange, ledger_change, script_sha256, version_table_name
 from .ledger_writer import LedgerWriter
+from .offline_version_table import create_version_table_if_missing
 from .outcome import RunOutcome, StepOutcome
 from .settings import FenceSettings
 from .transaction_ends import TransactionEndWatch, ends_transaction_in_script
@@ -95,6 +96,8 @@ class FencedRun:
         )
         if context.as_sql and steps:
             self._open_offline_script(context, self._calls)
+            if not heads:
+                create_version_table_if_missing(context)
         return [FencedStep(step, self) for step in steps]
 
     def _open_offline_script(self, context: MigrationContext, calls: FenceCalls) -> None:

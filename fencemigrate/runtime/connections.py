@@ -19,7 +19,20 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Dialect, Engine
+
+_driver_errors: set[type[Exception]] = set()
+
+
+def note_driver(dialect: Dialect) -> None:
+    """Remember ``dialect``'s driver: its own exceptions are database errors (:func:`is_driver_error`)."""
+    _driver_errors.add(dialect.loaded_dbapi.Error)
+
+
+def is_driver_error(error: BaseException) -> bool:
+    """Whether ``error`` is the own exception of a driver fencemigrate has connected through."""
+    return isinstance(error, tuple(_driver_errors))
+
 
 def invalidate_if_lost(connection: Connection, error: BaseException) -> None:
     """After ``error`` from a statement sent straight to ``connection``'s driver: invalidate the
@@ -53,6 +66,7 @@ def close(connection: Connection) -> None:
 @contextmanager
 def own_connection(engine: Engine) -> Iterator[Connection]:
     """A connection of fencemigrate's own on ``engine`` (the lease service's), closed by :func:`close`."""
+    note_driver(engine.dialect)
     connection = engine.connect()
     try:
         yield connection

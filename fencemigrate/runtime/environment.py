@@ -18,7 +18,7 @@ from ..config import check_url_password
 from ..errors import DatabaseError, FencemigrateError, NotTransactional, from_database_error, sqlstate_of
 from ..process_exit import close_at_exit
 from ..scrub import remember_password, scrub_secrets
-from .connections import roll_back_or_invalidate
+from .connections import is_driver_error, note_driver, roll_back_or_invalidate
 from .sqlite_transactions import manages, sqlite_transactions
 
 FENCED_RUN_ATTRIBUTE = "fencemigrate.run"
@@ -73,6 +73,7 @@ def run_env(
         if isinstance(connection, Connection):  # not --sql's mock connection
             close_at_exit(connection.engine)
             remember_password(connection.engine.url.password)  # env.py may have it from elsewhere
+            note_driver(connection.dialect)
             configured.append(connection)
         with _rolled_back_on_failure(configured):
             if writes and connection is not None and autocommits(connection):
@@ -146,8 +147,9 @@ def translated_errors(resource: str = "", token: int = 0) -> Iterator[None]:
     except CommandError as error:
         raise FencemigrateError(scrub_secrets(str(error))) from None
     except Exception as error:
-        # The fence calls go straight to the driver: its errors carry a SQLSTATE.
-        if sqlstate_of(error) is None:
+        # The fence calls and the named locks go straight to the driver: FENCED and the others are
+        # told by their SQLSTATE; one without (a lost session, any on MySQL) is a database error.
+        if sqlstate_of(error) is None and not is_driver_error(error):
             raise
         mapped = from_database_error(error, resource, token)
         raise (mapped or DatabaseError(_one_line(error))) from None

@@ -31,6 +31,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from ..errors import ImplausibleClock, LeaseBusy, UsageError, sqlstate_of
 from ..fence_schema import ensure_installed
 from ..queries import query_dialect, statement
+from ..runtime.connections import own_connection
 from ..runtime.named_lock import NamedLock
 from ..runtime.sqlite_transactions import sqlite_transactions
 from ..token_sources import advance_fence, detach_fence
@@ -76,10 +77,11 @@ def lease_connection(engine: Engine) -> Iterator[Connection]:
 
     On SQLite every transaction on it is ``BEGIN IMMEDIATE`` (:mod:`..runtime.sqlite_transactions`)
     until it is closed, also after env.py has finished (a run releases its lease then). Other
-    dialects get no listeners.
+    dialects get no listeners. Closed rolled back, or invalidated when its session is gone
+    (:func:`..runtime.connections.own_connection`).
     """
     with sqlite_transactions() if engine.dialect.name == "sqlite" else nullcontext():
-        with engine.connect() as connection:
+        with own_connection(engine) as connection:
             yield connection
 
 

@@ -13,6 +13,7 @@ from typing import Callable
 from sqlalchemy import Connection, Engine
 
 from ..errors import FencemigrateError
+from ..runtime.environment import translated_errors
 from ..stop_signals import deferred
 from .model import Grant, LeaseBackend, LeaseRequest
 from .polling import StoppedWaiting
@@ -86,7 +87,8 @@ class RunnerLease:
             return None
         with deferred():
             try:
-                self._backend.release(self.request.resource, self.request.holder, self._grant.token)
+                with translated_errors(self.request.resource):
+                    self._backend.release(self.request.resource, self.request.holder, self._grant.token)
                 return None
             except FencemigrateError as failure:
                 return failure

@@ -18,6 +18,7 @@ from ..config import check_url_password
 from ..errors import DatabaseError, FencemigrateError, NotTransactional, from_database_error, sqlstate_of
 from ..process_exit import close_at_exit
 from ..scrub import remember_password, scrub_secrets
+from .connections import is_driver_error, note_driver, roll_back_or_invalidate
 from .sqlite_transactions import manages, sqlite_transactions
 
 FENCED_RUN_ATTRIBUTE = "fencemigrate.run"
@@ -49,11 +50,14 @@ def run_env(
     run's lease is acquired there, before Alembic creates its version table).
     SQLite connections env.py opens get transactional DDL (:mod:`.sqlite_transactions`), and
     Alembic is told so.
+    When what fencemigrate runs inside env.py fails, env.py's connections are rolled back before
+    env.py closes them, and invalidated if their sessions are gone (:mod:`.connections`).
     """
     _check_configured_url(config)
     context = EnvironmentContext(config, script, fn=fn, **context_options)
     forced: list[bool] = []
-    configure = context.configure
+    configured: list[Connection] = []
+    configure, run_migrations = context.configure, context.run_migrations
 
     def guarded_configure(*args: Any, **kw: Any) -> None:
         given = kw.get("connection", args[0] if args else None)
@@ -69,18 +73,38 @@ def run_env(
         if isinstance(connection, Connection):  # not --sql's mock connection
             close_at_exit(connection.engine)
             remember_password(connection.engine.url.password)  # env.py may have it from elsewhere
-        if writes and connection is not None and autocommits(connection):
-            raise NotTransactional(
-                "refusing to migrate: the connection env.py gave Alembic is in autocommit mode, "
-                "so the fence claim could not share a transaction with the DDL; nothing was applied"
-            )
-        if on_connection is not None and connection is not None:
-            on_connection(context.get_context())
+            note_driver(connection.dialect)
+            configured.append(connection)
+        with _rolled_back_on_failure(configured):
+            if writes and connection is not None and autocommits(connection):
+                raise NotTransactional(
+                    "refusing to migrate: the connection env.py gave Alembic is in autocommit mode, "
+                    "so the fence claim could not share a transaction with the DDL; nothing was applied"
+                )
+            if on_connection is not None and connection is not None:
+                on_connection(context.get_context())
+
+    def guarded_run_migrations(**kw: Any) -> None:
+        with _rolled_back_on_failure(configured):
+            run_migrations(**kw)
 
     context.configure = guarded_configure  # type: ignore[method-assign]
+    context.run_migrations = guarded_run_migrations  # type: ignore[method-assign]
     with translated_errors(resource, token), sqlite_transactions(), context:
         script.run_env()
     return bool(forced)
+
+
+@contextmanager
+def _rolled_back_on_failure(connections: list[Connection]) -> Iterator[None]:
+    """On a failure, roll back env.py's ``connections`` before env.py closes them, invalidating those
+    whose sessions are gone: the pool's own rollback of those logs a traceback."""
+    try:
+        yield
+    except BaseException:
+        for connection in connections:
+            roll_back_or_invalidate(connection)
+        raise
 
 
 def _check_configured_url(config: Config) -> None:
@@ -123,8 +147,9 @@ def translated_errors(resource: str = "", token: int = 0) -> Iterator[None]:
     except CommandError as error:
         raise FencemigrateError(scrub_secrets(str(error))) from None
     except Exception as error:
-        # The fence calls go straight to the driver: its errors carry a SQLSTATE.
-        if sqlstate_of(error) is None:
+        # The fence calls and the named locks go straight to the driver: FENCED and the others are
+        # told by their SQLSTATE; one without (a lost session, any on MySQL) is a database error.
+        if sqlstate_of(error) is None and not is_driver_error(error):
             raise
         mapped = from_database_error(error, resource, token)
         raise (mapped or DatabaseError(_one_line(error))) from None

@@ -24,6 +24,7 @@ class NamedLock:
     def __init__(self, connection: Connection, quoted_schema: str, resource: str,
                  name_query: str = "named_lock_name") -> None:
         """``name_query``: the statement naming the lock (the writers' lock unless told)."""
+        self._connection = connection
         self._dialect = connection.dialect
         self._schema = quoted_schema
         self._dbapi = connection.connection.dbapi_connection
@@ -72,4 +73,5 @@ class NamedLock:
         transaction, and is released after env.py has closed its SQLAlchemy connection."""
         assert self._dbapi is not None
         clause = statement(query, self._schema, self._dialect.name)
-        return scalar_on_dbapi(self._dbapi, self._dialect, clause, {"resource": self._resource, "name": self.name, **params})
+        params = {"resource": self._resource, "name": self.name, **params}
+        return scalar_on_dbapi(self._dbapi, self._dialect, clause, params, owner=self._connection)

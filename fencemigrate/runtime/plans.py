@@ -10,6 +10,7 @@ from alembic.util import CommandError
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import UsageError
+from .connections import close
 from .declared_heads import declared_heads, has_revision_files
 from .fenced_run import Planner
 from .ledger_changes import covered
@@ -53,9 +54,9 @@ class NothingToDoProbe:
         return not self._plan(tuple(heads), self._context)[0]
 
     def close(self) -> None:
-        """Close the probe's connection."""
+        """Close the probe's connection (invalidated when its session is gone: :mod:`.connections`)."""
         if self._probe is not None and self._probe.connection is not None:
-            self._probe.connection.close()
+            close(self._probe.connection)
         self._probe = None
 
 

@@ -1,0 +1,74 @@
+"""Connections whose server session may be gone: invalidated, never reset into the pool.
+
+A session ends under a run when the server kills it (``KILL CONNECTION``, ``pg_terminate_backend``,
+``--preempt``) or restarts. SQLAlchemy learns it from the statements it runs itself, and then
+invalidates the connection: closing it only drops it. It cannot learn it from the statements
+fencemigrate sends straight to the driver (:mod:`.driver`, the named locks, psycopg's wait for
+notifications), nor for a connection that sat idle meanwhile (env.py's, while the run waits for its
+lease). Closing such a connection makes the pool roll it back (its reset on return), which fails;
+the pool logs "Exception during reset or similar" with a traceback, and the
+``logging.config.fileConfig(alembic.ini)`` of Alembic's env.py templates prints it to stderr.
+
+So fencemigrate invalidates a connection whose session it finds gone, and rolls back the ones it
+hands back after a failure (and those it opened itself) before they are closed, invalidating any
+whose rollback fails. Ending a session rolls back whatever it had open, on the server.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from sqlalchemy import Connection, Dialect, Engine
+
+_driver_errors: set[type[Exception]] = set()
+
+
+def note_driver(dialect: Dialect) -> None:
+    """Remember ``dialect``'s driver: its own exceptions are database errors (:func:`is_driver_error`)."""
+    _driver_errors.add(dialect.loaded_dbapi.Error)
+
+
+def is_driver_error(error: BaseException) -> bool:
+    """Whether ``error`` is the own exception of a driver fencemigrate has connected through."""
+    return isinstance(error, tuple(_driver_errors))
+
+
+def invalidate_if_lost(connection: Connection, error: BaseException) -> None:
+    """After ``error`` from a statement sent straight to ``connection``'s driver: invalidate the
+    connection when the dialect says its session is gone, as SQLAlchemy does after its own."""
+    if connection.closed or connection.invalidated:
+        return
+    dialect = connection.dialect
+    if isinstance(error, dialect.loaded_dbapi.Error) and dialect.is_disconnect(
+        error, connection.connection.dbapi_connection, None
+    ):
+        connection.invalidate(error)
+
+
+def roll_back_or_invalidate(connection: Connection) -> None:
+    """Roll back what ``connection``'s session has open now, as the pool would when it is closed;
+    when that fails (the session is gone), invalidate the connection instead."""
+    if connection.closed or connection.invalidated:
+        return
+    try:
+        connection.dialect.do_rollback(connection.connection)
+    except Exception as error:  # noqa: BLE001 - whatever the driver says, the session is unusable
+        connection.invalidate(error)
+
+
+def close(connection: Connection) -> None:
+    """Close a connection fencemigrate opened itself, rolled back (or invalidated) first."""
+    roll_back_or_invalidate(connection)
+    connection.close()
+
+
+@contextmanager
+def own_connection(engine: Engine) -> Iterator[Connection]:
+    """A connection of fencemigrate's own on ``engine`` (the lease service's), closed by :func:`close`."""
+    note_driver(engine.dialect)
+    connection = engine.connect()
+    try:
+        yield connection
+    finally:
+        close(connection)

@@ -22,6 +22,7 @@ from .ledger_writer import LedgerWriter
 from .offline_version_table import create_version_table_if_missing
 from .outcome import RunOutcome, StepOutcome
 from .settings import FenceSettings
+from .superseded_plans import plan_or_fenced
 from .transaction_ends import TransactionEndWatch, ends_transaction_in_script
 
 
@@ -73,7 +74,7 @@ class FencedRun:
 
     def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         """Plan the steps, then hand Alembic fenced proxies of them."""
-        steps, self._reapplied = self.planner(heads, context)
+        steps, self._reapplied = plan_or_fenced(self.planner, self.settings, heads, context)
         if steps and self.settings.token == 0:
             # This run stopped waiting for its lease because nothing was left to do; now there is.
             raise HeadsMoved("the database changed while this run waited for its lease; nothing was applied")

@@ -27,6 +27,7 @@ from ..fence_schema import ensure_installed
 from ..version_guard import guard_version_table
 from .fence_calls import FenceCalls, fence_calls_for
 from .fenced_run import HeadsMoved, Planner, step_direction
+from .superseded_plans import plan_or_fenced
 from .fenced_step import FencedStep
 from .ledger_changes import ledger_change, script_sha256, version_table_name
 from .named_lock import NamedLock
@@ -90,7 +91,7 @@ class PrecheckRun:
         self._lock = lock
         refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
         self._calls = fence_calls_for(context, self._quoted_schema)
-        _, reapplied = self.planner(tuple(context.get_current_heads()), context)
+        _, reapplied = plan_or_fenced(self.planner, self.settings, tuple(context.get_current_heads()), context)
         if reapplied:  # before the claim: a refused reapply leaves the fence as it was
             self._calls.check_reapply(version_table_name(context), self.settings.resource, reapplied, self.settings.token)
         self._calls.claim(self.settings.resource, self.settings.token)
@@ -108,7 +109,7 @@ class PrecheckRun:
 
     def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> Iterator[Any]:
         """Plan the steps; each is checked and marked before Alembic begins it."""
-        steps, _ = self.planner(heads, context)
+        steps, _ = plan_or_fenced(self.planner, self.settings, heads, context)
         if steps and self.settings.token == 0:
             raise HeadsMoved("the database changed while this run waited for its lease; nothing was applied")
         self.outcome.heads = sorted(heads)

@@ -8,19 +8,25 @@ control is SIGKILL, which no process can handle: its lease stays held.
 from __future__ import annotations
 
 import json
+import os
 import signal
+import sqlite3
 import subprocess
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fence_rows import ledger, stderr_lines, user_tables
+from mysql_rows import ledger as mysql_ledger
+from mysql_rows import versions as mysql_versions
 from sqlite_rows import alembic_versions as sqlite_versions
 from sqlite_rows import ledger as sqlite_ledger
 from sqlite_rows import make_sqlite_project, user_tables as sqlite_user_tables
 from support.db import alembic_versions, query
-from support.project import Project, script_command, subprocess_env
+from support.mysql_server import mysql_rows
+from support.project import MakeProject, Project, script_command, subprocess_env
 
 EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}
 
@@ -207,3 +213,101 @@ def test_sqlite_a_run_waiting_for_the_lease_stops_at_once(tmp_path: Path) -> Non
     assert took < 3, took
     assert stderr_lines(stderr) == [interrupted_line(signal.SIGTERM)], stderr
     assert lease_status(project)["holder"] == "other"
+
+
+# -- MariaDB (pre-check mode) ----------------------------------------------------------------------
+
+
+def sleeping_in_mysql(url: str) -> bool:
+    rows = mysql_rows(url, "SELECT count(*) FROM information_schema.processlist "
+                           "WHERE id <> connection_id() AND info LIKE 'SELECT SLEEP(%'")
+    return bool(rows[0][0])
+
+
+def sessions_in_mysql(url: str) -> int:
+    """Sessions on the test's database other than this query's own."""
+    rows = mysql_rows(url, "SELECT count(*) FROM information_schema.processlist "
+                           "WHERE id <> connection_id() AND db = database()")
+    return int(rows[0][0])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_mariadb_a_signal_inside_a_revision_releases_the_lease_and_leaves_it_dirty(
+    make_project: MakeProject, mysql_url: str, signum: int
+) -> None:
+    """On MariaDB the revision's DDL commits by itself (pre-check mode), so a run stopped inside the
+    revision cannot roll it back: it exits 143 / 130 with one line, its statement on the server is
+    cancelled, its lease is released, and the revision is reported dirty (what pre-check mode says
+    of a revision that started and never finished): the next fenced write is refused (exit 5)."""
+    project = make_project(url=mysql_url)
+    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    project.run_cli("upgrade", "head", "--holder", "setup").check(0)
+    project.add_revision("b2", "a1", ["CREATE TABLE t2 (id int)", "SELECT SLEEP(30)"], "DROP TABLE t2", slug="t2")
+
+    runner = start(project, "upgrade", "head", "--holder", "runner")
+    wait_for(lambda: sleeping_in_mysql(mysql_url), runner, "the migration never reached SLEEP")
+    took, stdout, stderr = stop(runner, signum)
+
+    assert runner.returncode == EXIT[signum], (stdout, stderr)
+    assert took < 10, took
+    assert "Traceback" not in stderr, stderr
+    assert stderr_lines(stderr) == [interrupted_line(signum)], stderr
+    assert not sleeping_in_mysql(mysql_url)
+    assert lease_status(project)["holder"] is None
+    assert timeline_kinds(project)[-2:] == [("GRANT", "runner"), ("RELEASE", "runner")]
+    assert mysql_versions(mysql_url) == ["a1"]
+    assert mysql_ledger(mysql_url)["b2"][2] == "applying"  # dirty: started, never finished
+    refused = project.run_cli("upgrade", "head", "--holder", "next", "--wait", "0")
+    assert refused.code == 5, str(refused)
+
+
+def test_mariadb_a_run_waiting_for_the_lease_stops_at_once(make_project: MakeProject, mysql_url: str) -> None:
+    """On MariaDB, a run queued behind another holder's lease exits 143 within a few seconds of
+    SIGTERM; the other holder keeps its lease and nothing is applied."""
+    project = make_project(url=mysql_url)
+    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    project.run_cli("lease", "acquire", "--holder", "other", "--ttl", "5m").check(0)
+    runner = start(project, "upgrade", "head", "--holder", "runner")
+    wait_for(lambda: sessions_in_mysql(mysql_url) > 0, runner, "the run never connected")
+    time.sleep(1)  # polling for the lease
+    took, stdout, stderr = stop(runner, signal.SIGTERM)
+
+    assert runner.returncode == 143, (stdout, stderr)
+    assert took < 3, took
+    assert stderr_lines(stderr) == [interrupted_line(signal.SIGTERM)], stderr
+    assert lease_status(project)["holder"] == "other"
+    assert mysql_versions(mysql_url) == [] and mysql_ledger(mysql_url) == {}
+
+
+# -- SQLite: waiting for another writer's lock (its busy handler) ----------------------------------
+
+
+def has_open(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` has the file ``path`` open."""
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        return any(Path(os.readlink(fd)) == path for fd in fds.iterdir())
+    except OSError:  # the process is exiting (or a descriptor closed while we looked)
+        return False
+
+
+def test_sqlite_a_run_waiting_for_the_database_lock_stops_at_once(tmp_path: Path) -> None:
+    """A run whose grant waits in SQLite's busy handler (another connection holds the write lock)
+    exits 143 within a few seconds of SIGTERM, with one line, having written nothing."""
+    project = make_sqlite_project(tmp_path)
+    database = Path(project.url.removeprefix("sqlite:///"))
+    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    project.run_cli("install").check(0)
+    before = (sqlite_versions(database), sqlite_ledger(database), sqlite_user_tables(database))
+    with closing(sqlite3.connect(database, isolation_level=None)) as holder:
+        holder.execute("BEGIN IMMEDIATE")  # the write lock, held until the end of the block
+        runner = start(project, "upgrade", "head", "--holder", "runner", "--wait", "2m")
+        wait_for(lambda: has_open(runner.pid, database), runner, "the run never opened the database")
+        time.sleep(1)  # waiting for the lock
+        took, stdout, stderr = stop(runner, signal.SIGTERM)
+        holder.execute("ROLLBACK")
+
+    assert runner.returncode == 143, (stdout, stderr)
+    assert took < 5, took
+    assert stderr_lines(stderr) == [interrupted_line(signal.SIGTERM)], stderr
+    assert (sqlite_versions(database), sqlite_ledger(database), sqlite_user_tables(database)) == before

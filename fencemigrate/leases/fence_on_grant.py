@@ -50,6 +50,7 @@ LEASE_TRANSACTION_IN_PROGRESS = (
 _LARGEST_CLOCK_LEAD_DAYS = 366  # SQLite: a grant this long after the newest logged event is a clock set wrong
 DETACH_WAIT_MS = 10_000
 _UNCONTENDED_BEGIN_S = 0.01  # an uncontended BEGIN IMMEDIATE takes well under a millisecond
+_BUSY_SLICE_MS = 250  # a grant waits for SQLite's write lock in slices this long (signals between)
 
 IN_FLIGHT = (
     "a migration under an older token is still in flight (its holder's lease has expired); "
@@ -275,23 +276,31 @@ class SqliteFenceOnGrant(FenceOnGrant):
         return (None if token is None else int(token)), ()
 
     def _begin(self, resource: str, wait_ms: int | None) -> RootTransaction:
-        """Begin, with the busy timeout at ``wait_ms`` for the BEGIN only (COMMIT may still wait
-        for readers as usual). PRAGMAs go to the driver: through SQLAlchemy they would BEGIN first."""
+        """Begin, waiting at most ``wait_ms`` for the write lock (COMMIT may still wait for readers
+        as usual). SQLite waits inside its busy handler, where no Python signal handler runs, so the
+        wait is taken in slices of :data:`_BUSY_SLICE_MS`: a SIGTERM stops it within one slice.
+        PRAGMAs go to the driver: through SQLAlchemy they would BEGIN first."""
         if wait_ms is None:
             return self._connection.begin()
         driver = self._connection.connection.driver_connection
         assert isinstance(driver, sqlite3.Connection)
         (usual,) = driver.execute(str(statement("busy_timeout", self._schema, "sqlite"))).fetchone()
-        driver.execute(self._busy_timeout(wait_ms))
         started = time.monotonic()
+        deadline = started + wait_ms / 1000
         try:
-            transaction = self._connection.begin()
-            self.waited_for_writer = time.monotonic() - started > _UNCONTENDED_BEGIN_S
-            return transaction
-        except OperationalError as error:
-            if _is_busy(error):
-                raise LeaseBusy(resource, None, SQLITE_WRITER_IN_FLIGHT) from None
-            raise
+            while True:
+                left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+                driver.execute(self._busy_timeout(min(left_ms, _BUSY_SLICE_MS)))
+                try:
+                    transaction = self._connection.begin()
+                except OperationalError as error:
+                    if not _is_busy(error):
+                        raise
+                    if left_ms <= _BUSY_SLICE_MS:
+                        raise LeaseBusy(resource, None, SQLITE_WRITER_IN_FLIGHT) from None
+                    continue
+                self.waited_for_writer = time.monotonic() - started > _UNCONTENDED_BEGIN_S
+                return transaction
         finally:
             driver.execute(self._busy_timeout(int(usual)))
 

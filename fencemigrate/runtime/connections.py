@@ -20,6 +20,9 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from sqlalchemy import Connection, Dialect, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..queries import query_dialect, statement
 
 _driver_errors: set[type[Exception]] = set()
 
@@ -72,3 +75,23 @@ def own_connection(engine: Engine) -> Iterator[Connection]:
         yield connection
     finally:
         close(connection)
+
+
+def server_session_id(connection: Connection) -> int | None:
+    """The server's id of ``connection``'s session on MySQL/MariaDB (what ``KILL`` takes), read
+    from the driver without a round trip; None on other databases."""
+    if query_dialect(connection.dialect.name) != "mysql":
+        return None
+    return int(connection.connection.dbapi_connection.thread_id())  # type: ignore[union-attr]
+
+
+def cancel_statement_on_server(engine: Engine, session_id: int) -> None:
+    """After a stop signal cut a statement short on the client: end it on the MySQL/MariaDB server
+    (``KILL QUERY``, from a connection of our own), which would otherwise run it to the end, DDL
+    included, after the run has gone. psycopg cancels its own on PostgreSQL; SQLite runs in-process.
+    SQLAlchemy has invalidated the interrupted connection by then, so its id was read before."""
+    try:
+        with own_connection(engine) as killer:
+            killer.execute(statement("kill_query", "", "mysql"), {"connection_id": session_id})
+    except SQLAlchemyError:
+        pass  # the session is gone already (or the server is): there is nothing left to cancel

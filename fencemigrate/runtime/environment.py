@@ -18,7 +18,9 @@ from ..config import check_url_password
 from ..errors import DatabaseError, FencemigrateError, NotTransactional, from_database_error, sqlstate_of
 from ..process_exit import close_at_exit
 from ..scrub import remember_password, scrub_secrets
-from .connections import is_driver_error, note_driver, roll_back_or_invalidate
+from .connections import (
+    cancel_statement_on_server, is_driver_error, note_driver, roll_back_or_invalidate, server_session_id,
+)
 from .sqlite_transactions import manages, sqlite_transactions
 
 FENCED_RUN_ATTRIBUTE = "fencemigrate.run"
@@ -56,7 +58,7 @@ def run_env(
     _check_configured_url(config)
     context = EnvironmentContext(config, script, fn=fn, **context_options)
     forced: list[bool] = []
-    configured: list[Connection] = []
+    configured: list[tuple[Connection, int | None]] = []  # with the server's id of the session
     configure, run_migrations = context.configure, context.run_migrations
 
     def guarded_configure(*args: Any, **kw: Any) -> None:
@@ -74,7 +76,7 @@ def run_env(
             close_at_exit(connection.engine)
             remember_password(connection.engine.url.password)  # env.py may have it from elsewhere
             note_driver(connection.dialect)
-            configured.append(connection)
+            configured.append((connection, server_session_id(connection)))
         with _rolled_back_on_failure(configured):
             if writes and connection is not None and autocommits(connection):
                 raise NotTransactional(
@@ -96,13 +98,16 @@ def run_env(
 
 
 @contextmanager
-def _rolled_back_on_failure(connections: list[Connection]) -> Iterator[None]:
+def _rolled_back_on_failure(connections: list[tuple[Connection, int | None]]) -> Iterator[None]:
     """On a failure, roll back env.py's ``connections`` before env.py closes them, invalidating those
-    whose sessions are gone: the pool's own rollback of those logs a traceback."""
+    whose sessions are gone: the pool's own rollback of those logs a traceback. A stop signal
+    (SIGTERM, SIGINT) first cancels the statement in flight on the server."""
     try:
         yield
-    except BaseException:
-        for connection in connections:
+    except BaseException as failure:
+        for connection, session_id in connections:
+            if isinstance(failure, KeyboardInterrupt) and session_id is not None:
+                cancel_statement_on_server(connection.engine, session_id)
             roll_back_or_invalidate(connection)
         raise
 

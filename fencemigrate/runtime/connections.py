@@ -79,10 +79,12 @@ def own_connection(engine: Engine) -> Iterator[Connection]:
 
 def server_session_id(connection: Connection) -> int | None:
     """The server's id of ``connection``'s session on MySQL/MariaDB (what ``KILL`` takes), read
-    from the driver without a round trip; None on other databases."""
+    from the driver without a round trip (PyMySQL's and mysqlclient's ``thread_id()``); None on
+    other databases and drivers."""
     if query_dialect(connection.dialect.name) != "mysql":
         return None
-    return int(connection.connection.dbapi_connection.thread_id())  # type: ignore[union-attr]
+    thread_id = getattr(connection.connection.dbapi_connection, "thread_id", None)
+    return int(thread_id()) if callable(thread_id) else None
 
 
 def cancel_statement_on_server(engine: Engine, session_id: int) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from alembic.runtime.migration import MigrationContext
 
 from .config import configured_resource, fence_schema
-from .errors import FencemigrateError, UsageError
+from .errors import FencemigrateError, TokenRequired
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, translated_errors
 from .runtime.fenced_run import FencedRun
 from .runtime.outcome import RunOutcome
@@ -37,7 +37,7 @@ def run_migrations(context: ModuleType | Any) -> None:
         assert original is not None
         steps = list(original(heads, ctx))
         if steps and token is None:
-            raise UsageError(
+            raise TokenRequired(
                 "refusing to migrate without a fencing token: run `fencemigrate upgrade REV --token N`, "
                 "or pass `-x fence_token=N` to alembic"
             )

@@ -40,6 +40,11 @@ class UsageError(FencemigrateError):
     status = "usage"
 
 
+class TokenRequired(UsageError):
+    """A command that would change the database was run without a fencing token (plain ``alembic``
+    through a fenced env.py): bad usage under any fence, never a stale writer's FENCED."""
+
+
 class DatabaseError(FencemigrateError):
     """The database refused or could not be reached; nothing was applied."""
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from alembic.runtime.migration import MigrationContext
 
-from ..errors import Fenced, UsageError
+from ..errors import Fenced, TokenRequired, UsageError
 from ..fence_schema import installed_version
 from ..queries import statement
 from .fence_calls.plain import newer_token
@@ -25,6 +25,8 @@ def plan_or_fenced(
     run's has written to its resource (read only: the refusal rolls the transaction back anyway)."""
     try:
         return planner(heads, context)
+    except TokenRequired:
+        raise  # no token at all: the run's placeholder token says nothing about staleness
     except UsageError:
         _refuse_if_superseded(settings, context)
         raise

@@ -14,7 +14,7 @@ from .dirty import Unsettled, tracks_dirty, unsettled_revisions, utc_text
 from .fence_schema import installed_version
 from .queries import prefixes_tables, statement
 from .runtime.ledger_changes import version_table_name
-from .tampering import FenceBelowLease, LedgerAboveFence, fence_below_lease, ledger_above_fence
+from .tampering import FenceBelowLease, LedgerAboveFence, fence_below_lease, installed_tables, ledger_above_fence
 from .version_guard import GuardState, guard_state
 
 
@@ -119,8 +119,11 @@ def _token_sources(connection: Connection, quoted_schema: str, schema_version: s
 def _grant_replication(
     connection: Connection, quoted_schema: str, schema_version: str
 ) -> dict[str, tuple[str | None, str | None]]:
-    """``{resource: (incarnation, replication)}`` of the last grants; PostgreSQL from fence schema 0.6."""
+    """``{resource: (incarnation, replication)}`` of the last grants; PostgreSQL from fence schema 0.6
+    (none when its lease table was dropped: ``check --db`` reports that)."""
     if prefixes_tables(connection.dialect.name) or tuple(int(part) for part in schema_version.split(".")) < (0, 6):
+        return {}
+    if "lease" not in installed_tables(connection, quoted_schema):
         return {}
     rows = connection.execute(statement("grant_replication", quoted_schema, connection.dialect.name))
     return {row.resource: (row.incarnation, row.replication) for row in rows}

@@ -74,7 +74,7 @@ class FenceBelowLease:
 def ledger_above_fence(connection: Connection, quoted_schema: str) -> list[LedgerAboveFence]:
     """Ledger rows, of every version table, above the fence token of their resource (none when a
     table they need was dropped: FM405 reports that)."""
-    if not {"applied_revision", "agent_fence"} <= _installed_tables(connection, quoted_schema):
+    if not {"applied_revision", "agent_fence"} <= installed_tables(connection, quoted_schema):
         return []
     return [
         LedgerAboveFence(
@@ -88,7 +88,7 @@ def ledger_above_fence(connection: Connection, quoted_schema: str) -> list[Ledge
 def fence_below_lease(connection: Connection, quoted_schema: str) -> list[FenceBelowLease]:
     """Resources whose fence token is below the lease's last issued token (none without the lease
     table: PostgreSQL's 0.1 has none, or it was dropped)."""
-    if not {"lease", "agent_fence"} <= _installed_tables(connection, quoted_schema):
+    if not {"lease", "agent_fence"} <= installed_tables(connection, quoted_schema):
         return []
     return [
         FenceBelowLease(row.resource, None if row.fence_token is None else int(row.fence_token), int(row.lease_token))
@@ -96,7 +96,7 @@ def fence_below_lease(connection: Connection, quoted_schema: str) -> list[FenceB
     ]
 
 
-def _installed_tables(connection: Connection, quoted_schema: str) -> set[str]:
+def installed_tables(connection: Connection, quoted_schema: str) -> set[str]:
     """The fence tables in the database, without SQLite's and MySQL's prefix."""
     from .check.fence_objects import installed_fence_objects
 

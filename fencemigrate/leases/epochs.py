@@ -8,7 +8,10 @@ WAL timeline, database OID; plus the Redis server's run id for Redis grants) can
 grants the lost history issued, so it issues the first token of the next epoch,
 ``((highest >> 32) + 1) << 32``: above every token the lost history issued, unless that history
 granted the resource more times than are left in the epoch of the highest token that survived
-(2^32 per epoch, so billions). Tokens stay plain integers. SQLite and MySQL have no incarnation
+(2^32 per epoch, so billions). A grant that finds no incarnation recorded (the resource's first
+grant, or its fence schema, was lost with the old primary) still starts no lower than its WAL
+timeline's epoch, ``(timeline - 1) << 32``: timeline 1 issues 1, 2, ..., a promoted standby on
+timeline 2 no token below 2^32. Tokens stay plain integers. SQLite and MySQL have no incarnation
 here: their grants never move epochs.
 """
 
@@ -33,6 +36,7 @@ class Incarnation:
 
     current: str | None  # None: this database (and lease service) cannot tell
     recorded: str | None  # None: no grant recorded one (never granted, or before fence schema 0.6)
+    least: int = 0  # no token below this one is issued here: the first of the WAL timeline's epoch
 
     @property
     def changed(self) -> bool:
@@ -45,7 +49,7 @@ class Incarnation:
     def also(self, kind: str, value: str) -> Incarnation:
         """This incarnation with the lease service's own part (``redis``, its run id) appended."""
         part = f"{kind}:{value}"
-        return Incarnation(part if self.current is None else f"{self.current}+{part}", self.recorded)
+        return Incarnation(part if self.current is None else f"{self.current}+{part}", self.recorded, self.least)
 
 
 def _parts(incarnation: str) -> dict[str, str]:
@@ -63,7 +67,8 @@ def read_incarnation(connection: Connection, quoted_schema: str, resource: str) 
     if query_dialect(connection.dialect.name) != "postgresql":
         return Incarnation(None, None)
     row = connection.execute(statement("incarnation", quoted_schema), {"resource": resource}).one()
-    return Incarnation(str(row.current), None if row.recorded is None else str(row.recorded))
+    least = (int(row.timeline) - 1) << EPOCH_BITS
+    return Incarnation(str(row.current), None if row.recorded is None else str(row.recorded), least)
 
 
 def epoch_of(token: int) -> int:
@@ -73,7 +78,8 @@ def epoch_of(token: int) -> int:
 
 def next_token(resource: str, highest: int, incarnation: Incarnation) -> int:
     """The token a grant issues above ``highest`` (the last token issued, or the fence's): the next
-    one, or the first of the next epoch when the incarnation changed. TokensExhausted when none is
-    left."""
+    one, or the first of the next epoch when the incarnation changed; never below the timeline's
+    epoch (:attr:`Incarnation.least`). TokensExhausted when none is left."""
     check_room(resource, highest)  # below 2^62 now, so the next epoch's first token is at most 2^62
-    return (epoch_of(highest) + 1) << EPOCH_BITS if incarnation.changed else highest + 1
+    token = (epoch_of(highest) + 1) << EPOCH_BITS if incarnation.changed else highest + 1
+    return max(token, incarnation.least)

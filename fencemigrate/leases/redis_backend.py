@@ -156,16 +156,17 @@ class RedisLeases:
         )
         return Grant(lease, previous_holder=previous, preempted=preempted, new_epoch=incarnation.changed)
 
-    def _floor(self, resource: str, fence_token: int | None, incarnation: Incarnation) -> int | None:
+    def _floor(self, resource: str, fence_token: int | None, incarnation: Incarnation) -> int:
         """What Redis's counter is raised to before its INCR: the fence's token, so that tokens never
-        go backwards when Redis lost its counter; after a change of incarnation of either side, the
+        go backwards when Redis lost its counter (and never below the database's WAL timeline's
+        epoch, :attr:`Incarnation.least`); after a change of incarnation of either side, the
         last token before the next epoch above both (:mod:`.epochs`; each attempt until a grant
         records the new incarnation moves on an epoch). Other grants of the resource wait for this
         one (:meth:`serialise_grants`), so the counter read here is still the counter when the
         script runs."""
         if not incarnation.changed:
             check_room(resource, fence_token)
-            return fence_token
+            return max(fence_token or 0, incarnation.least - 1)
         highest = max(fence_token or 0, self._store.peek(resource).counter)
         return next_token(resource, highest, incarnation) - 1
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -190,7 +191,9 @@ def test_synchronous_the_wait_bound_ends_an_unconfirmed_grant(chain: Project, pa
     setup_grant(chain, pair)
     pair.hold_wal()
 
+    started = time.monotonic()
     assert_not_granted(finish(start_acquire(chain, "agent-A", "--ttl", "5m", "--wait", "1s"), timeout=30))
+    assert time.monotonic() - started >= 5.0, "the grant gave up on the standby before 5 s"
     assert lease_holder(pair.url()) is None
 
 

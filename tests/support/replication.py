@@ -49,10 +49,11 @@ class Server:
         return PgServer("127.0.0.1", self.port).url(dbname)
 
 
-def _ci_postgres(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``.ci/postgres ARGS`` with PostgreSQL's durability defaults; ReplicationError on failure."""
+def _ci_postgres(*args: str, options: str = "") -> subprocess.CompletedProcess[str]:
+    """Run ``.ci/postgres ARGS`` with PostgreSQL's durability defaults and the server ``options``
+    (``PG_EXTRA_OPTIONS``); ReplicationError on failure."""
     done = subprocess.run(
-        ["bash", str(CI_POSTGRES), *args], env={**os.environ, "PG_DURABLE": "1"},
+        ["bash", str(CI_POSTGRES), *args], env={**os.environ, "PG_DURABLE": "1", "PG_EXTRA_OPTIONS": options},
         capture_output=True, text=True, timeout=120, check=False,
     )
     if done.returncode != 0:
@@ -60,9 +61,9 @@ def _ci_postgres(*args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def _start(*args: str) -> Server:
+def _start(*args: str, options: str) -> Server:
     """``.ci/postgres start`` or ``standby PORT``: the server it printed."""
-    values = dict(line.split("=", 1) for line in _ci_postgres(*args).stdout.split())
+    values = dict(line.split("=", 1) for line in _ci_postgres(*args, options=options).stdout.split())
     return Server(int(values["PGPORT"]), Path(values["PGDATA"]))
 
 
@@ -206,14 +207,15 @@ def _signal_pending(pid: int, mask: int) -> bool:
 
 
 @contextmanager
-def streaming_pair(dbname: str = "failover") -> Iterator[StreamingPair]:
-    """A new primary with database ``dbname`` and a standby streaming it; both stopped and deleted
-    afterwards, whatever happens (also when the standby fails to start)."""
-    primary = _start("start")
+def streaming_pair(dbname: str = "failover", options: str = "") -> Iterator[StreamingPair]:
+    """A new primary with database ``dbname`` and a standby streaming it, both started with the server
+    ``options`` (``-c track_commit_timestamp=on``); both stopped and deleted afterwards, whatever
+    happens (also when the standby fails to start)."""
+    primary = _start("start", options=options)
     servers = [primary]
     try:
         query(primary.url(), f'CREATE DATABASE "{dbname}"')
-        standby = _start("standby", str(primary.port))
+        standby = _start("standby", str(primary.port), options=options)
         servers.append(standby)
         pair = StreamingPair(primary, standby, dbname)
         pair.wait_streaming()

@@ -116,9 +116,11 @@ class StreamingPair:
                  "the standby streams from the primary")
 
     def wait_replayed(self) -> None:
-        """Wait until the standby has replayed everything the primary has written so far."""
+        """Wait until the standby has replayed all the WAL the primary has flushed so far: every commit
+        (``synchronous_commit=on``). Not the insert position: the walsender sends only flushed WAL, and
+        a background record (a standby snapshot) can wait many seconds for the next flush."""
         assert self.standby is not None, "the standby was promoted"
-        target = str(_scalar(self.primary.url(), "SELECT pg_current_wal_insert_lsn()"))
+        target = str(_scalar(self.primary.url(), "SELECT pg_current_wal_flush_lsn()"))
         standby = self.standby.url()
         wait_for(lambda: bool(_scalar(standby, f"SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn")),
                  f"the standby replayed the primary's WAL up to {target}")

@@ -141,6 +141,7 @@ class ScheduleRun:
         self.injected: Counter[str] = Counter()
         self.connection_faults = 0
         self.watch_error: BaseException | None = None
+        self.moving = threading.Lock()
         self.pending_points: dict[str, Fault] = {f.step or "": f for f in schedule.faults if f.kind == "stop_at"}
         self.chain = project.chain(schedule.sleeps, schedule.autocommit_block and backend.has_autocommit_block)
         self.copy = project.renumbered_copy(self.chain[1], "r04", "r03")
@@ -248,8 +249,9 @@ class ScheduleRun:
                 return  # S never got its lease
             if step.name == "S" and number == 2 and self.schedule.follow_up == "renumbered":
                 project.checkout_add(self.checkouts["S"], self.copy, self.backend.fence_table)
-            expect_fenced = (step.name == "S" and number == 2 and token is not None
-                             and self.backend.max_grant(self.url) > token)
+            with self.moving:  # not while a failover moves the database
+                expect_fenced = (step.name == "S" and number == 2 and token is not None
+                                 and self.backend.max_grant(self.url) > token)
             run = self.launch(step, action, token, expect_fenced)
             if action.verb == "acquire":
                 token = run.granted = parse_token(run.output) if run.exit_code == 0 else None
@@ -297,9 +299,10 @@ class ScheduleRun:
     def fail_over(self) -> None:
         """Primary down, standby promoted: the database, the checkouts and the control's URL move to it."""
         assert self.failover is not None
-        self.url = self.failover.fail_over(self.url)
-        for checkout in self.checkouts.values():
-            project.repoint(checkout, self.url)
+        with self.moving:
+            self.url = self.failover.fail_over(self.url)
+            for checkout in self.checkouts.values():
+                project.repoint(checkout, self.url)
         self.injected["failover"] += 1
         self.connection_faults += 1
 

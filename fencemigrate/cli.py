@@ -506,8 +506,26 @@ def _grant_text(verb: str, grant: Grant) -> str:
     lines += [f"  cancelled the stale in-flight migration of backend {pid}" for pid in grant.preempted]
     if grant.renewed_after_expiry:
         lines.append("  the lease had expired, but nobody else was granted it since: renewed")
+    if grant.new_epoch:
+        lines.append("  new epoch: the database (or Redis) is not the one the last grant ran on (a failover, a "
+                     "restore or a restart may have lost grants); this token is above every token they issued")
+    if lease.replication is not None:
+        lines.append(f"  {_REPLICATION[lease.replication]}")
     lines.append(f"  write with: --token {lease.token}   (or FENCEMIGRATE_TOKEN={lease.token})")
     return "\n".join(lines)
+
+
+_REPLICATION = {
+    "synchronous": "grant confirmed by a synchronous standby",
+    "asynchronous": "grant not confirmed by a standby (no synchronous standby): a failover may lose it, and "
+                    "the next grant after one starts a new epoch",
+}
+
+
+_LAST_GRANT = {
+    "synchronous": "last grant confirmed by a synchronous standby",
+    "asynchronous": "last grant not confirmed by a standby",
+}
 
 
 def _status_text(status: LeaseStatus) -> str:
@@ -518,7 +536,10 @@ def _status_text(status: LeaseStatus) -> str:
         expiry = status.expires_at.isoformat() if status.expires_at else "?"
         state = "EXPIRED at" if status.expired else "until"
         head = f"{status.resource}: held by {status.holder}, token {status.token}, {state} {expiry}"
-    return f"{head}\n  last token issued: {status.token}; fence token: {fence}"
+    lines = [head, f"  last token issued: {status.token}; fence token: {fence}"]
+    if status.holder is not None and status.replication is not None:
+        lines.append(f"  {_REPLICATION[status.replication]}")
+    return "\n".join(lines)
 
 
 def _state_text(result: State) -> str:
@@ -530,6 +551,7 @@ def _state_text(result: State) -> str:
     lines.append("fences:")
     lines += [
         f"  {row.resource}  token={row.token}  since {row.updated_at}  tokens from {row.token_source}"
+        + ("" if row.replication is None else f"  {_LAST_GRANT[row.replication]}")
         for row in result.fences
     ] or ["  (none yet: no resource has a token source)"]
     lines.append(f"ledger ({result.version_table}):")

@@ -204,6 +204,21 @@ class LeaseBusy(FencemigrateError):
         }
 
 
+class GrantNotReplicated(LeaseBusy):
+    """A grant committed on the primary, but no synchronous standby confirmed it before its wait was
+    cut short: not granted (the lease service released it); a failover now could issue its token again."""
+
+    status = "not replicated"
+
+    def __init__(self, resource: str, token: int, waited_ms: int) -> None:
+        super().__init__(
+            resource, None,
+            f"token {token} was committed on the primary, but no synchronous standby confirmed it within "
+            f"{waited_ms / 1000:g}s (or its wait was cancelled): it is not granted, and was released; a "
+            f"promoted standby could issue token {token} again, so nothing may be written with it",
+        )
+
+
 class Dirty(FencemigrateError):
     """A revision's DDL started in pre-check mode and never finished: writes wait for ``resolve``."""
 

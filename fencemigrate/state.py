@@ -26,6 +26,8 @@ class FenceRow:
     token: int
     updated_at: str
     token_source: str = "external"  # or 'lease service', 'redis' (see token_sources); older schemas: not recorded
+    incarnation: str | None = None  # what its last grant ran on (leases/epochs.py); PostgreSQL, schema 0.6 on
+    replication: str | None = None  # its lease's grant: 'synchronous' (confirmed by a standby), 'asynchronous'
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,16 @@ def _token_sources(connection: Connection, quoted_schema: str, schema_version: s
     return {row.resource: row.token_source for row in rows}
 
 
+def _grant_replication(
+    connection: Connection, quoted_schema: str, schema_version: str
+) -> dict[str, tuple[str | None, str | None]]:
+    """``{resource: (incarnation, replication)}`` of the last grants; PostgreSQL from fence schema 0.6."""
+    if prefixes_tables(connection.dialect.name) or tuple(int(part) for part in schema_version.split(".")) < (0, 6):
+        return {}
+    rows = connection.execute(statement("grant_replication", quoted_schema, connection.dialect.name))
+    return {row.resource: (row.incarnation, row.replication) for row in rows}
+
+
 def read_state(context: MigrationContext, schema: str) -> State:
     """Read heads, fence rows and ledger rows through the migration context's connection."""
     connection = context.connection
@@ -126,8 +138,10 @@ def read_state(context: MigrationContext, schema: str) -> State:
         return state
     dialect = connection.dialect.name
     sources = _token_sources(connection, quoted, state.fence_schema_version)
+    grants = _grant_replication(connection, quoted, state.fence_schema_version)
     state.fences = [
-        FenceRow(row.resource, int(row.token), utc_text(row.updated_at), sources.get(row.resource, NOT_RECORDED))
+        FenceRow(row.resource, int(row.token), utc_text(row.updated_at), sources.get(row.resource, NOT_RECORDED),
+                 *grants.get(row.resource, (None, None)))
         for row in connection.execute(statement("fence_rows", quoted, dialect))
     ]
     state.ledger = [

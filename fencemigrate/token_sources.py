@@ -43,13 +43,17 @@ def check_room(resource: str, highest: int | None) -> None:
         )
 
 
-def advance_fence(connection: Connection, quoted_schema: str, resource: str, token: int, source: str) -> None:
+def advance_fence(
+    connection: Connection, quoted_schema: str, resource: str, token: int, source: str, incarnation: str | None
+) -> None:
     """A grant's fence advance, in its transaction: the fence moves up to ``token``, just issued by
-    ``source``, whose resource it is from now on. Every older holder is fenced once this commits."""
+    ``source`` on the database's ``incarnation`` (PostgreSQL records it, see leases/epochs.py),
+    whose resource it is from now on. Every older holder is fenced once this commits."""
 
     def run(name: str) -> CursorResult[Any]:
         clause = statement(name, quoted_schema, connection.dialect.name)
-        return connection.execute(clause, {"resource": resource, "token": token, "source": source})
+        params = {"resource": resource, "token": token, "source": source, "incarnation": incarnation}
+        return connection.execute(clause, params)
 
     if not run("grant_fence").rowcount and not run("seed_granted_fence").rowcount:
         raise DatabaseError(

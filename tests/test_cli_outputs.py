@@ -51,7 +51,7 @@ STATE_KEYS = {
     "status", "version_table", "heads", "fence_schema_version", "fences", "ledger", "dirty", "autocommit_leftovers",
     "ledger_above_fence", "fence_below_lease", "fence_schema_problems", "tokenless_writes", "unrecorded",
 }
-FENCE_ROW_KEYS = {"resource", "token", "updated_at", "token_source"}
+FENCE_ROW_KEYS = {"resource", "token", "updated_at", "token_source", "incarnation", "replication"}
 LEDGER_ROW_KEYS = {
     "revision", "resource", "applied_token", "holder", "method", "applied_at", "script_sha256", "state",
 }
@@ -342,9 +342,9 @@ def test_state_after_runs(two: Project) -> None:
         "status": "ok",
         "version_table": "alembic_version",
         "heads": ["0002"],
-        "fence_schema_version": "0.5",
+        "fence_schema_version": "0.6",
         "fences": [{"resource": DEFAULT_RESOURCE, "token": 8, "updated_at": updated_at.isoformat(),
-                    "token_source": "external"}],
+                    "token_source": "external", "incarnation": None, "replication": None}],
         "ledger": [
             {
                 "revision": rev,
@@ -372,7 +372,7 @@ def test_state_after_runs(two: Project) -> None:
     result = cli(two, "state").check()
     assert result.stdout.splitlines() == [
         "heads: 0002",
-        "fence schema: 0.5",
+        "fence schema: 0.6",
         "fences:",
         f"  db/migrations  token=8  since {updated_at.isoformat()}  tokens from external",
         "ledger (alembic_version):",
@@ -425,7 +425,7 @@ def test_fence_schema_option_moves_the_fence_tables(two: Project) -> None:
     assert ledger(two.url, "other_schema")["0002"] == (DEFAULT_RESOURCE, 7, "h1", "upgrade")
 
     state = cli_json(two, "state")
-    assert state["fence_schema_version"] == "0.5"
+    assert state["fence_schema_version"] == "0.6"
     assert [row["token"] for row in state["fences"]] == [7]
     assert "other_schema.agent_fence" in cli(two, "install", "--sql").check().stdout
     assert cli(two, "install").check().stdout == "already installed\n"

@@ -159,21 +159,6 @@ def test_control_a_plain_incr_counter_goes_backwards_after_flushall(client: redi
     assert rejected.value.sqlstate == "FM001"
 
 
-def test_a_redis_restart_loses_everything_and_tokens_still_go_up(engine: Engine, pg_url: str) -> None:
-    with PrivateRedis() as server:
-        backend = RedisLeases(server.url, engine, FENCE_SCHEMA)
-        try:
-            first = backend.acquire(request("agent-A"))
-            server.restart()
-            with redis.Redis.from_url(server.url) as fresh:
-                assert fresh.dbsize() == 0
-            second = backend.acquire(request("agent-B"))
-        finally:
-            backend.close()
-    assert (first.token, second.token) == (1, 2)
-    assert fence_token(pg_url) == 2
-
-
 def test_tokens_above_two_to_the_53_stay_exact(leases: RedisLeases, client: redis.Redis, pg_url: str) -> None:
     claim(pg_url, 2**62 - 2)  # e.g. a token from the team's previous lease service
 

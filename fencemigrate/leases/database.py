@@ -19,13 +19,15 @@ from sqlalchemy import Connection, Engine, Row
 from sqlalchemy.exc import DBAPIError
 
 from ..durations import format_duration
-from ..errors import LeaseBusy, LeaseLost, is_lock_contention
+from ..errors import GrantNotReplicated, LeaseBusy, LeaseLost, is_lock_contention
 from ..events import log_event
 from ..queries import query_dialect, statement
-from ..token_sources import LEASE_SERVICE, check_room
+from ..token_sources import LEASE_SERVICE
+from .epochs import next_token, read_incarnation
 from .fence_on_grant import LEASE_ROW_WAIT_MS, LEASE_TRANSACTION_IN_PROGRESS, fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus
 from .polling import StoppedWaiting, poll_for_grant
+from .standby_waits import SYNCHRONOUS_WAIT_FLOOR_MS, force_synchronous_commit
 from .wakeups import ReleaseWakeups
 
 
@@ -168,20 +170,26 @@ class DatabaseLeases:
                 locked = self._run(connection, "lease_lock", resource=resource).one()
             if locked.holder not in (None, holder) and not locked.expired:
                 return self._peek(connection, resource)
-            highest = max(int(locked.token), fence_token or 0)
-            check_room(resource, highest)
-            token = highest + 1
+            incarnation = read_incarnation(connection, self._schema, resource)
+            token = next_token(resource, max(int(locked.token), fence_token or 0), incarnation)
+            synchronous = force_synchronous_commit(connection, self._schema)
             self._run(connection, "lease_grant", resource=resource, holder=holder, token=token,
-                      ttl_ms=request.ttl_ms)
-            self._fence.advance(resource, token, LEASE_SERVICE)
+                      ttl_ms=request.ttl_ms, replication=_replication(connection, synchronous))
+            self._fence.advance(resource, token, LEASE_SERVICE, incarnation.current)
             previous = locked.holder if locked.holder not in (None, holder) else None
             if previous is not None:
                 self._log(connection, resource, "EXPIRE", previous, int(locked.token), at=seen.expires_at)
             for pid in preempted:
                 self._log(connection, resource, "PREEMPT", holder, token, {"cancelled_pid": pid})
-            self._log(connection, resource, "GRANT", holder, token, {"ttl_ms": request.ttl_ms})
+            detail: dict[str, Any] = {"ttl_ms": request.ttl_ms}
+            if incarnation.changed:
+                detail["new_epoch"] = {"last_grant_on": incarnation.recorded, "now_on": incarnation.current}
+            self._log(connection, resource, "GRANT", holder, token, detail)
             lease = self._peek(connection, resource)
-        return Grant(lease, previous_holder=previous, preempted=preempted)
+        if synchronous and self._fence.commit_cut_short:
+            self.release(resource, holder, token)
+            raise GrantNotReplicated(resource, token, max(remaining_ms, SYNCHRONOUS_WAIT_FLOOR_MS))
+        return Grant(lease, previous_holder=previous, preempted=preempted, new_epoch=incarnation.changed)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -233,6 +241,13 @@ class DatabaseLeases:
                   token=token, detail=detail, at=at)
 
 
+def _replication(connection: Connection, synchronous: bool) -> str | None:
+    """How a grant is replicated (``lease.replication``): known on PostgreSQL only."""
+    if query_dialect(connection.dialect.name) != "postgresql":
+        return None
+    return "synchronous" if synchronous else "asynchronous"
+
+
 def _status(resource: str, row: Row[Any]) -> LeaseStatus:
     return LeaseStatus(
         resource=resource,
@@ -243,6 +258,7 @@ def _status(resource: str, row: Row[Any]) -> LeaseStatus:
         expires_at=_moment(row.expires_at),
         expired=bool(row.expired),
         fence_token=None if row.fence_token is None else int(row.fence_token),
+        replication=row.replication,
     )
 
 

@@ -36,6 +36,7 @@ from ..runtime.named_lock import NamedLock
 from ..runtime.sqlite_transactions import sqlite_transactions
 from ..token_sources import advance_fence, detach_fence
 from .model import LeaseStatus
+from .standby_waits import SYNCHRONOUS_WAIT_FLOOR_MS, CommitWatch
 
 _LOCK_NOT_AVAILABLE = "55P03"
 _PREEMPT_GRACE_MS = 5000
@@ -105,6 +106,9 @@ class FenceOnGrant(ABC):
         self.waited_for_writer = False
         """Whether the last :meth:`transaction` began only after another writer finished (SQLite):
         that writer may have done what the grant's caller came to do."""
+        self.commit_cut_short = False
+        """Whether the last :meth:`transaction`'s COMMIT stopped waiting for a synchronous standby
+        before one confirmed it (PostgreSQL, :mod:`.standby_waits`): committed on the primary only."""
 
     @abstractmethod
     def install(self) -> None:
@@ -176,10 +180,11 @@ class FenceOnGrant(ABC):
             detach_fence(self._connection, self._schema, resource)
         return lease
 
-    def advance(self, resource: str, token: int, source: str) -> None:
-        """Advance the fence of ``resource`` to ``token``, just issued by ``source``, in the grant's
-        transaction: older holders are now fenced, and tokens ``source`` never issued are refused."""
-        advance_fence(self._connection, self._schema, resource, token, source)
+    def advance(self, resource: str, token: int, source: str, incarnation: str | None) -> None:
+        """Advance the fence of ``resource`` to ``token``, just issued by ``source`` on ``incarnation``
+        (:mod:`.epochs`), in the grant's transaction: older holders are now fenced, and tokens
+        ``source`` never issued are refused."""
+        advance_fence(self._connection, self._schema, resource, token, source, incarnation)
 
     def _run(self, name: str, **params: Any) -> Any:
         return self._connection.execute(statement(name, self._schema, self._connection.dialect.name), params)
@@ -195,10 +200,20 @@ class PostgresFenceOnGrant(FenceOnGrant):
     @contextmanager
     def transaction(self, resource: str, wait_ms: int | None = None) -> Iterator[RootTransaction]:
         """A transaction whose every lock wait is bounded from its first statement: ``wait_ms``
-        (what is left of ``--wait``), else :data:`LEASE_ROW_WAIT_MS`."""
-        with self._connection.begin() as transaction:
-            self._run("lock_timeout", timeout_ms=str(max(LEASE_ROW_WAIT_MS if wait_ms is None else wait_ms, 1)))
-            yield transaction
+        (what is left of ``--wait``), else :data:`LEASE_ROW_WAIT_MS`; and its COMMIT's wait for a
+        synchronous standby too (at least :data:`SYNCHRONOUS_WAIT_FLOOR_MS`), which
+        :attr:`commit_cut_short` then reports."""
+        bound_ms = LEASE_ROW_WAIT_MS if wait_ms is None else wait_ms
+        watch = CommitWatch(self._connection)
+        try:
+            with self._connection.begin() as transaction:
+                self._run("lock_timeout", timeout_ms=str(max(bound_ms, 1)))
+                yield transaction
+                if transaction.is_active:
+                    watch.arm(max(bound_ms, SYNCHRONOUS_WAIT_FLOOR_MS))
+        finally:
+            watch.disarm()
+            self.commit_cut_short = watch.cut_short
 
     def cancel_stuck_lease_transactions(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
         rows = self._run("preempt_lease_transactions", resource=resource, idle_ms=_STUCK_LEASE_TRANSACTION_MS,

@@ -38,6 +38,7 @@ class LeaseStatus:
     expires_at: datetime | None = None
     expired: bool = False
     fence_token: int | None = None  # the highest token the database fence has seen
+    replication: str | None = None  # the grant's: 'synchronous', 'asynchronous' (PostgreSQL), None: not known
 
     def why_not_held_by(self, holder: str, token: int | None, unknown: str) -> str:
         """Why ``holder``'s grant with ``token`` is not this lease (a renew or release that matched
@@ -65,6 +66,7 @@ class LeaseStatus:
             "expires_at": None if self.expires_at is None else self.expires_at.isoformat(),
             "expired": self.expired,
             "fence_token": self.fence_token,
+            "replication": self.replication,
         }
 
 
@@ -76,6 +78,7 @@ class Grant:
     previous_holder: str | None = None  # the holder whose expired lease this grant replaced
     preempted: tuple[int, ...] = ()  # backend pids of stale writers whose transactions were cancelled
     renewed_after_expiry: bool = False
+    new_epoch: bool = False  # the database (or Redis) changed incarnation since the last grant: see epochs.py
 
     @property
     def token(self) -> int:
@@ -89,6 +92,7 @@ class Grant:
             "previous_holder": self.previous_holder,
             "preempted_pids": list(self.preempted),
             "renewed_after_expiry": self.renewed_after_expiry,
+            "new_epoch": self.new_epoch,
         }
 
 

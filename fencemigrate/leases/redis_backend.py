@@ -28,6 +28,7 @@ from ..errors import DatabaseError, LeaseBusy, LeaseLost
 from ..events import log_event
 from ..queries import statement
 from ..token_sources import REDIS, check_room
+from .epochs import Incarnation, next_token, read_incarnation
 from .fence_on_grant import fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus
 from .polling import poll_for_grant
@@ -132,15 +133,18 @@ class RedisLeases:
                 self._fence.serialise_grants(resource, remaining_ms)
                 fence_token, writers = self._fence.lock_fence(resource, remaining_ms, request.preempt)
                 preempted = stuck + writers
-                check_room(resource, fence_token)
-                outcome = self._store.issue(resource, holder, fence_token, request.ttl_ms)
+                incarnation = read_incarnation(self._connection, self._schema, resource).also(
+                    "redis", self._store.run_id()
+                )
+                outcome = self._store.issue(resource, holder, self._floor(resource, fence_token, incarnation),
+                                            request.ttl_ms)
                 if isinstance(outcome, Busy):  # our key expired during the wait and was taken
                     transaction.rollback()
                     return outcome
                 issued = outcome
                 check_room(resource, issued.token - 1)  # Redis's counter may have been above the fence
-                self._fence.advance(resource, issued.token, REDIS)
-                previous = self._log_grant(request, issued, fence_token, preempted)
+                self._fence.advance(resource, issued.token, REDIS, incarnation.current)
+                previous = self._log_grant(request, issued, fence_token, preempted, incarnation)
         except BaseException:
             if taken or issued is not None:
                 self._give_back(resource, LeaseValue(holder, issued.token if issued else 0), issued)
@@ -150,10 +154,24 @@ class RedisLeases:
             granted_at=from_ms(issued.granted_ms), expires_at=from_ms(issued.granted_ms + request.ttl_ms),
             fence_token=issued.token,
         )
-        return Grant(lease, previous_holder=previous, preempted=preempted)
+        return Grant(lease, previous_holder=previous, preempted=preempted, new_epoch=incarnation.changed)
+
+    def _floor(self, resource: str, fence_token: int | None, incarnation: Incarnation) -> int | None:
+        """What Redis's counter is raised to before its INCR: the fence's token, so that tokens never
+        go backwards when Redis lost its counter; after a change of incarnation of either side, the
+        last token before the next epoch above both (:mod:`.epochs`; each attempt until a grant
+        records the new incarnation moves on an epoch). Other grants of the resource wait for this
+        one (:meth:`serialise_grants`), so the counter read here is still the counter when the
+        script runs."""
+        if not incarnation.changed:
+            check_room(resource, fence_token)
+            return fence_token
+        highest = max(fence_token or 0, self._store.peek(resource).counter)
+        return next_token(resource, highest, incarnation) - 1
 
     def _log_grant(
-        self, request: LeaseRequest, issued: Issued, fence_token: int | None, preempted: tuple[int, ...]
+        self, request: LeaseRequest, issued: Issued, fence_token: int | None, preempted: tuple[int, ...],
+        incarnation: Incarnation,
     ) -> str | None:
         """EXPIRE (the previous holder's lease ran out unreleased), PREEMPT, GRANT; returns that holder."""
         resource, holder = request.resource, request.holder
@@ -166,7 +184,9 @@ class RedisLeases:
         for pid in preempted:
             self._log(self._connection, resource, "PREEMPT", holder, issued.token, {"cancelled_pid": pid})
         detail: dict[str, Any] = {"ttl_ms": request.ttl_ms, "lease_service": "redis"}
-        if issued.seeded:
+        if incarnation.changed:
+            detail["new_epoch"] = {"last_grant_on": incarnation.recorded, "now_on": incarnation.current}
+        elif issued.seeded:
             detail["counter_raised_to_fence_token"] = fence_token
         self._log(self._connection, resource, "GRANT", holder, issued.token, detail)
         return previous

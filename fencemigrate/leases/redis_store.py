@@ -163,6 +163,14 @@ class RedisLeaseStore:
         except redis.RedisError as error:
             raise self._failed(error) from None
 
+    def run_id(self) -> str:
+        """The Redis server's run id (``INFO server``): a new one at every restart and on the replica
+        a failover promotes, so it tells when the last writes may have been lost."""
+        try:
+            return str(self._client.info("server")["run_id"])
+        except redis.RedisError as error:
+            raise self._failed(error) from None
+
     def close(self) -> None:
         """Close the connection pool."""
         self._client.close()
@@ -184,11 +192,12 @@ class RedisLeaseStore:
             return _busy(reply)
         return bool(reply[0] == "taken")
 
-    def issue(self, resource: str, holder: str, fence_token: int | None, ttl_ms: int) -> Issued | Busy:
-        """Issue ``max(counter, fence_token) + 1`` unless another holder has the lease key now."""
+    def issue(self, resource: str, holder: str, floor: int | None, ttl_ms: int) -> Issued | Busy:
+        """Issue ``max(counter, floor) + 1`` unless another holder has the lease key now (``floor``:
+        the database fence's token, or the last token before a new epoch)."""
         reply = self._run(
             "issue", [lease_key(resource), token_key(resource), last_key(resource)],
-            [holder, fence_token or 0, ttl_ms],
+            [holder, floor or 0, ttl_ms],
         )
         if reply[0] == "busy":
             return _busy(reply)

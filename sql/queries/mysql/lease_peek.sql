@@ -2,7 +2,7 @@
 -- for a resource never leased or fenced).
 SELECT l.holder, COALESCE(l.token, 0) AS token, l.ttl_ms, l.granted_at, l.expires_at,
        COALESCE(l.expires_at <= UTC_TIMESTAMP(6), 0) AS expired,
-       f.token AS fence_token
+       NULL AS replication, f.token AS fence_token
   FROM (SELECT 1 AS one) r
   LEFT JOIN {schema}_lease l ON l.resource = :resource
   LEFT JOIN {schema}_agent_fence f ON f.resource = :resource

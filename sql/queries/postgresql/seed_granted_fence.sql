@@ -1,4 +1,5 @@
 -- The first grant of a resource never claimed: its fence row, at the :token its lease service
--- (:source) issued. 0 rows when the row exists.
-INSERT INTO {schema}.agent_fence (resource, token, token_source) VALUES (:resource, :token, :source)
+-- (:source) issued under the database's :incarnation. 0 rows when the row exists.
+INSERT INTO {schema}.agent_fence (resource, token, token_source, incarnation)
+VALUES (:resource, :token, :source, :incarnation)
 ON CONFLICT (resource) DO NOTHING

@@ -132,27 +132,36 @@ def assert_not_granted(result: Result) -> None:
     assert_no_token(result)
 
 
-def test_a_grant_lost_in_a_failover_cannot_write(chain: Project, pair: StreamingPair) -> None:
-    """Asynchronous replication: A's grant (token 2) never reaches the standby, which is promoted;
-    B's grant on the new primary is above every token the old primary issued, and A's writes
-    under token 2 (an upgrade, a downgrade of B's revision) are FENCED and change nothing."""
-    setup_grant(chain, pair)
+@pytest.mark.parametrize("grants_before", [1, 0], ids=["after-a-replicated-grant", "first-grant"])
+def test_a_grant_lost_in_a_failover_cannot_write(chain: Project, pair: StreamingPair, grants_before: int) -> None:
+    """Asynchronous replication: A's grant never reaches the standby, which is promoted; B's grant
+    on the new primary is above every token the old primary issued, and A's writes under its token
+    (an upgrade, a downgrade of B's revision) are FENCED and change nothing. Also when A's grant was
+    the resource's first (the standby has the fence schema but no lease or fence row for it)."""
+    if grants_before:
+        setup_grant(chain, pair)
+    else:
+        chain.run_cli("install").check(0)
+        pair.wait_replayed()
+    token_a = grants_before + 1
     pair.hold_wal()
-    assert granted_token(acquire(chain, "agent-A", "--ttl", "5m", "--json")) == 2
+    assert granted_token(acquire(chain, "agent-A", "--ttl", "5m", "--json")) == token_a
     fail_over(chain, pair)
 
     token_b = granted_token(acquire(chain, "agent-B", "--ttl", "5m", "--json"))
     assert token_b >= NEXT_EPOCH, f"token {token_b} was issued again after the failover"
     chain.run_cli("upgrade", "r02", "--token", str(token_b), "--holder", "agent-B").check(0)
     before = snapshot(pair.url())
-    assert_fenced(chain.run_cli("upgrade", "r03", "--token", "2", "--holder", "agent-A"), 2, token_b)
-    assert_fenced(chain.run_cli("downgrade", "r01", "--token", "2", "--holder", "agent-A"), 2, token_b)
+    assert_fenced(chain.run_cli("upgrade", "r03", "--token", str(token_a), "--holder", "agent-A"), token_a, token_b)
+    assert_fenced(chain.run_cli("downgrade", "r01", "--token", str(token_a), "--holder", "agent-A"), token_a, token_b)
     assert snapshot(pair.url()) == before
     assert alembic_versions(pair.url()) == ["r02"]
+    first = (1, "setup") if grants_before else (token_b, "agent-B")
     assert {rev: (entry.applied_token, entry.holder) for rev, entry in ledger(pair.url()).items()} == {
-        "r01": (1, "setup"), "r02": (token_b, "agent-B")}
+        "r01": first, "r02": (token_b, "agent-B")}
     state = json.loads(chain.run_cli("state", "--json").check(0).stdout)
-    assert [(row["revision"], row["applied_token"]) for row in state["ledger"]] == [("r01", 1), ("r02", token_b)]
+    assert [(row["revision"], row["applied_token"]) for row in state["ledger"]] == [("r01", first[0]),
+                                                                                    ("r02", token_b)]
 
 
 def test_synchronous_a_crash_while_the_grant_waits_leaves_a_without_a_token(

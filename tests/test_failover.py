@@ -132,18 +132,19 @@ def assert_not_granted(result: Result) -> None:
     assert_no_token(result)
 
 
-@pytest.mark.parametrize("grants_before", [1, 0], ids=["after-a-replicated-grant", "first-grant"])
-def test_a_grant_lost_in_a_failover_cannot_write(chain: Project, pair: StreamingPair, grants_before: int) -> None:
+@pytest.mark.parametrize("replicated", ["a-grant", "the-fence-schema", "nothing"])
+def test_a_grant_lost_in_a_failover_cannot_write(chain: Project, pair: StreamingPair, replicated: str) -> None:
     """Asynchronous replication: A's grant never reaches the standby, which is promoted; B's grant
     on the new primary is above every token the old primary issued, and A's writes under its token
-    (an upgrade, a downgrade of B's revision) are FENCED and change nothing. Also when A's grant was
-    the resource's first (the standby has the fence schema but no lease or fence row for it)."""
-    if grants_before:
+    (an upgrade, a downgrade of B's revision) are FENCED and change nothing. What the standby had:
+    a first grant (token 1, released); only the fence schema (A's grant was the resource's first);
+    nothing (A's grant installed the fence schema too)."""
+    if replicated == "a-grant":
         setup_grant(chain, pair)
-    else:
+    elif replicated == "the-fence-schema":
         chain.run_cli("install").check(0)
         pair.wait_replayed()
-    token_a = grants_before + 1
+    token_a = 2 if replicated == "a-grant" else 1
     pair.hold_wal()
     assert granted_token(acquire(chain, "agent-A", "--ttl", "5m", "--json")) == token_a
     fail_over(chain, pair)
@@ -156,7 +157,7 @@ def test_a_grant_lost_in_a_failover_cannot_write(chain: Project, pair: Streaming
     assert_fenced(chain.run_cli("downgrade", "r01", "--token", str(token_a), "--holder", "agent-A"), token_a, token_b)
     assert snapshot(pair.url()) == before
     assert alembic_versions(pair.url()) == ["r02"]
-    first = (1, "setup") if grants_before else (token_b, "agent-B")
+    first = (1, "setup") if replicated == "a-grant" else (token_b, "agent-B")
     assert {rev: (entry.applied_token, entry.holder) for rev, entry in ledger(pair.url()).items()} == {
         "r01": first, "r02": (token_b, "agent-B")}
     state = json.loads(chain.run_cli("state", "--json").check(0).stdout)

@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from faults.checker import (  # noqa: E402
     double_applies,
     ledger_mismatch,
+    reissued_tokens,
     stale_commits,
     stale_usage_refusals,
     undocumented_exits,
@@ -49,6 +50,22 @@ def test_a_commit_under_a_token_after_a_higher_write_is_stale() -> None:
 def test_a_tokenless_commit_after_a_grant_is_stale() -> None:
     assert [v.detail for v in stale_commits([grant(3), rollback("r01", None, "T")])] == [
         "rollback r01 by T under no token after token 3"]
+
+
+def test_a_commit_under_a_token_granted_to_another_holder_is_stale() -> None:
+    """A failover lost A's grant of token 1 and the promoted server granted 1 to B: A's write under 1
+    comes after no higher token, yet is another holder's."""
+    events = [grant(1, "B"), apply("r01", 1, "B"), rollback("r01", 1, "A")]
+    assert [v.detail for v in stale_commits(events)] == ["rollback r01 by A under token 1, granted to B"]
+    assert stale_commits([grant(1, "A"), apply("r01", 1, "A"), grant(2, "A"), apply("r02", 2, "A")]) == []
+
+
+def test_a_token_reported_to_one_holder_and_granted_to_another_is_reissued() -> None:
+    """Only the promoted server's grant of token 1 (to B) is in the history; A was told it got 1 too."""
+    lost = [run(step="S", holder="A", granted=1), run(holder="B", granted=1)]
+    assert [v.detail for v in reissued_tokens([grant(1, "B")], lost)] == ["token 1 was granted to A and again to B"]
+    assert reissued_tokens([grant(1, "A"), grant(2, "B")], [run(holder="A", granted=1), run(holder="B", granted=2)]) == []
+    assert reissued_tokens([grant(4294967296, "B")], lost[:1]) == []
 
 
 def test_a_revision_is_applied_once() -> None:

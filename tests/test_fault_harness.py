@@ -5,7 +5,8 @@ started: PostgreSQL (with ``track_commit_timestamp``, which the harness turns on
 server once), SQLite, MariaDB and the Redis lease backend, one schedule each in turn. fencemigrate
 must keep every property; the control (plain Alembic behind a hand-rolled lease) must break at
 least one, or the schedules are not testing anything. Every schedule also has a tokenless writer
-(a plain ``alembic downgrade -1``), which the version-table guard must refuse.
+(a plain ``alembic downgrade -1``), which the version-table guard must refuse. A second slice fails
+PostgreSQL over to a streaming standby that missed the stale agent's grant and writes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from support.pg import PgServer
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from faults.__main__ import make_backend, parse_args, run_harness  # noqa: E402
+from faults.schedule import generate  # noqa: E402
 
 SEED = 12
 SCHEDULES = 8
@@ -35,3 +37,33 @@ def test_fencemigrate_survives_the_seeded_slice_and_the_control_does_not(
     assert sum(summary.faults.values()) >= 4, report
     assert summary.total("fencemigrate") == 0, report
     assert summary.total("control") > 0, report
+
+
+#: Seed 745, schedule 16 (PostgreSQL, ``--failovers``): the WAL is held from 0.12 s, the primary fails over
+#: at 3.01 s, after agent S's grant (token 1) and its upgrade; R1 takes a lease at 3.83 s on the promoted
+#: server, then S, its lease long expired, sends ``downgrade r01`` under token 1.
+FAILOVER_SEED, FAILOVER_SCHEDULE = 745, 16
+
+
+def test_a_failover_is_scheduled_once_and_never_beside_a_restart() -> None:
+    """``--failovers`` adds the fault kind (at most once a schedule); without it none is drawn."""
+    options = {"preempt": True, "kill_connections": True, "restart": True, "autocommit_block": True,
+               "tokenless": True}
+    plans = [generate(SEED, index, **options, failover=True) for index in range(200)]
+    kinds = [[fault.kind for fault in plan.faults] for plan in plans]
+    assert any("failover" in plan for plan in kinds)
+    assert all(plan.count("failover") <= 1 and not {"failover", "restart"} <= set(plan) for plan in kinds)
+    assert all("failover" not in [f.kind for f in generate(SEED, index, **options).faults] for index in range(200))
+
+
+def test_fencemigrate_survives_a_failover_to_a_standby_that_missed_a_grant(pg_server: PgServer) -> None:
+    """fencemigrate keeps every property on the promoted server: no token issued twice (S's lost
+    token 1 again), no write of S's under it. The control grants token 1 to R1 too, and S's
+    downgrade under it goes through."""
+    args = parse_args(["--seed", str(FAILOVER_SEED), "--start", str(FAILOVER_SCHEDULE), "--schedules", "1",
+                       "--failovers"])
+    summary = run_harness(args, [make_backend("postgresql", None)])
+    report = "\n".join(summary.lines())
+    assert summary.faults["failover"] == 2, report
+    assert summary.violations["control"]["token-reissued"] > 0, report
+    assert summary.total("fencemigrate") == 0, report

@@ -1,9 +1,10 @@
-"""The test fixtures themselves work (none of this imports fencemigrate)."""
+"""The test fixtures and helpers themselves work (none of this imports fencemigrate)."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from support.db import alembic_versions, column_names, query, schema_names, table_names
 from support.pg import PgServer
 from support.project import MakeProject, Project, script_command
+from support.replication import StreamingPair, streaming_pair
 
 # OIDs of the databases seen by the two "fresh database" tests.
 _seen_database_oids: list[int] = []
@@ -160,3 +162,50 @@ def test_console_scripts_come_from_the_test_environment() -> None:
     """Subprocesses use the alembic of the interpreter running the tests."""
     argv = script_command("alembic")
     assert Path(argv[0]).parent == Path(sys.executable).parent or argv[:2] == [sys.executable, "-m"]
+
+
+def _server_pids(pair: StreamingPair) -> set[int]:
+    """The postmasters of the pair and every backend and walsender they run."""
+    pids = {int(server.pgdata.joinpath("postmaster.pid").read_text().split()[0])
+            for server in (pair.primary, pair.standby) if server is not None}
+    for server in (pair.primary, pair.standby):
+        if server is not None:
+            pids |= {int(row[0]) for row in query(server.url(), "SELECT pid FROM pg_stat_activity")}
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a container's pid 1 may never reap the postmaster)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_a_held_walsender_keeps_a_commit_from_the_promoted_standby() -> None:
+    """What commits while the walsender is held is not on the standby; the immediate stop does not
+    wait for the postmaster's 5-second SIGKILL of the stopped walsender; promotion moves the WAL
+    timeline (the first 8 hex digits of the WAL file name)."""
+    with streaming_pair() as pair:
+        query(pair.url(), "CREATE TABLE replicated (id int)")
+        pair.hold_wal()
+        query(pair.url(), "CREATE TABLE held_back (id int)")
+        started = time.monotonic()
+        pair.crash_primary()
+        assert time.monotonic() - started < 4.0
+        pair.promote()
+        assert table_names(pair.url()) == ["replicated"]
+        assert query(pair.url(), "SELECT pg_walfile_name(pg_current_wal_lsn())")[0][0].startswith("00000002")
+
+
+def test_a_streaming_pair_leaves_nothing_behind_after_a_failure() -> None:
+    """A test that fails with the walsender held still gets both servers stopped and deleted."""
+    with pytest.raises(RuntimeError, match="the test failed"):
+        with streaming_pair() as pair:
+            pair.hold_wal()
+            pids = _server_pids(pair)
+            directories = [pair.primary.pgdata.parent, pair.standby.pgdata.parent]  # type: ignore[union-attr]
+            raise RuntimeError("the test failed")
+    assert [pid for pid in pids if _alive(pid)] == []
+    assert [path for path in directories if path.exists()] == []

@@ -67,6 +67,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--with-tokenless", action="store_true",
                         help="add a plain `alembic downgrade -1` (no token) to every schedule")
     parser.add_argument("--restarts", action="store_true", help="also restart the PostgreSQL server as a fault")
+    parser.add_argument("--failovers", action="store_true",
+                        help="also fail PostgreSQL over to a streaming standby that missed the last commits")
     parser.add_argument("--pgdata", help="PostgreSQL's data directory (default: asked from the server)")
     parser.add_argument("--keep", action="store_true", help="keep every schedule's databases and projects")
     parser.add_argument("--verbose", action="store_true", help="print each failing run's output")
@@ -117,7 +119,8 @@ def run_harness(args: argparse.Namespace, backends: list[Backend]) -> Summary:
             plan = schedules.generate(args.seed, index, preempt=backend.can_preempt,
                                       kill_connections=backend.can_kill_connections,
                                       restart=args.restarts and backend.can_restart,
-                                      autocommit_block=backend.has_autocommit_block, tokenless=args.with_tokenless)
+                                      autocommit_block=backend.has_autocommit_block, tokenless=args.with_tokenless,
+                                      failover=args.failovers and backend.can_fail_over)
             line = [f"#{index} {backend.name} ttl={plan.ttl_s:g}s follow-up={plan.follow_up} "
                     f"faults={','.join(f.kind + (':' + f.point if f.point else '') for f in plan.faults)}"]
             for system in ("fencemigrate", "control"):

@@ -62,6 +62,11 @@ class Backend:
         return self.dialect == "postgresql" and self.pgdata is not None
 
     @property
+    def can_fail_over(self) -> bool:
+        """A failover to a streaming standby (faults.failover): the built-in lease service on PostgreSQL."""
+        return self.name == "postgresql"
+
+    @property
     def has_autocommit_block(self) -> bool:
         """A revision with ``autocommit_block()`` (``CREATE INDEX CONCURRENTLY``): PostgreSQL."""
         return self.dialect == "postgresql"

@@ -1,6 +1,9 @@
 """The properties every schedule must keep, as pure functions over an :class:`~faults.history.Outcome`.
 
-* ``stale-commit``: no commit under a token (or under none) after a higher token was granted (or wrote);
+* ``stale-commit``: no commit under a token (or under none) after a higher token was granted (or wrote),
+  nor under a token whose grant went to another holder;
+* ``token-reissued``: no token reported granted to one holder is granted to another (a grant lost in
+  a failover, issued again by the promoted server);
 * ``applied-twice``: each revision is applied once and never rolled back when it is not applied
   (a renumbered copy is a new revision: under a superseded token it is a ``stale-commit``; under
   the newest token the fence lets it through by design, and ``fencemigrate check`` flags it);
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 
 from faults.history import Event, Outcome, Run
 
-PROPERTIES = ("stale-commit", "applied-twice", "version-vs-ledger", "wait-bound", "exit-status")
+PROPERTIES = ("stale-commit", "token-reissued", "applied-twice", "version-vs-ledger", "wait-bound", "exit-status")
 
 #: fencemigrate's documented exit statuses (README, "Exit statuses"); 2 (bad usage) only as
 #: :func:`state_refusal` allows it.
@@ -36,8 +39,10 @@ class Violation:
 
 
 def stale_commits(events: Iterable[Event]) -> list[Violation]:
-    """Writes committed under a token lower than one granted (or written) before that commit."""
+    """Writes committed under a token lower than one granted (or written) before that commit, or under
+    a token whose last grant before it went to another holder (two holders of one token)."""
     highest = 0
+    holders: dict[int, str] = {}
     found = []
     for event in events:
         if event.token is None:
@@ -45,10 +50,31 @@ def stale_commits(events: Iterable[Event]) -> list[Violation]:
                 found.append(Violation("stale-commit", f"{event.kind} {event.revision} by {event.holder} under "
                                                        f"no token after token {highest}"))
             continue
-        if event.kind != "grant" and event.token < highest:
+        if event.kind == "grant":
+            holders[event.token] = event.holder
+        elif event.token < highest:
             found.append(Violation("stale-commit", f"{event.kind} {event.revision} by {event.holder} under "
                                                    f"token {event.token} after token {highest}"))
+        elif holders.get(event.token, event.holder) != event.holder:
+            found.append(Violation("stale-commit", f"{event.kind} {event.revision} by {event.holder} under "
+                                                   f"token {event.token}, granted to {holders[event.token]}"))
         highest = max(highest, event.token)
+    return found
+
+
+def reissued_tokens(events: Iterable[Event], runs: Iterable[Run]) -> list[Violation]:
+    """Tokens reported granted to one holder that the committed history grants to another: the first
+    grant was lost (with a primary that failed over) and the number issued again."""
+    grantees: dict[int, set[str]] = {}
+    for event in events:
+        if event.kind == "grant" and event.token is not None:
+            grantees.setdefault(event.token, set()).add(event.holder)
+    found = []
+    for run in runs:
+        others = grantees.get(run.granted, set()) - {run.holder} if run.granted is not None else set()
+        if others:
+            found.append(Violation("token-reissued", f"token {run.granted} was granted to {run.holder} and again "
+                                                     f"to {', '.join(sorted(others))}"))
     return found
 
 
@@ -179,6 +205,7 @@ def stale_usage_refusals(runs: Iterable[Run]) -> list[str]:
 
 def check(outcome: Outcome, work_bound_s: float) -> list[Violation]:
     """Every violation of every property in ``outcome``."""
-    return (stale_commits(outcome.events) + double_applies(outcome.events) + ledger_mismatch(outcome)
+    return (stale_commits(outcome.events) + reissued_tokens(outcome.events, outcome.runs)
+            + double_applies(outcome.events) + ledger_mismatch(outcome)
             + wait_overruns(outcome.runs, work_bound_s)
             + undocumented_exits(outcome.runs, outcome.system, outcome.connection_faults))

@@ -3,9 +3,10 @@
 Each runner is a real process: the ``fencemigrate`` CLI (through :mod:`faults.launch`) or the
 control (:mod:`faults.control`, plain Alembic in-process), started in a session of its own. Faults
 are signals to that process (``SIGSTOP`` then ``SIGCONT``, ``SIGKILL``, ``SIGTERM``), the end of
-the database's sessions (``pg_terminate_backend``, ``KILL CONNECTION``) or a server restart. A
-runner that stopped itself at a point is found stopped in ``/proc`` and resumed after the fault's
-duration. When every runner is done, the history is read and checked.
+the database's sessions (``pg_terminate_backend``, ``KILL CONNECTION``), a server restart or a
+failover (:mod:`faults.failover`: such a schedule runs on a primary of its own with a streaming
+standby). A runner that stopped itself at a point is found stopped in ``/proc`` and resumed after
+the fault's duration. When every runner is done, the history is read and checked.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from faults import project
 from faults.backends import Backend
 from faults.checker import Violation, check, stale_usage_refusals
+from faults.failover import FailoverServers, failover_servers
 from faults.history import Outcome, Run
 from faults.schedule import Action, Fault, Schedule, Step
 
@@ -122,8 +126,10 @@ def is_stopped(pid: int) -> bool:
 class ScheduleRun:
     """One schedule, one system, one fresh database."""
 
-    def __init__(self, backend: Backend, system: str, schedule: Schedule, template: Path, workdir: Path) -> None:
+    def __init__(self, backend: Backend, system: str, schedule: Schedule, template: Path, workdir: Path,
+                 failover: FailoverServers | None = None) -> None:
         self.backend = backend
+        self.failover = failover
         self.system = system
         self.schedule = schedule
         self.workdir = workdir / f"s{schedule.index:04d}-{system}"
@@ -134,6 +140,8 @@ class ScheduleRun:
         self.runs: list[Run] = []
         self.injected: Counter[str] = Counter()
         self.connection_faults = 0
+        self.watch_error: BaseException | None = None
+        self.moving = threading.Lock()
         self.pending_points: dict[str, Fault] = {f.step or "": f for f in schedule.faults if f.kind == "stop_at"}
         self.chain = project.chain(schedule.sleeps, schedule.autocommit_block and backend.has_autocommit_block)
         self.copy = project.renumbered_copy(self.chain[1], "r04", "r03")
@@ -241,11 +249,12 @@ class ScheduleRun:
                 return  # S never got its lease
             if step.name == "S" and number == 2 and self.schedule.follow_up == "renumbered":
                 project.checkout_add(self.checkouts["S"], self.copy, self.backend.fence_table)
-            expect_fenced = (step.name == "S" and number == 2 and token is not None
-                             and self.backend.max_grant(self.url) > token)
+            with self.moving:  # not while a failover moves the database
+                expect_fenced = (step.name == "S" and number == 2 and token is not None
+                                 and self.backend.max_grant(self.url) > token)
             run = self.launch(step, action, token, expect_fenced)
             if action.verb == "acquire":
-                token = parse_token(run.output) if run.exit_code == 0 else None
+                token = run.granted = parse_token(run.output) if run.exit_code == 0 else None
 
     def sleep_until(self, offset: float) -> None:
         delay = self.started + offset - time.monotonic()
@@ -266,6 +275,13 @@ class ScheduleRun:
             self.injected[fault.kind] += 1
             self.connection_faults += 1
             return
+        if fault.kind == "hold_wal":
+            assert self.failover is not None
+            self.failover.hold_wal()
+            return
+        if fault.kind == "failover":
+            self.fail_over()
+            return
         entry = self.processes.target(fault.step)
         if entry is None:
             return
@@ -280,9 +296,27 @@ class ScheduleRun:
             return
         self.injected[fault.kind] += 1
 
+    def fail_over(self) -> None:
+        """Primary down, standby promoted: the database, the checkouts and the control's URL move to it."""
+        assert self.failover is not None
+        with self.moving:
+            self.url = self.failover.fail_over(self.url)
+            for checkout in self.checkouts.values():
+                project.repoint(checkout, self.url)
+        self.injected["failover"] += 1
+        self.connection_faults += 1
+
     def watch(self, done: threading.Event) -> None:
+        """Run :meth:`watch_faults`; an error (a failover that failed) is raised by :meth:`execute`."""
+        try:
+            self.watch_faults(done)
+        except BaseException as error:
+            self.watch_error = error
+            self.processes.resume_due(force=True)
+
+    def watch_faults(self, done: threading.Event) -> None:
         """Apply the timed faults, resume pauses that are due, and catch self-stopped runners."""
-        timed = sorted((f for f in self.schedule.faults if f.kind != "stop_at"), key=lambda f: f.at_s)
+        timed = sorted(timed_faults(self.schedule), key=lambda f: f.at_s)
         while not done.is_set():
             now = time.monotonic() - self.started
             while timed and timed[0].at_s <= now:
@@ -317,6 +351,8 @@ class ScheduleRun:
             done.set()
         watcher.join()
         self.processes.resume_due(force=True)
+        if self.watch_error is not None:
+            raise self.watch_error
         chain = {revision.rev: revision.down for revision in [*self.chain, self.copy]}
         outcome = Outcome(self.system, self.backend.events(self.url), self.runs, self.backend.version_heads(self.url),
                           self.backend.ledger(self.url) if self.system == "fencemigrate" else None, chain,
@@ -326,7 +362,17 @@ class ScheduleRun:
         return Result(outcome, check(outcome, work_bound), self.injected, stale_usage_refusals(self.runs))
 
     def close(self) -> None:
-        self.backend.drop_database(self.url)
+        if self.failover is None:  # a failover's servers go with their directories
+            self.backend.drop_database(self.url)
+
+
+def timed_faults(schedule: Schedule) -> Iterator[Fault]:
+    """The faults placed by time; a failover is preceded by holding the WAL back for its ``duration_s``."""
+    for fault in schedule.faults:
+        if fault.kind == "failover":
+            yield Fault("hold_wal", max(0.0, fault.at_s - fault.duration_s))
+        if fault.kind != "stop_at":
+            yield fault
 
 
 def parse_token(output: str) -> int | None:
@@ -345,10 +391,16 @@ def parse_token(output: str) -> int | None:
 
 def run_schedule(backend: Backend, system: str, schedule: Schedule, template: Path, workdir: Path,
                  keep: bool = False) -> Result:
-    """Run ``schedule`` for ``system`` on a fresh database of ``backend`` and check it."""
-    runner = ScheduleRun(backend, system, schedule, template, workdir)
-    try:
-        return runner.execute()
-    finally:
-        if not keep:
-            runner.close()
+    """Run ``schedule`` for ``system`` on a fresh database of ``backend`` and check it; a schedule with a
+    failover on a new primary and standby of its own instead (:mod:`faults.failover`)."""
+    with ExitStack() as servers:
+        failover = None
+        if any(fault.kind == "failover" for fault in schedule.faults):
+            failover = servers.enter_context(failover_servers())
+            backend = failover.backend
+        runner = ScheduleRun(backend, system, schedule, template, workdir, failover)
+        try:
+            return runner.execute()
+        finally:
+            if not keep:
+                runner.close()

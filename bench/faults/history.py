@@ -37,6 +37,8 @@ class Run:
     hung: bool = False
     output: str = ""
     tokenless: bool = False
+    #: The token a ``lease acquire`` (or the control's grant) reported to its holder.
+    granted: int | None = None
 
 
 @dataclass

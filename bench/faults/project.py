@@ -148,6 +148,16 @@ def checkout(template: Path, target: Path, url: str, resource: str, revisions: l
     return target
 
 
+def repoint(target: Path, url: str) -> None:
+    """Point a checkout's ``sqlalchemy.url`` at ``url`` (the promoted server), in one rename: a run
+    starting meanwhile reads the old file or the new one."""
+    ini = target / "alembic.ini"
+    lines = [f"sqlalchemy.url = {url.replace('%', '%%')}" if line.startswith("sqlalchemy.url") else line
+             for line in ini.read_text().splitlines()]
+    ini.with_suffix(".new").write_text("\n".join(lines) + "\n")
+    ini.with_suffix(".new").replace(ini)
+
+
 def checkout_add(target: Path, revision: Revision, fence_table: str) -> None:
     """Write one more revision file into a checkout (an agent's renumbered copy)."""
     versions = target / SCRIPT_DIR / "versions"

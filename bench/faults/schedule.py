@@ -9,7 +9,10 @@ a bounded ``--wait``, sometimes ``--preempt``) that upgrade, or roll back and up
 from the start of the schedule, landing on whatever the target runs then: revisions sleep inside
 their transactions so that pauses land inside the DDL) or at a named point, where the target stops
 itself: inside a revision's DDL transaction (right after the claim, before the DDL, or after it),
-inside an ``autocommit_block()``, inside a lease grant's transaction.
+inside an ``autocommit_block()``, inside a lease grant's transaction. A ``failover`` (PostgreSQL,
+at most one per schedule, never with a restart) holds back the primary's WAL for ``duration_s``
+before ``at_s``, then stops the primary immediately and promotes its streaming standby: what
+committed in that window is lost, and the schedule goes on on the promoted server.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-FAULT_KINDS = ("stop", "stop_at", "kill", "term", "terminate_backend", "restart")
+FAULT_KINDS = ("stop", "stop_at", "kill", "term", "terminate_backend", "restart", "failover")
+#: Faults of the database server, not of one runner.
+SERVER_FAULTS = ("terminate_backend", "restart", "failover")
 FOLLOW_UPS = ("reapply", "renumbered", "downgrade")
 #: Where a runner can be made to stop itself (see faults.project and faults.launch).
 POINTS = ("r02:ddl", "r02:downgrade", "r02:start", "r02:start-down", "lease")
@@ -50,7 +55,8 @@ class Step:
 
 @dataclass(frozen=True)
 class Fault:
-    """One fault: ``step``'s process at ``at_s`` (or at ``point``), for ``duration_s`` when it is a pause."""
+    """One fault: ``step``'s process at ``at_s`` (or at ``point``), for ``duration_s`` when it is a pause
+    (for a failover: how long the WAL is held back before it)."""
 
     kind: str
     at_s: float
@@ -75,7 +81,7 @@ class Schedule:
 
 
 def generate(seed: int, index: int, *, preempt: bool, kill_connections: bool, restart: bool,
-             autocommit_block: bool, tokenless: bool) -> Schedule:
+             autocommit_block: bool, tokenless: bool, failover: bool = False) -> Schedule:
     """Schedule number ``index`` of the run seeded ``seed`` (the same arguments give the same schedule)."""
     rng = random.Random(f"{seed}:{index}")
     ttl = rng.choice((1.0, 1.5, 2.0))
@@ -98,13 +104,25 @@ def generate(seed: int, index: int, *, preempt: bool, kill_connections: bool, re
         kinds.append("terminate_backend")
     if restart:
         kinds.append("restart")
+    if failover:
+        kinds.append("failover")
     points = list(POINTS) + ([AUTOCOMMIT_POINT] if autocommit_block else [])
-    faults = []
+    faults: list[Fault] = []
     for _ in range(rng.randint(1, 3)):
         kind = rng.choice(kinds)
         target = rng.choice(steps).name
-        faults.append(Fault(kind, round(rng.uniform(0.0, ttl + 3.0), 2),
-                            None if kind in ("terminate_backend", "restart") else target,
-                            round(rng.uniform(0.5, ttl + 1.5), 2) if kind.startswith("stop") else 0.0,
-                            rng.choice(points) if kind == "stop_at" else None))
+        fault = Fault(kind, round(rng.uniform(0.0, ttl + 3.0), 2), None if kind in SERVER_FAULTS else target,
+                      round(rng.uniform(0.5, ttl + 1.5), 2) if kind.startswith("stop") or kind == "failover" else 0.0,
+                      rng.choice(points) if kind == "stop_at" else None)
+        if not clashes(fault, faults):
+            faults.append(fault)
     return Schedule(index, seed, ttl, wait, sleeps, autocommit_block, follow_up, tuple(steps), tuple(faults))
+
+
+def clashes(fault: Fault, faults: list[Fault]) -> bool:
+    """A second failover (there is one standby), or a restart beside a failover (a restart's shutdown
+    would wait for the held walsender)."""
+    kinds = {other.kind for other in faults}
+    if fault.kind == "failover":
+        return bool(kinds & {"failover", "restart"})
+    return fault.kind == "restart" and "failover" in kinds

@@ -10,4 +10,6 @@ Modules:
 * :mod:`support.db` -- small synchronous psycopg helpers: ``query``, ``table_names``...
 * :mod:`support.project` -- real Alembic projects on disk, and running the
   ``fencemigrate`` / ``alembic`` command lines against them.
+* :mod:`support.replication` -- a primary and its streaming standby, and the faults of a
+  failover (WAL held back, immediate stop, promotion).
 """

@@ -24,3 +24,22 @@ ALTER TABLE @extschema@.agent_fence ADD COLUMN incarnation text;
 -- standby: a failover may lose the grant, and the next grant after it starts a new epoch).
 ALTER TABLE @extschema@.lease ADD COLUMN replication text
     CHECK (replication IN ('synchronous', 'asynchronous'));
+
+-- pg_dump leaves out the rows of an extension's tables unless the extension marks them as
+-- configuration tables: a dump of a database whose fence was loaded with CREATE EXTENSION came
+-- back with no fence, no ledger, no lease counter and no event log, so its tokens began at 1
+-- again. Marked when this script runs as the extension's (the tables are its members then); a
+-- fence the runner installed is plain tables, which pg_dump dumps anyway.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                WHERE d.classid = 'pg_catalog.pg_class'::regclass
+                  AND d.objid = '@extschema@.agent_fence'::regclass AND d.deptype = 'e') THEN
+        PERFORM pg_catalog.pg_extension_config_dump('@extschema@.agent_fence', '');
+        PERFORM pg_catalog.pg_extension_config_dump('@extschema@.applied_revision', '');
+        PERFORM pg_catalog.pg_extension_config_dump('@extschema@.lease', '');
+        PERFORM pg_catalog.pg_extension_config_dump('@extschema@.fence_event', '');
+        PERFORM pg_catalog.pg_extension_config_dump('@extschema@.tokenless_writes_allowed', '');
+    END IF;
+END
+$$;

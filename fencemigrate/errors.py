@@ -204,19 +204,25 @@ class LeaseBusy(FencemigrateError):
         }
 
 
-class GrantNotReplicated(LeaseBusy):
+class GrantNotReplicated(FencemigrateError):
     """A grant committed on the primary, but no synchronous standby confirmed it before its wait was
     cut short: not granted (the lease service released it); a failover now could issue its token again."""
 
+    exit_status = EXIT_BUSY
     status = "not replicated"
 
     def __init__(self, resource: str, token: int, waited_ms: int) -> None:
+        self.resource = resource
+        self.token = token
         super().__init__(
-            resource, None,
-            f"token {token} was committed on the primary, but no synchronous standby confirmed it within "
-            f"{waited_ms / 1000:g}s (or its wait was cancelled): it is not granted, and was released; a "
-            f"promoted standby could issue token {token} again, so nothing may be written with it",
+            f"lease on {resource} not granted: token {token} was committed on the primary, but no synchronous "
+            f"standby confirmed it within {waited_ms / 1000:g}s (or its wait was cancelled), so it was released; "
+            f"a promoted standby could issue token {token} again, so nothing may be written with it. Try again "
+            "once a synchronous standby is connected (pg_stat_replication shows one with sync_state 'sync')"
         )
+
+    def as_json(self) -> dict[str, Any]:
+        return {"status": self.status, "resource": self.resource, "token": self.token, "message": str(self)}
 
 
 class Dirty(FencemigrateError):

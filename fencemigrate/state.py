@@ -27,7 +27,7 @@ class FenceRow:
     updated_at: str
     token_source: str = "external"  # or 'lease service', 'redis' (see token_sources); older schemas: not recorded
     incarnation: str | None = None  # what its last grant ran on (leases/epochs.py); PostgreSQL, schema 0.6 on
-    replication: str | None = None  # its lease's grant: 'synchronous' (confirmed by a standby), 'asynchronous'
+    replication: str | None = None  # its held lease's grant: 'synchronous' (confirmed by a standby), 'asynchronous'
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ AS $$ SELECT '0.6'::text $$;
 -- database's OID (queries/postgresql/incarnation.sql), and for Redis grants the Redis server's run
 -- id. A grant under another incarnation (a standby promoted, a point-in-time recovery, a restore
 -- into a new cluster or database, a Redis restart or failover) may have lost the last grants
--- issued: it issues its token from the next epoch, ((highest >> 32) + 1) << 32, above every token
--- the lost history could have issued (see README, Replicated PostgreSQL). NULL: never granted
--- since 0.6, or external tokens only.
+-- issued: it issues its token from an epoch further on, ((highest >> 32) + timeline) << 32, above
+-- every token the lost history could have issued (see README, Replicated PostgreSQL). NULL: never
+-- granted since 0.6, or external tokens only.
 ALTER TABLE @extschema@.agent_fence ADD COLUMN incarnation text;
 
 -- How the lease's grant was replicated: 'synchronous' (the primary had synchronous standbys; the
@@ -24,22 +24,3 @@ ALTER TABLE @extschema@.agent_fence ADD COLUMN incarnation text;
 -- standby: a failover may lose the grant, and the next grant after it starts a new epoch).
 ALTER TABLE @extschema@.lease ADD COLUMN replication text
     CHECK (replication IN ('synchronous', 'asynchronous'));
-
--- pg_dump leaves out the rows of an extension's tables unless the extension marks them as
--- configuration tables: a dump of a database whose fence was loaded with CREATE EXTENSION came
--- back with no fence, no ledger, no lease counter and no event log, so its tokens began at 1
--- again. Marked when this script runs as the extension's (the tables are its members then); a
--- fence the runner installed is plain tables, which pg_dump dumps anyway.
-DO $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
-                WHERE d.classid = 'pg_catalog.pg_class'::regclass
-                  AND d.objid = '@extschema@.agent_fence'::regclass AND d.deptype = 'e') THEN
-        PERFORM pg_catalog.pg_extension_config_dump('@extschema@.agent_fence', '');
-        PERFORM pg_catalog.pg_extension_config_dump('@extschema@.applied_revision', '');
-        PERFORM pg_catalog.pg_extension_config_dump('@extschema@.lease', '');
-        PERFORM pg_catalog.pg_extension_config_dump('@extschema@.fence_event', '');
-        PERFORM pg_catalog.pg_extension_config_dump('@extschema@.tokenless_writes_allowed', '');
-    END IF;
-END
-$$;

@@ -20,11 +20,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from support.db import alembic_versions, libpq_url, query, table_names
-from support.pg import PgServer
-from support.project import Project, run_command
+from support.db import alembic_versions, query, table_names
+from support.project import Project
 
-from fence_rows import assert_fenced, fence_token, scratch_database
+from fence_rows import assert_fenced, fence_token
 
 from fencemigrate.fence_schema import install_script
 from fencemigrate.resources import sql_dir
@@ -284,38 +283,3 @@ def test_claim_rejects_non_positive_tokens(guarded: psycopg.Connection[Any], tok
     assert raised.value.sqlstate == "22023"
     assert fence_rows(guarded) == [(RESOURCE, 5)]
 
-
-def pg_client(name: str) -> str:
-    """A PostgreSQL client program (``pg_dump``): on PATH, or next to the server's ``initdb``."""
-    found = shutil.which(name)
-    if found is None:
-        initdb = shutil.which("initdb")
-        assert initdb is not None, "initdb is required to find the PostgreSQL client programs"
-        found = str(Path(os.path.realpath(initdb)).parent / name)
-    assert Path(found).is_file(), f"{name} is required for the dump tests"
-    return found
-
-
-def dumped_and_restored_fence(pg_conn: psycopg.Connection[Any], pg_url: str, pg_server: PgServer,
-                              tmp_path: Path) -> int | None:
-    """``pg_dump`` the test database, restore it with psql into a new one: its fence token there."""
-    dump = tmp_path / "dump.sql"
-    run_command([pg_client("pg_dump"), "--file", str(dump), libpq_url(pg_url)], tmp_path).check(0)
-    with scratch_database(pg_conn, pg_server, "restored") as copy:
-        psql = [pg_client("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(dump), libpq_url(copy)]
-        run_command(psql, tmp_path).check(0)
-        return fence_token(copy)
-
-
-@pytest.mark.parametrize(("version", "restored"), [("0.6", 7), ("0.5", None)], ids=["0.6", "0.5-control"])
-def test_a_dump_of_the_extension_keeps_its_rows(extension_dir: Path, pg_conn: psycopg.Connection[Any], pg_url: str,
-                                                pg_server: PgServer, tmp_path: Path, version: str,
-                                                restored: int | None) -> None:
-    """From 0.6 the extension marks its tables for pg_dump: a dump and restore brings the fence (and
-    the ledger, the lease counter, the event log) back. Control: at 0.5 the restored database had no
-    fence row at all, so its tokens began at 1 again."""
-    pg_conn.execute("CREATE SCHEMA fencemigrate")
-    pg_conn.execute(f"CREATE EXTENSION fencemigrate SCHEMA fencemigrate VERSION '{version}'")
-    pg_conn.execute("SELECT fencemigrate.claim('db/migrations', 7)")
-
-    assert dumped_and_restored_fence(pg_conn, pg_url, pg_server, tmp_path) == restored

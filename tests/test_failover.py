@@ -132,32 +132,37 @@ def assert_not_granted(result: Result) -> None:
     assert_no_token(result)
 
 
-@pytest.mark.parametrize("replicated", ["a-grant", "the-fence-schema", "nothing"])
+@pytest.mark.parametrize("replicated", ["a-grant", "a-grant-elsewhere", "the-fence-schema", "nothing"])
 def test_a_grant_lost_in_a_failover_cannot_write(chain: Project, pair: StreamingPair, replicated: str) -> None:
     """Asynchronous replication: A's grant never reaches the standby, which is promoted; B's grant
     on the new primary is above every token the old primary issued, and A's writes under its token
     (an upgrade, a downgrade of B's revision) are FENCED and change nothing. What the standby had:
-    a first grant (token 1, released); only the fence schema (A's grant was the resource's first);
-    nothing (A's grant installed the fence schema too)."""
-    if replicated == "a-grant":
+    a first grant (token 1, released); a first grant recorded on another incarnation (as in a
+    database restored or created from a template), so that A's lost grant moved epochs itself;
+    only the fence schema (A's grant was the resource's first); nothing (A's grant installed the
+    fence schema too)."""
+    if replicated.startswith("a-grant"):
         setup_grant(chain, pair)
     elif replicated == "the-fence-schema":
         chain.run_cli("install").check(0)
         pair.wait_replayed()
-    token_a = 2 if replicated == "a-grant" else 1
+    if replicated == "a-grant-elsewhere":
+        query(pair.url(), "UPDATE fencemigrate.agent_fence SET incarnation = 'elsewhere'", ())
+        pair.wait_replayed()
+    token_a = {"a-grant": 2, "a-grant-elsewhere": NEXT_EPOCH}.get(replicated, 1)
     pair.hold_wal()
     assert granted_token(acquire(chain, "agent-A", "--ttl", "5m", "--json")) == token_a
     fail_over(chain, pair)
 
     token_b = granted_token(acquire(chain, "agent-B", "--ttl", "5m", "--json"))
-    assert token_b >= NEXT_EPOCH, f"token {token_b} was issued again after the failover"
+    assert token_b >= NEXT_EPOCH and token_b > token_a, f"token {token_b} was issued again after the failover"
     chain.run_cli("upgrade", "r02", "--token", str(token_b), "--holder", "agent-B").check(0)
     before = snapshot(pair.url())
     assert_fenced(chain.run_cli("upgrade", "r03", "--token", str(token_a), "--holder", "agent-A"), token_a, token_b)
     assert_fenced(chain.run_cli("downgrade", "r01", "--token", str(token_a), "--holder", "agent-A"), token_a, token_b)
     assert snapshot(pair.url()) == before
     assert alembic_versions(pair.url()) == ["r02"]
-    first = (1, "setup") if replicated == "a-grant" else (token_b, "agent-B")
+    first = (1, "setup") if replicated.startswith("a-grant") else (token_b, "agent-B")
     assert {rev: (entry.applied_token, entry.holder) for rev, entry in ledger(pair.url()).items()} == {
         "r01": first, "r02": (token_b, "agent-B")}
     state = json.loads(chain.run_cli("state", "--json").check(0).stdout)
@@ -213,14 +218,17 @@ def test_synchronous_the_wait_bound_ends_an_unconfirmed_grant(chain: Project, pa
     assert lease_holder(pair.url()) is None
 
 
-def test_synchronous_commit_local_cannot_weaken_a_grant(chain: Project, pair: StreamingPair) -> None:
-    """A session's ``synchronous_commit=local`` (PGOPTIONS) does not let a grant skip the standby:
-    with the standby held, A is not granted within the bound."""
+@pytest.mark.parametrize("options", ["-c synchronous_commit=local", "-c synchronous_commit=off",
+                                     "-c client_min_messages=error"])
+def test_a_session_setting_cannot_weaken_a_grant(chain: Project, pair: StreamingPair, options: str) -> None:
+    """A session's ``synchronous_commit=local`` or ``off`` (PGOPTIONS) does not let a grant skip the
+    standby, nor does ``client_min_messages=error`` hide that it was not confirmed: with the standby
+    held, A is not granted within the bound."""
     pair.make_synchronous()
     setup_grant(chain, pair)
     pair.hold_wal()
 
-    local = acquire(chain, "agent-A", "--ttl", "5m", env={"PGOPTIONS": "-c synchronous_commit=local"})
+    local = acquire(chain, "agent-A", "--ttl", "5m", env={"PGOPTIONS": options})
     assert_not_granted(local)
     assert lease_holder(pair.url()) is None
 

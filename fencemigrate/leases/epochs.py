@@ -5,10 +5,10 @@ database (an asynchronous standby promoted without the last grants), the Redis o
 replica promoted, a restart without the last write). A grant that finds itself on another
 *incarnation* than the resource's last grant (on PostgreSQL ``incarnation.sql``: system identifier,
 WAL timeline, database OID; plus the Redis server's run id for Redis grants) cannot know how many
-grants the lost history issued, so it issues the first token of the next epoch,
-``((highest >> 32) + 1) << 32``: above every token the lost history issued, unless that history
-granted the resource more times than are left in the epoch of the highest token that survived
-(2^32 per epoch, so billions). A grant that finds no incarnation recorded (the resource's first
+grants the lost history issued, so it issues the first token of an epoch ``timeline`` epochs on,
+``((highest >> 32) + timeline) << 32``: above every token the lost history issued, even a grant
+there that moved epochs itself (on the old primary's lower timeline, so fewer), unless that history
+granted the resource more times than are left in an epoch (2^32, so billions). A grant that finds no incarnation recorded (the resource's first
 grant, or its fence schema, was lost with the old primary) still starts no lower than its WAL
 timeline's epoch, ``(timeline - 1) << 32``: timeline 1 issues 1, 2, ..., a promoted standby on
 timeline 2 no token below 2^32. Tokens stay plain integers. SQLite and MySQL have no incarnation
@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
+from ..errors import TokensExhausted
 from ..queries import query_dialect, statement
 from ..token_sources import check_room
+from ..validation import MAX_TOKEN
 
 EPOCH_BITS = 32
 
@@ -36,7 +38,7 @@ class Incarnation:
 
     current: str | None  # None: this database (and lease service) cannot tell
     recorded: str | None  # None: no grant recorded one (never granted, or before fence schema 0.6)
-    least: int = 0  # no token below this one is issued here: the first of the WAL timeline's epoch
+    timeline: int = 1  # the WAL timeline the database writes on now (1 where there is none)
 
     @property
     def changed(self) -> bool:
@@ -49,7 +51,12 @@ class Incarnation:
     def also(self, kind: str, value: str) -> Incarnation:
         """This incarnation with the lease service's own part (``redis``, its run id) appended."""
         part = f"{kind}:{value}"
-        return Incarnation(part if self.current is None else f"{self.current}+{part}", self.recorded, self.least)
+        return Incarnation(part if self.current is None else f"{self.current}+{part}", self.recorded, self.timeline)
+
+    @property
+    def least(self) -> int:
+        """No token below this one is issued here: the first of the WAL timeline's epoch."""
+        return (self.timeline - 1) << EPOCH_BITS
 
 
 def _parts(incarnation: str) -> dict[str, str]:
@@ -67,8 +74,7 @@ def read_incarnation(connection: Connection, quoted_schema: str, resource: str) 
     if query_dialect(connection.dialect.name) != "postgresql":
         return Incarnation(None, None)
     row = connection.execute(statement("incarnation", quoted_schema), {"resource": resource}).one()
-    least = (int(row.timeline) - 1) << EPOCH_BITS
-    return Incarnation(str(row.current), None if row.recorded is None else str(row.recorded), least)
+    return Incarnation(str(row.current), None if row.recorded is None else str(row.recorded), int(row.timeline))
 
 
 def epoch_of(token: int) -> int:
@@ -78,8 +84,17 @@ def epoch_of(token: int) -> int:
 
 def next_token(resource: str, highest: int, incarnation: Incarnation) -> int:
     """The token a grant issues above ``highest`` (the last token issued, or the fence's): the next
-    one, or the first of the next epoch when the incarnation changed; never below the timeline's
-    epoch (:attr:`Incarnation.least`). TokensExhausted when none is left."""
-    check_room(resource, highest)  # below 2^62 now, so the next epoch's first token is at most 2^62
-    token = (epoch_of(highest) + 1) << EPOCH_BITS if incarnation.changed else highest + 1
-    return max(token, incarnation.least)
+    one; when the incarnation changed, the first of the epoch ``timeline`` epochs on, so that a
+    promoted standby (a higher timeline) lands above a lost grant that moved epochs itself on the
+    old primary; never below the timeline's epoch (:attr:`Incarnation.least`). TokensExhausted when
+    none is left."""
+    check_room(resource, highest)
+    if not incarnation.changed:
+        return max(highest + 1, incarnation.least)
+    token = (epoch_of(highest) + incarnation.timeline) << EPOCH_BITS
+    if token > MAX_TOKEN:
+        raise TokensExhausted(
+            f"no epoch is left for {resource}: its last token {highest} is too close to the largest token there "
+            f"is to move {incarnation.timeline} epochs on, as a grant on another incarnation must (nothing was changed)"
+        )
+    return token

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from sqlalchemy import Connection, Engine
 
-from ..errors import DatabaseError, LeaseBusy, LeaseLost
+from ..errors import DatabaseError, GrantNotReplicated, LeaseBusy, LeaseLost
 from ..events import log_event
 from ..queries import statement
 from ..token_sources import REDIS, check_room
@@ -33,6 +33,7 @@ from .fence_on_grant import fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus
 from .polling import poll_for_grant
 from .redis_store import Busy, Issued, LeaseValue, Peek, RedisLeaseStore, from_ms
+from .standby_waits import SYNCHRONOUS_WAIT_FLOOR_MS, force_synchronous_commit
 
 
 
@@ -145,10 +146,14 @@ class RedisLeases:
                 check_room(resource, issued.token - 1)  # Redis's counter may have been above the fence
                 self._fence.advance(resource, issued.token, REDIS, incarnation.current)
                 previous = self._log_grant(request, issued, fence_token, preempted, incarnation)
+                synchronous = force_synchronous_commit(self._connection, self._schema)
         except BaseException:
             if taken or issued is not None:
                 self._give_back(resource, LeaseValue(holder, issued.token if issued else 0), issued)
             raise
+        if synchronous and self._fence.commit_cut_short:  # the fence advance may be lost in a failover
+            self.release(resource, holder, issued.token)
+            raise GrantNotReplicated(resource, issued.token, max(remaining_ms, SYNCHRONOUS_WAIT_FLOOR_MS))
         lease = LeaseStatus(
             resource=resource, holder=holder, token=issued.token, ttl_ms=request.ttl_ms,
             granted_at=from_ms(issued.granted_ms), expires_at=from_ms(issued.granted_ms + request.ttl_ms),

@@ -30,8 +30,9 @@ SYNCHRONOUS_WAIT_FLOOR_MS = 5000
 
 
 def force_synchronous_commit(connection: Connection, quoted_schema: str) -> bool:
-    """In a grant's transaction: commit synchronously whatever the session set, when the server has
-    synchronous standbys (``synchronous_grant.sql``). Whether the COMMIT waits for a standby."""
+    """In a grant's transaction: commit durably, and synchronously when the server has synchronous
+    standbys, whatever the session set (``synchronous_grant.sql``). Whether the COMMIT waits for a
+    standby."""
     if query_dialect(connection.dialect.name) != "postgresql":
         return False
     waits = bool(connection.execute(statement("synchronous_grant", quoted_schema)).one().waits_for_standby)
@@ -61,11 +62,13 @@ class CommitWatch:
         self._timer: threading.Timer | None = None
         self._notices_before = 0
         self.cut_short = False
-        """Whether the server sent a WARNING during the COMMIT: a wait for a standby cancelled."""
+        """Whether the COMMIT's wait for a standby may have been cut short: the server sent a
+        WARNING during it, or the bound ran out before it returned."""
 
     def arm(self, limit_ms: int) -> None:
         """Listen for WARNINGs from now on, and cancel the statement in flight (the COMMIT) after
-        ``limit_ms``. A cancel that arrives after the COMMIT finds the session idle and does nothing."""
+        ``limit_ms``. A cancel that arrives after the COMMIT finds the session idle and does nothing
+        (the COMMIT then counts as cut short all the same: the safe side)."""
         if hasattr(self._driver, "add_notice_handler"):
             self._driver.add_notice_handler(self._on_notice)
             self._listening = True
@@ -76,10 +79,12 @@ class CommitWatch:
         self._timer.start()
 
     def disarm(self) -> None:
-        """After the COMMIT: stop the timer and the listener; :attr:`cut_short` is final."""
+        """After the COMMIT: stop the timer (waiting for a cancel already being sent, so that it is
+        not sent during a later statement) and the listener; :attr:`cut_short` is final."""
         if self._timer is None:
             return
         self._timer.cancel()
+        self._timer.join()
         self._timer = None
         if self._listening:
             self._driver.remove_notice_handler(self._on_notice)
@@ -92,6 +97,7 @@ class CommitWatch:
             self.cut_short = True
 
     def _cancel(self) -> None:
+        self.cut_short = True  # the bound ran out: whatever the COMMIT says, no standby confirmed it in time
         try:
             self._driver.cancel()
         except Exception:  # noqa: BLE001 - the session may be gone; the COMMIT's own outcome decides

@@ -165,8 +165,8 @@ class RedisLeases:
         """What Redis's counter is raised to before its INCR: the fence's token, so that tokens never
         go backwards when Redis lost its counter (and never below the database's WAL timeline's
         epoch, :attr:`Incarnation.least`); after a change of incarnation of either side, the
-        last token before the next epoch above both (:mod:`.epochs`; each attempt until a grant
-        records the new incarnation moves on an epoch). Other grants of the resource wait for this
+        last token before the epoch :func:`.epochs.next_token` moves to from above both (each
+        attempt until a grant records the new incarnation moves on again). Other grants of the resource wait for this
         one (:meth:`serialise_grants`), so the counter read here is still the counter when the
         script runs."""
         if not incarnation.changed:

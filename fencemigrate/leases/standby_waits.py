@@ -7,8 +7,8 @@ the client, or anyone's ``pg_cancel_backend``), the transaction stays committed 
 and the server says so with a WARNING ("canceling wait for synchronous replication ... has already
 committed locally, but might not have been replicated to the standby"): a promoted standby would
 not have it. :class:`CommitWatch` cancels the wait itself after a bound (the driver's cancel
-request, from a timer thread) and reports whether any WARNING arrived during the COMMIT, so that a
-grant cut short is not reported as granted (:mod:`.database`).
+request, from a timer thread) and reports whether a WARNING arrived during the COMMIT or the bound
+ran out, so that a grant cut short is not reported as granted (:mod:`.database`).
 
 Drivers: psycopg 3 (notice handlers) and psycopg2 (its ``notices`` list). Others cannot be
 watched: :func:`check_watchable` refuses to grant through them on a primary with synchronous

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from .errors import Dirty
+from .fence_schema import version_at_least
 from .prefixed_schema import installed_version
 from .queries import query_dialect, statement
 
@@ -33,7 +34,7 @@ def tracks_dirty(dialect_name: str, schema_version: str | None) -> bool:
     """True when the fence schema has the ledger's ``state`` (MySQL; PostgreSQL from 0.3)."""
     if schema_version is None or query_dialect(dialect_name) == "sqlite":
         return False
-    return tuple(int(part) for part in schema_version.split(".")) >= (0, 3)
+    return version_at_least(schema_version, (0, 3))
 
 
 TOKENLESS_HOLDER = "(a write without a fencing token)"
@@ -64,7 +65,7 @@ def unsettled_revisions(connection: Connection, quoted_schema: str, resource: st
 def _has_tokenless_marks(connection: Connection, quoted_schema: str) -> bool:
     """MySQL's fence schema records refused writes without a token from 0.4 on."""
     version = installed_version(connection, quoted_schema)
-    return version is not None and tuple(int(part) for part in version.split(".")) >= (0, 4)
+    return version is not None and version_at_least(version, (0, 4))
 
 
 def refuse_if_dirty(connection: Connection, quoted_schema: str, resource: str) -> None:

@@ -80,6 +80,11 @@ def update_script(quoted_schema: str, start: str) -> str | None:
     return "\n".join(_script_text(name) for name in update).replace("@extschema@", quoted_schema)
 
 
+def version_at_least(version: str, minimum: tuple[int, ...]) -> bool:
+    """Whether fence schema ``version`` ("0.6") is ``minimum`` ((0, 6)) or later."""
+    return tuple(int(part) for part in version.split(".")) >= minimum
+
+
 def installed_version(connection: Connection, quoted_schema: str) -> str | None:
     """The fence schema version in the database, or None when it is not installed."""
     if prefixes_tables(connection.dialect.name):

@@ -11,7 +11,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect
 
 from .dirty import Unsettled, tracks_dirty, unsettled_revisions, utc_text
-from .fence_schema import installed_version
+from .fence_schema import installed_version, version_at_least
 from .queries import prefixes_tables, statement
 from .runtime.ledger_changes import version_table_name
 from .tampering import FenceBelowLease, LedgerAboveFence, fence_below_lease, installed_tables, ledger_above_fence
@@ -110,7 +110,7 @@ NOT_RECORDED = "not recorded (fence schema before 0.4)"
 
 def _token_sources(connection: Connection, quoted_schema: str, schema_version: str) -> dict[str, str]:
     """``{resource: token source}``; empty before fence schema 0.4, which records them."""
-    if tuple(int(part) for part in schema_version.split(".")) < (0, 4):
+    if not version_at_least(schema_version, (0, 4)):
         return {}
     rows = connection.execute(statement("token_sources", quoted_schema, connection.dialect.name))
     return {row.resource: row.token_source for row in rows}
@@ -121,7 +121,7 @@ def _grant_replication(
 ) -> dict[str, tuple[str | None, str | None]]:
     """``{resource: (incarnation, replication)}`` of the last grants; PostgreSQL from fence schema 0.6
     (none when its lease table was dropped: ``check --db`` reports that)."""
-    if prefixes_tables(connection.dialect.name) or tuple(int(part) for part in schema_version.split(".")) < (0, 6):
+    if prefixes_tables(connection.dialect.name) or not version_at_least(schema_version, (0, 6)):
         return {}
     if "lease" not in installed_tables(connection, quoted_schema):
         return {}
@@ -162,7 +162,7 @@ def read_state(context: MigrationContext, schema: str) -> State:
     ]
     if _has_event_log(connection, schema, state.fence_schema_version):
         state.autocommit_leftovers = _autocommit_leftovers(connection, quoted, dialect, state.ledger)
-    if _at_least(state.fence_schema_version, (0, 4)):  # the guard came with fence schema 0.4
+    if version_at_least(state.fence_schema_version, (0, 4)):  # the guard came with fence schema 0.4
         state.tokenless_writes = guard_state(context, quoted)
     state.unrecorded = reconcile(context, state.heads, state.ledger)
     if tracks_dirty(dialect, state.fence_schema_version):
@@ -179,7 +179,7 @@ def read_state(context: MigrationContext, schema: str) -> State:
 
 def _has_event_log(connection: Connection, schema: str, version: str) -> bool:
     """The event log exists: installed from 0.2 on, and not dropped (`check --db` reports that)."""
-    if tuple(int(part) for part in version.split(".")) < (0, 2):
+    if not version_at_least(version, (0, 2)):
         return False
     if prefixes_tables(connection.dialect.name):
         return inspect(connection).has_table(f"{schema}_fence_event")
@@ -245,7 +245,3 @@ def applied_revisions(context: MigrationContext, heads: list[str]) -> set[str] |
         except Exception:  # noqa: BLE001 - alembic raises several resolution errors for a missing file
             return None
     return applied
-
-
-def _at_least(version: str, minimum: tuple[int, ...]) -> bool:
-    return tuple(int(part) for part in version.split(".")) >= minimum

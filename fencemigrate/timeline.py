@@ -12,7 +12,7 @@ from alembic.runtime.migration import MigrationContext
 
 from .durations import format_duration, parse_duration_ms
 from .errors import UsageError
-from .fence_schema import installed_version
+from .fence_schema import installed_version, version_at_least
 from .queries import query_dialect, statement
 
 _FIRST_VERSION_WITH_EVENTS = (0, 2)
@@ -89,7 +89,7 @@ def read_timeline(
     assert connection is not None
     quoted = context.dialect.identifier_preparer.quote(schema)
     version = installed_version(connection, quoted)
-    if version is None or tuple(int(part) for part in version.split(".")) < _FIRST_VERSION_WITH_EVENTS:
+    if version is None or not version_at_least(version, _FIRST_VERSION_WITH_EVENTS):
         return []
     rows = connection.execute(
         statement("timeline_events", quoted, connection.dialect.name),

@@ -10,8 +10,11 @@ prepend_sys_path = .
 # Separator for the path lists above (os = the operating system's own).
 path_separator = os
 
-# The database to migrate. Fencing needs PostgreSQL (transactional DDL).
-sqlalchemy.url = postgresql+psycopg://user:password@localhost/dbname
+# The database to migrate: a SQLite file next to this one to start with. Fencing works on
+# SQLite, PostgreSQL and MySQL/MariaDB, e.g.
+#   postgresql+psycopg://user:password@localhost/dbname
+#   mysql+pymysql://user:password@localhost/dbname
+sqlalchemy.url = sqlite:///%(here)s/database.sqlite
 
 # fencemigrate: the fenced resource name (default db/migrations) and the schema
 # the fence tables live in (default fencemigrate).

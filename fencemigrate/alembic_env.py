@@ -12,10 +12,11 @@ from types import ModuleType
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection
 
 from .config import configured_resource, fence_schema
-from .errors import FencemigrateError, TokenRequired
-from .runtime.environment import FENCED_RUN_ATTRIBUTE, translated_errors
+from .errors import FencemigrateError, NotTransactional, TokenRequired
+from .runtime.environment import FENCED_RUN_ATTRIBUTE, autocommits, translated_errors
 from .runtime.fenced_run import FencedRun
 from .runtime.outcome import RunOutcome
 from .runtime.settings import FenceSettings
@@ -44,8 +45,9 @@ def run_migrations(context: ModuleType | Any) -> None:
         return steps, []
 
     try:
+        _refuse_early_if_autocommit(migration_context)
         settings = FenceSettings(
-            token=parse_token(token) if token is not None else 1,
+            token=parse_token(token) if token is not None else 0,  # 0: no step gets past the planner
             holder=check_holder(x_arguments.get("fence_holder")),
             resource=check_resource(resource),
             schema=check_schema(fence_schema(context.config)),
@@ -58,3 +60,18 @@ def run_migrations(context: ModuleType | Any) -> None:
     except FencemigrateError as error:
         print(str(error) if error.status == "fenced" else f"fencemigrate: {error}", file=sys.stderr)
         raise SystemExit(error.exit_status) from None
+
+
+def _refuse_early_if_autocommit(context: MigrationContext) -> None:
+    """On a connection that commits every statement (SQLite without fencemigrate's transactional DDL,
+    ``AUTOCOMMIT``), the fenced run refuses every step, but Alembic would create its version table
+    (or purge it, for ``stamp --purge``) before the first one, for good: keep it from writing first."""
+    connection = context.connection
+    if context.as_sql or not isinstance(connection, Connection) or not autocommits(connection):
+        return
+    if context.purge:
+        raise NotTransactional(
+            "refusing to purge the version table: the connection env.py gave Alembic commits every "
+            "statement on its own, so no fence claim could share a transaction with it; nothing was written"
+        )
+    context.opts["dont_mutate"] = True

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
@@ -32,13 +33,14 @@ from .fence_schema import ensure_installed, installed_version, offline_install_s
 from .migration_role import check_grant_to, grant_to_migration_role
 from .resources import template_dir
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, run_env, translated_errors
+from .runtime.existing_databases import existing_sqlite_files_only
 from .runtime.fenced_run import HeadsMoved, Planner
 from .runtime.modes import check_mode
 from .runtime.precheck_run import PrecheckRun
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .runtime.resolve_run import ResolveOutcome, ResolveRun
 from .runtime.run_choice import ChosenRun, RunChoice
-from .runtime.outcome import RunOutcome
+from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, RunOutcome
 from .runtime.plans import NothingToDoProbe, downgrade_plan, reapply_plan, stamp_plan, upgrade_plan, upgrade_settled
 from .runtime.settings import FenceSettings
 from .state import State, read_state
@@ -213,7 +215,7 @@ def state(config: Config) -> State:
         found.append(read_state(context, schema))
         return []
 
-    _run_without_steps(config, read)
+    _run_without_steps(config, read, reads_only=True)
     if not found:
         raise FencemigrateError("env.py did not run the migration context; cannot read state")
     return found[0]
@@ -235,7 +237,7 @@ def timeline(config: Config, resource: str | None = None, since: str | None = No
         found.append(read_timeline(context, schema, name, start))
         return []
 
-    _run_without_steps(config, read)
+    _run_without_steps(config, read, reads_only=True)
     if not found:
         raise FencemigrateError("env.py did not run the migration context; cannot read the timeline")
     return found[0]
@@ -268,7 +270,7 @@ def check(
         found.append(read_snapshot(context, schema))
         return []
 
-    _run_without_steps(config, read)
+    _run_without_steps(config, read, reads_only=True)
     if not found:
         raise FencemigrateError("env.py did not run the migration context; cannot read the database")
     return run_check(directory, rules, settings, found[0])
@@ -337,7 +339,8 @@ def lease_release(
 def lease_status(config: Config, *, resource: str | None = None, lease_url: str | None = None) -> LeaseStatus:
     """The lease of ``resource`` as the lease service's clock sees it now."""
     name = _lease_resource(config, resource)
-    return _with_lease_backend(config, lease_url, lambda backend: backend.status(name))[0]
+    with existing_sqlite_files_only():  # a read: never creates a missing SQLite file
+        return _with_lease_backend(config, lease_url, lambda backend: backend.status(name))[0]
 
 
 def lease_detach(config: Config, *, resource: str | None = None, lease_url: str | None = None) -> LeaseStatus:
@@ -421,22 +424,22 @@ def demo(url: str | None, say: Callable[[str], None]) -> DemoResult:
 
 def current(config: Config, verbose: bool = False) -> None:
     """As ``alembic current``."""
-    _alembic(alembic_command.current, config, verbose=verbose)
+    _alembic_read(alembic_command.current, config, verbose=verbose)
 
 
 def heads(config: Config, verbose: bool = False) -> None:
     """As ``alembic heads``."""
-    _alembic(alembic_command.heads, config, verbose=verbose)
+    _alembic_read(alembic_command.heads, config, verbose=verbose)
 
 
 def history(config: Config, rev_range: str | None = None, verbose: bool = False) -> None:
     """As ``alembic history``."""
-    _alembic(alembic_command.history, config, rev_range=rev_range, verbose=verbose)
+    _alembic_read(alembic_command.history, config, rev_range=rev_range, verbose=verbose)
 
 
 def show(config: Config, revision: str) -> None:
     """As ``alembic show``."""
-    _alembic(alembic_command.show, config, revision)
+    _alembic_read(alembic_command.show, config, revision)
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -528,16 +531,23 @@ def _plan_and_run(
             assert context.connection is not None
             engines.append(lease_engine(context.connection.engine))
             chosen = run.choose(context)
-            if own_lease is not None:
-                # Runners that queue behind one doing the work stop waiting once nothing is left to do.
+            if own_lease is not None or isinstance(chosen, PrecheckRun):
+                # Nothing to do is decided from the heads read now, before any lease, lock or write;
+                # runners that queue behind one doing the work stop waiting once nothing is left.
                 probe = NothingToDoProbe(run.planner, context, settled=settled)
                 try:
-                    token = own_lease.acquire(lease_engine(context.connection.engine), probe)
+                    if probe.nothing_to_do_now():
+                        chosen.expect_nothing_to_do(context)
+                        outcome.no_lease = NOTHING_TO_DO if own_lease is not None else None
+                    elif own_lease is not None:
+                        token = own_lease.acquire(lease_engine(context.connection.engine), probe)
+                        if token is not None:
+                            chosen.use_token(token)
+                            outcome.leased = True
+                        else:
+                            outcome.no_lease = DONE_BY_ANOTHER_RUNNER
                 finally:
                     probe.close()
-                if token is not None:
-                    chosen.use_token(token)
-                    outcome.leased = True
             if isinstance(chosen, PrecheckRun):
                 chosen.connected(context)
 
@@ -713,11 +723,15 @@ def _run_without_steps(
     config: Config,
     fn: Callable[[tuple[str, ...], MigrationContext], list[Any]],
     on_connection: Callable[[MigrationContext], None] | None = None,
+    reads_only: bool = False,
 ) -> None:
+    """Run env.py with ``fn`` and no migration steps; with ``reads_only``, a missing SQLite file is
+    an error, not created."""
     script = _script_directory(config)
     config.attributes[FENCED_RUN_ATTRIBUTE] = fn
     try:
-        run_env(config, script, fn, dont_mutate=True, on_connection=on_connection)
+        with existing_sqlite_files_only() if reads_only else nullcontext():
+            run_env(config, script, fn, dont_mutate=True, on_connection=on_connection)
     finally:
         config.attributes.pop(FENCED_RUN_ATTRIBUTE, None)
 
@@ -773,3 +787,9 @@ def _split_range(revision: str, sql: bool, command: str) -> tuple[str | None, st
 def _alembic(fn: Callable[..., None], config: Config, *args: Any, **kw: Any) -> None:
     with translated_errors():
         fn(config, *args, **kw)
+
+
+def _alembic_read(fn: Callable[..., None], config: Config, *args: Any, **kw: Any) -> None:
+    """An Alembic command that only reads: it never creates a missing SQLite file."""
+    with existing_sqlite_files_only():
+        _alembic(fn, config, *args, **kw)

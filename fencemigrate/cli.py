@@ -23,7 +23,7 @@ from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .process_exit import exit_process
 from .runtime.modes import MODES, PRECHECK
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
-from .runtime.outcome import RunOutcome
+from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, RunOutcome
 from .scrub import scrub_secrets
 from .state import State
 from .stop_signals import Stopped, stop_on_signals
@@ -462,7 +462,9 @@ def _outcome_text(outcome: RunOutcome) -> str:
         f"{outcome.command} {'written as SQL' if outcome.offline else 'done'}: resource {outcome.resource}, "
         f"token {outcome.token if outcome.token is not None else '(none)'}, holder {outcome.holder}"
     ]
-    if outcome.token is None:
+    if outcome.no_lease == NOTHING_TO_DO:
+        lines.append("  no lease taken: there was nothing to do")
+    elif outcome.no_lease == DONE_BY_ANOTHER_RUNNER:
         lines.append("  no lease taken: another runner finished the work while this one waited for the lease")
     if outcome.leased and outcome.lease_note is None:
         lines.append("  the token came from a lease this run took, renewed while it worked and released")
@@ -471,7 +473,7 @@ def _outcome_text(outcome: RunOutcome) -> str:
             "  the token came from a lease this run took and renewed while it worked; "
             f"it was not released: {outcome.lease_note}"
         )
-    if outcome.mode == PRECHECK:
+    if outcome.mode == PRECHECK and outcome.steps:
         lines.append(
             "  pre-check mode: the fence was checked before each revision under the resource's named lock; "
             "each revision was marked before its DDL and settled after it (an unfinished one stays dirty)"

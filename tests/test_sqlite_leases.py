@@ -459,6 +459,7 @@ def test_a_run_queued_behind_a_migration_in_flight_leaves_without_the_lease(tmp_
     assert runner_a.returncode == 0, stderr_a
     assert runner_b.returncode == 0, stderr_b
     assert "  nothing to do" in stdout_b.splitlines()
+    assert "  no lease taken: another runner finished the work while this one waited for the lease" in stdout_b.splitlines()
     assert [(kind, holder) for kind, holder, _, _ in events(db)] == [
         ("GRANT", "agent-A"), ("APPLY", "agent-A"), ("RELEASE", "agent-A"),
     ]

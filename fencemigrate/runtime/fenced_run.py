@@ -22,7 +22,7 @@ from .ledger_writer import LedgerWriter
 from .offline_version_table import create_version_table_if_missing
 from .outcome import RunOutcome, StepOutcome
 from .settings import FenceSettings
-from .superseded_plans import plan_or_fenced
+from .superseded_plans import plan_or_fenced, refuse_if_superseded
 from .transaction_ends import TransactionEndWatch, ends_transaction_in_script
 
 
@@ -64,20 +64,28 @@ class FencedRun:
         self._claim_xact: int | None = None  # the current step's claim
         self._early: LedgerChange | None = None  # written with the claim, not yet settled
         self._step_revisions: tuple[str, ...] = ()  # the revisions of the step running now
+        self._idle = False  # nothing to do when env.py connected (see expect_nothing_to_do)
 
     def use_token(self, token: int) -> None:
         """Write under ``token`` (the run's own lease was granted it once env.py connected)."""
         self.settings = dataclasses.replace(self.settings, token=token)
         self.outcome.token = token
 
+    def expect_nothing_to_do(self, context: MigrationContext) -> None:
+        """The heads read when env.py connected left nothing to do: the run writes nothing."""
+        self._idle = True
+        context.opts["dont_mutate"] = True  # nor does Alembic create its version table if there is none
+
     # -- the function Alembic calls with the current heads ------------------------------
 
     def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         """Plan the steps, then hand Alembic fenced proxies of them."""
         steps, self._reapplied = plan_or_fenced(self.planner, self.settings, heads, context)
-        if steps and self.settings.token == 0:
-            # This run stopped waiting for its lease because nothing was left to do; now there is.
-            raise HeadsMoved("the database changed while this run waited for its lease; nothing was applied")
+        if steps and (self.settings.token == 0 or self._idle):
+            # This run took no lease because nothing was left to do; now there is: plan again.
+            raise HeadsMoved("the database changed since this run found nothing to do; nothing was applied")
+        if not steps:
+            refuse_if_superseded(self.settings, context)  # a stale token learns it, with nothing written
         self._planned_heads = sorted(heads)
         self.outcome.heads = sorted(heads)
         self._context = context

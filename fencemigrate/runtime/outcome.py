@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+NOTHING_TO_DO = "nothing_to_do"
+"""``RunOutcome.no_lease``: the heads read before the lease already had nothing left to do."""
+DONE_BY_ANOTHER_RUNNER = "done_by_another_runner"
+"""``RunOutcome.no_lease``: another runner finished the work while this one waited for the lease."""
+
 
 @dataclass(frozen=True)
 class StepOutcome:
@@ -31,7 +36,7 @@ class RunOutcome:
 
     command: str
     resource: str
-    token: int | None  # None: a run that took no lease because nothing was left to do
+    token: int | None  # None: a run that took no lease because nothing was left to do (no_lease says why)
     holder: str
     offline: bool = False
     steps: list[StepOutcome] = field(default_factory=list)
@@ -40,6 +45,7 @@ class RunOutcome:
     forced_single_transaction: bool = False
     leased: bool = False  # the token came from a lease this run took (and released) itself
     lease_note: str | None = None  # why that lease could not be released, if it could not
+    no_lease: str | None = None  # NOTHING_TO_DO or DONE_BY_ANOTHER_RUNNER: why a run without --token took none
     mode: str = "transactional"  # or "precheck": the fence was checked before each revision
     autocommitted: list[str] = field(default_factory=list)  # revisions whose autocommit block ran
 
@@ -58,5 +64,6 @@ class RunOutcome:
             "forced_single_transaction": self.forced_single_transaction,
             "leased": self.leased,
             "lease_note": self.lease_note,
+            "no_lease": self.no_lease,
             "mode": self.mode,
         }

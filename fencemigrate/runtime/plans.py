@@ -9,7 +9,7 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..errors import UsageError
+from ..errors import FencemigrateError, UsageError
 from .connections import close
 from .declared_heads import declared_heads, has_revision_files
 from .fenced_run import Planner
@@ -17,7 +17,8 @@ from .ledger_changes import covered
 
 
 class NothingToDoProbe:
-    """Answers "is there nothing left to do?" while a run waits for its lease, as often as asked.
+    """Answers "is there nothing left to do?" before a run takes its lease (or, in pre-check mode,
+    the named lock), and while it waits for the lease, as often as asked.
 
     Reads the heads on one autocommit connection of its own, kept for the whole wait (never the
     migration's connection, whose transaction env.py has yet to begin; never taking SQLite's
@@ -37,6 +38,8 @@ class NothingToDoProbe:
         self._probe: MigrationContext | None = None
 
     def __call__(self) -> bool:
+        if self._context.purge:
+            return False  # stamp --purge rewrites the version table whatever its heads
         try:
             if self._probe is None:
                 connection = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
@@ -52,6 +55,15 @@ class NothingToDoProbe:
         if settled is not None:
             return settled
         return not self._plan(tuple(heads), self._context)[0]
+
+    def nothing_to_do_now(self) -> bool:
+        """The first question, before anything is written: True only when the plan from the heads
+        read now has no steps. A command the plan refuses is not answered here: the run goes on as
+        with work to do, and is refused as before."""
+        try:
+            return self()
+        except FencemigrateError:
+            return False
 
     def close(self) -> None:
         """Close the probe's connection (invalidated when its session is gone: :mod:`.connections`)."""

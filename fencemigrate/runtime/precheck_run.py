@@ -27,7 +27,7 @@ from ..fence_schema import ensure_installed
 from ..version_guard import guard_version_table
 from .fence_calls import FenceCalls, fence_calls_for
 from .fenced_run import HeadsMoved, Planner, step_direction
-from .superseded_plans import plan_or_fenced
+from .superseded_plans import plan_or_fenced, refuse_if_superseded
 from .fenced_step import FencedStep
 from .ledger_changes import ledger_change, script_sha256, version_table_name
 from .named_lock import NamedLock
@@ -65,18 +65,25 @@ class PrecheckRun:
         self._next_step: Any = None  # the step after the one running
         self._premarked: Any = None  # a step whose mark the previous step's transaction wrote
         self._guarded = False  # the version table's guard is on (or was allowed off on purpose)
+        self._idle = False  # nothing to do when env.py connected (see expect_nothing_to_do)
 
     def use_token(self, token: int) -> None:
         """Write under ``token`` (the run's own lease was granted it once env.py connected)."""
         self.settings = dataclasses.replace(self.settings, token=token)
         self.outcome.token = token
 
+    def expect_nothing_to_do(self, context: MigrationContext) -> None:
+        """The heads read when env.py connected left nothing to do: no fence schema, named lock or
+        claim; the run writes nothing."""
+        self._idle = True
+        context.opts["dont_mutate"] = True  # nor does Alembic create its version table if there is none
+
     # -- once env.py has connected, before Alembic touches the database -----------------------
 
     def connected(self, context: MigrationContext) -> None:
         """Named lock, fence schema, dirty check and the claim, committed on their own."""
-        if self.settings.token == 0:
-            return  # the run's lease found nothing left to do: it writes nothing
+        if self.settings.token == 0 or self._idle:
+            return  # nothing left to do: the run writes nothing
         connection = context.connection
         assert connection is not None
         self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
@@ -110,8 +117,10 @@ class PrecheckRun:
     def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> Iterator[Any]:
         """Plan the steps; each is checked and marked before Alembic begins it."""
         steps, _ = plan_or_fenced(self.planner, self.settings, heads, context)
-        if steps and self.settings.token == 0:
-            raise HeadsMoved("the database changed while this run waited for its lease; nothing was applied")
+        if steps and (self.settings.token == 0 or self._idle):
+            raise HeadsMoved("the database changed since this run found nothing to do; nothing was applied")
+        if not steps:
+            refuse_if_superseded(self.settings, context)  # a stale token learns it, with nothing written
         self.outcome.heads = sorted(heads)
         self._context = context
         context.on_version_apply_callbacks = (*context.on_version_apply_callbacks, self._note_heads)

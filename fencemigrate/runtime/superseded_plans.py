@@ -28,11 +28,13 @@ def plan_or_fenced(
     except TokenRequired:
         raise  # no token at all: the run's placeholder token says nothing about staleness
     except UsageError:
-        _refuse_if_superseded(settings, context)
+        refuse_if_superseded(settings, context)
         raise
 
 
-def _refuse_if_superseded(settings: FenceSettings, context: MigrationContext) -> None:
+def refuse_if_superseded(settings: FenceSettings, context: MigrationContext) -> None:
+    """FENCED when a token newer than the run's has written to its resource; reads only (also with
+    nothing to do, so that a stale token is told so without writing)."""
     connection = context.connection
     if settings.token <= 0 or context.as_sql or connection is None:
         return  # a token not known yet is the run's own, newest grant; a script cannot read the fence

@@ -44,6 +44,7 @@ RUN_KEYS = {
     "installed_fence_schema",
     "leased",
     "lease_note",
+    "no_lease",
     "forced_single_transaction",
     "mode",
 }
@@ -171,6 +172,7 @@ def test_upgrade_json_output(two: Project) -> None:
         "installed_fence_schema": True,
         "leased": False,
         "lease_note": None,
+        "no_lease": None,
         "forced_single_transaction": False,
         "mode": "transactional",
     }
@@ -219,6 +221,7 @@ def test_downgrade_text_and_json_output(two: Project) -> None:
         "installed_fence_schema": False,
         "leased": False,
         "lease_note": None,
+        "no_lease": None,
         "forced_single_transaction": False,
         "mode": "transactional",
     }

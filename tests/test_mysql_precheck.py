@@ -146,7 +146,7 @@ def finish(process: subprocess.Popen[str]) -> Result:
 def test_two_writers_are_serialised_by_the_named_lock(make_project: MakeProject, mysql_url: str) -> None:
     """A second writer waits for the first's named lock (busy after --wait), then finds the work done."""
     project = make_project(url=mysql_url)
-    project.add_revision("0001", None, extra_upgrade_code=SLOW_UPGRADE.format(seconds=3, table="slow"))
+    project.add_revision("0001", None, extra_upgrade_code=SLOW_UPGRADE.format(seconds=8, table="slow"))
     first = start(project, "upgrade", "head", "--token", "5", "--holder", "first")
     wait_for(lambda: lock_holder(mysql_url) is not None)
 
@@ -165,6 +165,8 @@ def test_two_writers_are_serialised_by_the_named_lock(make_project: MakeProject,
     assert "  nothing to do" in second.stdout.splitlines()
     assert ledger(mysql_url) == {"0001": (5, "first", "applied")}
     assert [event for event in events(mysql_url) if event[0] == "APPLY"] == [("APPLY", "first", 5, "0001")]
+    # The second connected while the first still worked (8 s): with work to do, it waited for the
+    # named lock and claimed; at head from the start it would have claimed nothing.
     assert fence_tokens(mysql_url) == {"db/migrations": 6}
 
 

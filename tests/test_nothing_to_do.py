@@ -315,3 +315,18 @@ def test_plain_alembic_with_a_token_on_a_fresh_sqlite_file_writes_nothing(tmp_pa
     shutil.copy(next(project.versions.glob("r01_*.py")), control.versions)
     control.run_alembic("-x", "fence_token=5", "upgrade", "head").check(0)
     assert tables(tmp_path / "control.sqlite") == ["alembic_version", "t01"]
+
+
+def test_a_dirty_revision_is_never_nothing_to_do(mariadb_url: str, make_project: MakeProject) -> None:
+    """Pre-check mode: a downgrade that failed midway leaves 0001 dirty with the version table still
+    at head. `upgrade head` reads that before deciding there is nothing to do: DIRTY (exit 5), no
+    lease taken (no GRANT), with or without --token."""
+    project = make_project(url=mariadb_url)
+    project.add_revision("0001", None, ["CREATE TABLE a (id int)"], ["DROP TABLE a", "DROP TABLE missing_table"])
+    project.run_cli("upgrade", "head", "--token", "5", "--holder", HOLDER).check(0)
+    project.run_cli("downgrade", "base", "--token", "5", "--holder", HOLDER).check(1)
+    events = timeline(project)
+    for token in ((), ("--token", "5")):
+        result = project.run_cli("upgrade", "head", *token).check(5)
+        assert stderr_lines(result.stderr)[0].startswith("DIRTY: revision 0001"), result
+    assert timeline(project) == events

@@ -21,9 +21,9 @@ from typing import Any, Callable, Iterator
 from alembic.runtime.migration import MigrationContext, RevisionStep
 from sqlalchemy import Connection
 
-from ..dirty import refuse_if_dirty
+from ..dirty import refuse_if_dirty, tracks_dirty
 from ..errors import FencemigrateError
-from ..fence_schema import ensure_installed
+from ..fence_schema import ensure_installed, installed_version
 from ..version_guard import guard_version_table
 from .fence_calls import FenceCalls, fence_calls_for
 from .fenced_run import HeadsMoved, Planner, step_direction
@@ -82,11 +82,16 @@ class PrecheckRun:
 
     def connected(self, context: MigrationContext) -> None:
         """Named lock, fence schema, dirty check and the claim, committed on their own."""
-        if self.settings.token == 0 or self._idle:
-            return  # nothing left to do: the run writes nothing
         connection = context.connection
         assert connection is not None
         self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
+        if self._idle:
+            # Nothing to do, so nothing written; but a dirty revision is never "nothing to do" (a read).
+            if tracks_dirty(context.dialect.name, installed_version(connection, self._quoted_schema)):
+                refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
+            return
+        if self.settings.token == 0:
+            return  # another runner finished the work while this one waited for the lease
         self._external = connection.in_transaction()
         # Installed first: the named lock is a function of the fence schema on PostgreSQL. Concurrent
         # first runs install it once (an install lock of its own on both databases).

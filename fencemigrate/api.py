@@ -339,8 +339,7 @@ def lease_release(
 def lease_status(config: Config, *, resource: str | None = None, lease_url: str | None = None) -> LeaseStatus:
     """The lease of ``resource`` as the lease service's clock sees it now."""
     name = _lease_resource(config, resource)
-    with existing_sqlite_files_only():  # a read: never creates a missing SQLite file
-        return _with_lease_backend(config, lease_url, lambda backend: backend.status(name))[0]
+    return _with_lease_backend(config, lease_url, lambda backend: backend.status(name))[0]
 
 
 def lease_detach(config: Config, *, resource: str | None = None, lease_url: str | None = None) -> LeaseStatus:

@@ -6,9 +6,8 @@ without ``--token`` it takes no lease (no GRANT or RELEASE, the lease counter st
 fence schema and writes nothing, so it works on a read-only SQLite file as ``alembic upgrade head``
 does (the control). With ``--token`` it claims nothing either; a stale token is FENCED. When there
 is work after all by the time the run's transaction reads the heads, it plans again and does it
-under a lease. ``state``, ``timeline``, ``current``, ``check --db`` and ``lease status`` on a
-SQLite URL whose file does not exist fail (exit 1) and leave no file; plain ``alembic current``
-creates it (the control).
+under a lease. ``state``, ``timeline``, ``current`` and ``check --db`` on a SQLite URL whose file
+does not exist fail (exit 1) and leave no file; plain ``alembic current`` creates it (the control).
 """
 
 from __future__ import annotations
@@ -235,7 +234,7 @@ MISSING = "no SQLite database at {path}: read commands never create one; check s
 
 @pytest.mark.parametrize(
     "command",
-    [("state",), ("state", "--json"), ("timeline",), ("current",), ("check", "--db"), ("lease", "status")],
+    [("state",), ("state", "--json"), ("timeline",), ("current",), ("check", "--db")],
     ids=lambda command: "-".join(command),
 )
 def test_read_commands_on_a_missing_sqlite_file_create_none(

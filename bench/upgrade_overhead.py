@@ -13,7 +13,7 @@ Measures, in one run on one machine, against a real PostgreSQL server:
    be rejected when the next revision's DDL would take 5 s, against a successful
    run (token 11) through the same revision.
 3. Already at head (every deploy after the first): ``alembic upgrade head`` against
-   ``fencemigrate upgrade head`` (no token: it takes its own lease) on a database that is at
+   ``fencemigrate upgrade head`` (no token: with nothing to do it takes no lease) on a database that is at
    head, both finding nothing to do, runs alternated, median over N rounds.
 4. A summary block (Markdown) to paste into the project README.
 
@@ -74,7 +74,7 @@ ALEMBIC = "alembic"
 FM_COLD = "fencemigrate"
 FM_WARM = "fencemigrate (schema preinstalled)"
 SERIES = (ALEMBIC, FM_COLD, FM_WARM)
-FM_AT_HEAD = "fencemigrate (own lease)"
+FM_AT_HEAD = "fencemigrate (no token)"
 AT_HEAD_SERIES = (ALEMBIC, FM_AT_HEAD)
 
 
@@ -535,7 +535,7 @@ def at_head_line(at_head: ModeResult, revisions: int) -> str:
     return (
         f"Already at head, {revisions} revisions (every deploy after the first), median of "
         f"{len(s[ALEMBIC].seconds)} alternated runs: `alembic upgrade head` {s[ALEMBIC].median:.2f} s "
-        f"(CPU {s[ALEMBIC].cpu_median:.2f} s), `fencemigrate upgrade head` taking its own lease "
+        f"(CPU {s[ALEMBIC].cpu_median:.2f} s), `fencemigrate upgrade head` without --token "
         f"{s[FM_AT_HEAD].median:.2f} s (CPU {s[FM_AT_HEAD].cpu_median:.2f} s): ratio "
         f"{at_head.ratio(FM_AT_HEAD):.2f} (paired {at_head.paired_ratio(FM_AT_HEAD):.2f}, CPU "
         f"{at_head.cpu_ratio(FM_AT_HEAD):.2f}). Both find nothing to do; fencemigrate reads the heads the "

@@ -159,6 +159,7 @@ def test_unmodified_env_is_fenced(
         "installed_fence_schema": True,
         "leased": False,
         "lease_note": None,
+        "no_lease": None,
         "forced_single_transaction": False,
         "mode": "transactional",
     }

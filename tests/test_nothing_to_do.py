@@ -68,14 +68,17 @@ def database(request: pytest.FixtureRequest, make_project: MakeProject, tmp_path
 
 
 def as_json(result: Result) -> Any:
+    """The one JSON object a command printed."""
     return json.loads(result.stdout)
 
 
 def timeline(project: Project) -> list[dict[str, Any]]:
+    """Every logged event, from `timeline --json`."""
     return list(as_json(project.run_cli("timeline", "--json").check(0))["events"])
 
 
 def lease(project: Project) -> dict[str, Any]:
+    """The lease (holder, last token issued, fence token), from `lease status --json`."""
     return dict(as_json(project.run_cli("lease", "status", "--json").check(0))["lease"])
 
 
@@ -190,6 +193,7 @@ _PAUSE = """\
 
 
 def wait_for(path: Path, process: subprocess.Popen[str]) -> None:
+    """Wait until ``process`` creates ``path`` (failing if it exits first, or after 60 s)."""
     deadline = time.monotonic() + 60
     while not path.exists():
         assert process.poll() is None, process.communicate()
@@ -229,7 +233,10 @@ def test_work_that_appears_after_nothing_to_do_is_done_under_a_lease(tmp_path: P
 # -- read commands never create a database --------------------------------------------------------
 
 
-MISSING = "no SQLite database at {path}: read commands never create one; check sqlalchemy.url (a fenced upgrade creates the file)"
+MISSING = (
+    "no SQLite database at {path}: read commands never create one; check sqlalchemy.url (a fenced upgrade "
+    "creates the file)"
+)
 
 
 @pytest.mark.parametrize(
@@ -271,6 +278,7 @@ def test_commands_that_do_not_connect_create_no_file(
 
 
 def tables(path: Path) -> list[str]:
+    """The tables of a SQLite file, sorted."""
     with closing(sqlite3.connect(path)) as connection:
         return sorted(row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
 
@@ -298,7 +306,9 @@ def test_init_defaults_to_a_sqlite_file_that_works_out_of_the_box(tmp_path: Path
     assert "t01" in tables(path) and sqlite_fence_installed(path)
 
 
-def test_plain_alembic_with_a_token_on_a_fresh_sqlite_file_writes_nothing(tmp_path: Path, make_project: MakeProject) -> None:
+def test_plain_alembic_with_a_token_on_a_fresh_sqlite_file_writes_nothing(
+    tmp_path: Path, make_project: MakeProject
+) -> None:
     """With a `fencemigrate init` env.py, plain `alembic -x fence_token=5 upgrade head` on a fresh
     SQLite file is refused (exit 1: pysqlite commits each statement on its own) before Alembic creates
     its version table; without a token, refused (exit 2) with nothing written either. The control:

@@ -242,6 +242,7 @@ def test_state_text_and_json(tmp_path: Path) -> None:
     """state reads heads, fences and the ledger from SQLite, before and after a fenced run."""
     project = make_sqlite_project(tmp_path)
     add_good(project, "0001", None, "t1")
+    (tmp_path / "db.sqlite").touch()  # an empty database: state never creates a missing file
     assert project.run_cli("state").check(0).stdout == (
         "heads: (none)\nfence schema: not installed (no fenced run has written here yet)\n"
     )

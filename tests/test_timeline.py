@@ -365,6 +365,10 @@ def sqlite_rows(project: Project, sql: str) -> list[tuple[Any, ...]]:
 
 def test_sqlite_timeline(sqlite_project: Project) -> None:
     project = sqlite_project
+    database = Path(project.url.removeprefix("sqlite:///"))
+    cli(project, "timeline").check(1)  # no such file: reading never creates it
+    assert not database.exists()
+    database.touch()  # an empty database
     assert cli(project, "timeline").check(0).stdout == "no events yet\n"
     assert sqlite_rows(project, "SELECT name FROM sqlite_master") == []  # nothing installed by reading
     cli(project, "upgrade", "0042", "--token", "1", "--holder", "agent-A").check(0)

@@ -47,7 +47,7 @@ from .validation import check_holder, check_resource, check_schema, parse_token
 from .version_guard import VersionTable, allow_tokenless_writes, forbid_tokenless_writes, guard_first_write
 
 if TYPE_CHECKING:  # `check` imports its rules only when it runs: every other command starts faster
-    from .check import CheckReport, DatabaseSnapshot
+    from .check import CheckReport
 
 _RELATIVE = re.compile(r"[+-]\d+$")
 _RELATIVE_TARGET = re.compile(r"(?:(?P<branch>.+?)@)?(?P<start>\w+)?(?P<steps>[+-]\d+)")  # as Alembic reads it
@@ -250,28 +250,24 @@ def check(
     """Lint the revision files for what breaks fencing or the next deploy; changes nothing.
 
     With ``db``, also compare them with the database, read through env.py: pending revisions,
-    checksum drift, revisions missing from the directory, the fence schema. ``select`` and
+    checksum drift, revisions missing from the directory, the fence schema, and (FM408, Alembic's
+    own ``check``) the models in env.py's ``target_metadata``, all in one env.py run. ``select`` and
     ``ignore`` take rule ids or names (a list, or one comma-separated string); an unknown one is a
     UsageError, raised before anything is read. Findings are in the report, never raised.
     """
-    from .check import read_directory, read_project_settings, read_snapshot, run_check, select_rules
+    from .check import ModelComparer, SnapshotReader, read_directory, read_project_settings, run_check, select_rules
 
     rules = select_rules(select, ignore, db)
     settings = read_project_settings(config)
-    directory = read_directory(_script_directory(config))
+    script = _script_directory(config)
+    directory = read_directory(script)
     if not db:
         return run_check(directory, rules, settings, None)
     schema = check_schema(fence_schema(config))
-    found: list[DatabaseSnapshot] = []
-
-    def read(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
-        found.append(read_snapshot(context, schema))
-        return []
-
-    _run_without_steps(config, read)
-    if not found:
-        raise FencemigrateError("env.py did not run the migration context; cannot read the database")
-    return run_check(directory, rules, settings, found[0])
+    models = ModelComparer(config, script, schema) if any(rule.needs_models for rule in rules) else None
+    reader = SnapshotReader(schema, models)
+    _run_without_steps(config, reader.read)
+    return run_check(directory, rules, settings, reader.snapshot())
 
 
 def lease_acquire(

@@ -219,7 +219,8 @@ class _RulesEpilogCommand(click.Command):
 
 @main.command(cls=_RulesEpilogCommand)
 @click.option("--db", is_flag=True, help="Also compare with the database, through env.py: pending revisions, "
-                                         "checksum drift, revisions missing here, the fence schema.")
+                                         "checksum drift, revisions missing here, the fence schema, and "
+                                         "the models (target_metadata) as `alembic check` does.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.option("--format", "output", type=click.Choice(["text", "github"]), default="text", show_default=True,
               help="text: a table; github: workflow annotations (::error file=...,line=...::message).")

@@ -16,6 +16,12 @@ from sqlalchemy.exc import CompileError
 from sqlalchemy.schema import ColumnCollectionConstraint, Constraint, DefaultClause, ForeignKeyConstraint
 from sqlalchemy.sql.elements import ClauseElement, TextClause
 
+_CONSTRAINT_KINDS = {
+    "UniqueConstraint": "unique constraint",
+    "CheckConstraint": "check constraint",
+    "PrimaryKeyConstraint": "primary key",
+}
+
 
 @dataclass(frozen=True)
 class ModelDifference:
@@ -101,8 +107,8 @@ def _constraint(operation: str, constraint: Constraint) -> ModelDifference:
         target = ", ".join(element.target_fullname for element in constraint.elements)
         what = f"foreign key {name} on {where} ({columns}) referencing {target}"
     else:
-        kind = type(constraint).__name__.removesuffix("Constraint").lower() or "constraint"
-        what = f"{kind} constraint {name} on {where}" + (f" ({columns})" if columns else "")
+        kind = _CONSTRAINT_KINDS.get(type(constraint).__name__, "constraint")
+        what = f"{kind} {name} on {where}" + (f" ({columns})" if columns else "")
     return _difference(operation, name, (table.schema, table.name), _present(operation, what))
 
 
@@ -140,7 +146,9 @@ def _default(default: Any) -> str:
     if default is None or default is False:
         return "no default"
     value = default.arg if isinstance(default, DefaultClause) else default
-    if isinstance(value, TextClause):
+    if isinstance(value, str):  # a model's server_default="text" is a string literal
+        value = "'" + value.replace("'", "''") + "'"
+    elif isinstance(value, TextClause):
         value = value.text
     elif isinstance(value, ClauseElement):
         value = str(value)

@@ -67,7 +67,8 @@ def process_revision_directives(context, revision, directives):
     for upgrade_ops in directives[0].upgrade_ops_list:
         for table_ops in upgrade_ops.ops:
             if hasattr(table_ops, "ops"):  # not a whole table (SQLite's fence tables, to drop)
-                table_ops.ops = [op for op in table_ops.ops if getattr(getattr(op, "column", None), "name", "") != "email"]
+                table_ops.ops = [op for op in table_ops.ops if getattr(op, "column", None) is None
+                                 or op.column.name != "email"]
 '''
 
 
@@ -87,7 +88,9 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(request.getfixturevalue("pg_url" if request.param == "postgresql" else "mariadb_url"))
 
 
-def model_project(make_project: MakeProject, url: str, models: str = MODELS, template: str | Path = "generic") -> Project:
+def model_project(
+    make_project: MakeProject, url: str, models: str = MODELS, template: str | Path = "generic"
+) -> Project:
     """A project whose env.py compares ``models.py`` (beside alembic.ini) with the database, and
     whose revision 0001 creates users without the email column."""
     project = make_project(template=template, url=url)
@@ -244,11 +247,14 @@ def test_each_difference_is_one_finding(make_project: MakeProject, url: str) -> 
     assert payload["errors"] == 6
 
 
-@pytest.mark.parametrize(("option", "code"), [("include_object", SKIP_EMAIL), ("process_revision_directives", DROP_EMAIL)])
+@pytest.mark.parametrize(
+    ("option", "code"), [("include_object", SKIP_EMAIL), ("process_revision_directives", DROP_EMAIL)]
+)
 def test_env_py_hooks_are_honoured(make_project: MakeProject, url: str, option: str, code: str) -> None:
     """The near miss: the column the database lacks is one env.py says to leave alone."""
     project = model_project(make_project, url)
-    project.edit_env("from models import metadata as target_metadata", "from models import metadata as target_metadata" + code)
+    models = "from models import metadata as target_metadata"
+    project.edit_env(models, models + code)
     project.set_env_option(option, option, raw=True)
     apply(project)
     assert application(alembic_check(project, 0 if url.startswith("postgresql") else 255)) == []
@@ -372,3 +378,11 @@ def test_defaults_constraints_keys_and_other_schemas_on_postgresql(make_project:
         "modify_default users.name: default 'nobody'::character varying in the database, default 'anonymous' "
         "in the models",
     ]
+
+
+def test_the_async_template_is_compared_too(make_project: MakeProject, pg_url: str) -> None:
+    """Alembic's ``async`` env.py runs the migration context in ``run_sync``: FM408 compares there."""
+    project = model_project(make_project, pg_url, template="async")
+    apply(project)
+    assert alembic_check(project, 255) == ["add_column users.email"]
+    assert messages(check_json(project, code=1)) == [("FM408", None, EMAIL)]

@@ -75,7 +75,8 @@ class ModelComparer:
         if self._dialect is None:
             return ModelComparison((), self._not_compared)
         scripts = self._revision_context.generated_revisions  # process_revision_directives may empty it
-        diffs = [diff for upgrade_ops in scripts[-1].upgrade_ops_list for diff in upgrade_ops.as_diffs()] if scripts else []
+        upgrade_ops_list = scripts[-1].upgrade_ops_list if scripts else []
+        diffs = [diff for upgrade_ops in upgrade_ops_list for diff in upgrade_ops.as_diffs()]
         described = (describe(diff, self._dialect) for diff in _flattened(diffs))
         kept = [item for item in described if item.table not in self._fence_tables]
         return ModelComparison(tuple(sorted(kept, key=_order)))

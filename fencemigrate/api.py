@@ -31,6 +31,9 @@ from .demo import DemoResult, run_demo
 from .fence_schema import ensure_installed, installed_version, offline_install_script
 from .migration_role import check_grant_to, grant_to_migration_role
 from .resources import template_dir
+from .revision_listing import (
+    RevisionListing, current_listing, heads_listing, history_listing, needs_database, show_listing,
+)
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, run_env, translated_errors
 from .runtime.fenced_run import HeadsMoved, Planner
 from .runtime.modes import check_mode
@@ -140,9 +143,16 @@ def stamp(
     sql: bool = False,
     tag: str | None = None,
     mode: str | None = None,
+    purge: bool = False,
     **lease: Any,
 ) -> RunOutcome:
-    """``alembic stamp``, fenced: the version table moves only under a valid claim."""
+    """``alembic stamp``, fenced: the version table moves only under a valid claim.
+
+    ``purge`` (as Alembic's): empty the version table first, whatever its rows name; fenced like
+    the stamp, and the ledger of the version table is emptied with it.
+    """
+    if purge and sql:
+        raise UsageError("Can't use --purge with --sql mode")
     targets = (revisions,) if isinstance(revisions, str) else tuple(revisions)
     start: str | None = None
     destinations: list[str] = []
@@ -152,8 +162,9 @@ def stamp(
             raise UsageError("stamp with --sql takes a single starting revision")
         start = first or start
         destinations.append(destination)
+    plan_for = partial(stamp_plan, purge_schema=check_schema(fence_schema(config))) if purge else stamp_plan
     return _fenced(
-        config, "stamp", tuple(destinations), stamp_plan, token, holder, resource, sql, tag, start,
+        config, "stamp", tuple(destinations), plan_for, token, holder, resource, sql, tag, start,
         mode=mode, lease=lease,
     )
 
@@ -415,24 +426,57 @@ def demo(url: str | None, say: Callable[[str], None]) -> DemoResult:
         return run_demo(url, say)
 
 
-def current(config: Config, verbose: bool = False) -> None:
-    """As ``alembic current``."""
-    _alembic(alembic_command.current, config, verbose=verbose)
+def current(
+    config: Config, check_heads: bool = False, verbose: bool = False, as_json: bool = False
+) -> RevisionListing | None:
+    """As ``alembic current`` (printed by Alembic); with ``as_json``, the listing instead."""
+    if not as_json:
+        _alembic(alembic_command.current, config, check_heads=check_heads, verbose=verbose)
+        return None
+    heads = _database_heads(config)
+    with translated_errors():
+        return current_listing(_script_directory(config), heads, check_heads)
 
 
-def heads(config: Config, verbose: bool = False) -> None:
-    """As ``alembic heads``."""
-    _alembic(alembic_command.heads, config, verbose=verbose)
+def heads(
+    config: Config, verbose: bool = False, resolve_dependencies: bool = False, as_json: bool = False
+) -> RevisionListing | None:
+    """As ``alembic heads`` (printed by Alembic); with ``as_json``, the listing instead."""
+    if not as_json:
+        _alembic(alembic_command.heads, config, verbose=verbose, resolve_dependencies=resolve_dependencies)
+        return None
+    with translated_errors():
+        return heads_listing(_script_directory(config), resolve_dependencies)
 
 
-def history(config: Config, rev_range: str | None = None, verbose: bool = False) -> None:
-    """As ``alembic history``."""
-    _alembic(alembic_command.history, config, rev_range=rev_range, verbose=verbose)
+def history(
+    config: Config,
+    rev_range: str | None = None,
+    verbose: bool = False,
+    indicate_current: bool = False,
+    as_json: bool = False,
+) -> RevisionListing | None:
+    """As ``alembic history`` (printed by Alembic); with ``as_json``, the listing instead."""
+    if not as_json:
+        _alembic(
+            alembic_command.history, config, rev_range=rev_range, verbose=verbose, indicate_current=indicate_current
+        )
+        return None
+    with translated_errors():
+        read = needs_database(rev_range, indicate_current)
+    heads = _database_heads(config) if read else None
+    with translated_errors():
+        return history_listing(_script_directory(config), rev_range, heads, indicate_current)
 
 
-def show(config: Config, revision: str) -> None:
-    """As ``alembic show``."""
-    _alembic(alembic_command.show, config, revision)
+def show(config: Config, revision: str, as_json: bool = False) -> RevisionListing | None:
+    """As ``alembic show`` (printed by Alembic); with ``as_json``, the listing instead."""
+    if not as_json:
+        _alembic(alembic_command.show, config, revision)
+        return None
+    heads = _database_heads(config) if revision == "current" else None
+    with translated_errors():
+        return show_listing(_script_directory(config), revision, heads)
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -769,3 +813,17 @@ def _split_range(revision: str, sql: bool, command: str) -> tuple[str | None, st
 def _alembic(fn: Callable[..., None], config: Config, *args: Any, **kw: Any) -> None:
     with translated_errors():
         fn(config, *args, **kw)
+
+
+def _database_heads(config: Config) -> tuple[str, ...]:
+    """The version table's rows, read through env.py without creating the table."""
+    found: list[tuple[str, ...]] = []
+
+    def read(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
+        found.append(tuple(heads))
+        return []
+
+    _run_without_steps(config, read)
+    if not found:
+        raise FencemigrateError("env.py did not run the migration context; cannot read the current revision")
+    return found[0]

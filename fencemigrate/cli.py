@@ -24,6 +24,8 @@ from .process_exit import exit_process
 from .runtime.modes import MODES, PRECHECK
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .runtime.outcome import RunOutcome
+from .relative_revisions import RevisionArgumentsGroup
+from .revision_listing import RevisionListing
 from .scrub import scrub_secrets
 from .state import State
 from .stop_signals import Stopped, stop_on_signals
@@ -41,7 +43,7 @@ class _Context:
         return load_config(self.config_files, self.name, self.x_arguments)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=RevisionArgumentsGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-c", "--config", "config_files", multiple=True, metavar="FILE",
               help="Alembic config file (alembic.ini and/or pyproject.toml); default alembic.ini or $ALEMBIC_CONFIG.")
 @click.option("-n", "--name", default="alembic", show_default=True, help="Section of the ini file to use.")
@@ -151,6 +153,7 @@ def reapply(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> N
 @click.argument("revisions", nargs=-1, required=True)
 @_fence_options
 @_sql_option
+@click.option("--purge", is_flag=True, help="Empty the version table (and its ledger) before stamping, under the fence.")
 @click.pass_obj
 def stamp(obj: _Context, /, revisions: tuple[str, ...], as_json: bool, **options: Any) -> None:
     """Set the version table to REVISIONS without running migrations, under the fence."""
@@ -376,36 +379,44 @@ def demo(url: str | None) -> None:
 
 
 @main.command()
-@click.option("-v", "--verbose", is_flag=True)
+@click.option("-c", "--check-heads", is_flag=True,
+              help="Fail (exit 1) unless the database is on all head revisions, as Alembic's.")
+@click.option("-v", "--verbose", is_flag=True, help="Use more verbose output.")
+@_json_option
 @click.pass_obj
-def current(obj: _Context, verbose: bool) -> None:
-    """As alembic current."""
-    _guarded(False, lambda: api.current(obj.config(), verbose=verbose))
+def current(obj: _Context, /, as_json: bool, **options: bool) -> None:
+    """As alembic current: the database's revisions (read only; --json: one JSON object)."""
+    _listed(as_json, lambda: api.current(obj.config(), as_json=as_json, **options))
 
 
 @main.command()
-@click.option("-v", "--verbose", is_flag=True)
+@click.option("-v", "--verbose", is_flag=True, help="Use more verbose output.")
+@click.option("--resolve-dependencies", is_flag=True, help="Treat dependency versions as down revisions.")
+@_json_option
 @click.pass_obj
-def heads(obj: _Context, verbose: bool) -> None:
-    """As alembic heads."""
-    _guarded(False, lambda: api.heads(obj.config(), verbose=verbose))
+def heads(obj: _Context, /, as_json: bool, **options: bool) -> None:
+    """As alembic heads: the head revisions of the revision files (--json: one JSON object)."""
+    _listed(as_json, lambda: api.heads(obj.config(), as_json=as_json, **options))
 
 
 @main.command()
-@click.option("-r", "--rev-range", metavar="RANGE")
-@click.option("-v", "--verbose", is_flag=True)
+@click.option("-r", "--rev-range", metavar="RANGE", help="A revision range: [start]:[end], [start]: or :[end].")
+@click.option("-v", "--verbose", is_flag=True, help="Use more verbose output.")
+@click.option("-i", "--indicate-current", is_flag=True, help="Indicate the database's current revisions.")
+@_json_option
 @click.pass_obj
-def history(obj: _Context, rev_range: str | None, verbose: bool) -> None:
-    """As alembic history."""
-    _guarded(False, lambda: api.history(obj.config(), rev_range=rev_range, verbose=verbose))
+def history(obj: _Context, /, as_json: bool, **options: Any) -> None:
+    """As alembic history: the revisions, newest first (--json: one JSON object)."""
+    _listed(as_json, lambda: api.history(obj.config(), as_json=as_json, **options))
 
 
 @main.command()
-@click.argument("revision")
+@click.argument("rev")
+@_json_option
 @click.pass_obj
-def show(obj: _Context, revision: str) -> None:
-    """As alembic show."""
-    _guarded(False, lambda: api.show(obj.config(), revision))
+def show(obj: _Context, /, rev: str, as_json: bool) -> None:
+    """As alembic show: the revisions REV names ("current": the database's; --json: one JSON object)."""
+    _listed(as_json, lambda: api.show(obj.config(), rev, as_json=as_json))
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -418,6 +429,13 @@ def _run(as_json: bool, call: Callable[[], RunOutcome]) -> None:
         _print_json(outcome.as_json(), err=outcome.offline)
     else:
         click.echo(scrub_secrets(_outcome_text(outcome)), err=outcome.offline)
+
+
+def _listed(as_json: bool, call: Callable[[], RevisionListing | None]) -> None:
+    """Alembic has printed the text; print the JSON of ``--json``."""
+    listing = _guarded(as_json, call)
+    if listing is not None:
+        _print_json(listing.as_json())
 
 
 def _guarded(as_json: bool, call: Callable[[], Any]) -> Any:

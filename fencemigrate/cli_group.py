@@ -14,13 +14,13 @@ from .scrub import scrub_secrets
 
 EXIT_STATUSES = (
     ("0", "success"),
-    ("1", "error: the database refused or was unreachable, a revision failed, nothing was applied"),
-    ("2", "bad usage: bad option, token, revision, resource, TTL or config; nothing was changed"),
-    ("3", "FENCED or lease lost: not transient; re-read the state (fencemigrate state) and re-plan"),
-    ("4", "lease busy: another live holder has the lease; transient, try again later"),
-    ("5", "dirty: a revision pre-check mode started never finished; settle it with fencemigrate resolve"),
-    ("130", "stopped by SIGINT: the transaction in flight rolled back, the lease released"),
-    ("143", "stopped by SIGTERM: the transaction in flight rolled back, the lease released"),
+    ("1", "error: the database refused or was unreachable, or a revision failed"),
+    ("2", "bad usage: unknown option, bad token, unknown revision, bad config"),
+    ("3", "FENCED or lease lost: not transient; re-read the state and re-plan"),
+    ("4", "lease busy: another live holder has the lease; try again later"),
+    ("5", "dirty: a pre-check revision never finished; see fencemigrate resolve"),
+    ("130", "stopped by SIGINT: rolled back, lease released"),
+    ("143", "stopped by SIGTERM: rolled back, lease released"),
 )
 
 

@@ -91,6 +91,7 @@ def version_files(project: Project) -> list[str]:
                      id="depends-on"),
         pytest.param(lambda p: ["revision", "-m", "o", "--rev-id", "o1", "--version-path", str(p.script_dir / "other")],
                      id="version-path"),
+        pytest.param(lambda p: ["revision", "-m", "e", "--rev-id", "e1", "--sql"], id="revision-environment-sql"),
     ],
 )
 def test_revision_writes_the_file_alembic_writes(
@@ -103,9 +104,11 @@ def test_revision_writes_the_file_alembic_writes(
             (project.script_dir / "other").mkdir()
             project.set_ini_option("version_locations", f"{project.versions} {project.script_dir / 'other'}")
             project.set_ini_option("path_separator", "space")
+        if "--sql" in args(project):
+            project.set_ini_option("revision_environment", "true")  # env.py runs, offline
     control, ours = same_files(alembic, fenced, args)
     assert ours.stdout == control.stdout.replace(str(alembic.path), str(fenced.path))
-    assert not (tmp_path / "fencemigrate.sqlite").exists()  # env.py did not even run
+    assert not (tmp_path / "fencemigrate.sqlite").exists()  # nothing connected to the database
 
 
 def test_revision_json_names_the_file(make_project: MakeProject, tmp_path: Path) -> None:

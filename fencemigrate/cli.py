@@ -450,9 +450,9 @@ def show(obj: _Context, revision: str) -> None:
 def revision(obj: _Context, /, as_json: bool, depends_on: tuple[str, ...], **options: Any) -> None:
     """Create a new revision file, as alembic revision.
 
-    Writes files only, so, as with alembic, it takes no token and no lease: only upgrade, downgrade
-    and stamp change the database, and they are fenced. With --autogenerate env.py reads the
-    database (a fence-aware env.py too, without -x fence_token) and nothing is written to it.
+    Writes files only, so, as with alembic, it takes no token and no lease: a revision reaches the
+    database only through upgrade, which is fenced. With --autogenerate env.py reads the database
+    (a fence-aware env.py too, without -x fence_token) and nothing is written to it.
     """
     written = _authoring(as_json, lambda: api.revision(obj.config(), depends_on=depends_on or None, **options),
                          stdout_owned=options["sql"])

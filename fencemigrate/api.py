@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from alembic import command as alembic_command
@@ -27,10 +26,13 @@ from .events import log_event
 from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, lease_engine, open_backend
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .leases.runner import RunnerLease
+from .authoring import BranchPoint, WrittenRevision, branch_points, new_revisions, open_in_editor, revision_files
+from .authoring import merge as authoring_merge
 from .demo import DemoResult, run_demo
+from .ensure_version import EnsuredVersionTable, ensure_version_table
+from .install_outcome import InstallOutcome
 from .fence_schema import ensure_installed, installed_version, offline_install_script
 from .migration_role import check_grant_to, grant_to_migration_role
-from .resources import template_dir
 from .revision_listing import (
     RevisionListing, current_listing, heads_listing, history_listing, needs_database, show_listing,
 )
@@ -45,6 +47,7 @@ from .runtime.outcome import RunOutcome
 from .runtime.plans import NothingToDoProbe, downgrade_plan, reapply_plan, stamp_plan, upgrade_plan, upgrade_settled
 from .runtime.settings import FenceSettings
 from .state import State, read_state
+from .templates import FENCE_AWARE, InitOutcome, Template, available_templates, init_environment
 from .timeline import Event, parse_since, read_timeline
 from .validation import check_holder, check_resource, check_schema, parse_token
 from .version_guard import VersionTable, allow_tokenless_writes, forbid_tokenless_writes, guard_first_write
@@ -356,11 +359,11 @@ def lease_detach(config: Config, *, resource: str | None = None, lease_url: str 
 
 def install(
     config: Config, sql: bool = False, grant_to: str | None = None, tokenless_writes: str | None = None
-) -> str:
+) -> InstallOutcome:
     """Install the fence schema through env.py's connection, put back the guard triggers of an
-    installed one that were dropped or disabled (one line each in the result), and guard Alembic's
+    installed one that were dropped or disabled (one line each in ``restored``), and guard Alembic's
     version table (created empty when it does not exist yet, so that plain Alembic's first write is
-    refused too); with ``sql``, return the script instead, for the database
+    refused too); with ``sql``, return the script instead (``sql`` of the outcome), for the database
     ``sqlalchemy.url`` names (PostgreSQL's unless it names SQLite or MySQL/MariaDB).
 
     ``grant_to`` (PostgreSQL): the role that runs migrations, granted what they need in the fence
@@ -376,47 +379,123 @@ def install(
     if sql:
         if tokenless_writes is not None:
             raise UsageError("--allow-tokenless-writes and --forbid-tokenless-writes change a database: not with --sql")
-        return offline_install_script(configured_backend(config), schema)
-    outcome: list[str] = []
+        return InstallOutcome(sql=offline_install_script(configured_backend(config), schema))
+    outcome = InstallOutcome()
 
     def do_install(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         assert context.connection is not None
         quoted = context.dialect.identifier_preparer.quote(schema)
         with context.begin_transaction(_per_migration=True):
-            if ensure_installed(context.connection, quoted):
-                outcome.append("installed")
-            else:
+            outcome.installed = ensure_installed(context.connection, quoted)
+            if not outcome.installed:
                 version = installed_version(context.connection, quoted)
                 assert version is not None
-                outcome.extend(["already installed", *restore_guards(context.connection, quoted, version)])
+                outcome.restored = restore_guards(context.connection, quoted, version)
             if tokenless_writes == "allow":
                 allow_tokenless_writes(context, quoted)
-                outcome[0] += "; writes to the version table without a fencing token are allowed (opted out)"
+                outcome.tokenless_writes = "allowed"
             else:
                 if tokenless_writes == "forbid":
                     forbid_tokenless_writes(context, quoted)
-                    outcome[0] += "; writes to the version table without a fencing token are refused"
+                    outcome.tokenless_writes = "refused"
                 guard_first_write(context, quoted)
             if grant_to is not None:
-                outcome.append(grant_to_migration_role(
-                    context.connection, quoted, grant_to, VersionTable.of(context).relation(context)))
+                outcome.granted = grant_to_migration_role(
+                    context.connection, quoted, grant_to, VersionTable.of(context).relation(context))
         return []
 
     _run_without_steps(config, do_install)
-    return "\n".join(outcome)
+    return outcome
 
 
-def init(config: Config, directory: str) -> Path:
-    """Write a new Alembic environment whose env.py refuses to migrate without a fence token."""
-    target = Path(directory)
-    if target.exists() and any(target.iterdir()):
-        raise UsageError(f"directory {directory!r} exists and is not empty")
-    templates = _TemplateConfig(config.config_file_name, stdout=config.stdout)
-    try:
-        alembic_command.init(templates, directory, template=template_dir().name)
-    except CommandError as error:
-        raise UsageError(str(error)) from None
-    return target
+def init(config: Config, directory: str, template: str = FENCE_AWARE, package: bool = False) -> InitOutcome:
+    """Write a new Alembic environment in ``directory``: by default fencemigrate's, whose env.py
+    refuses to migrate without a fence token; ``template`` names one of Alembic's instead (see
+    :func:`list_templates`). ``package`` writes ``__init__.py`` files, as ``alembic init --package``.
+    Writes files only."""
+    return init_environment(config, directory, template, package)
+
+
+def list_templates() -> list[Template]:
+    """The templates ``init`` can write: fencemigrate's fence-aware one, then Alembic's."""
+    return available_templates()
+
+
+def revision(
+    config: Config,
+    message: str | None = None,
+    autogenerate: bool = False,
+    sql: bool = False,
+    head: str = "head",
+    splice: bool = False,
+    branch_label: str | Sequence[str] | None = None,
+    version_path: str | None = None,
+    rev_id: str | None = None,
+    depends_on: str | Sequence[str] | None = None,
+) -> list[WrittenRevision]:
+    """``alembic revision``: write a new revision file (the files written; one unless env.py's
+    ``process_revision_directives`` decides otherwise). With ``autogenerate``, env.py compares
+    the models with the database, as Alembic's does, but writes nothing to it. No token, no lease."""
+    script = _script_directory(config)
+    return new_revisions(
+        config, script, partial(_read_through_env, config, script),
+        message=message, autogenerate=autogenerate, sql=sql, head=head, splice=splice,
+        branch_label=branch_label, version_path=version_path, rev_id=rev_id, depends_on=depends_on,
+    )
+
+
+def merge(
+    config: Config,
+    revisions: Sequence[str],
+    message: str | None = None,
+    branch_label: str | Sequence[str] | None = None,
+    rev_id: str | None = None,
+    splice: bool = False,
+) -> WrittenRevision:
+    """``alembic merge``: write a revision merging ``revisions`` (two or more; ``heads`` for all).
+    No token, no lease."""
+    script = _script_directory(config)
+    return authoring_merge(
+        config, script, partial(_read_through_env, config, script), revisions,
+        message=message, branch_label=branch_label, rev_id=rev_id, splice=splice,
+    )
+
+
+def branches(config: Config, verbose: bool = False) -> list[BranchPoint]:
+    """``alembic branches``: the revisions with more than one child."""
+    return branch_points(_script_directory(config), verbose)
+
+
+def edit(config: Config, rev: str) -> list[str]:
+    """``alembic edit``: open the files of ``rev`` (``current``: the database's) in ``$EDITOR``;
+    the paths opened."""
+    script = _script_directory(config)
+    if rev == "current":
+        heads = _database_heads(config)
+        if not heads:
+            raise UsageError("No current revisions")
+        paths = [path for head in heads for path in revision_files(script, head)]
+    else:
+        paths = revision_files(script, rev)
+    open_in_editor(paths)
+    return paths
+
+
+def ensure_version(config: Config, sql: bool = False) -> EnsuredVersionTable:
+    """``alembic ensure_version``: create the empty version table when it is missing; on a fenced
+    database guard it in the same transaction, as :func:`install` does. No token: no version changes."""
+    schema = check_schema(fence_schema(config))
+    script = _script_directory(config)
+    found: list[EnsuredVersionTable] = []
+
+    def ensure(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
+        found.append(ensure_version_table(context, context.dialect.identifier_preparer.quote(schema)))
+        return []
+
+    _read_through_env(config, script, ensure, as_sql=sql)
+    if not found:
+        raise FencemigrateError("env.py did not run the migration context; no version table was created")
+    return found[0]
 
 
 def demo(url: str | None, say: Callable[[str], None]) -> DemoResult:
@@ -469,24 +548,17 @@ def history(
         return history_listing(_script_directory(config), rev_range, heads, indicate_current)
 
 
-def show(config: Config, revision: str, as_json: bool = False) -> RevisionListing | None:
+def show(config: Config, rev: str, as_json: bool = False) -> RevisionListing | None:
     """As ``alembic show`` (printed by Alembic); with ``as_json``, the listing instead."""
     if not as_json:
-        _alembic(alembic_command.show, config, revision)
+        _alembic(alembic_command.show, config, rev)
         return None
-    heads = _database_heads(config) if revision == "current" else None
+    heads = _database_heads(config) if rev == "current" else None
     with translated_errors():
-        return show_listing(_script_directory(config), revision, heads)
+        return show_listing(_script_directory(config), rev, heads)
 
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-class _TemplateConfig(Config):
-    """A Config whose template directory is fencemigrate's data directory."""
-
-    def get_template_directory(self) -> str:
-        return str(template_dir().parent)
 
 
 def _fenced(
@@ -749,17 +821,25 @@ def _required_holder(holder: str | None) -> str:
     return check_holder(holder)
 
 
+def _read_through_env(
+    config: Config, script: ScriptDirectory, fn: Callable[[tuple[str, ...], MigrationContext], list[Any]],
+    **context_options: Any,
+) -> None:
+    """Run env.py with ``fn`` and nothing to migrate: Alembic does not even create its version
+    table (a fence-aware env.py passes straight through)."""
+    config.attributes[FENCED_RUN_ATTRIBUTE] = fn
+    try:
+        run_env(config, script, fn, dont_mutate=True, **context_options)
+    finally:
+        config.attributes.pop(FENCED_RUN_ATTRIBUTE, None)
+
+
 def _run_without_steps(
     config: Config,
     fn: Callable[[tuple[str, ...], MigrationContext], list[Any]],
     on_connection: Callable[[MigrationContext], None] | None = None,
 ) -> None:
-    script = _script_directory(config)
-    config.attributes[FENCED_RUN_ATTRIBUTE] = fn
-    try:
-        run_env(config, script, fn, dont_mutate=True, on_connection=on_connection)
-    finally:
-        config.attributes.pop(FENCED_RUN_ATTRIBUTE, None)
+    _read_through_env(config, _script_directory(config), fn, on_connection=on_connection)
 
 
 def _script_directory(config: Config) -> ScriptDirectory:

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from alembic import command as alembic_command
@@ -28,10 +27,16 @@ from .events import log_event
 from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, lease_engine, open_backend
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .leases.runner import RunnerLease
+from .authoring import BranchPoint, WrittenRevision, branch_points, new_revisions, open_in_editor, revision_files
+from .authoring import merge as authoring_merge
 from .demo import DemoResult, run_demo
+from .ensure_version import EnsuredVersionTable, ensure_version_table
+from .install_outcome import InstallOutcome
 from .fence_schema import ensure_installed, installed_version, offline_install_script
 from .migration_role import check_grant_to, grant_to_migration_role
-from .resources import template_dir
+from .revision_listing import (
+    RevisionListing, current_listing, heads_listing, history_listing, needs_database, show_listing,
+)
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, run_env, translated_errors
 from .runtime.existing_databases import existing_sqlite_files_only
 from .runtime.fenced_run import HeadsMoved, Planner
@@ -44,12 +49,13 @@ from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, RunOutcome
 from .runtime.plans import NothingToDoProbe, downgrade_plan, reapply_plan, stamp_plan, upgrade_plan, upgrade_settled
 from .runtime.settings import FenceSettings
 from .state import State, read_state
+from .templates import FENCE_AWARE, InitOutcome, Template, available_templates, init_environment
 from .timeline import Event, parse_since, read_timeline
 from .validation import check_holder, check_resource, check_schema, parse_token
 from .version_guard import VersionTable, allow_tokenless_writes, forbid_tokenless_writes, guard_first_write
 
 if TYPE_CHECKING:  # `check` imports its rules only when it runs: every other command starts faster
-    from .check import CheckReport, DatabaseSnapshot
+    from .check import CheckReport
 
 _RELATIVE = re.compile(r"[+-]\d+$")
 _RELATIVE_TARGET = re.compile(r"(?:(?P<branch>.+?)@)?(?P<start>\w+)?(?P<steps>[+-]\d+)")  # as Alembic reads it
@@ -142,9 +148,16 @@ def stamp(
     sql: bool = False,
     tag: str | None = None,
     mode: str | None = None,
+    purge: bool = False,
     **lease: Any,
 ) -> RunOutcome:
-    """``alembic stamp``, fenced: the version table moves only under a valid claim."""
+    """``alembic stamp``, fenced: the version table moves only under a valid claim.
+
+    ``purge`` (as Alembic's): empty the version table first, whatever its rows name; fenced like
+    the stamp, and the ledger of the version table is emptied with it.
+    """
+    if purge and sql:
+        raise UsageError("Can't use --purge with --sql mode")
     targets = (revisions,) if isinstance(revisions, str) else tuple(revisions)
     start: str | None = None
     destinations: list[str] = []
@@ -154,8 +167,9 @@ def stamp(
             raise UsageError("stamp with --sql takes a single starting revision")
         start = first or start
         destinations.append(destination)
+    plan_for = partial(stamp_plan, purge_schema=check_schema(fence_schema(config))) if purge else stamp_plan
     return _fenced(
-        config, "stamp", tuple(destinations), stamp_plan, token, holder, resource, sql, tag, start,
+        config, "stamp", tuple(destinations), plan_for, token, holder, resource, sql, tag, start,
         mode=mode, lease=lease,
     )
 
@@ -252,28 +266,24 @@ def check(
     """Lint the revision files for what breaks fencing or the next deploy; changes nothing.
 
     With ``db``, also compare them with the database, read through env.py: pending revisions,
-    checksum drift, revisions missing from the directory, the fence schema. ``select`` and
+    checksum drift, revisions missing from the directory, the fence schema, and (FM408, Alembic's
+    own ``check``) the models in env.py's ``target_metadata``, all in one env.py run. ``select`` and
     ``ignore`` take rule ids or names (a list, or one comma-separated string); an unknown one is a
     UsageError, raised before anything is read. Findings are in the report, never raised.
     """
-    from .check import read_directory, read_project_settings, read_snapshot, run_check, select_rules
+    from .check import ModelComparer, SnapshotReader, read_directory, read_project_settings, run_check, select_rules
 
     rules = select_rules(select, ignore, db)
     settings = read_project_settings(config)
-    directory = read_directory(_script_directory(config))
+    script = _script_directory(config)
+    directory = read_directory(script)
     if not db:
         return run_check(directory, rules, settings, None)
     schema = check_schema(fence_schema(config))
-    found: list[DatabaseSnapshot] = []
-
-    def read(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
-        found.append(read_snapshot(context, schema))
-        return []
-
-    _run_without_steps(config, read, reads_only=True)
-    if not found:
-        raise FencemigrateError("env.py did not run the migration context; cannot read the database")
-    return run_check(directory, rules, settings, found[0])
+    models = ModelComparer(config, script, schema) if any(rule.needs_models for rule in rules) else None
+    reader = SnapshotReader(schema, models)
+    _run_without_steps(config, reader.read, reads_only=True)
+    return run_check(directory, rules, settings, reader.snapshot())
 
 
 def lease_acquire(
@@ -351,11 +361,11 @@ def lease_detach(config: Config, *, resource: str | None = None, lease_url: str 
 
 def install(
     config: Config, sql: bool = False, grant_to: str | None = None, tokenless_writes: str | None = None
-) -> str:
+) -> InstallOutcome:
     """Install the fence schema through env.py's connection, put back the guard triggers of an
-    installed one that were dropped or disabled (one line each in the result), and guard Alembic's
+    installed one that were dropped or disabled (one line each in ``restored``), and guard Alembic's
     version table (created empty when it does not exist yet, so that plain Alembic's first write is
-    refused too); with ``sql``, return the script instead, for the database
+    refused too); with ``sql``, return the script instead (``sql`` of the outcome), for the database
     ``sqlalchemy.url`` names (PostgreSQL's unless it names SQLite or MySQL/MariaDB).
 
     ``grant_to`` (PostgreSQL): the role that runs migrations, granted what they need in the fence
@@ -371,47 +381,123 @@ def install(
     if sql:
         if tokenless_writes is not None:
             raise UsageError("--allow-tokenless-writes and --forbid-tokenless-writes change a database: not with --sql")
-        return offline_install_script(configured_backend(config), schema)
-    outcome: list[str] = []
+        return InstallOutcome(sql=offline_install_script(configured_backend(config), schema))
+    outcome = InstallOutcome()
 
     def do_install(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         assert context.connection is not None
         quoted = context.dialect.identifier_preparer.quote(schema)
         with context.begin_transaction(_per_migration=True):
-            if ensure_installed(context.connection, quoted):
-                outcome.append("installed")
-            else:
+            outcome.installed = ensure_installed(context.connection, quoted)
+            if not outcome.installed:
                 version = installed_version(context.connection, quoted)
                 assert version is not None
-                outcome.extend(["already installed", *restore_guards(context.connection, quoted, version)])
+                outcome.restored = restore_guards(context.connection, quoted, version)
             if tokenless_writes == "allow":
                 allow_tokenless_writes(context, quoted)
-                outcome[0] += "; writes to the version table without a fencing token are allowed (opted out)"
+                outcome.tokenless_writes = "allowed"
             else:
                 if tokenless_writes == "forbid":
                     forbid_tokenless_writes(context, quoted)
-                    outcome[0] += "; writes to the version table without a fencing token are refused"
+                    outcome.tokenless_writes = "refused"
                 guard_first_write(context, quoted)
             if grant_to is not None:
-                outcome.append(grant_to_migration_role(
-                    context.connection, quoted, grant_to, VersionTable.of(context).relation(context)))
+                outcome.granted = grant_to_migration_role(
+                    context.connection, quoted, grant_to, VersionTable.of(context).relation(context))
         return []
 
     _run_without_steps(config, do_install)
-    return "\n".join(outcome)
+    return outcome
 
 
-def init(config: Config, directory: str) -> Path:
-    """Write a new Alembic environment whose env.py refuses to migrate without a fence token."""
-    target = Path(directory)
-    if target.exists() and any(target.iterdir()):
-        raise UsageError(f"directory {directory!r} exists and is not empty")
-    templates = _TemplateConfig(config.config_file_name, stdout=config.stdout)
-    try:
-        alembic_command.init(templates, directory, template=template_dir().name)
-    except CommandError as error:
-        raise UsageError(str(error)) from None
-    return target
+def init(config: Config, directory: str, template: str = FENCE_AWARE, package: bool = False) -> InitOutcome:
+    """Write a new Alembic environment in ``directory``: by default fencemigrate's, whose env.py
+    refuses to migrate without a fence token; ``template`` names one of Alembic's instead (see
+    :func:`list_templates`). ``package`` writes ``__init__.py`` files, as ``alembic init --package``.
+    Writes files only."""
+    return init_environment(config, directory, template, package)
+
+
+def list_templates() -> list[Template]:
+    """The templates ``init`` can write: fencemigrate's fence-aware one, then Alembic's."""
+    return available_templates()
+
+
+def revision(
+    config: Config,
+    message: str | None = None,
+    autogenerate: bool = False,
+    sql: bool = False,
+    head: str = "head",
+    splice: bool = False,
+    branch_label: str | Sequence[str] | None = None,
+    version_path: str | None = None,
+    rev_id: str | None = None,
+    depends_on: str | Sequence[str] | None = None,
+) -> list[WrittenRevision]:
+    """``alembic revision``: write a new revision file (the files written; one unless env.py's
+    ``process_revision_directives`` decides otherwise). With ``autogenerate``, env.py compares
+    the models with the database, as Alembic's does, but writes nothing to it. No token, no lease."""
+    script = _script_directory(config)
+    return new_revisions(
+        config, script, partial(_read_through_env, config, script),
+        message=message, autogenerate=autogenerate, sql=sql, head=head, splice=splice,
+        branch_label=branch_label, version_path=version_path, rev_id=rev_id, depends_on=depends_on,
+    )
+
+
+def merge(
+    config: Config,
+    revisions: Sequence[str],
+    message: str | None = None,
+    branch_label: str | Sequence[str] | None = None,
+    rev_id: str | None = None,
+    splice: bool = False,
+) -> WrittenRevision:
+    """``alembic merge``: write a revision merging ``revisions`` (two or more; ``heads`` for all).
+    No token, no lease."""
+    script = _script_directory(config)
+    return authoring_merge(
+        config, script, partial(_read_through_env, config, script), revisions,
+        message=message, branch_label=branch_label, rev_id=rev_id, splice=splice,
+    )
+
+
+def branches(config: Config, verbose: bool = False) -> list[BranchPoint]:
+    """``alembic branches``: the revisions with more than one child."""
+    return branch_points(_script_directory(config), verbose)
+
+
+def edit(config: Config, rev: str) -> list[str]:
+    """``alembic edit``: open the files of ``rev`` (``current``: the database's) in ``$EDITOR``;
+    the paths opened."""
+    script = _script_directory(config)
+    if rev == "current":
+        heads = _database_heads(config)
+        if not heads:
+            raise UsageError("No current revisions")
+        paths = [path for head in heads for path in revision_files(script, head)]
+    else:
+        paths = revision_files(script, rev)
+    open_in_editor(paths)
+    return paths
+
+
+def ensure_version(config: Config, sql: bool = False) -> EnsuredVersionTable:
+    """``alembic ensure_version``: create the empty version table when it is missing; on a fenced
+    database guard it in the same transaction, as :func:`install` does. No token: no version changes."""
+    schema = check_schema(fence_schema(config))
+    script = _script_directory(config)
+    found: list[EnsuredVersionTable] = []
+
+    def ensure(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
+        found.append(ensure_version_table(context, context.dialect.identifier_preparer.quote(schema)))
+        return []
+
+    _read_through_env(config, script, ensure, as_sql=sql)
+    if not found:
+        raise FencemigrateError("env.py did not run the migration context; no version table was created")
+    return found[0]
 
 
 def demo(url: str | None, say: Callable[[str], None]) -> DemoResult:
@@ -421,34 +507,60 @@ def demo(url: str | None, say: Callable[[str], None]) -> DemoResult:
         return run_demo(url, say)
 
 
-def current(config: Config, verbose: bool = False) -> None:
-    """As ``alembic current``."""
-    _alembic_read(alembic_command.current, config, verbose=verbose)
+def current(
+    config: Config, check_heads: bool = False, verbose: bool = False, as_json: bool = False
+) -> RevisionListing | None:
+    """As ``alembic current`` (printed by Alembic); with ``as_json``, the listing instead."""
+    if not as_json:
+        _alembic_read(alembic_command.current, config, check_heads=check_heads, verbose=verbose)
+        return None
+    heads = _database_heads(config)
+    with translated_errors():
+        return current_listing(_script_directory(config), heads, check_heads)
 
 
-def heads(config: Config, verbose: bool = False) -> None:
-    """As ``alembic heads``."""
-    _alembic_read(alembic_command.heads, config, verbose=verbose)
+def heads(
+    config: Config, verbose: bool = False, resolve_dependencies: bool = False, as_json: bool = False
+) -> RevisionListing | None:
+    """As ``alembic heads`` (printed by Alembic); with ``as_json``, the listing instead."""
+    if not as_json:
+        _alembic_read(alembic_command.heads, config, verbose=verbose, resolve_dependencies=resolve_dependencies)
+        return None
+    with translated_errors():
+        return heads_listing(_script_directory(config), resolve_dependencies)
 
 
-def history(config: Config, rev_range: str | None = None, verbose: bool = False) -> None:
-    """As ``alembic history``."""
-    _alembic_read(alembic_command.history, config, rev_range=rev_range, verbose=verbose)
+def history(
+    config: Config,
+    rev_range: str | None = None,
+    verbose: bool = False,
+    indicate_current: bool = False,
+    as_json: bool = False,
+) -> RevisionListing | None:
+    """As ``alembic history`` (printed by Alembic); with ``as_json``, the listing instead."""
+    if not as_json:
+        _alembic_read(
+            alembic_command.history, config, rev_range=rev_range, verbose=verbose, indicate_current=indicate_current
+        )
+        return None
+    with translated_errors():
+        read = needs_database(rev_range, indicate_current)
+    heads = _database_heads(config) if read else None
+    with translated_errors():
+        return history_listing(_script_directory(config), rev_range, heads, indicate_current)
 
 
-def show(config: Config, revision: str) -> None:
-    """As ``alembic show``."""
-    _alembic_read(alembic_command.show, config, revision)
+def show(config: Config, rev: str, as_json: bool = False) -> RevisionListing | None:
+    """As ``alembic show`` (printed by Alembic); with ``as_json``, the listing instead."""
+    if not as_json:
+        _alembic_read(alembic_command.show, config, rev)
+        return None
+    heads = _database_heads(config) if rev == "current" else None
+    with translated_errors():
+        return show_listing(_script_directory(config), rev, heads)
 
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-class _TemplateConfig(Config):
-    """A Config whose template directory is fencemigrate's data directory."""
-
-    def get_template_directory(self) -> str:
-        return str(template_dir().parent)
 
 
 def _fenced(
@@ -718,6 +830,19 @@ def _required_holder(holder: str | None) -> str:
     return check_holder(holder)
 
 
+def _read_through_env(
+    config: Config, script: ScriptDirectory, fn: Callable[[tuple[str, ...], MigrationContext], list[Any]],
+    **context_options: Any,
+) -> None:
+    """Run env.py with ``fn`` and nothing to migrate: Alembic does not even create its version
+    table (a fence-aware env.py passes straight through)."""
+    config.attributes[FENCED_RUN_ATTRIBUTE] = fn
+    try:
+        run_env(config, script, fn, dont_mutate=True, **context_options)
+    finally:
+        config.attributes.pop(FENCED_RUN_ATTRIBUTE, None)
+
+
 def _run_without_steps(
     config: Config,
     fn: Callable[[tuple[str, ...], MigrationContext], list[Any]],
@@ -726,13 +851,8 @@ def _run_without_steps(
 ) -> None:
     """Run env.py with ``fn`` and no migration steps; with ``reads_only``, a missing SQLite file is
     an error, not created."""
-    script = _script_directory(config)
-    config.attributes[FENCED_RUN_ATTRIBUTE] = fn
-    try:
-        with existing_sqlite_files_only() if reads_only else nullcontext():
-            run_env(config, script, fn, dont_mutate=True, on_connection=on_connection)
-    finally:
-        config.attributes.pop(FENCED_RUN_ATTRIBUTE, None)
+    with existing_sqlite_files_only() if reads_only else nullcontext():
+        _read_through_env(config, _script_directory(config), fn, on_connection=on_connection)
 
 
 def _script_directory(config: Config) -> ScriptDirectory:
@@ -792,3 +912,17 @@ def _alembic_read(fn: Callable[..., None], config: Config, *args: Any, **kw: Any
     """An Alembic command that only reads: it never creates a missing SQLite file."""
     with existing_sqlite_files_only():
         _alembic(fn, config, *args, **kw)
+
+
+def _database_heads(config: Config) -> tuple[str, ...]:
+    """The version table's rows, read through env.py without creating the table."""
+    found: list[tuple[str, ...]] = []
+
+    def read(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
+        found.append(tuple(heads))
+        return []
+
+    _run_without_steps(config, read, reads_only=True)
+    if not found:
+        raise FencemigrateError("env.py did not run the migration context; cannot read the current revision")
+    return found[0]

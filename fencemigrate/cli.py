@@ -7,15 +7,17 @@ Exit statuses: 0 success, 1 error, 2 bad usage, 3 FENCED or lease lost, 4 lease 
 from __future__ import annotations
 
 import configparser
+import contextlib
 import json
 import sys
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, NoReturn, TypeVar
 
 import click
 from alembic.config import Config
 
 from . import api
-from .config import config_error, load_config
+from .cli_group import CommandGroup, MainGroup
+from .config import config_error, init_config, load_config
 from .durations import format_duration
 from .errors import EXIT_ERROR, FencemigrateError, Interrupted, UsageError
 from .leases import Grant, LeaseStatus
@@ -24,8 +26,10 @@ from .process_exit import exit_process
 from .runtime.modes import MODES, PRECHECK
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, RunOutcome
+from .revision_listing import RevisionListing
 from .scrub import scrub_secrets
 from .state import State
+from .templates import FENCE_AWARE
 from .stop_signals import Stopped, stop_on_signals
 from .version_guard import ALLOWED, UNGUARDED
 from .timeline import timeline_lines
@@ -41,7 +45,7 @@ class _Context:
         return load_config(self.config_files, self.name, self.x_arguments)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=MainGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-c", "--config", "config_files", multiple=True, metavar="FILE",
               help="Alembic config file (alembic.ini and/or pyproject.toml); default alembic.ini or $ALEMBIC_CONFIG.")
 @click.option("-n", "--name", default="alembic", show_default=True, help="Section of the ini file to use.")
@@ -151,6 +155,7 @@ def reapply(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> N
 @click.argument("revisions", nargs=-1, required=True)
 @_fence_options
 @_sql_option
+@click.option("--purge", is_flag=True, help="Empty the version table (and its ledger) before stamping, under the fence.")
 @click.pass_obj
 def stamp(obj: _Context, /, revisions: tuple[str, ...], as_json: bool, **options: Any) -> None:
     """Set the version table to REVISIONS without running migrations, under the fence."""
@@ -219,7 +224,8 @@ class _RulesEpilogCommand(click.Command):
 
 @main.command(cls=_RulesEpilogCommand)
 @click.option("--db", is_flag=True, help="Also compare with the database, through env.py: pending revisions, "
-                                         "checksum drift, revisions missing here, the fence schema.")
+                                         "checksum drift, revisions missing here, the fence schema, and "
+                                         "the models (target_metadata) as `alembic check` does.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.option("--format", "output", type=click.Choice(["text", "github"]), default="text", show_default=True,
               help="text: a table; github: workflow annotations (::error file=...,line=...::message).")
@@ -240,7 +246,7 @@ def check(obj: _Context, /, db: bool, as_json: bool, output: str, **rules: str |
     sys.exit(report.exit_status)
 
 
-@main.group()
+@main.group(cls=CommandGroup)
 def lease() -> None:
     """Leases that issue fencing tokens: acquire, renew, release, status, detach."""
 
@@ -344,22 +350,45 @@ def lease_detach(obj: _Context, /, as_json: bool, **options: Any) -> None:
               "so no fenced run puts the guard back.")
 @click.option("--forbid-tokenless-writes", "tokenless_writes", flag_value="forbid",
               help="Opt back in: the database refuses version-table writes without a fencing token.")
+@_json_option
 @click.pass_obj
-def install(obj: _Context, sql: bool, grant_to: str | None, tokenless_writes: str | None) -> None:
+def install(obj: _Context, sql: bool, grant_to: str | None, tokenless_writes: str | None, as_json: bool) -> None:
     """Install the fence schema (done automatically on the first fenced run), put back its guard and
     guard the version table."""
-    click.echo(_guarded(False, lambda: api.install(
+    outcome = _guarded(as_json, lambda: api.install(
         obj.config(), sql=sql, grant_to=grant_to, tokenless_writes=tokenless_writes
-    )))
+    ))
+    if sql:
+        click.echo(outcome.text())
+    if as_json:
+        _print_json(outcome.as_json(), err=sql)
+    elif not sql:
+        click.echo(outcome.text())
 
 
 @main.command()
 @click.argument("directory")
+@click.option("-t", "--template", default=FENCE_AWARE, show_default=True, metavar="NAME",
+              help="fencemigrate (fence-aware env.py) or one of Alembic's templates: see list_templates.")
+@click.option("--package", is_flag=True, help="Write empty __init__.py files to the environment and versions/.")
+@_json_option
 @click.pass_obj
-def init(obj: _Context, directory: str) -> None:
-    """Create a new Alembic environment in DIRECTORY whose env.py is fence-aware."""
-    path = _guarded(False, lambda: api.init(_template_config(obj), directory))
-    click.echo(f"fence-aware Alembic environment written to {path}; edit sqlalchemy.url in alembic.ini")
+def init(obj: _Context, directory: str, template: str, package: bool, as_json: bool) -> None:
+    """Create a new Alembic environment in DIRECTORY, by default one whose env.py is fence-aware.
+
+    Writes files only: no token, no lease.
+    """
+    config = _guarded(as_json, lambda: init_config(obj.config_files, obj.name))
+    outcome = _authoring(as_json, lambda: api.init(config, directory, template=template, package=package))
+    if as_json:
+        _print_json(outcome.as_json())
+    elif outcome.fence_aware:
+        click.echo(f"fence-aware Alembic environment written to {directory}; edit sqlalchemy.url in alembic.ini")
+    else:
+        click.echo(
+            f"Alembic environment (template {template}) written to {directory}; edit sqlalchemy.url in alembic.ini; "
+            "its env.py is not fence-aware: plain alembic runs it without a token"
+        )
 
 
 @main.command()
@@ -375,36 +404,150 @@ def demo(url: str | None) -> None:
 
 
 @main.command()
-@click.option("-v", "--verbose", is_flag=True)
+@click.option("-c", "--check-heads", is_flag=True,
+              help="Fail (exit 1) unless the database is on all head revisions, as Alembic's.")
+@click.option("-v", "--verbose", is_flag=True, help="Use more verbose output.")
+@_json_option
 @click.pass_obj
-def current(obj: _Context, verbose: bool) -> None:
-    """As alembic current."""
-    _guarded(False, lambda: api.current(obj.config(), verbose=verbose))
+def current(obj: _Context, /, as_json: bool, **options: bool) -> None:
+    """As alembic current: the database's revisions (read only; --json: one JSON object)."""
+    _listed(as_json, lambda: api.current(obj.config(), as_json=as_json, **options))
 
 
 @main.command()
-@click.option("-v", "--verbose", is_flag=True)
+@click.option("-v", "--verbose", is_flag=True, help="Use more verbose output.")
+@click.option("--resolve-dependencies", is_flag=True, help="Treat dependency versions as down revisions.")
+@_json_option
 @click.pass_obj
-def heads(obj: _Context, verbose: bool) -> None:
-    """As alembic heads."""
-    _guarded(False, lambda: api.heads(obj.config(), verbose=verbose))
+def heads(obj: _Context, /, as_json: bool, **options: bool) -> None:
+    """As alembic heads: the head revisions of the revision files (--json: one JSON object)."""
+    _listed(as_json, lambda: api.heads(obj.config(), as_json=as_json, **options))
 
 
 @main.command()
-@click.option("-r", "--rev-range", metavar="RANGE")
-@click.option("-v", "--verbose", is_flag=True)
+@click.option("-r", "--rev-range", metavar="RANGE", help="A revision range: [start]:[end], [start]: or :[end].")
+@click.option("-v", "--verbose", is_flag=True, help="Use more verbose output.")
+@click.option("-i", "--indicate-current", is_flag=True, help="Indicate the database's current revisions.")
+@_json_option
 @click.pass_obj
-def history(obj: _Context, rev_range: str | None, verbose: bool) -> None:
-    """As alembic history."""
-    _guarded(False, lambda: api.history(obj.config(), rev_range=rev_range, verbose=verbose))
+def history(obj: _Context, /, as_json: bool, **options: Any) -> None:
+    """As alembic history: the revisions, newest first (--json: one JSON object)."""
+    _listed(as_json, lambda: api.history(obj.config(), as_json=as_json, **options))
 
 
 @main.command()
-@click.argument("revision")
+@click.argument("rev")
+@_json_option
 @click.pass_obj
-def show(obj: _Context, revision: str) -> None:
-    """As alembic show."""
-    _guarded(False, lambda: api.show(obj.config(), revision))
+def show(obj: _Context, /, rev: str, as_json: bool) -> None:
+    """As alembic show: the revisions REV names ("current": the database's; --json: one JSON object)."""
+    _listed(as_json, lambda: api.show(obj.config(), rev, as_json=as_json))
+
+
+@main.command()
+@click.option("-m", "--message", metavar="TEXT", help="Message string of the new revision.")
+@click.option("--autogenerate", is_flag=True, help="Fill the revision with the operations that turn the database "
+              "into env.py's target_metadata (read through env.py, as alembic does; nothing is written to it).")
+@click.option("--sql", is_flag=True, help="Run env.py in offline mode (needs revision_environment; not with --autogenerate).")
+@click.option("--head", default="head", show_default=True, metavar="REV",
+              help="Head revision (or BRANCH@head) to base the new revision on.")
+@click.option("--splice", is_flag=True, help="Allow a non-head revision as --head: the new revision starts a branch.")
+@click.option("--branch-label", metavar="LABEL", help="Branch label of the new revision.")
+@click.option("--version-path", metavar="PATH", help="Which of the configured version locations gets the file.")
+@click.option("--rev-id", metavar="ID", help="Revision id to use instead of a generated one (must be new).")
+@click.option("--depends-on", multiple=True, metavar="REV", help="A revision the new one depends on (repeatable).")
+@_json_option
+@click.pass_obj
+def revision(obj: _Context, /, as_json: bool, depends_on: tuple[str, ...], **options: Any) -> None:
+    """Create a new revision file, as alembic revision.
+
+    Writes files only, so, as with alembic, it takes no token and no lease: a revision reaches the
+    database only through upgrade, which is fenced. With --autogenerate env.py reads the database
+    (a fence-aware env.py too, without -x fence_token) and nothing is written to it.
+    """
+    written = _authoring(as_json, lambda: api.revision(obj.config(), depends_on=depends_on or None, **options),
+                         stdout_owned=options["sql"])
+    if as_json:
+        _print_json({"status": "ok", "revisions": [one.as_json() for one in written]}, err=options["sql"])
+
+
+@main.command()
+@click.argument("revisions", nargs=-1, required=True)
+@click.option("-m", "--message", metavar="TEXT", help="Message string of the merge revision.")
+@click.option("--branch-label", metavar="LABEL", help="Branch label of the merge revision.")
+@click.option("--rev-id", metavar="ID", help="Revision id to use instead of a generated one (must be new).")
+@click.option("--splice", is_flag=True, help="Allow merging revisions that are not heads.")
+@_json_option
+@click.pass_obj
+def merge(obj: _Context, /, as_json: bool, revisions: tuple[str, ...], **options: Any) -> None:
+    """Create a revision merging two or more REVISIONS ('heads' for all heads), as alembic merge.
+
+    Writes files only, so, as with alembic, it takes no token and no lease. Unlike alembic, a merge
+    of fewer than two revisions is refused (exit 2): alembic writes an ordinary revision then.
+    """
+    written = _authoring(as_json, lambda: api.merge(obj.config(), revisions, **options))
+    if as_json:
+        _print_json({"status": "ok", "revision": written.as_json()})
+
+
+@main.command()
+@click.option("-v", "--verbose", is_flag=True, help="Show each revision's details.")
+@_json_option
+@click.pass_obj
+def branches(obj: _Context, /, as_json: bool, verbose: bool) -> None:
+    """Show the branch points of the revision graph, as alembic branches."""
+    points = _guarded(as_json, lambda: api.branches(obj.config(), verbose=verbose))
+    if as_json:
+        _print_json({"status": "ok", "branch_points": [point.as_json() for point in points]})
+    for point in [] if as_json else points:
+        click.echo(point.text)
+
+
+@main.command()
+@click.argument("rev")
+@_json_option
+@click.pass_obj
+def edit(obj: _Context, /, as_json: bool, rev: str) -> None:
+    """Open REV's file in $EDITOR ('current': the database's), as alembic edit.
+
+    Writes files only (the editor does), so, as with alembic, it takes no token and no lease.
+    """
+    paths = _authoring(as_json, lambda: api.edit(obj.config(), rev))
+    if as_json:
+        _print_json({"status": "ok", "edited": paths})
+
+
+@main.command("ensure_version")
+@click.option("--sql", is_flag=True, help="Write the CREATE TABLE instead of running it.")
+@_json_option
+@click.pass_obj
+def ensure_version(obj: _Context, /, as_json: bool, sql: bool) -> None:
+    """Create Alembic's version table, empty, if it is missing, as alembic ensure_version.
+
+    It changes no version, so it takes no token and no lease; on a fenced database the new table is
+    guarded in the same transaction, exactly as fencemigrate install leaves one.
+    """
+    outcome = _authoring(as_json, lambda: api.ensure_version(obj.config(), sql=sql), stdout_owned=sql)
+    if as_json:
+        _print_json(outcome.as_json(), err=sql)
+    elif not sql:
+        click.echo(outcome.text())
+
+
+@main.command("list_templates")
+@_json_option
+def list_templates(as_json: bool) -> None:
+    """List the templates init can write: fencemigrate's fence-aware one and Alembic's."""
+    templates = _guarded(as_json, api.list_templates)
+    if as_json:
+        _print_json({"status": "ok", "templates": [template.as_json() for template in templates]})
+        return
+    click.echo("Available templates:\n")
+    for template in templates:
+        note = " (fence-aware; the default)" if template.fence_aware else ""
+        click.echo(f"{template.name} - {template.synopsis}{note}")
+    click.echo("\nTemplates are used via the 'init' command, e.g.:")
+    click.echo("\n  fencemigrate init --template generic ./scripts")
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -417,6 +560,26 @@ def _run(as_json: bool, call: Callable[[], RunOutcome]) -> None:
         _print_json(outcome.as_json(), err=outcome.offline)
     else:
         click.echo(scrub_secrets(_outcome_text(outcome)), err=outcome.offline)
+
+
+def _listed(as_json: bool, call: Callable[[], RevisionListing | None]) -> None:
+    """Alembic has printed the text; print the JSON of ``--json``."""
+    listing = _guarded(as_json, call)
+    if listing is not None:
+        _print_json(listing.as_json())
+
+
+_T = TypeVar("_T")
+
+
+def _authoring(as_json: bool, call: Callable[[], _T], stdout_owned: bool = False) -> _T:
+    """``_guarded``; with --json, Alembic's own lines ("Generating ... done") go to stderr, since
+    stdout is the JSON object's (unless --sql's script owns it)."""
+    def quietly() -> _T:
+        with contextlib.redirect_stdout(sys.stderr) if as_json and not stdout_owned else contextlib.nullcontext():
+            return call()
+
+    return _guarded(as_json, quietly)  # type: ignore[no-any-return]
 
 
 def _guarded(as_json: bool, call: Callable[[], Any]) -> Any:
@@ -611,13 +774,6 @@ def _tokenless_text(result: State) -> list[str]:
         for revision in result.unrecorded.ledger_only
     ]
     return lines
-
-
-def _template_config(obj: _Context) -> Config:
-    """``init`` needs no existing configuration; a given -c names the ini file to write."""
-    if obj.config_files:
-        return Config(obj.config_files[0])
-    return Config("alembic.ini")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -47,6 +47,13 @@ def load_config(
     return config
 
 
+def init_config(config_files: Sequence[str] = (), name: str = "alembic") -> Config:
+    """The Config ``init`` writes: the ini file (and pyproject.toml) that ``-c`` or
+    ``ALEMBIC_CONFIG`` name, or the defaults, none of which need exist yet."""
+    toml, ini = _config_paths(config_files)
+    return Config(file_=str(ini), toml_file=str(toml), ini_section=name)
+
+
 def _remember_passwords(parser: configparser.ConfigParser) -> None:
     """Keep the password of every URL in the config file (as written, and as interpolated) out of
     everything printed, before anything can quote it."""

@@ -22,7 +22,7 @@ CASES_DIR = Path(__file__).resolve().parent / "check_cases"
 README = Path(__file__).resolve().parent.parent / "README.md"
 RULE_IDS = (
     "FM101, FM102, FM103, FM104, FM105, FM106, FM201, FM202, FM203, FM204, FM205, FM206, "
-    "FM301, FM401, FM402, FM403, FM404, FM405, FM406, FM407, FM411, FM412, FM901, FM902"
+    "FM301, FM401, FM402, FM403, FM404, FM405, FM406, FM407, FM408, FM411, FM412, FM901, FM902"
 )
 SLUG_FIX = (
     "do not re-add a migration under a new number: run `fencemigrate state` and re-plan "
@@ -133,6 +133,7 @@ def test_json_has_every_finding_and_every_suppression(tmp_path: Path) -> None:
                 "suppressed_by": f"{path}:8",
             }
         ],
+        "notes": [],
     }
 
 
@@ -140,7 +141,7 @@ def test_json_of_a_clean_directory(tmp_path: Path) -> None:
     payload = check_json(project_with(tmp_path, "multiple_heads_near_miss"), code=0)
     assert payload == {
         "status": "ok", "errors": 0, "warnings": 0, "revision_files": 4, "database_checked": False,
-        "findings": [], "suppressed": [],
+        "findings": [], "suppressed": [], "notes": [],
     }
 
 

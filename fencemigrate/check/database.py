@@ -2,24 +2,55 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 
+from ..errors import FencemigrateError
 from ..state import State, read_state
+from .models import ModelComparer, ModelComparison
 
 
 @dataclass(frozen=True)
 class DatabaseSnapshot:
-    """Heads, ledger and fence schema version (``state``), and how the fence schema differs from
-    fencemigrate's (``fence_problems``; empty when it does not, or is not installed)."""
+    """Heads, ledger and fence schema version (``state``), how the fence schema differs from
+    fencemigrate's (``fence_problems``; empty when it does not, or is not installed), and how the
+    models differ from the database (``models``; None when no rule asked)."""
 
     schema: str
     state: State
     fence_problems: tuple[str, ...]
+    models: ModelComparison | None = None
 
 
 def read_snapshot(context: MigrationContext, schema: str) -> DatabaseSnapshot:
     """Read the state, which compares the fence schema with the install scripts when it is installed."""
     state = read_state(context, schema)
     return DatabaseSnapshot(schema, state, tuple(state.fence_schema_problems))
+
+
+class SnapshotReader:
+    """The migration function that reads the snapshot inside env.py's run (``read``), comparing the
+    models too when ``models`` is given; ``snapshot()`` after the run."""
+
+    def __init__(self, schema: str, models: ModelComparer | None) -> None:
+        self._schema = schema
+        self._models = models
+        self._found: list[DatabaseSnapshot] = []
+
+    def read(self, heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
+        """Alembic's migration function: read, and return no step to run."""
+        if not self._found:
+            self._found.append(read_snapshot(context, self._schema))
+        if self._models is not None:
+            self._models.compare(heads, context)
+        return []
+
+    def snapshot(self) -> DatabaseSnapshot:
+        """The snapshot of the first database env.py ran on, with the models' comparison."""
+        if not self._found:
+            raise FencemigrateError("env.py did not run the migration context; cannot read the database")
+        found = self._found[0]
+        return found if self._models is None else dataclasses.replace(found, models=self._models.comparison())

@@ -34,6 +34,7 @@ def run_check(
         tuple(sorted(suppressed, key=lambda item: _order(item.finding))),
         len(directory.files),
         database is not None,
+        tuple(note for rule in rules if (note := rule.note(context)) is not None),
     )
 
 

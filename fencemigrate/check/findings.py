@@ -65,12 +65,13 @@ class Suppressed:
 
 @dataclass(frozen=True)
 class CheckReport:
-    """Everything one check found, in a stable order."""
+    """Everything one check found, in a stable order, and what the rules could not check (``notes``)."""
 
     findings: tuple[Finding, ...]
     suppressed: tuple[Suppressed, ...]
     revision_files: int
     database_checked: bool
+    notes: tuple[str, ...] = ()
 
     @property
     def errors(self) -> int:
@@ -88,7 +89,7 @@ class CheckReport:
         return EXIT_ERROR if self.errors else 0
 
     def summary(self) -> str:
-        """One line: how many errors and warnings, in how many files, and what was suppressed."""
+        """One line: how many errors and warnings, in how many files, what was suppressed, and the notes."""
         files = _count(self.revision_files, "revision file")
         if self.findings:
             line = f"{_count(self.errors, 'error')}, {_count(self.warnings, 'warning')} in {files}"
@@ -98,7 +99,7 @@ class CheckReport:
             line += ", database checked"
         if self.suppressed:
             line += f"; {len(self.suppressed)} suppressed"
-        return line
+        return "; ".join([line, *self.notes])
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object ``check --json`` prints."""
@@ -110,6 +111,7 @@ class CheckReport:
             "database_checked": self.database_checked,
             "findings": [finding.as_json() for finding in self.findings],
             "suppressed": [item.as_json() for item in self.suppressed],
+            "notes": list(self.notes),
         }
 
 

@@ -9,6 +9,8 @@ from typing import Any
 from alembic.runtime.migration import MigrationContext, RevisionStep
 from alembic.script import ScriptDirectory
 
+from .purge import PurgeStep
+
 
 @dataclass(frozen=True)
 class LedgerChange:
@@ -46,6 +48,8 @@ def ledger_change(script: ScriptDirectory, step: Any) -> LedgerChange:
         if step.is_upgrade:
             return LedgerChange("upgrade", added=revision, removed=(), paths={revision[0]: step.revision.path})
         return LedgerChange("upgrade", added=(), removed=revision)
+    if isinstance(step, PurgeStep):  # its version row may name no revision file
+        return LedgerChange("stamp", added=(), removed=step.ledger_removed())
     before = covered(script, step.from_)
     after = covered(script, step.to_)
     return LedgerChange(

@@ -14,6 +14,7 @@ from .connections import close
 from .declared_heads import declared_heads, has_revision_files
 from .fenced_run import Planner
 from .ledger_changes import covered
+from .purge import purge_steps
 
 
 class NothingToDoProbe:
@@ -131,11 +132,15 @@ def downgrade_plan(script: ScriptDirectory, revision: str) -> Planner:
     return _as_usage_errors(plan)
 
 
-def stamp_plan(script: ScriptDirectory, revisions: tuple[str, ...]) -> Planner:
-    """Stamp steps that move the version table to ``revisions`` without running them."""
+def stamp_plan(script: ScriptDirectory, revisions: tuple[str, ...], purge_schema: str | None = None) -> Planner:
+    """Stamp steps that move the version table to ``revisions`` without running them; with
+    ``purge_schema`` (``stamp --purge``; the fence schema), first steps that empty the version
+    table and the ledger (:mod:`.purge`), then the stamp from base."""
 
-    def plan(heads: tuple[str, ...], _: MigrationContext) -> tuple[list[Any], list[str]]:
-        return list(script._stamp_revs(revisions, heads)), []
+    def plan(heads: tuple[str, ...], context: MigrationContext) -> tuple[list[Any], list[str]]:
+        if purge_schema is None:
+            return list(script._stamp_revs(revisions, heads)), []
+        return [*purge_steps(heads, context, purge_schema), *script._stamp_revs(revisions, ())], []
 
     return _as_usage_errors(plan)
 

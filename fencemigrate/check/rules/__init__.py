@@ -19,6 +19,7 @@ from .database import (
 from .downgrade import MissingDowngrade
 from .files import BadSuppression, UnparsableRevision
 from .integrity import DuplicateRevisionId, MissingDownRevision, MultipleHeads, RevisionCycle
+from .models import ModelDrift
 from .tampering import FenceBelowLease, LedgerAboveFence
 from .transactions import (
     AutocommitBlock,
@@ -50,6 +51,7 @@ RULES: tuple[Rule, ...] = (
     FenceSchemaAltered(),
     DirtyRevision(),
     UnrecordedVersionWrite(),
+    ModelDrift(),
     LedgerAboveFence(),
     FenceBelowLease(),
     UnparsableRevision(),

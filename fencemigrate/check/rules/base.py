@@ -60,7 +60,8 @@ class Rule(ABC):
     """One check, with a stable id (``FM201``) and name (``autocommit-block``).
 
     ``summary`` says what it finds (for the README and ``check --help``); ``fix`` is the usual
-    one-line fix, which a finding may make more precise.
+    one-line fix, which a finding may make more precise. ``needs_models``: the database is read
+    with the models compared (Alembic's ``check``).
     """
 
     id: ClassVar[str]
@@ -69,10 +70,15 @@ class Rule(ABC):
     fix: ClassVar[str]
     severity: ClassVar[Severity] = Severity.ERROR
     needs_database: ClassVar[bool] = False
+    needs_models: ClassVar[bool] = False
 
     @abstractmethod
     def check(self, context: CheckContext) -> Iterator[Finding]:
         """The findings of this rule."""
+
+    def note(self, context: CheckContext) -> str | None:
+        """What the summary must say about this rule's run, such as what it could not check."""
+        return None
 
     def at(self, revision: RevisionFile, line: int, message: str, fix: str | None = None) -> Finding:
         """A finding in ``revision``'s file."""

@@ -1,0 +1,246 @@
+"""Alembic's authoring commands (``revision``, ``merge``, ``edit``, ``branches``): they write or
+show revision files and never change the database, so they take no token and no lease.
+
+Files come from Alembic's own ``RevisionContext`` and ``ScriptDirectory.generate_revision``, so
+they are byte for byte what ``alembic`` writes. Differences, each a refusal of input Alembic
+accepts: a ``--rev-id`` that already exists (Alembic writes a second file with it) and a merge of
+fewer than two revisions (Alembic writes an ordinary revision). Bad input is a UsageError and
+leaves no file behind.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from alembic import util as alembic_util
+from alembic.autogenerate import RevisionContext
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import Script, ScriptDirectory
+from alembic.script.revision import RevisionError
+from alembic.util import CommandError
+
+from .errors import FencemigrateError, UsageError
+
+RunEnv = Callable[..., None]
+"""Runs env.py with a migration function and extra EnvironmentContext options (``api`` passes
+its read-only runner: the database is read, never written)."""
+
+
+@dataclass(frozen=True)
+class WrittenRevision:
+    """A revision file ``revision`` or ``merge`` wrote."""
+
+    id: str
+    path: str
+    message: str | None
+    down_revisions: tuple[str, ...]
+    branch_labels: tuple[str, ...]
+    depends_on: tuple[str, ...]
+
+    @classmethod
+    def of(cls, script: Script) -> WrittenRevision:
+        """The file Alembic generated, as ``script``."""
+        return cls(
+            id=script.revision,
+            path=str(Path(script.path).resolve()),
+            message=script.doc or None,
+            down_revisions=tuple(alembic_util.to_tuple(script.down_revision, default=())),
+            branch_labels=tuple(sorted(script.branch_labels)),
+            depends_on=tuple(alembic_util.to_tuple(script.dependencies, default=())),
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON form, in ``revision --json`` and ``merge --json``."""
+        return {
+            "id": self.id, "path": self.path, "message": self.message,
+            "down_revisions": list(self.down_revisions), "branch_labels": list(self.branch_labels),
+            "depends_on": list(self.depends_on),
+        }
+
+
+@dataclass(frozen=True)
+class BranchPoint:
+    """A revision with more than one child, and its lines in Alembic's ``branches`` output."""
+
+    revision: str
+    children: tuple[str, ...]
+    text: str
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON form, in ``branches --json``."""
+        return {"revision": self.revision, "children": list(self.children)}
+
+
+def new_revisions(
+    config: Config,
+    script: ScriptDirectory,
+    run_env: RunEnv,
+    *,
+    message: str | None,
+    autogenerate: bool,
+    sql: bool,
+    head: str,
+    splice: bool,
+    branch_label: str | Sequence[str] | None,
+    version_path: str | None,
+    rev_id: str | None,
+    depends_on: str | Sequence[str] | None,
+) -> list[WrittenRevision]:
+    """``alembic revision``: the files written (one, unless env.py's ``process_revision_directives``
+    makes it none or several). With ``autogenerate`` (or ``revision_environment`` set), env.py
+    runs first and reads the database; the database is never written."""
+    environment = autogenerate or alembic_util.asbool(config.get_alembic_option("revision_environment"))
+    if autogenerate and sql:
+        raise UsageError("Using --sql with --autogenerate does not make any sense")
+    if sql and not environment:
+        raise UsageError(
+            "Using --sql with the revision command when revision_environment is not configured does not make any sense"
+        )
+    if rev_id is not None:
+        _require_new_id(script, rev_id)
+    context = RevisionContext(
+        config, script,
+        {
+            "message": message, "autogenerate": autogenerate, "sql": sql, "head": head, "splice": splice,
+            "branch_label": _ids(branch_label), "version_path": version_path, "rev_id": rev_id,
+            "depends_on": _ids(depends_on),
+        },
+    )
+    if environment:
+        compare = context.run_autogenerate if autogenerate else context.run_no_autogenerate
+
+        def retrieve_migrations(heads: tuple[str, ...], migration_context: MigrationContext) -> list[Any]:
+            compare(heads, migration_context)
+            return []
+
+        run_env(retrieve_migrations, as_sql=sql, template_args=context.template_args, revision_context=context)
+    with _nothing_left_on_failure(script):
+        return [WrittenRevision.of(written) for written in context.generate_scripts() if written is not None]
+
+
+def merge(
+    config: Config,
+    script: ScriptDirectory,
+    run_env: RunEnv,
+    revisions: Sequence[str],
+    *,
+    message: str | None,
+    branch_label: str | Sequence[str] | None,
+    rev_id: str | None,
+    splice: bool,
+) -> WrittenRevision:
+    """``alembic merge``: one revision whose parents are ``revisions`` (at least two, after
+    resolving symbols such as ``heads``)."""
+    targets = _resolved(script, revisions)
+    if len(targets) < 2:
+        names = f"only {targets[0]}" if targets else "no revision"
+        raise UsageError(f"merge needs two or more revisions; {' '.join(revisions)!r} names {names}: nothing to merge")
+    if rev_id is not None:
+        _require_new_id(script, rev_id)
+    template_args: dict[str, Any] = {"config": config}
+    if alembic_util.asbool(config.get_alembic_option("revision_environment")):
+        run_env(lambda heads, context: [], template_args=template_args)
+    with _nothing_left_on_failure(script):
+        written = script.generate_revision(
+            rev_id or alembic_util.rev_id(), message, refresh=True, head=list(revisions),
+            branch_labels=_ids(branch_label), splice=splice, **template_args,
+        )
+    if written is None:
+        raise FencemigrateError("Alembic wrote no merge revision")
+    return WrittenRevision.of(written)
+
+
+def revision_files(script: ScriptDirectory, revision: str) -> list[str]:
+    """The files of the revisions ``revision`` names (``edit``), other than ``current``."""
+    with _as_usage():
+        found = [sc.path for sc in script.get_revisions(revision) if sc is not None]
+    if not found:
+        raise UsageError(f"No revision files indicated by symbol '{revision}'")
+    return found
+
+
+def open_in_editor(paths: Sequence[str]) -> None:
+    """Open each file in ``$EDITOR`` (or ``$VISUAL``, or a common editor), as ``alembic edit``."""
+    for path in paths:
+        try:
+            alembic_util.open_in_editor(path)
+        except CommandError as error:
+            raise FencemigrateError(str(error)) from None
+
+
+def branch_points(script: ScriptDirectory, verbose: bool) -> list[BranchPoint]:
+    """``alembic branches``: every revision with several children, newest first."""
+    points = []
+    for sc in script.walk_revisions():
+        if not sc.is_branch_point:
+            continue
+        children = [script.get_revision(rev) for rev in sc.nextrev]
+        lines = "\n".join(
+            f"{' ' * len(str(sc.revision))} -> "
+            + child.cmd_format(False, include_branches=True, include_doc=verbose)
+            for child in children if child is not None
+        )
+        points.append(BranchPoint(
+            sc.revision, tuple(sorted(sc.nextrev)), f"{sc.cmd_format(verbose, include_branches=True)}\n{lines}\n"
+        ))
+    return points
+
+
+def _ids(value: str | Sequence[str] | None) -> str | tuple[str, ...] | None:
+    """One id or label, several, or none, as Alembic takes them."""
+    return value if value is None or isinstance(value, str) else tuple(value)
+
+
+def _require_new_id(script: ScriptDirectory, rev_id: str) -> None:
+    try:
+        Script.verify_rev_id(rev_id)
+    except RevisionError as error:
+        raise UsageError(str(error.args[0])) from None
+    existing = script.revision_map._revision_map.get(rev_id)
+    if isinstance(existing, Script):
+        raise UsageError(f"revision id {rev_id!r} already exists ({Path(existing.path).resolve()}); choose another --rev-id")
+
+
+def _resolved(script: ScriptDirectory, revisions: Sequence[str]) -> list[str]:
+    found: list[str] = []
+    with _as_usage():
+        for target in revisions:
+            found += [sc.revision for sc in script.get_revisions(target) if sc is not None]
+    return sorted(set(found))
+
+
+@contextmanager
+def _as_usage() -> Iterator[None]:
+    """Alembic's complaints about the arguments (unknown revision, not a head, ...) as UsageError."""
+    try:
+        yield
+    except (CommandError, RevisionError) as error:
+        raise UsageError(str(error)) from None
+
+
+@contextmanager
+def _nothing_left_on_failure(script: ScriptDirectory) -> Iterator[None]:
+    """Alembic writes the file before some of its checks (a branch label in use): remove what it
+    wrote when generating fails, and report the failure as bad usage."""
+    before = _version_files(script)
+    try:
+        with _as_usage():
+            yield
+    except BaseException:
+        for path in _version_files(script) - before:
+            os.unlink(path)
+        raise
+
+
+def _version_files(script: ScriptDirectory) -> set[str]:
+    return {
+        os.path.join(root, name)
+        for location in script._version_locations if location.is_dir()
+        for root, _, names in os.walk(location) for name in names
+    }

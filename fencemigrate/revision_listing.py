@@ -1,0 +1,122 @@
+"""``current``, ``heads``, ``history`` and ``show`` as data (their ``--json``), read from the revision
+files as Alembic's own commands read them; the text forms are Alembic's, printed by Alembic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from alembic.script import Script, ScriptDirectory
+from alembic.util import CommandError, DatabaseNotAtHead
+
+
+@dataclass(frozen=True)
+class RevisionInfo:
+    """One revision file: its id, its place in the graph and its docstring's first paragraph."""
+
+    revision: str
+    down_revisions: tuple[str, ...]
+    branch_labels: tuple[str, ...]
+    depends_on: tuple[str, ...]
+    is_head: bool
+    is_branch_point: bool
+    is_merge_point: bool
+    doc: str
+    path: str
+    is_current: bool | None = None  # history --indicate-current only
+
+    @classmethod
+    def of(cls, script: Script, current: tuple[str, ...] | None = None) -> RevisionInfo:
+        """``script``'s facts; ``is_current`` when the database's heads ``current`` are given."""
+        return cls(
+            revision=script.revision,
+            down_revisions=tuple(script._versioned_down_revisions),
+            branch_labels=tuple(sorted(script.branch_labels)),
+            depends_on=tuple(script._resolved_dependencies),
+            is_head=script.is_head,
+            is_branch_point=script.is_branch_point,
+            is_merge_point=script.is_merge_point,
+            doc=script.doc,
+            path=script.path,
+            is_current=None if current is None else script.revision in current,
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON form, one item of the list each command prints."""
+        found = {
+            "revision": self.revision,
+            "down_revisions": list(self.down_revisions),
+            "branch_labels": list(self.branch_labels),
+            "depends_on": list(self.depends_on),
+            "is_head": self.is_head,
+            "is_branch_point": self.is_branch_point,
+            "is_merge_point": self.is_merge_point,
+            "doc": self.doc,
+            "path": self.path,
+        }
+        return found if self.is_current is None else {**found, "is_current": self.is_current}
+
+
+@dataclass(frozen=True)
+class RevisionListing:
+    """What one of the four commands lists, under ``key``; ``database_heads`` when it read the database."""
+
+    key: str  # "current", "heads" or "revisions"
+    revisions: tuple[RevisionInfo, ...]
+    database_heads: tuple[str, ...] | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """``{"status": "ok", key: [revision, ...]}``, with ``database_heads`` when read."""
+        found: dict[str, Any] = {"status": "ok", self.key: [info.as_json() for info in self.revisions]}
+        if self.database_heads is not None:
+            found["database_heads"] = sorted(self.database_heads)
+        return found
+
+
+def current_listing(script: ScriptDirectory, heads: tuple[str, ...], check_heads: bool) -> RevisionListing:
+    """As ``alembic current``: the revisions the database's ``heads`` name (Alembic's error when
+    ``check_heads`` and they are not all the revision files' heads)."""
+    if check_heads and set(heads) != set(script.get_heads()):
+        raise DatabaseNotAtHead("Database is not on all head revisions")
+    found = sorted(script.get_all_current(heads), key=lambda sc: sc.revision)
+    return RevisionListing("current", tuple(RevisionInfo.of(sc) for sc in found), heads)
+
+
+def heads_listing(script: ScriptDirectory, resolve_dependencies: bool) -> RevisionListing:
+    """As ``alembic heads``: with ``resolve_dependencies``, a revision another depends on is no head."""
+    found = script.get_revisions("heads") if resolve_dependencies else script.get_revisions(script.get_heads())
+    return RevisionListing("heads", tuple(RevisionInfo.of(sc) for sc in found if sc is not None))
+
+
+def history_range(rev_range: str | None) -> tuple[str | None, str | None]:
+    """``[start]:[end]`` as Alembic's ``history`` splits it."""
+    if rev_range is None:
+        return None, None
+    if ":" not in rev_range:
+        raise CommandError("History range requires [start]:[end], [start]:, or :[end]")
+    base, head = rev_range.strip().split(":")
+    return base or None, head or None
+
+
+def history_listing(
+    script: ScriptDirectory, rev_range: str | None, heads: tuple[str, ...] | None, indicate_current: bool
+) -> RevisionListing:
+    """As ``alembic history``, newest first; ``current`` in the range is the database's ``heads``,
+    and with ``indicate_current`` each revision says whether it is one of them."""
+    base, head = history_range(rev_range)
+    start: str | tuple[str, ...] = (heads or ()) if base == "current" else (base or "base")
+    end: str | tuple[str, ...] = (heads or ()) if head == "current" else (head or "heads")
+    found = script.walk_revisions(base=start, head=end)  # type: ignore[arg-type]  # as Alembic passes them
+    current = (heads or ()) if indicate_current else None
+    return RevisionListing("revisions", tuple(RevisionInfo.of(sc, current) for sc in found), heads)
+
+
+def needs_database(rev_range: str | None, indicate_current: bool) -> bool:
+    """Whether ``history`` reads the database's heads (``current`` in the range, or -i)."""
+    return indicate_current or "current" in history_range(rev_range)
+
+
+def show_listing(script: ScriptDirectory, rev: str, heads: tuple[str, ...] | None) -> RevisionListing:
+    """As ``alembic show``: the revisions ``rev`` names (``current``: the database's ``heads``)."""
+    found = script.get_revisions(heads if rev == "current" and heads is not None else rev)
+    return RevisionListing("revisions", tuple(RevisionInfo.of(sc) for sc in found if sc is not None), heads)

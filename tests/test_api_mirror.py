@@ -1,0 +1,105 @@
+"""The Python API mirrors the command line: every command (``lease acquire`` too) is a function at
+the package top level with the command's name (``lease_acquire``), whose parameters take every
+option and argument of the command. The walk reads the click group itself, so a command added
+later without its function fails here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import click
+
+import fencemigrate
+from fencemigrate.cli import main
+
+# Options that only shape the output, and so have no parameter in the API.
+OUTPUT_ONLY = {"as_json", "output"}  # --json; check's --format
+
+# The lease options of the commands that take their own lease go through a ``**lease`` parameter.
+THROUGH_LEASE_KWARGS = {"ttl", "wait", "preempt", "lease_url"}
+
+
+def commands(group: click.Group, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, click.Command]]:
+    """(API name, command) of every command under ``group``: ``lease acquire`` is ``lease_acquire``."""
+    context = click.Context(group)
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
+        assert command is not None
+        if isinstance(command, click.Group):
+            yield from commands(command, (*prefix, name))
+        else:
+            yield "_".join((*prefix, name)), command
+
+
+def mirror_problems(group: click.Group, package: object) -> list[str]:
+    """What is missing from ``package`` for the API to mirror ``group``'s commands."""
+    problems = []
+    for name, command in commands(group):
+        function = getattr(package, name, None)
+        if not inspect.isfunction(function):
+            problems.append(f"{name}: no function fencemigrate.{name} (found {function!r})")
+            continue
+        if name not in getattr(package, "__all__", ()):
+            problems.append(f"{name}: not in fencemigrate.__all__")
+        parameters = inspect.signature(function).parameters
+        takes_lease_kwargs = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+        for param in command.params:
+            if param.name is None or param.name in OUTPUT_ONLY or param.name in parameters:
+                continue
+            if param.name in THROUGH_LEASE_KWARGS and takes_lease_kwargs:
+                continue
+            problems.append(f"{name}: no parameter for {'/'.join(param.opts)} ({param.name})")
+    return problems
+
+
+def test_every_command_is_a_top_level_function_taking_its_options() -> None:
+    assert mirror_problems(main, fencemigrate) == []
+
+
+def test_the_mirror_covers_the_lease_subcommands_and_the_authoring_commands() -> None:
+    names = {name for name, _ in commands(main)}
+    assert {"lease_acquire", "lease_renew", "lease_release", "lease_status", "lease_detach"} <= names
+    assert {"revision", "merge", "branches", "edit", "ensure_version", "list_templates", "init"} <= names
+    assert "lease" not in names
+
+
+def test_a_command_added_without_its_function_is_caught() -> None:
+    group = click.Group("fencemigrate", commands=dict(main.commands))
+
+    @group.command("frobnicate")
+    def frobnicate() -> None:
+        """A command nobody mirrored."""
+
+    @group.command("timeline")
+    @click.option("--color", is_flag=True)
+    def timeline(color: bool) -> None:
+        """timeline with an option its function does not take."""
+
+    assert mirror_problems(group, fencemigrate) == [
+        "frobnicate: no function fencemigrate.frobnicate (found None)",
+        "timeline: no parameter for --color (color)",
+    ]
+
+
+def test_the_functions_stay_bound_after_their_submodules_are_imported() -> None:
+    """``check``, ``state``, ``timeline`` and ``demo`` are also submodules; importing them later (as
+    ``fencemigrate.check``'s rules are, lazily) leaves the functions in place."""
+    code = (
+        "import inspect, fencemigrate\n"
+        "import fencemigrate.check.rules, fencemigrate.timeline, fencemigrate.state, fencemigrate.demo\n"
+        "from fencemigrate.check import RULES\n"
+        "print([inspect.isfunction(getattr(fencemigrate, n)) for n in ('check', 'state', 'timeline', 'demo')], "
+        "bool(RULES))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout == "[True, True, True, True] True\n"
+
+
+def test_timeline_is_callable_from_the_top_level() -> None:
+    """The README's promise, which used to raise TypeError (the submodule was called)."""
+    assert fencemigrate.timeline.__module__ == "fencemigrate.api"
+    assert fencemigrate.timeline is fencemigrate.api.timeline

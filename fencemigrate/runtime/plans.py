@@ -39,8 +39,6 @@ class NothingToDoProbe:
         self._probe: MigrationContext | None = None
 
     def __call__(self) -> bool:
-        if self._context.purge:
-            return False  # stamp --purge rewrites the version table whatever its heads
         try:
             if self._probe is None:
                 connection = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")

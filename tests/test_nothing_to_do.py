@@ -241,7 +241,8 @@ MISSING = (
 
 @pytest.mark.parametrize(
     "command",
-    [("state",), ("state", "--json"), ("timeline",), ("current",), ("check", "--db")],
+    [("state",), ("state", "--json"), ("timeline",), ("current",), ("current", "--json"), ("check", "--db"),
+     ("history", "-i")],
     ids=lambda command: "-".join(command),
 )
 def test_read_commands_on_a_missing_sqlite_file_create_none(

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from support.db import schema_names, table_names
-from support.project import MakeProject, Project, Result, sqlite_url, subprocess_env
+from support.project import MakeProject, Project, Result, run_command, script_command, sqlite_url, subprocess_env
 
 REPO = Path(__file__).resolve().parent.parent
 RESOURCE = "db/migrations"
@@ -297,6 +297,29 @@ def test_fenced_says_granted_until_the_newer_token_has_written(on_backend: Proje
         f"token 2 has since been granted {RESOURCE}",
         f"token 2 has since written to {RESOURCE}",
     ]
+
+
+def test_plain_alembic_through_a_fence_aware_env_says_granted_too(tmp_path: Path, pg_url: str) -> None:
+    """The env.py `fencemigrate init` writes fences plain `alembic -x fence_token=N` the same way,
+    and words FENCED the same way: "was granted" until the newer token has written. Control: the
+    same stale token through fencemigrate gets the same lines."""
+    directory = tmp_path / "fenced"
+    directory.mkdir()
+    run_command(script_command("fencemigrate") + ["init", "migrations"], directory).check(0)
+    project = Project(path=directory, url=pg_url, template="fencemigrate")
+    project.set_url(pg_url)
+    chain(project, "0001", "0002")
+    project.run_alembic("-x", "fence_token=1", "upgrade", "0001").check(0)
+    assert granted(project, "agent-B") == 2
+
+    stale = project.run_alembic("-x", "fence_token=1", "upgrade", "head").check(3)
+    assert log_free(stale.stderr) == fenced_message(1, 2, "was granted after yours (it has not written yet)")
+    control = cli(project, "upgrade", "head", "--token", "1").check(3)
+    assert log_free(control.stderr) == log_free(stale.stderr)
+
+    cli(project, "upgrade", "head", "--token", "2", "--holder", "agent-B").check(0)
+    wrote = project.run_alembic("-x", "fence_token=1", "downgrade", "base").check(3)
+    assert log_free(wrote.stderr) == fenced_message(1, 2, "has since written to this resource")
 
 
 # -- state lists the ledger in apply order ------------------------------------------------------

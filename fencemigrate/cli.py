@@ -132,7 +132,8 @@ def _reapply_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="The token that applied REVISION (required; also $FENCEMIGRATE_TOKEN)."),
         *_writer_options,
         click.option("--wait", metavar="DURATION",
-                     help=f"Pre-check mode: how long to wait for the resource's named lock (default {DEFAULT_RUN_WAIT})."),
+                     help="Pre-check mode: how long to wait for the resource's named lock "
+                          f"(default {DEFAULT_RUN_WAIT})."),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
     ])
 

@@ -179,7 +179,9 @@ def test_upgrade_json_output(two: Project) -> None:
 
     payload = cli_json(two, "upgrade", "head", "--token", "8", "--holder", "h2")
     assert payload["installed_fence_schema"] is False
-    assert payload["steps"] == [{"revisions": ["0002"], "direction": "up", "action": "applied", "token": 8, "atomic": True}]
+    assert payload["steps"] == [
+        {"revisions": ["0002"], "direction": "up", "action": "applied", "token": 8, "atomic": True}
+    ]
     assert payload["heads"] == ["0002"]
     assert ledger(two.url) == {
         "0001": (DEFAULT_RESOURCE, 7, "h1", "upgrade"),
@@ -575,7 +577,8 @@ def test_api_upgrade_matches_cli_json(make_project: MakeProject, second_database
     assert returned["holder"] == f"{socket.gethostname()}:{os.getpid()}"
     assert {k: v for k, v in returned.items() if k != "holder"} == {k: v for k, v in printed.items() if k != "holder"}
     assert returned["steps"] == [
-        {"revisions": [rev], "direction": "up", "action": "applied", "token": 3, "atomic": True} for rev in ("0001", "0002")
+        {"revisions": [rev], "direction": "up", "action": "applied", "token": 3, "atomic": True}
+        for rev in ("0001", "0002")
     ]
     assert alembic_versions(api_project.url) == ["0002"]
     assert fences(api_project.url) == {DEFAULT_RESOURCE: 3}

@@ -198,7 +198,9 @@ def test_transaction_per_migration_keeps_the_steps_before_the_failure(tmp_path: 
 
     add_good(project, "0003", "0002", "t3")
     payload = upgrade_json(project, 8)
-    assert payload["steps"] == [{"revisions": ["0003"], "direction": "up", "action": "applied", "token": 8, "atomic": True}]
+    assert payload["steps"] == [
+        {"revisions": ["0003"], "direction": "up", "action": "applied", "token": 8, "atomic": True}
+    ]
     assert alembic_versions(db) == ["0003"]
     assert ledger(db)["0003"] == (8, "agent", "upgrade")
 

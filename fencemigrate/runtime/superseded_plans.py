@@ -41,4 +41,5 @@ def _refuse_if_superseded(settings: FenceSettings, context: MigrationContext) ->
     clause = statement("fence_token", quoted_schema, connection.dialect.name)
     fence = connection.execute(clause, {"resource": settings.resource}).scalar()
     if fence is not None and int(fence) > settings.token:
-        raise Fenced(settings.resource, settings.token, int(fence), newer_token_wrote(int(fence), settings.resource)) from None
+        reason = newer_token_wrote(int(fence), settings.resource)
+        raise Fenced(settings.resource, settings.token, int(fence), reason) from None

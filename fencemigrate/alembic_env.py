@@ -15,8 +15,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
 from .config import configured_resource, fence_schema
-from .errors import FencemigrateError, NotTransactional, TokenRequired
+from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, autocommits, translated_errors
+from .runtime.fenced_news import with_newer_token_news
 from .runtime.fenced_run import FencedRun
 from .runtime.outcome import RunOutcome
 from .runtime.settings import FenceSettings
@@ -57,8 +58,11 @@ def run_migrations(context: ModuleType | Any) -> None:
         migration_context._migrations_fn = run.migrations_fn
         with translated_errors(settings.resource, settings.token):
             context.run_migrations()
+    except Fenced as fenced:
+        print(_with_news(migration_context, settings.schema, fenced), file=sys.stderr)
+        raise SystemExit(fenced.exit_status) from None
     except FencemigrateError as error:
-        print(str(error) if error.status == "fenced" else f"fencemigrate: {error}", file=sys.stderr)
+        print(f"fencemigrate: {error}", file=sys.stderr)
         raise SystemExit(error.exit_status) from None
 
 
@@ -75,3 +79,16 @@ def _refuse_early_if_autocommit(context: MigrationContext) -> None:
             "statement on its own, so no fence claim could share a transaction with it; nothing was written"
         )
     context.opts["dont_mutate"] = True
+
+
+def _with_news(migration_context: MigrationContext, schema: str, fenced: Fenced) -> Fenced:
+    """``fenced`` saying whether the newer token has written (:func:`with_newer_token_news`), read on
+    a connection of its own: env.py's transaction is still open, and doomed. Failing to read keeps
+    the claim's own words."""
+    if migration_context.connection is None:
+        return fenced
+    try:
+        with migration_context.connection.engine.connect() as connection:
+            return with_newer_token_news(connection, connection.dialect.identifier_preparer.quote(schema), fenced)
+    except Exception:  # noqa: BLE001 - the rejection stands, whatever the event log says
+        return fenced

@@ -39,6 +39,7 @@ from .revision_listing import (
 )
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, run_env, translated_errors
 from .runtime.existing_databases import existing_sqlite_files_only
+from .runtime.fenced_news import with_newer_token_news
 from .runtime.fenced_run import HeadsMoved, Planner
 from .runtime.modes import check_mode
 from .runtime.precheck_run import PrecheckRun
@@ -119,13 +120,14 @@ def reapply(
     resource: str | None = None,
     tag: str | None = None,
     mode: str | None = None,
-    **lease: Any,
+    wait: str | int | None = None,
 ) -> RunOutcome:
     """Roll back ``revision`` (and what sits above it) and apply it again, in one transaction
     (in pre-check mode: one revision after the other, each checked and marked first).
 
     Legal only when every revision it rolls back was applied under ``token``, so a token is
-    required: a lease taken now would bring a new token, which can never re-apply anything.
+    required and no lease is taken: a lease taken now would bring a new token, which can never
+    re-apply anything. ``wait`` bounds the wait for pre-check mode's named lock.
     """
     if token is None:
         raise UsageError(
@@ -134,7 +136,7 @@ def reapply(
         )
     return _fenced(
         config, "reapply", revision, reapply_plan, token, holder, resource, False, tag, None,
-        single_transaction=True, mode=mode, lease=lease,
+        single_transaction=True, mode=mode, lease={"wait": wait},
     )
 
 
@@ -325,10 +327,11 @@ def lease_renew(
     ttl: str | int | None = None,
     lease_url: str | None = None,
 ) -> Grant:
-    """Extend ``holder``'s lease (the grant with ``token``, if given); LeaseLost if it is not theirs."""
+    """Extend ``holder``'s lease (the grant with ``token``, if given) by ``ttl`` from now, or without
+    ``ttl`` by the TTL it was granted (or last renewed) with; LeaseLost if it is not theirs."""
     name, who = _lease_resource(config, resource), _required_holder(holder)
     grant_token = None if token is None else parse_token(token)
-    ttl_ms = parse_ttl_ms(DEFAULT_TTL if ttl is None else ttl)
+    ttl_ms = None if ttl is None else parse_ttl_ms(ttl)
     return _with_lease_backend(config, lease_url, lambda backend: backend.renew(name, who, grant_token, ttl_ms))[0]
 
 
@@ -599,8 +602,7 @@ def _fenced(
             single_transaction, own_lease, engines, choice,
         )
     except Fenced as fenced:
-        _log_fenced(engines, settings, command, destination, fenced)
-        raise
+        raise _told_and_logged(engines, settings, command, destination, fenced) from None
     except DatabaseError as error:
         # A grant with --preempt terminates a stale run's connection: say that, not "database error".
         lost = own_lease.release() if own_lease is not None else None
@@ -680,6 +682,7 @@ def _plan_and_run(
                 tag=tag,
             )
             run.finish()
+            outcome.lease_renewals = own_lease.renewals if own_lease is not None else 0
             failure = own_lease.release() if own_lease is not None else None
             if failure is not None:
                 reason = failure.reason if isinstance(failure, LeaseLost) else str(failure)
@@ -746,18 +749,22 @@ def _given_or(value: str | int | None, default: str) -> str | int:
     return default if value is None else value
 
 
-def _log_fenced(
+def _told_and_logged(
     engines: list[Engine], settings: FenceSettings, command: str, destination: Any, fenced: Fenced
-) -> None:
-    """Append the FENCED event in its own transaction, after the rollback. Never changes the outcome."""
+) -> Fenced:
+    """``fenced`` saying whether the newer token has written or was only granted
+    (:func:`with_newer_token_news`), with its FENCED event appended, in their own transaction after
+    the rollback. Failing to read or log never changes the outcome."""
     if not engines:
-        return
+        return fenced
     target = ", ".join(destination) if isinstance(destination, tuple) else str(destination)
     try:
         with engines[-1].connect() as connection, connection.begin():
+            quoted_schema = connection.dialect.identifier_preparer.quote(settings.schema)
+            fenced = with_newer_token_news(connection, quoted_schema, fenced)
             log_event(
                 connection,
-                connection.dialect.identifier_preparer.quote(settings.schema),
+                quoted_schema,
                 resource=fenced.resource,
                 kind="FENCED",
                 holder=settings.holder,
@@ -769,7 +776,8 @@ def _log_fenced(
                 },
             )
     except Exception:  # noqa: BLE001 - failing to log must never change what the caller sees
-        return
+        pass
+    return fenced
 
 
 _T = TypeVar("_T")

@@ -25,7 +25,7 @@ from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .process_exit import exit_process
 from .runtime.modes import MODES, PRECHECK
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
-from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, RunOutcome
+from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
 from .revision_listing import RevisionListing
 from .scrub import scrub_secrets
 from .state import State
@@ -33,9 +33,6 @@ from .templates import FENCE_AWARE
 from .stop_signals import Stopped, stop_on_signals
 from .version_guard import ALLOWED, UNGUARDED
 from .timeline import timeline_lines
-
-_VERBS = {"upgrade": "applied", "downgrade": "rolled back", "reapply": "re-applied", "stamp": "stamped"}
-
 
 class _Context:
     def __init__(self, config_files: tuple[str, ...], name: str, x_arguments: tuple[str, ...]) -> None:
@@ -100,23 +97,45 @@ _lease_url_option = click.option(
 )
 
 
+_writer_options = [
+    click.option("--holder", metavar="NAME", help="Who is writing (default host:pid)."),
+    click.option("--resource", metavar="NAME", help="Fenced resource (default db/migrations)."),
+    click.option("--tag", metavar="TAG", help="Arbitrary tag for env.py, as alembic --tag."),
+    click.option("--mode", type=click.Choice(MODES),
+                 help="transactional: claim and DDL in one transaction; precheck: check the fence before "
+                      "each revision under a named lock, marking it dirty until it finishes "
+                      "(default: precheck on MySQL/MariaDB, transactional elsewhere)."),
+]
+
+
+def _with_options(fn: Callable[..., Any], options: list[Callable[..., Any]]) -> Callable[..., Any]:
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
 def _fence_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed([
+    return _with_options(fn, [
         click.option("--token", envvar="FENCEMIGRATE_TOKEN", metavar="N",
                      help="Your lease's fencing token (1..2**62); also $FENCEMIGRATE_TOKEN. "
                           "Without it the run takes, renews and releases a lease itself."),
-        click.option("--holder", metavar="NAME", help="Who is writing (default host:pid)."),
-        click.option("--resource", metavar="NAME", help="Fenced resource (default db/migrations)."),
-        click.option("--tag", metavar="TAG", help="Arbitrary tag for env.py, as alembic --tag."),
-        click.option("--mode", type=click.Choice(MODES),
-                     help="transactional: claim and DDL in one transaction; precheck: check the fence before "
-                          "each revision under a named lock, marking it dirty until it finishes "
-                          "(default: precheck on MySQL/MariaDB, transactional elsewhere)."),
+        *_writer_options,
         *_lease_options(wait_default=DEFAULT_RUN_WAIT),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
-    ]):
-        fn = option(fn)
-    return fn
+    ])
+
+
+def _reapply_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A reapply takes no lease of its own, so it has no lease options (see ``reapply --help``)."""
+    return _with_options(fn, [
+        click.option("--token", envvar="FENCEMIGRATE_TOKEN", metavar="N",
+                     help="The token that applied REVISION (required; also $FENCEMIGRATE_TOKEN)."),
+        *_writer_options,
+        click.option("--wait", metavar="DURATION",
+                     help="Pre-check mode: how long to wait for the resource's named lock "
+                          f"(default {DEFAULT_RUN_WAIT})."),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
+    ])
 
 
 _sql_option = click.option("--sql", is_flag=True, help="Write the SQL (with the fence claims) instead of running it.")
@@ -144,10 +163,16 @@ def downgrade(obj: _Context, /, revision: str, as_json: bool, **options: Any) ->
 
 @main.command()
 @click.argument("revision")
-@_fence_options
+@_reapply_options
 @click.pass_obj
 def reapply(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> None:
-    """Roll back REVISION and apply it again in one transaction; only under the token that applied it."""
+    """Roll back REVISION and apply it again in one transaction; only under the token that applied it.
+
+    --token is required: the ledger lets only the token that applied a revision re-apply it, and a
+    lease taken now would bring a new token, which could never re-apply anything. So a reapply
+    takes no lease of its own (no --ttl, --preempt or --lease-url): it writes under the token it
+    applied the revision with.
+    """
     _run(as_json, lambda: api.reapply(obj.config(), revision, **options))
 
 
@@ -279,7 +304,8 @@ def lease_acquire(obj: _Context, /, as_json: bool, **options: Any) -> None:
 @_resource_option
 @_holder_option
 @_grant_token_option
-@click.option("--ttl", metavar="DURATION", help=f"New time to live from now (default {DEFAULT_TTL}).")
+@click.option("--ttl", metavar="DURATION", help="New time to live from now (default: the lease's own TTL, "
+                                                 "as granted or last renewed).")
 @_lease_url_option
 @_json_option
 @click.pass_obj
@@ -620,22 +646,16 @@ def _scrubbed(value: Any) -> Any:
 
 
 def _outcome_text(outcome: RunOutcome) -> str:
-    verb = _VERBS[outcome.command]
     lines = [
-        f"{outcome.command} {'written as SQL' if outcome.offline else 'done'}: resource {outcome.resource}, "
+        f"{outcome.command} {WRITTEN_AS_SQL if outcome.offline else 'done'}: resource {outcome.resource}, "
         f"token {outcome.token if outcome.token is not None else '(none)'}, holder {outcome.holder}"
     ]
     if outcome.no_lease == NOTHING_TO_DO:
         lines.append("  no lease taken: there was nothing to do")
     elif outcome.no_lease == DONE_BY_ANOTHER_RUNNER:
         lines.append("  no lease taken: another runner finished the work while this one waited for the lease")
-    if outcome.leased and outcome.lease_note is None:
-        lines.append("  the token came from a lease this run took, renewed while it worked and released")
-    elif outcome.leased:
-        lines.append(
-            "  the token came from a lease this run took and renewed while it worked; "
-            f"it was not released: {outcome.lease_note}"
-        )
+    if outcome.leased:
+        lines.append(_lease_line(outcome))
     if outcome.mode == PRECHECK and outcome.steps:
         lines.append(
             "  pre-check mode: the fence was checked before each revision under the resource's named lock; "
@@ -646,9 +666,12 @@ def _outcome_text(outcome: RunOutcome) -> str:
     if outcome.forced_single_transaction:
         lines.append("  ran in one transaction (overriding transaction_per_migration=True in env.py)")
     for step in outcome.steps:
-        action = verb if step.direction != "down" or outcome.command == "downgrade" else "rolled back"
         names = ", ".join(step.revisions) or "(version table only)"
-        lines.append(f"  {action} {names} under token {step.token}")
+        action = step.action(outcome.command, offline=False)
+        if outcome.offline:  # nothing ran: the script does it when it is run
+            lines.append(f"  {names} {WRITTEN_AS_SQL}, to be {action} under token {step.token}")
+        else:
+            lines.append(f"  {action} {names} under token {step.token}")
         if not step.atomic and outcome.mode != PRECHECK:
             lines.append(
                 "    WARNING: this revision ran outside a single transaction (autocommit block or COMMIT): "
@@ -659,6 +682,16 @@ def _outcome_text(outcome: RunOutcome) -> str:
     if outcome.heads is not None:
         lines.append(f"  heads now: {', '.join(outcome.heads) or '(none)'}")
     return "\n".join(lines)
+
+
+def _lease_line(outcome: RunOutcome) -> str:
+    """Where the run's token came from: the lease it took, how often it renewed it, and whether
+    it was released."""
+    count = outcome.lease_renewals
+    renewed = "" if not count else f", renewed {count} time{'s' if count > 1 else ''} while it worked"
+    if outcome.lease_note is None:
+        return f"  the token came from a lease this run took{renewed} and released"
+    return f"  the token came from a lease this run took{renewed}; it was not released: {outcome.lease_note}"
 
 
 def _grant_text(verb: str, grant: Grant) -> str:

@@ -33,6 +33,7 @@ from sqlalchemy.exc import ArgumentError
 from . import api
 from .config import load_config
 from .errors import Fenced, UsageError
+from .state import State
 from .timeline import timeline_lines
 
 _BASE = '''"""0041 create invoice"""
@@ -149,7 +150,7 @@ def _replay_fenced(project: _Project, story: _Story) -> None:
     grant_b, state = api.lease_acquire(config, holder="agent-B", ttl=B_TTL)
     applied = state.ledger[-1]
     story("agent-B", f"lease granted: token {grant_b.token}; the fence is at {grant_b.token} from now on")
-    story("agent-B", f"read state: heads {state.heads}, 0042 applied by {applied.holder} under token "
+    story("agent-B", f"read state: heads {_heads(state)}, 0042 applied by {applied.holder} under token "
                      f"{applied.applied_token}: half-done, rewriting it")
     api.downgrade(config, "0041", token=grant_b.token, holder="agent-B")
     project.write_0042("agent-B", B_COLUMN, B_DDL)
@@ -170,7 +171,7 @@ def _replay_fenced(project: _Project, story: _Story) -> None:
     project.remove_0043()
     state = api.state(config)
     applied = state.ledger[-1]
-    story("agent-A", f"read state: heads {state.heads}, 0042 applied by {applied.holder} under token "
+    story("agent-A", f"read state: heads {_heads(state)}, 0042 applied by {applied.holder} under token "
                      f"{applied.applied_token}; invoice already has a currency column: goal met, stopping")
 
 
@@ -199,6 +200,11 @@ def _wait_until_expired(config: Config, timeout_s: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError("agent-A's lease did not expire")
         time.sleep(0.1)
+
+
+def _heads(state: State) -> str:
+    """The heads as the CLI prints them."""
+    return ", ".join(state.heads) or "(none)"
 
 
 def _expect_fenced(story: _Story, what: str, call: Callable[[], object]) -> None:

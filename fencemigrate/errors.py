@@ -49,6 +49,16 @@ class DatabaseError(FencemigrateError):
     """The database refused or could not be reached; nothing was applied."""
 
 
+def newer_token_wrote(fence: int, resource: str) -> str:
+    """The reason of a FENCED claim (as PostgreSQL's ``claim()`` words it too)."""
+    return f"token {fence} has since written to {resource}"
+
+
+def newer_token_granted(fence: int, resource: str) -> str:
+    """The reason of a FENCED claim when the newer token has been granted but has not written."""
+    return f"token {fence} has since been granted {resource}"
+
+
 class ImplausibleClock(FencemigrateError):
     """A grant refused because the clock that would judge its expiry (SQLite's: this machine's) is
     implausibly far ahead of the database's own record of time."""
@@ -72,27 +82,48 @@ class Fenced(FencemigrateError):
     status = "fenced"
 
     def __init__(
-        self, resource: str, token: int, fence_token: int | None, reason: str, autocommitted: tuple[str, ...] = ()
+        self,
+        resource: str,
+        token: int,
+        fence_token: int | None,
+        reason: str,
+        autocommitted: tuple[str, ...] = (),
+        granted_only: bool = False,
     ) -> None:
         self.resource = resource
         self.token = token
         self.fence_token = fence_token
         self.reason = reason
         self.autocommitted = autocommitted  # revisions whose autocommit block ran before the rejection
+        self.granted_only = granted_only  # the newer token was granted but has not written yet
         super().__init__(self.agent_message())
 
     def after_autocommit_blocks(self, revisions: tuple[str, ...]) -> Fenced:
         """The same rejection, for a run in which ``revisions`` ran statements in an autocommit block."""
-        return Fenced(self.resource, self.token, self.fence_token, self.reason, revisions)
+        return Fenced(self.resource, self.token, self.fence_token, self.reason, revisions, self.granted_only)
+
+    @property
+    def by_newer_writer(self) -> bool:
+        """Rejected because a newer token has written (the claim's reason), as far as the claim knows."""
+        return self.fence_token is not None and self.reason == newer_token_wrote(self.fence_token, self.resource)
+
+    def granted_not_written(self) -> Fenced:
+        """The same rejection, once the event log shows that the newer token was only granted:
+        a grant advances the fence before its holder writes anything."""
+        assert self.fence_token is not None
+        return Fenced(
+            self.resource, self.token, self.fence_token, newer_token_granted(self.fence_token, self.resource),
+            self.autocommitted, granted_only=True,
+        )
 
     def agent_message(self) -> str:
         """The rejection, written for an agent that must stop and re-plan, not retry."""
         if self.fence_token is not None and self.fence_token > self.token:
             headline = f"FENCED: you no longer own {self.resource}."
-            cause = (
-                f"Your lease token ({self.token}) is older than token {self.fence_token}, "
-                "which has since written to this resource."
+            news = "was granted after yours (it has not written yet)" if self.granted_only else (
+                "has since written to this resource"
             )
+            cause = f"Your lease token ({self.token}) is older than token {self.fence_token}, which {news}."
         else:
             headline = f"FENCED: this write to {self.resource} is not yours to make."
             cause = f"Rejected for token {self.token}: {self.reason}."

@@ -161,6 +161,7 @@ def read_state(context: MigrationContext, schema: str) -> State:
         for row in connection.execute(statement("ledger_rows", quoted, dialect), {"version_table": version_table})
     ]
     if _has_event_log(connection, schema, state.fence_schema_version):
+        state.ledger = _in_apply_order(connection, quoted, dialect, state.ledger)
         state.autocommit_leftovers = _autocommit_leftovers(connection, quoted, dialect, state.ledger)
     if version_at_least(state.fence_schema_version, (0, 4)):  # the guard came with fence schema 0.4
         state.tokenless_writes = guard_state(context, quoted)
@@ -184,6 +185,17 @@ def _has_event_log(connection: Connection, schema: str, version: str) -> bool:
     if prefixes_tables(connection.dialect.name):
         return inspect(connection).has_table(f"{schema}_fence_event")
     return inspect(connection).has_table("fence_event", schema=schema)
+
+
+def _in_apply_order(connection: Connection, quoted: str, dialect: str, ledger: list[LedgerRow]) -> list[LedgerRow]:
+    """The ledger in the order its revisions were applied: by applied_at, then by their APPLY or
+    STAMP events, which tell apart the rows that share an applied_at (PostgreSQL's is the start of
+    their transaction; SQLite's clock counts milliseconds)."""
+    logged = {
+        (row.resource, row.revision): int(row.seq)
+        for row in connection.execute(statement("apply_order", quoted, dialect))
+    }
+    return sorted(ledger, key=lambda row: (_moment(row.applied_at), logged.get((row.resource, row.revision), 0)))
 
 
 def _autocommit_leftovers(

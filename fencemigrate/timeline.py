@@ -191,7 +191,8 @@ def _body(event: Event, name_resource: bool) -> str:
 
 
 def _why_fenced(event: Event) -> str:
-    """`` < 34`` when a newer token had written, else the reason (a re-apply that was not ours)."""
+    """`` < 34`` when a newer token had been granted (and perhaps had written), else the reason (a
+    re-apply that was not ours)."""
     fence_token = event.detail.get("fence_token")
     if isinstance(fence_token, int) and event.token is not None and fence_token > event.token:
         return f" < {fence_token}"

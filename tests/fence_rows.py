@@ -176,14 +176,13 @@ def claim_xacts(url: str) -> list[str]:
     return [str(r[0]) for r in query(url, "SELECT xact::text FROM audit.claim_log ORDER BY id")]
 
 
-def assert_fenced(result: Result, token: int, fence: int) -> None:
-    """Exit 3 and the agent message naming both tokens on stderr."""
+def assert_fenced(result: Result, token: int, fence: int, granted_only: bool = False) -> None:
+    """Exit 3 and the agent message naming both tokens on stderr; ``granted_only``: the newer token
+    was granted (or the fence raised by hand) but has not written."""
     result.check(3)
     lines = result.stderr.splitlines()
+    news = "was granted after yours (it has not written yet)" if granted_only else "has since written to this resource"
     assert "FENCED: you no longer own db/migrations." in lines, result
-    assert (
-        f"Your lease token ({token}) is older than token {fence}, which has since written to this resource."
-        in lines
-    ), result
+    assert f"Your lease token ({token}) is older than token {fence}, which {news}." in lines, result
     assert "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply." in lines, result
     assert "If your goal is already met by the current state, report that and stop." in lines, result

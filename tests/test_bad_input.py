@@ -361,7 +361,9 @@ def test_largest_token_is_accepted(started: Project) -> None:
 
     payload = json.loads(result.stdout)
     assert payload["token"] == MAX_TOKEN
-    assert payload["steps"] == [{"revisions": ["0002"], "direction": "up", "token": MAX_TOKEN, "atomic": True}]
+    assert payload["steps"] == [
+        {"revisions": ["0002"], "direction": "up", "action": "applied", "token": MAX_TOKEN, "atomic": True}
+    ]
     assert alembic_versions(started.url) == ["0002"]
     assert fences(started.url) == {DEFAULT_RESOURCE: MAX_TOKEN}
     assert ledger(started.url)["0002"] == (DEFAULT_RESOURCE, MAX_TOKEN, "max", "upgrade")

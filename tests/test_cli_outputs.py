@@ -43,6 +43,7 @@ RUN_KEYS = {
     "heads",
     "installed_fence_schema",
     "leased",
+    "lease_renewals",
     "lease_note",
     "no_lease",
     "forced_single_transaction",
@@ -167,10 +168,11 @@ def test_upgrade_json_output(two: Project) -> None:
         "token": 7,
         "holder": "h1",
         "offline": False,
-        "steps": [{"revisions": ["0001"], "direction": "up", "token": 7, "atomic": True}],
+        "steps": [{"revisions": ["0001"], "direction": "up", "action": "applied", "token": 7, "atomic": True}],
         "heads": ["0001"],
         "installed_fence_schema": True,
         "leased": False,
+        "lease_renewals": 0,
         "lease_note": None,
         "no_lease": None,
         "forced_single_transaction": False,
@@ -179,7 +181,9 @@ def test_upgrade_json_output(two: Project) -> None:
 
     payload = cli_json(two, "upgrade", "head", "--token", "8", "--holder", "h2")
     assert payload["installed_fence_schema"] is False
-    assert payload["steps"] == [{"revisions": ["0002"], "direction": "up", "token": 8, "atomic": True}]
+    assert payload["steps"] == [
+        {"revisions": ["0002"], "direction": "up", "action": "applied", "token": 8, "atomic": True}
+    ]
     assert payload["heads"] == ["0002"]
     assert ledger(two.url) == {
         "0001": (DEFAULT_RESOURCE, 7, "h1", "upgrade"),
@@ -216,10 +220,11 @@ def test_downgrade_text_and_json_output(two: Project) -> None:
         "token": 8,
         "holder": "h2",
         "offline": False,
-        "steps": [{"revisions": ["0001"], "direction": "down", "token": 8, "atomic": True}],
+        "steps": [{"revisions": ["0001"], "direction": "down", "action": "rolled back", "token": 8, "atomic": True}],
         "heads": [],
         "installed_fence_schema": False,
         "leased": False,
+        "lease_renewals": 0,
         "lease_note": None,
         "no_lease": None,
         "forced_single_transaction": False,
@@ -283,7 +288,7 @@ def test_stamp_writes_and_removes_ledger_rows(two: Project) -> None:
     payload = cli_json(two, "stamp", "base", "--token", "6", "--holder", "s")
     assert payload["command"] == "stamp" and payload["heads"] == []
     assert [(sorted(step["revisions"]), step["direction"], step["token"]) for step in payload["steps"]] == [
-        (["0001", "0002"], "stamp", 6)
+        (["0001", "0002"], "down", 6)  # unstamped
     ]
     assert alembic_versions(two.url) == []
     assert ledger(two.url) == {}
@@ -575,7 +580,8 @@ def test_api_upgrade_matches_cli_json(make_project: MakeProject, second_database
     assert returned["holder"] == f"{socket.gethostname()}:{os.getpid()}"
     assert {k: v for k, v in returned.items() if k != "holder"} == {k: v for k, v in printed.items() if k != "holder"}
     assert returned["steps"] == [
-        {"revisions": [rev], "direction": "up", "token": 3, "atomic": True} for rev in ("0001", "0002")
+        {"revisions": [rev], "direction": "up", "action": "applied", "token": 3, "atomic": True}
+        for rev in ("0001", "0002")
     ]
     assert alembic_versions(api_project.url) == ["0002"]
     assert fences(api_project.url) == {DEFAULT_RESOURCE: 3}

@@ -44,6 +44,13 @@ def assert_incident_replayed(output: str) -> None:
         "(token 3 has since written to db/migrations)" in lines
     )
     assert any(line.startswith("agent-A   read state:") and line.endswith("goal met, stopping") for line in lines)
+    # the heads as the CLI prints them, not a Python list
+    assert "agent-B   read state: heads 0042, 0042 applied by agent-A under token 2: half-done, rewriting it" in lines
+    assert (
+        "agent-A   read state: heads 0042, 0042 applied by agent-B under token 3; invoice already has a currency "
+        "column: goal met, stopping" in lines
+    )
+    assert not any("['" in line for line in lines)
     fenced, control = [line for line in lines if line.startswith("   invoice columns now:")]
     assert fenced == "   invoice columns now: id, amount, currency_code"
     assert control == "   invoice columns now: id, amount, currency"

@@ -154,10 +154,11 @@ def test_unmodified_env_is_fenced(
         "token": 5,
         "holder": "agent",
         "offline": False,
-        "steps": [{"revisions": ["a1"], "direction": "up", "token": 5, "atomic": True}],
+        "steps": [{"revisions": ["a1"], "direction": "up", "action": "applied", "token": 5, "atomic": True}],
         "heads": ["a1"],
         "installed_fence_schema": True,
         "leased": False,
+        "lease_renewals": 0,
         "lease_note": None,
         "no_lease": None,
         "forced_single_transaction": False,
@@ -363,7 +364,7 @@ def test_newer_token_during_autocommit_block_is_fenced_after_it(project: Project
         """,
     )
 
-    assert_fenced(project.run_cli("upgrade", "head", "--token", "8"), token=8, fence=99)
+    assert_fenced(project.run_cli("upgrade", "head", "--token", "8"), token=8, fence=99, granted_only=True)
     assert "after_block" not in table_names(pg_url)
     assert alembic_versions(pg_url) == ["a1"]
     assert ledger(pg_url) == [("a1", 7, "upgrade")]
@@ -412,7 +413,7 @@ def test_fenced_after_an_autocommit_block_says_what_the_block_left(project: Proj
     )
 
     fenced = project.run_cli("upgrade", "head", "--token", "8", "--holder", "agent-A")
-    assert_fenced(fenced, token=8, fence=99)
+    assert_fenced(fenced, token=8, fence=99, granted_only=True)
     assert AUTOCOMMIT_LEFT in fenced.stderr.splitlines(), fenced.stderr
     other = ("--resource", "db/other", "--holder", "agent-B", "--json")
     payload = json.loads(project.run_cli("upgrade", "head", "--token", "8", *other).check(3).stdout)
@@ -472,7 +473,7 @@ def test_newer_token_between_two_autocommit_blocks_stops_the_second(project: Pro
                 op.execute("CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_second ON items (name)")
         """,
     )
-    assert_fenced(project.run_cli("upgrade", "head", "--token", "8"), token=8, fence=99)
+    assert_fenced(project.run_cli("upgrade", "head", "--token", "8"), token=8, fence=99, granted_only=True)
     assert index_names(pg_url) == ["ix_first"]
     assert alembic_versions(pg_url) == ["a1"]
     assert ledger(pg_url) == [("a1", 7, "upgrade")]
@@ -528,7 +529,7 @@ def test_commit_midway_newer_token_is_fenced_after_it(project: Project, pg_url: 
             op.execute("CREATE TABLE after_commit (id int)")
         """,
     )
-    assert_fenced(project.run_cli("upgrade", "head", "--token", "8"), token=8, fence=99)
+    assert_fenced(project.run_cli("upgrade", "head", "--token", "8"), token=8, fence=99, granted_only=True)
     assert table_names(pg_url) == ["alembic_version", "before_commit", "t1"]
     assert alembic_versions(pg_url) == ["a1"]
     assert ledger(pg_url) == [("a1", 7, "upgrade")]
@@ -612,7 +613,7 @@ def test_deferred_ledger_rows_commit_with_their_ddl(project: Project, pg_url: st
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     project.add_revision("b2", "a1", (), slug="escape", extra_upgrade_code=escape.format(url=libpq_url(pg_url)))
 
-    assert_fenced(project.run_cli("upgrade", "head", "--token", "8"), token=8, fence=99)
+    assert_fenced(project.run_cli("upgrade", "head", "--token", "8"), token=8, fence=99, granted_only=True)
     assert table_names(pg_url) == ["alembic_version", "t1"]
     assert alembic_versions(pg_url) == ["a1"]
     assert ledger(pg_url) == [("a1", 8, "upgrade")]

@@ -164,8 +164,8 @@ def test_script_stdout_is_only_sql_summary_on_stderr(project: Project) -> None:
     result = offline(project, "head", 3)
     summary = [
         f"upgrade written as SQL: resource {RESOURCE}, token 3, holder {HOLDER}",
-        "  applied a1 under token 3",
-        "  applied b2 under token 3",
+        "  a1 written as SQL, to be applied under token 3",
+        "  b2 written as SQL, to be applied under token 3",
         "  heads now: b2",
     ]
     err_lines = result.stderr.splitlines()

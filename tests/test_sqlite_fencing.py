@@ -198,7 +198,9 @@ def test_transaction_per_migration_keeps_the_steps_before_the_failure(tmp_path: 
 
     add_good(project, "0003", "0002", "t3")
     payload = upgrade_json(project, 8)
-    assert payload["steps"] == [{"revisions": ["0003"], "direction": "up", "token": 8, "atomic": True}]
+    assert payload["steps"] == [
+        {"revisions": ["0003"], "direction": "up", "action": "applied", "token": 8, "atomic": True}
+    ]
     assert alembic_versions(db) == ["0003"]
     assert ledger(db)["0003"] == (8, "agent", "upgrade")
 
@@ -378,7 +380,10 @@ def test_commit_inside_a_revision_is_caught_before_the_ledger_row(tmp_path: Path
 
     out = project.run_cli("upgrade", "head", "--token", "8")
     out.check(3)
-    assert "Your lease token (8) is older than token 99, which has since written to this resource." in out.stderr
+    # the fence was raised by hand: no write under token 99 is logged
+    assert "Your lease token (8) is older than token 99, which was granted after yours (it has not written yet)." in (
+        out.stderr
+    )
     assert user_tables(db) == ["before_commit", "t1"]  # committed by the revision itself
     assert alembic_versions(db) == ["a1"]
     assert ledger(db) == {"a1": (7, "agent", "upgrade")}

@@ -64,9 +64,10 @@ class DatabaseLeases:
         return grant
 
     def renew(
-        self, resource: str, holder: str, token: int | None, ttl_ms: int, within: Connection | None = None
+        self, resource: str, holder: str, token: int | None, ttl_ms: int | None, within: Connection | None = None
     ) -> Grant:
-        """Extend the holder's lease by ``ttl_ms`` from now; LeaseLost if it is no longer theirs.
+        """Extend the holder's lease by ``ttl_ms`` (None: its own TTL) from now; LeaseLost if it is
+        no longer theirs.
 
         ``within``: in that connection's open transaction, committed by its owner (see the protocol).
         LeaseBusy when another lease transaction keeps the lease row longer than
@@ -79,9 +80,9 @@ class DatabaseLeases:
             if row is None:
                 reason = self._why_lost(connection, resource, holder, token)
             else:
-                self._log(connection, resource, "RENEW", holder, int(row.token),
-                          {"ttl_ms": ttl_ms, "after_expiry": bool(row.was_expired)})
                 lease = self._peek(connection, resource)
+                self._log(connection, resource, "RENEW", holder, int(row.token),
+                          {"ttl_ms": lease.ttl_ms, "after_expiry": bool(row.was_expired)})
         if row is None:
             raise LeaseLost(resource, holder, token, reason)
         return Grant(lease, renewed_after_expiry=bool(row.was_expired))

@@ -104,9 +104,11 @@ class LeaseBackend(Protocol):
         ``request.wait_ms`` for another live holder; StoppedWaiting once ``stop_waiting()`` is true."""
 
     def renew(
-        self, resource: str, holder: str, token: int | None, ttl_ms: int, within: Connection | None = None
+        self, resource: str, holder: str, token: int | None, ttl_ms: int | None, within: Connection | None = None
     ) -> Grant:
-        """Extend the holder's lease; LeaseLost if someone else has been granted it since.
+        """Extend the holder's lease by ``ttl_ms`` from now, or with ``ttl_ms`` None by the TTL it
+        was granted (or last renewed) with, which the service stores with the lease; LeaseLost if
+        someone else has been granted it since.
 
         Normally in a transaction of the backend's own that commits at once. With ``within``, the
         renewal's database writes (the lease row, the RENEW or LOST event) go into that connection's

@@ -78,9 +78,10 @@ class RedisLeases:
             self._store.reply_within(None)
 
     def renew(
-        self, resource: str, holder: str, token: int | None, ttl_ms: int, within: Connection | None = None
+        self, resource: str, holder: str, token: int | None, ttl_ms: int | None, within: Connection | None = None
     ) -> Grant:
-        """PEXPIRE the holder's lease by ``ttl_ms``; LeaseLost if it is no longer theirs.
+        """PEXPIRE the holder's lease by ``ttl_ms`` (None: the TTL of its grant, kept in the last-grant
+        hash); LeaseLost if it is no longer theirs.
 
         ``within``: the event goes into that connection's open transaction (see the protocol).
         """
@@ -90,7 +91,7 @@ class RedisLeases:
                 reason = self._why_lost(connection, resource, holder, token)
             else:
                 self._log(connection, resource, "RENEW", holder, renewed[0],
-                          {"ttl_ms": ttl_ms, "after_expiry": renewed[1], "lease_service": "redis"})
+                          {"ttl_ms": renewed[2], "after_expiry": renewed[1], "lease_service": "redis"})
                 lease = self._status(connection, resource)
         if renewed is None:
             raise LeaseLost(resource, holder, token, reason)

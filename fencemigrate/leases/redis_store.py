@@ -211,12 +211,16 @@ class RedisLeaseStore:
             [str(value), "" if issued is None else issued.token, *previous],
         )
 
-    def renew(self, resource: str, holder: str, token: int | None, ttl_ms: int) -> tuple[int, bool] | None:
-        """PEXPIRE the holder's lease: (token, renewed after expiry), or None when it is not theirs."""
+    def renew(
+        self, resource: str, holder: str, token: int | None, ttl_ms: int | None
+    ) -> tuple[int, bool, int] | None:
+        """PEXPIRE the holder's lease by ``ttl_ms`` (None: its grant's TTL): (token, renewed after
+        expiry, the TTL it was renewed by), or None when it is not theirs."""
         reply = self._run(
-            "renew", [lease_key(resource), last_key(resource)], [holder, _wanted(token), ttl_ms]
+            "renew", [lease_key(resource), last_key(resource)],
+            [holder, _wanted(token), "" if ttl_ms is None else ttl_ms],
         )
-        return None if reply is None else (int(reply[0]), bool(reply[1]))
+        return None if reply is None else (int(reply[0]), bool(reply[1]), int(reply[2]))
 
     def release(self, resource: str, holder: str, token: int | None) -> int | None:
         """DEL the holder's lease: the released token, or None when it is not theirs."""

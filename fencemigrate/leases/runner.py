@@ -30,6 +30,7 @@ class RunnerLease:
         self._backend: LeaseBackend | None = None
         self._grant: Grant | None = None
         self._renewed_at = 0.0
+        self.renewals = 0  # how often heartbeat() renewed the lease
 
     @property
     def grant(self) -> Grant | None:
@@ -77,6 +78,7 @@ class RunnerLease:
             self.request.resource, self.request.holder, self._grant.token, self.request.ttl_ms, within=within
         )
         self._renewed_at = time.monotonic()
+        self.renewals += 1
 
     def release(self) -> FencemigrateError | None:
         """Release the lease and close the backend. What went wrong is returned, not raised (LeaseLost

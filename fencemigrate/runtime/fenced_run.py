@@ -208,7 +208,7 @@ class FencedRun:
         self.outcome.steps.append(
             StepOutcome(
                 revisions=change.added or change.removed,
-                direction=step_direction(step),
+                direction=step_direction(step, change),
                 token=settings.token,
                 atomic=not self._escaped,
             )
@@ -393,8 +393,8 @@ class FencedRun:
 
 
 
-def step_direction(step: Any) -> str:
-    """"up", "down" or "stamp", for the outcome."""
+def step_direction(step: Any, change: LedgerChange) -> str:
+    """"up" or "down", for the outcome; a stamp is "down" when it only unstamps revisions."""
     if not isinstance(step, RevisionStep):
-        return "stamp"
+        return "down" if change.removed and not change.added else "up"
     return "up" if step.is_upgrade else "down"

@@ -11,20 +11,35 @@ DONE_BY_ANOTHER_RUNNER = "done_by_another_runner"
 """``RunOutcome.no_lease``: another runner finished the work while this one waited for the lease."""
 
 
+WRITTEN_AS_SQL = "written as SQL"
+
+
 @dataclass(frozen=True)
 class StepOutcome:
     """One migration step that committed (or was written out, with --sql)."""
 
-    revisions: tuple[str, ...]
-    direction: str  # "up", "down" or "stamp"
+    revisions: tuple[str, ...]  # applied or stamped when "up", rolled back or unstamped when "down"
+    direction: str  # "up" or "down" (a stamp's too: "down" when it only unstamps revisions)
     token: int
     atomic: bool  # False when the revision ran outside a single transaction
 
-    def as_json(self) -> dict[str, Any]:
-        """JSON form of this step."""
+    def action(self, command: str, offline: bool) -> str:
+        """What happened to the step's revisions in a run of ``command``: "applied", "re-applied",
+        "rolled back", "stamped", "unstamped", or "written as SQL" (``offline``: nothing ran)."""
+        if offline:
+            return WRITTEN_AS_SQL
+        if command == "stamp":
+            return "stamped" if self.direction == "up" else "unstamped"
+        if self.direction == "down":
+            return "rolled back"
+        return "re-applied" if command == "reapply" else "applied"
+
+    def as_json(self, command: str, offline: bool) -> dict[str, Any]:
+        """JSON form of this step in a run of ``command``."""
         return {
             "revisions": list(self.revisions),
             "direction": self.direction,
+            "action": self.action(command, offline),
             "token": self.token,
             "atomic": self.atomic,
         }
@@ -44,6 +59,7 @@ class RunOutcome:
     installed_fence_schema: bool = False
     forced_single_transaction: bool = False
     leased: bool = False  # the token came from a lease this run took (and released) itself
+    lease_renewals: int = 0  # how often the run renewed that lease while it worked
     lease_note: str | None = None  # why that lease could not be released, if it could not
     no_lease: str | None = None  # NOTHING_TO_DO or DONE_BY_ANOTHER_RUNNER: why a run without --token took none
     mode: str = "transactional"  # or "precheck": the fence was checked before each revision
@@ -58,11 +74,12 @@ class RunOutcome:
             "token": self.token,
             "holder": self.holder,
             "offline": self.offline,
-            "steps": [step.as_json() for step in self.steps],
+            "steps": [step.as_json(self.command, self.offline) for step in self.steps],
             "heads": self.heads,
             "installed_fence_schema": self.installed_fence_schema,
             "forced_single_transaction": self.forced_single_transaction,
             "leased": self.leased,
+            "lease_renewals": self.lease_renewals,
             "lease_note": self.lease_note,
             "no_lease": self.no_lease,
             "mode": self.mode,

@@ -7,11 +7,10 @@ from typing import Any
 from alembic.runtime.migration import RevisionStep
 from sqlalchemy import Connection
 
-from ..errors import DatabaseError, Fenced
+from ..errors import DatabaseError, Fenced, newer_token_wrote
 from ..queries import query_dialect, statement
 from .driver import rowcount_on_driver, scalar_on_driver
 from .fence_calls import FenceCalls
-from .fence_calls.plain import newer_token
 from .ledger_changes import script_sha256
 from .settings import FenceSettings
 
@@ -38,7 +37,7 @@ class PrecheckMarks:
         """Check the fence and mark ``step``'s revision; FENCED if a newer token has written."""
         if not self._mark(step, version_table, settings):
             fence = scalar_on_driver(self._connection, self._statement("fence_token"), {"resource": settings.resource})
-            raise Fenced(settings.resource, settings.token, fence, newer_token(int(fence), settings.resource))
+            raise Fenced(settings.resource, settings.token, fence, newer_token_wrote(int(fence), settings.resource))
         if self._commit_marks and query_dialect(self._dialect) != "mysql":
             dbapi_connection = self._connection.connection.dbapi_connection
             assert dbapi_connection is not None

@@ -179,7 +179,7 @@ class PrecheckRun:
         self.outcome.steps.append(
             StepOutcome(
                 revisions=change.added or change.removed,
-                direction=step_direction(step),
+                direction=step_direction(step, change),
                 token=settings.token,
                 atomic=not isinstance(step, RevisionStep),
             )

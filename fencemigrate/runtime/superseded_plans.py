@@ -8,10 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from alembic.runtime.migration import MigrationContext
 
-from ..errors import Fenced, TokenRequired, UsageError
+from ..errors import Fenced, TokenRequired, UsageError, newer_token_wrote
 from ..fence_schema import installed_version
 from ..queries import statement
-from .fence_calls.plain import newer_token
 from .settings import FenceSettings
 
 if TYPE_CHECKING:  # fenced_run imports this module
@@ -44,4 +43,5 @@ def refuse_if_superseded(settings: FenceSettings, context: MigrationContext) -> 
     clause = statement("fence_token", quoted_schema, connection.dialect.name)
     fence = connection.execute(clause, {"resource": settings.resource}).scalar()
     if fence is not None and int(fence) > settings.token:
-        raise Fenced(settings.resource, settings.token, int(fence), newer_token(int(fence), settings.resource)) from None
+        reason = newer_token_wrote(int(fence), settings.resource)
+        raise Fenced(settings.resource, settings.token, int(fence), reason) from None

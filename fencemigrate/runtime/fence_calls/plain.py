@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Connection, CursorResult
 
-from ...errors import Fenced
+from ...errors import Fenced, newer_token_wrote
 from ...queries import statement
 from ...token_sources import EXTERNAL, never_issued
 from .base import FenceCalls
@@ -129,11 +129,7 @@ def refuse_token(resource: str, token: int, fence: int, source: str) -> None:
     """FENCED when a higher token has written, or when ``token`` is above the fence of a resource
     whose lease service never issued it (the claim statement's condition, explained)."""
     if fence > token:
-        raise Fenced(resource, token, fence, newer_token(fence, resource))
+        raise Fenced(resource, token, fence, newer_token_wrote(fence, resource))
     if fence < token and source != EXTERNAL:
         raise Fenced(resource, token, fence, never_issued(resource, token, fence, source))
 
-
-def newer_token(fence: int, resource: str) -> str:
-    """The reason of a FENCED claim."""
-    return f"token {fence} has since written to {resource}"

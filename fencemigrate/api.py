@@ -33,6 +33,7 @@ from .ensure_version import EnsuredVersionTable, ensure_version_table
 from .install_outcome import InstallOutcome
 from .fence_schema import ensure_installed, installed_version, offline_install_script
 from .migration_role import check_grant_to, grant_to_migration_role
+from .progress import SILENT, Progress
 from .revision_listing import (
     RevisionListing, current_listing, heads_listing, history_listing, needs_database, show_listing,
 )
@@ -71,6 +72,7 @@ def upgrade(
     sql: bool = False,
     tag: str | None = None,
     mode: str | None = None,
+    progress: Progress = SILENT,
     **lease: Any,
 ) -> RunOutcome:
     """``alembic upgrade``, with every step claiming the fence first.
@@ -78,12 +80,13 @@ def upgrade(
     Without ``token`` the run takes a lease itself (``ttl``, ``wait``, ``preempt``, ``lease_url``
     as for :func:`lease_acquire`), renews it between revisions and releases it at the end.
     ``mode`` is "transactional" or "precheck" (default: pre-check on MySQL and MariaDB, which
-    commit DDL on their own; transactional elsewhere).
+    commit DDL on their own; transactional elsewhere). ``progress`` hears of each revision as it
+    starts and of the wait for the lease (default: silent).
     """
     start, destination = _split_range(revision, sql, "upgrade")
     return _fenced(
         config, "upgrade", destination, upgrade_plan, token, holder, resource, sql, tag, start,
-        mode=mode, lease=lease,
+        mode=mode, lease=lease, progress=progress,
     )
 
 
@@ -97,6 +100,7 @@ def downgrade(
     sql: bool = False,
     tag: str | None = None,
     mode: str | None = None,
+    progress: Progress = SILENT,
     **lease: Any,
 ) -> RunOutcome:
     """``alembic downgrade``, fenced; the ledger rows go in the same transaction as the DDL."""
@@ -105,7 +109,7 @@ def downgrade(
         raise UsageError("downgrade with --sql needs a range FROM:TO")
     return _fenced(
         config, "downgrade", destination, downgrade_plan, token, holder, resource, sql, tag, start,
-        mode=mode, lease=lease,
+        mode=mode, lease=lease, progress=progress,
     )
 
 
@@ -119,6 +123,7 @@ def reapply(
     tag: str | None = None,
     mode: str | None = None,
     wait: str | int | None = None,
+    progress: Progress = SILENT,
 ) -> RunOutcome:
     """Roll back ``revision`` (and what sits above it) and apply it again, in one transaction
     (in pre-check mode: one revision after the other, each checked and marked first).
@@ -134,7 +139,7 @@ def reapply(
         )
     return _fenced(
         config, "reapply", revision, reapply_plan, token, holder, resource, False, tag, None,
-        single_transaction=True, mode=mode, lease={"wait": wait},
+        single_transaction=True, mode=mode, lease={"wait": wait}, progress=progress,
     )
 
 
@@ -149,6 +154,7 @@ def stamp(
     tag: str | None = None,
     mode: str | None = None,
     purge: bool = False,
+    progress: Progress = SILENT,
     **lease: Any,
 ) -> RunOutcome:
     """``alembic stamp``, fenced: the version table moves only under a valid claim.
@@ -170,7 +176,7 @@ def stamp(
     plan_for = partial(stamp_plan, purge_schema=check_schema(fence_schema(config))) if purge else stamp_plan
     return _fenced(
         config, "stamp", tuple(destinations), plan_for, token, holder, resource, sql, tag, start,
-        mode=mode, lease=lease,
+        mode=mode, lease=lease, progress=progress,
     )
 
 
@@ -295,11 +301,13 @@ def lease_acquire(
     wait: str | int | None = None,
     preempt: bool = False,
     lease_url: str | None = None,
+    progress: Progress = SILENT,
 ) -> tuple[Grant, State]:
     """Grant the lease of ``resource`` to ``holder`` with a new token, and read the state afresh.
 
     The grant advances the fence to the new token: older holders are fenced from now on.
-    ``preempt`` is refused on SQLite (UsageError), before anything is touched.
+    ``preempt`` is refused on SQLite (UsageError), before anything is touched. ``progress`` hears
+    of the wait while another holder has the lease (default: silent).
     """
     request = LeaseRequest(
         resource=_lease_resource(config, resource),
@@ -309,7 +317,7 @@ def lease_acquire(
         preempt=preempt,
     )
     grant, fresh = _with_lease_backend(
-        config, lease_url, lambda backend: backend.acquire(request), preempt=preempt, after_grant=True,
+        config, lease_url, lambda backend: backend.acquire(request, progress=progress), preempt=preempt, after_grant=True,
         wait_ms=request.wait_ms,
     )
     assert fresh is not None
@@ -578,6 +586,7 @@ def _fenced(
     single_transaction: bool = False,
     mode: str | None = None,
     lease: dict[str, Any] | None = None,
+    progress: Progress = SILENT,
 ) -> RunOutcome:
     settings = FenceSettings(
         token=0,
@@ -587,7 +596,7 @@ def _fenced(
     )
     options = lease or {}
     choice = RunChoice(check_mode(mode), sql, _lock_wait_ms(options), lock_wait_given=token is not None and options.get("wait") is not None)
-    own_lease = _own_lease(config, settings, token, sql, options)
+    own_lease = _own_lease(config, settings, token, sql, options, progress)
     if token is not None:
         settings = dataclasses.replace(settings, token=parse_token(token))
     script = _script_directory(config)
@@ -597,7 +606,7 @@ def _fenced(
     try:
         return _plan_and_run(
             config, script, command, destination, plan_for, settings, sql, tag, start,
-            single_transaction, own_lease, engines, choice,
+            single_transaction, own_lease, engines, choice, progress,
         )
     except Fenced as fenced:
         raise _told_and_logged(engines, settings, command, destination, fenced) from None
@@ -626,6 +635,7 @@ def _plan_and_run(
     own_lease: RunnerLease | None,
     engines: list[Engine],
     choice: RunChoice,
+    progress: Progress,
 ) -> RunOutcome:
     """Run env.py with the fenced migration function; plan again while the heads move under us."""
     # A runner queued behind the one doing an upgrade learns it is done from the revision files'
@@ -636,6 +646,7 @@ def _plan_and_run(
         run = choice.runs(
             settings, plan_for(script, destination), outcome,
             heartbeat=own_lease.heartbeat if own_lease is not None else lambda migration: None,
+            progress=progress,
         )
 
         def connected(context: MigrationContext, run: ChosenRun = run) -> None:
@@ -695,7 +706,8 @@ def _plan_and_run(
 
 
 def _own_lease(
-    config: Config, settings: FenceSettings, token: int | str | None, sql: bool, options: dict[str, Any]
+    config: Config, settings: FenceSettings, token: int | str | None, sql: bool, options: dict[str, Any],
+    progress: Progress,
 ) -> RunnerLease | None:
     """The lease a run takes itself when it has no token; None when it was given one.
 
@@ -727,7 +739,8 @@ def _own_lease(
     )
     lease_url = check_lease_url(options.get("lease_url") or configured_lease_url(config))
     return RunnerLease(
-        request, lambda engine: open_backend(engine, settings.schema, lease_url, request.preempt, request.wait_ms)
+        request, lambda engine: open_backend(engine, settings.schema, lease_url, request.preempt, request.wait_ms),
+        progress,
     )
 
 

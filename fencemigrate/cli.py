@@ -6,6 +6,7 @@ Exit statuses: 0 success, 1 error, 2 bad usage, 3 FENCED or lease lost, 4 lease 
 
 from __future__ import annotations
 
+import argparse
 import configparser
 import contextlib
 import json
@@ -45,9 +46,13 @@ class _Context:
         self.progress: Progress = SILENT if quiet else _StderrProgress()
 
     def config(self) -> Config:
-        config = load_config(self.config_files, self.name, self.x_arguments)
-        assert config.cmd_opts is not None
-        # Alembic's own: Config.print_stdout (current, heads, history, show) is silent with quiet.
+        return self.with_options(load_config(self.config_files, self.name, self.x_arguments))
+
+    def with_options(self, config: Config) -> Config:
+        """``config`` with the global --raiseerr and -q in its ``cmd_opts``, as Alembic's: its own output
+        (``Config.print_stdout``, "Generating ... done") is silent with quiet."""
+        if config.cmd_opts is None:
+            config.cmd_opts = argparse.Namespace()
         config.cmd_opts.raiseerr, config.cmd_opts.quiet = self.raiseerr, self.quiet
         return config
 
@@ -421,7 +426,7 @@ def init(obj: _Context, directory: str, template: str, package: bool, as_json: b
 
     Writes files only: no token, no lease.
     """
-    config = _guarded(as_json, lambda: init_config(obj.config_files, obj.name))
+    config = _guarded(as_json, lambda: obj.with_options(init_config(obj.config_files, obj.name)))
     outcome = _authoring(as_json, lambda: api.init(config, directory, template=template, package=package))
     if as_json:
         _print_json(outcome.as_json())

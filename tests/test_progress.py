@@ -15,7 +15,7 @@ import pytest
 import sqlite_rows
 from fence_rows import stderr_lines
 from support import db
-from support.project import MakeProject, Project, Result, sqlite_url
+from support.project import MakeProject, Project, Result, run_command, script_command, sqlite_url
 
 RESOURCE = "db/migrations"
 
@@ -139,3 +139,18 @@ def test_quiet_silences_alembic_own_output_as_alembic_q_does(chain: Project) -> 
     assert chain.run_alembic("heads").check().stdout == "r03 (head)\n"
     assert chain.run_cli("-q", "heads").check().stdout == ""
     assert chain.run_alembic("-q", "heads").check().stdout == ""
+
+
+def test_quiet_init_prints_what_alembic_q_init_prints(tmp_path: Path) -> None:
+    """``-q init -t generic`` leaves out Alembic's "Creating directory" and closing advice, as the
+    control ``alembic -q init -t generic`` does; fencemigrate's result line stays."""
+    outputs = {}
+    for tool in ("alembic", "fencemigrate"):
+        (tmp_path / tool).mkdir()
+        result = run_command(script_command(tool) + ["-q", "init", "-t", "generic", "migrations"], tmp_path / tool)
+        outputs[tool] = result.check().stdout.replace(str(tmp_path / tool), "DIR").splitlines()
+    assert not any(line.startswith(("Creating directory", "Please edit")) for line in outputs["alembic"])
+    assert outputs["fencemigrate"] == [*outputs["alembic"], (
+        "Alembic environment (template generic) written to migrations; edit sqlalchemy.url in alembic.ini; "
+        "its env.py is not fence-aware: plain alembic runs it without a token"
+    )]

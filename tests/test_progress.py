@@ -38,8 +38,13 @@ def versions(project: Project) -> list[str] | None:
 
 def lease_for_other(project: Project) -> tuple[int, datetime]:
     """``other`` holds the lease for 30 s: its token and expiry by the lease service's clock."""
+    return lease_for_other_on(project)
+
+
+def lease_for_other_on(project: Project, *options: str) -> tuple[int, datetime]:
+    """:func:`lease_for_other`, with more ``lease acquire`` options (``--lease-url``)."""
     lease = json.loads(
-        project.run_cli("lease", "acquire", "--holder", "other", "--ttl", "30s", "--json").check().stdout
+        project.run_cli("lease", "acquire", "--holder", "other", "--ttl", "30s", "--json", *options).check().stdout
     )["lease"]
     return int(lease["token"]), datetime.fromisoformat(lease["expires_at"])
 
@@ -154,3 +159,12 @@ def test_quiet_init_prints_what_alembic_q_init_prints(tmp_path: Path) -> None:
         "Alembic environment (template generic) written to migrations; edit sqlalchemy.url in alembic.ini; "
         "its env.py is not fence-aware: plain alembic runs it without a token"
     )]
+
+
+def test_a_run_waiting_for_a_redis_lease_says_so(project: Project, redis_url: str) -> None:
+    """The same reports from the Redis lease service, by Redis's clock."""
+    project.add_chain(1)
+    token, expires = lease_for_other_on(project, "--lease-url", redis_url)
+    result = project.run_cli("upgrade", "head", "--wait", "6s", "--lease-url", redis_url).check(4)
+    assert len(waiting_lines(result, token, expires)) >= 2, result
+    assert stderr_lines(result.stderr)[-1].startswith(busy_line(token)), result

@@ -317,8 +317,8 @@ def lease_acquire(
         preempt=preempt,
     )
     grant, fresh = _with_lease_backend(
-        config, lease_url, lambda backend: backend.acquire(request, progress=progress), preempt=preempt, after_grant=True,
-        wait_ms=request.wait_ms,
+        config, lease_url, lambda backend: backend.acquire(request, progress=progress), preempt=preempt,
+        after_grant=True, wait_ms=request.wait_ms,
     )
     assert fresh is not None
     return grant, fresh

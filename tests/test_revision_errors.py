@@ -132,7 +132,9 @@ def test_earlier_revisions_in_their_own_transactions_stay_applied(make_project: 
 
 @pytest.mark.parametrize("flags", [(), ("--raiseerr",), ("--json",), ("--raiseerr", "--json")],
                          ids=["text", "raiseerr", "json", "raiseerr-json"])
-def test_a_password_in_the_error_is_never_printed(make_project: MakeProject, pg_url: str, flags: tuple[str, ...]) -> None:
+def test_a_password_in_the_error_is_never_printed(
+    make_project: MakeProject, pg_url: str, flags: tuple[str, ...]
+) -> None:
     """The revision's error quotes the URL, password included: it is shown as ***, in the traceback too."""
     url = pg_url.replace("postgres@", f"postgres:{PASSWORD}@")
     project = make_project(url=url)

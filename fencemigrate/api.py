@@ -34,6 +34,7 @@ from .ensure_version import EnsuredVersionTable, ensure_version_table
 from .install_outcome import InstallOutcome
 from .fence_schema import ensure_installed, installed_version, offline_install_script
 from .migration_role import check_grant_to, grant_to_migration_role
+from .progress import SILENT, Progress
 from .revision_listing import (
     RevisionListing, current_listing, heads_listing, history_listing, needs_database, show_listing,
 )
@@ -73,6 +74,7 @@ def upgrade(
     sql: bool = False,
     tag: str | None = None,
     mode: str | None = None,
+    progress: Progress = SILENT,
     **lease: Any,
 ) -> RunOutcome:
     """``alembic upgrade``, with every step claiming the fence first.
@@ -80,12 +82,13 @@ def upgrade(
     Without ``token`` the run takes a lease itself (``ttl``, ``wait``, ``preempt``, ``lease_url``
     as for :func:`lease_acquire`), renews it between revisions and releases it at the end.
     ``mode`` is "transactional" or "precheck" (default: pre-check on MySQL and MariaDB, which
-    commit DDL on their own; transactional elsewhere).
+    commit DDL on their own; transactional elsewhere). ``progress`` hears of each revision as it
+    starts and of the wait for the lease (default: silent).
     """
     start, destination = _split_range(revision, sql, "upgrade")
     return _fenced(
         config, "upgrade", destination, upgrade_plan, token, holder, resource, sql, tag, start,
-        mode=mode, lease=lease,
+        mode=mode, lease=lease, progress=progress,
     )
 
 
@@ -99,6 +102,7 @@ def downgrade(
     sql: bool = False,
     tag: str | None = None,
     mode: str | None = None,
+    progress: Progress = SILENT,
     **lease: Any,
 ) -> RunOutcome:
     """``alembic downgrade``, fenced; the ledger rows go in the same transaction as the DDL."""
@@ -107,7 +111,7 @@ def downgrade(
         raise UsageError("downgrade with --sql needs a range FROM:TO")
     return _fenced(
         config, "downgrade", destination, downgrade_plan, token, holder, resource, sql, tag, start,
-        mode=mode, lease=lease,
+        mode=mode, lease=lease, progress=progress,
     )
 
 
@@ -121,6 +125,7 @@ def reapply(
     tag: str | None = None,
     mode: str | None = None,
     wait: str | int | None = None,
+    progress: Progress = SILENT,
 ) -> RunOutcome:
     """Roll back ``revision`` (and what sits above it) and apply it again, in one transaction
     (in pre-check mode: one revision after the other, each checked and marked first).
@@ -136,7 +141,7 @@ def reapply(
         )
     return _fenced(
         config, "reapply", revision, reapply_plan, token, holder, resource, False, tag, None,
-        single_transaction=True, mode=mode, lease={"wait": wait},
+        single_transaction=True, mode=mode, lease={"wait": wait}, progress=progress,
     )
 
 
@@ -151,6 +156,7 @@ def stamp(
     tag: str | None = None,
     mode: str | None = None,
     purge: bool = False,
+    progress: Progress = SILENT,
     **lease: Any,
 ) -> RunOutcome:
     """``alembic stamp``, fenced: the version table moves only under a valid claim.
@@ -172,7 +178,7 @@ def stamp(
     plan_for = partial(stamp_plan, purge_schema=check_schema(fence_schema(config))) if purge else stamp_plan
     return _fenced(
         config, "stamp", tuple(destinations), plan_for, token, holder, resource, sql, tag, start,
-        mode=mode, lease=lease,
+        mode=mode, lease=lease, progress=progress,
     )
 
 
@@ -297,11 +303,13 @@ def lease_acquire(
     wait: str | int | None = None,
     preempt: bool = False,
     lease_url: str | None = None,
+    progress: Progress = SILENT,
 ) -> tuple[Grant, State]:
     """Grant the lease of ``resource`` to ``holder`` with a new token, and read the state afresh.
 
     The grant advances the fence to the new token: older holders are fenced from now on.
-    ``preempt`` is refused on SQLite (UsageError), before anything is touched.
+    ``preempt`` is refused on SQLite (UsageError), before anything is touched. ``progress`` hears
+    of the wait while another holder has the lease (default: silent).
     """
     request = LeaseRequest(
         resource=_lease_resource(config, resource),
@@ -311,8 +319,8 @@ def lease_acquire(
         preempt=preempt,
     )
     grant, fresh = _with_lease_backend(
-        config, lease_url, lambda backend: backend.acquire(request), preempt=preempt, after_grant=True,
-        wait_ms=request.wait_ms,
+        config, lease_url, lambda backend: backend.acquire(request, progress=progress), preempt=preempt,
+        after_grant=True, wait_ms=request.wait_ms,
     )
     assert fresh is not None
     return grant, fresh
@@ -580,6 +588,7 @@ def _fenced(
     single_transaction: bool = False,
     mode: str | None = None,
     lease: dict[str, Any] | None = None,
+    progress: Progress = SILENT,
 ) -> RunOutcome:
     settings = FenceSettings(
         token=0,
@@ -589,7 +598,7 @@ def _fenced(
     )
     options = lease or {}
     choice = RunChoice(check_mode(mode), sql, _lock_wait_ms(options), lock_wait_given=token is not None and options.get("wait") is not None)
-    own_lease = _own_lease(config, settings, token, sql, options)
+    own_lease = _own_lease(config, settings, token, sql, options, progress)
     if token is not None:
         settings = dataclasses.replace(settings, token=parse_token(token))
     script = _script_directory(config)
@@ -599,7 +608,7 @@ def _fenced(
     try:
         return _plan_and_run(
             config, script, command, destination, plan_for, settings, sql, tag, start,
-            single_transaction, own_lease, engines, choice,
+            single_transaction, own_lease, engines, choice, progress,
         )
     except Fenced as fenced:
         raise _told_and_logged(engines, settings, command, destination, fenced) from None
@@ -628,6 +637,7 @@ def _plan_and_run(
     own_lease: RunnerLease | None,
     engines: list[Engine],
     choice: RunChoice,
+    progress: Progress,
 ) -> RunOutcome:
     """Run env.py with the fenced migration function; plan again while the heads move under us."""
     # A runner queued behind the one doing an upgrade learns it is done from the revision files'
@@ -638,6 +648,7 @@ def _plan_and_run(
         run = choice.runs(
             settings, plan_for(script, destination), outcome,
             heartbeat=own_lease.heartbeat if own_lease is not None else lambda migration: None,
+            progress=progress,
         )
 
         def connected(context: MigrationContext, run: ChosenRun = run) -> None:
@@ -704,7 +715,8 @@ def _plan_and_run(
 
 
 def _own_lease(
-    config: Config, settings: FenceSettings, token: int | str | None, sql: bool, options: dict[str, Any]
+    config: Config, settings: FenceSettings, token: int | str | None, sql: bool, options: dict[str, Any],
+    progress: Progress,
 ) -> RunnerLease | None:
     """The lease a run takes itself when it has no token; None when it was given one.
 
@@ -736,7 +748,8 @@ def _own_lease(
     )
     lease_url = check_lease_url(options.get("lease_url") or configured_lease_url(config))
     return RunnerLease(
-        request, lambda engine: open_backend(engine, settings.schema, lease_url, request.preempt, request.wait_ms)
+        request, lambda engine: open_backend(engine, settings.schema, lease_url, request.preempt, request.wait_ms),
+        progress,
     )
 
 

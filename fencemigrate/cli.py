@@ -6,10 +6,12 @@ Exit statuses: 0 success, 1 error, 2 bad usage, 3 FENCED or lease lost, 4 lease 
 
 from __future__ import annotations
 
+import argparse
 import configparser
 import contextlib
 import json
 import sys
+import traceback
 from typing import Any, Callable, NoReturn, TypeVar
 
 import click
@@ -23,6 +25,7 @@ from .errors import EXIT_ERROR, FencemigrateError, Interrupted, UsageError
 from .leases import Grant, LeaseStatus
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .process_exit import exit_process
+from .progress import SILENT, LeaseWait, Progress, StepStart
 from .runtime.modes import MODES, PRECHECK
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
@@ -35,11 +38,23 @@ from .version_guard import ALLOWED, UNGUARDED
 from .timeline import timeline_lines
 
 class _Context:
-    def __init__(self, config_files: tuple[str, ...], name: str, x_arguments: tuple[str, ...]) -> None:
+    def __init__(
+        self, config_files: tuple[str, ...], name: str, x_arguments: tuple[str, ...], raiseerr: bool, quiet: bool
+    ) -> None:
         self.config_files, self.name, self.x_arguments = config_files, name, x_arguments
+        self.raiseerr, self.quiet = raiseerr, quiet
+        self.progress: Progress = SILENT if quiet else _StderrProgress()
 
     def config(self) -> Config:
-        return load_config(self.config_files, self.name, self.x_arguments)
+        return self.with_options(load_config(self.config_files, self.name, self.x_arguments))
+
+    def with_options(self, config: Config) -> Config:
+        """``config`` with the global --raiseerr and -q in its ``cmd_opts``, as Alembic's: its own output
+        (``Config.print_stdout``, "Generating ... done") is silent with quiet."""
+        if config.cmd_opts is None:
+            config.cmd_opts = argparse.Namespace()
+        config.cmd_opts.raiseerr, config.cmd_opts.quiet = self.raiseerr, self.quiet
+        return config
 
 
 @click.group(cls=MainGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -47,11 +62,18 @@ class _Context:
               help="Alembic config file (alembic.ini and/or pyproject.toml); default alembic.ini or $ALEMBIC_CONFIG.")
 @click.option("-n", "--name", default="alembic", show_default=True, help="Section of the ini file to use.")
 @click.option("-x", "x_arguments", multiple=True, metavar="KEY=VALUE", help="Extra argument for env.py, as alembic -x.")
+@click.option("--raiseerr", is_flag=True,
+              help="Print the full stack trace of an error on stderr, after its message (exit status unchanged).")
+@click.option("-q", "--quiet", is_flag=True,
+              help="No progress on stderr and none of Alembic's own output; results and errors are still printed.")
 @click.version_option(package_name="fencemigrate")
 @click.pass_context
-def main(ctx: click.Context, config_files: tuple[str, ...], name: str, x_arguments: tuple[str, ...]) -> None:
+def main(
+    ctx: click.Context, config_files: tuple[str, ...], name: str, x_arguments: tuple[str, ...], raiseerr: bool,
+    quiet: bool,
+) -> None:
     """Fenced Alembic migrations: a stale lease holder can never apply, re-apply or roll back."""
-    ctx.obj = _Context(config_files, name, x_arguments)
+    ctx.obj = _Context(config_files, name, x_arguments, raiseerr, quiet)
 
 
 def run() -> NoReturn:
@@ -148,7 +170,7 @@ _sql_option = click.option("--sql", is_flag=True, help="Write the SQL (with the 
 @click.pass_obj
 def upgrade(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> None:
     """Upgrade to REVISION, claiming the fence before every step."""
-    _run(as_json, lambda: api.upgrade(obj.config(), revision, **options))
+    _run(as_json, lambda: api.upgrade(obj.config(), revision, progress=obj.progress, **options))
 
 
 @main.command()
@@ -158,7 +180,7 @@ def upgrade(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> N
 @click.pass_obj
 def downgrade(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> None:
     """Downgrade to REVISION, claiming the fence before every step."""
-    _run(as_json, lambda: api.downgrade(obj.config(), revision, **options))
+    _run(as_json, lambda: api.downgrade(obj.config(), revision, progress=obj.progress, **options))
 
 
 @main.command()
@@ -173,7 +195,7 @@ def reapply(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> N
     takes no lease of its own (no --ttl, --preempt or --lease-url): it writes under the token it
     applied the revision with.
     """
-    _run(as_json, lambda: api.reapply(obj.config(), revision, **options))
+    _run(as_json, lambda: api.reapply(obj.config(), revision, progress=obj.progress, **options))
 
 
 @main.command()
@@ -184,7 +206,7 @@ def reapply(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> N
 @click.pass_obj
 def stamp(obj: _Context, /, revisions: tuple[str, ...], as_json: bool, **options: Any) -> None:
     """Set the version table to REVISIONS without running migrations, under the fence."""
-    _run(as_json, lambda: api.stamp(obj.config(), revisions, **options))
+    _run(as_json, lambda: api.stamp(obj.config(), revisions, progress=obj.progress, **options))
 
 
 @main.command()
@@ -293,7 +315,7 @@ _grant_token_option = click.option("--token", metavar="N", help="The grant's tok
 @click.pass_obj
 def lease_acquire(obj: _Context, /, as_json: bool, **options: Any) -> None:
     """Grant the lease with a new token (fencing every older holder) and read the state afresh."""
-    grant, fresh = _guarded(as_json, lambda: api.lease_acquire(obj.config(), **options))
+    grant, fresh = _guarded(as_json, lambda: api.lease_acquire(obj.config(), progress=obj.progress, **options))
     if as_json:
         _print_json({"status": "ok", "lease": grant.as_json(), "state": fresh.as_json()})
     else:
@@ -404,7 +426,7 @@ def init(obj: _Context, directory: str, template: str, package: bool, as_json: b
 
     Writes files only: no token, no lease.
     """
-    config = _guarded(as_json, lambda: init_config(obj.config_files, obj.name))
+    config = _guarded(as_json, lambda: obj.with_options(init_config(obj.config_files, obj.name)))
     outcome = _authoring(as_json, lambda: api.init(config, directory, template=template, package=package))
     if as_json:
         _print_json(outcome.as_json())
@@ -614,20 +636,68 @@ def _guarded(as_json: bool, call: Callable[[], Any]) -> Any:
     except FencemigrateError as error:
         _fail(as_json, error)
     except Stopped as stop:
-        _fail(as_json, Interrupted(stop.signal_name, stop.exit_status))
+        _fail(as_json, Interrupted(stop.signal_name, stop.exit_status), stop)
     except configparser.Error as error:
-        _fail(as_json, config_error(error))
-    except Exception as error:  # a revision script's own bug, an env.py failure, ...
-        _fail(as_json, FencemigrateError(f"{type(error).__name__}: {scrub_secrets(str(error)).strip()}"))
+        _fail(as_json, config_error(error), error)
+    except Exception as error:  # an error of Alembic's or fencemigrate's own outside env.py and the revisions
+        _fail(as_json, FencemigrateError(f"{type(error).__name__}: {scrub_secrets(str(error)).strip()}"), error)
 
 
-def _fail(as_json: bool, error: FencemigrateError) -> NoReturn:
+def _fail(as_json: bool, error: FencemigrateError, raised: BaseException | None = None) -> NoReturn:
+    """Print ``error`` (one line, or the JSON object) and exit with its status; with --raiseerr, then
+    the stack trace of what was ``raised`` (default: ``error``) on stderr, as Alembic's --raiseerr shows it."""
     if as_json:
         _print_json(error.as_json())
     else:
         prefix = "" if error.status in ("fenced", "dirty") else f"fencemigrate: {error.status}: "
         click.echo(prefix + scrub_secrets(str(error)), err=True)
+    context = click.get_current_context(silent=True)
+    options = context.find_object(_Context) if context is not None else None
+    if options is not None and options.raiseerr:
+        trace = _traceback_text(raised or error)
+        if trace:
+            click.echo(scrub_secrets(trace), err=True, nl=False)
     sys.exit(error.exit_status)
+
+
+def _traceback_text(raised: BaseException) -> str:
+    """The full stack trace of ``raised``, with the error it was translated from (even one raised
+    ``from None``); empty when it was never raised."""
+    if raised.__traceback__ is None:
+        return ""
+    raised.__suppress_context__ = False
+    return "".join(traceback.format_exception(raised))
+
+
+class _StderrProgress:
+    """The CLI's :class:`~fencemigrate.progress.Progress`: one line on stderr per report."""
+
+    def waiting_for_lease(self, wait: LeaseWait) -> None:
+        lease = wait.lease
+        if lease.live_holder is None:
+            who = "another grant of it is in progress"
+        elif lease.token == 0:  # Redis, while the grant to them is being made
+            who = f"being granted to {lease.holder}"
+        else:
+            who = f"held by {lease.holder} with token {lease.token}"
+        until = "" if lease.expires_at is None else (
+            f" until {lease.expires_at.isoformat(timespec='seconds')} by the lease service's clock"
+        )
+        click.echo(
+            scrub_secrets(f"waiting for the lease on {lease.resource}: {who}{until}; "
+                          f"waiting at most {_seconds(wait.remaining_ms)} more"),
+            err=True,
+        )
+
+    def step_started(self, step: StepStart) -> None:
+        revisions = ", ".join(step.revisions) or "(version table only)"
+        click.echo(f"{step.action} {revisions} ({step.position}/{step.total}) under token {step.token}", err=True)
+
+
+def _seconds(milliseconds: int) -> str:
+    """A wait left, in whole seconds (rounded up): ``7s``, ``9m05s``."""
+    seconds = -(-milliseconds // 1000)
+    return f"{seconds}s" if seconds < 60 else f"{seconds // 60}m{seconds % 60:02d}s"
 
 
 def _print_json(payload: dict[str, Any], err: bool = False) -> None:

@@ -66,7 +66,7 @@ def init_environment(config: Config, directory: str, template: str, package: boo
         raise UsageError(f"directory {directory!r} exists and is not empty")
     if template == FENCE_AWARE:
         config = _FenceAwareTemplates(config.config_file_name, toml_file=config.toml_file_name,
-                                      ini_section=config.config_ini_section)
+                                      ini_section=config.config_ini_section, cmd_opts=config.cmd_opts)
         name = template_dir().name
     else:
         name = template

@@ -152,6 +152,15 @@ def stderr_lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.splitlines() if line.strip() and not _LOG_LINE.match(line)]
 
 
+#: A run's progress on stderr: each step as it starts, and each report of a wait for the lease.
+PROGRESS_LINE = re.compile(r"(upgrade|downgrade|stamp) .+ \(\d+/\d+\) under token \d+$|waiting for the lease on ")
+
+
+def without_progress(lines: list[str]) -> list[str]:
+    """``lines`` without the run's progress lines."""
+    return [line for line in lines if not PROGRESS_LINE.match(line)]
+
+
 # An audit trigger on the fence table: one row per claim, with the claiming transaction.
 # Installed by the tests (not by fencemigrate) after the fence schema exists.
 CLAIM_LOG_SQL = """

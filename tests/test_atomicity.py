@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from fence_rows import LedgerEntry, fence_installed, fence_tokens, ledger, ledger_tokens, stderr_lines
+from fence_rows import (
+    LedgerEntry, fence_installed, fence_tokens, ledger, ledger_tokens, stderr_lines, without_progress,
+)
 from support.db import alembic_versions, table_exists
 from support.project import Project, Result
 
@@ -31,11 +33,12 @@ def add_failing(project: Project, rev: str, down: str | None, table: str) -> Non
 
 
 def assert_one_error_line(result: Result, *fragments: str) -> str:
-    """Exit 1, empty stdout, exactly one ``fencemigrate: error:`` line on stderr, no traceback."""
+    """Exit 1, empty stdout, exactly one ``fencemigrate: error:`` line on stderr (after the progress),
+    no traceback."""
     result.check(1)
     assert result.stdout == ""
     assert "Traceback" not in result.stderr, result
-    lines = stderr_lines(result.stderr)
+    lines = without_progress(stderr_lines(result.stderr))
     assert len(lines) == 1, result
     assert lines[0].startswith("fencemigrate: error: "), result
     for fragment in fragments:

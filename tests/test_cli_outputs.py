@@ -137,7 +137,7 @@ def test_upgrade_text_output(two: Project) -> None:
         "  applied 0002 under token 7\n"
         "  heads now: 0002\n"
     )
-    assert message_lines(result.stderr) == [], result
+    assert message_lines(result.stderr) == ["upgrade 0001 (1/2) under token 7", "upgrade 0002 (2/2) under token 7"]
 
     add_revisions(two, 3)
     result = cli(two, "upgrade", "head", "--token", "7", "--holder", "h1").check()
@@ -146,7 +146,7 @@ def test_upgrade_text_output(two: Project) -> None:
         "  applied 0003 under token 7\n"
         "  heads now: 0003\n"
     )
-    assert message_lines(result.stderr) == [], result
+    assert message_lines(result.stderr) == ["upgrade 0003 (1/1) under token 7"], result
     assert alembic_versions(two.url) == ["0003"]
 
     result = cli(two, "upgrade", "head", "--token", "7", "--holder", "h1").check()
@@ -209,7 +209,7 @@ def test_downgrade_text_and_json_output(two: Project) -> None:
         "  rolled back 0002 under token 8\n"
         "  heads now: 0001\n"
     )
-    assert message_lines(result.stderr) == [], result
+    assert message_lines(result.stderr) == ["downgrade 0002 (1/1) under token 8"], result
     assert ledger(two.url) == {"0001": (DEFAULT_RESOURCE, 7, "h1", "upgrade")}
 
     payload = cli_json(two, "downgrade", "base", "--token", "8", "--holder", "h2")

@@ -28,6 +28,7 @@ from fence_rows import (
     scratch_database,
     snapshot,
     stderr_lines,
+    without_progress,
 )
 from support.db import alembic_versions, column_names, query, table_exists
 from support.pg import PgServer
@@ -118,10 +119,11 @@ def assert_b_schema(url: str, fence: int = 34) -> None:
 
 
 def assert_fenced_text(result: Result, token: int, fence: int) -> None:
-    """Exit 3, nothing on stdout, the agent message's key lines on stderr, no traceback."""
+    """Exit 3, nothing on stdout, the agent message's key lines on stderr (after the progress of the
+    revisions that ran before the rejection), no traceback."""
     result.check(3)
     assert result.stdout == ""
-    lines = stderr_lines(result.stderr)
+    lines = without_progress(stderr_lines(result.stderr))
     for expected in FENCED_STALE_LINES:
         assert expected.format(token=token, fence=fence) in lines, result
     assert lines[0] == "FENCED: you no longer own db/migrations."

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -220,8 +221,9 @@ def test_failed_revision_is_dirty_refuses_writes_and_is_resolved(make_project: M
     add_half_failing(project)
     failed = project.run_cli("upgrade", "head", "--token", "5", "--holder", "agent-A")
     failed.check(1)
-    assert failed.stderr.splitlines()[-1].startswith(
-        "fencemigrate: error: revision 0002 failed in pre-check mode (ProgrammingError: (1146, "
+    assert re.match(
+        r"fencemigrate: error: revision 0002 \(migrations/versions/0002_\w+\.py, line \d+, in upgrade\) failed in "
+        r"pre-check mode: database error: \(1146, ", failed.stderr.splitlines()[-1]
     ), failed
     assert "0002 is now marked dirty and fenced writes are refused" in failed.stderr
     assert "half" in app_tables(mysql_url)  # MySQL committed the first statement

@@ -9,6 +9,7 @@ ones too, is refused until ``resolve``.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -43,7 +44,8 @@ def test_precheck_on_postgresql_marks_an_escaped_failure_dirty(project: Project,
 
     failed = project.run_cli("upgrade", "head", "--token", "5", "--mode", "precheck", "--holder", "agent-A")
     failed.check(1)
-    assert "revision 0002 failed in pre-check mode" in failed.stderr
+    assert re.search(r"^fencemigrate: error: revision 0002 \(migrations/versions/0002_rev\.py, line \d+, in upgrade\) "
+                     r"failed in pre-check mode: ", failed.stderr, re.MULTILINE), failed
     assert "committed_early" in table_names(pg_url)
     assert alembic_versions(pg_url) == ["0001"]
     assert dirty_rows(pg_url) == [("0002", "applying", 5)]

@@ -32,8 +32,9 @@ EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}
 
 
 def start(project: Project, *args: str) -> subprocess.Popen[str]:
+    """``fencemigrate -q *args`` in the background: without progress lines, stderr is the outcome alone."""
     return subprocess.Popen(
-        [*script_command("fencemigrate"), *args], cwd=project.path, env=subprocess_env(),
+        [*script_command("fencemigrate"), "-q", *args], cwd=project.path, env=subprocess_env(),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 

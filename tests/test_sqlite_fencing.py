@@ -39,7 +39,7 @@ from test_incident import (
     write_b_0042,
 )
 
-from fence_rows import stderr_lines
+from fence_rows import stderr_lines, without_progress
 
 INVALID_SQL = "CREATE TABLE broken_syntax (id int,)"
 
@@ -60,11 +60,11 @@ def add_failing(project: Project, rev: str, down: str | None, table: str) -> Non
 
 
 def assert_one_error_line(result: Result, *fragments: str) -> None:
-    """Exit 1, empty stdout, one ``fencemigrate: error:`` line on stderr, no traceback."""
+    """Exit 1, empty stdout, one ``fencemigrate: error:`` line on stderr (after the progress), no traceback."""
     result.check(1)
     assert result.stdout == "", result
     assert "Traceback" not in result.stderr, result
-    lines = stderr_lines(result.stderr)
+    lines = without_progress(stderr_lines(result.stderr))
     assert len(lines) == 1 and lines[0].startswith("fencemigrate: error: "), result
     for fragment in fragments:
         assert fragment in lines[0], result

@@ -25,6 +25,7 @@ from ..queries import query_dialect, statement
 from ..token_sources import LEASE_SERVICE
 from .epochs import next_token, read_incarnation
 from .fence_on_grant import LEASE_ROW_WAIT_MS, LEASE_TRANSACTION_IN_PROGRESS, fence_on_grant, lease_connection
+from ..progress import SILENT, LeaseWait, Progress
 from .model import Grant, LeaseRequest, LeaseStatus
 from .polling import StoppedWaiting, poll_for_grant
 from .standby_waits import SYNCHRONOUS_WAIT_FLOOR_MS, force_synchronous_commit
@@ -52,13 +53,16 @@ class DatabaseLeases:
 
     # -- the four operations ---------------------------------------------------------------
 
-    def acquire(self, request: LeaseRequest, stop_waiting: Callable[[], bool] | None = None) -> Grant:
+    def acquire(
+        self, request: LeaseRequest, stop_waiting: Callable[[], bool] | None = None, progress: Progress = SILENT
+    ) -> Grant:
         """Grant the lease, polling while another live holder has it, for at most ``wait_ms``;
         on PostgreSQL a release wakes the wait (:mod:`.wakeups`)."""
         wakeups = ReleaseWakeups(self._connection, self._schema, request.resource)
         grant = poll_for_grant(
             request, lambda remaining_ms: self._try_grant(request, remaining_ms, stop_waiting), _busy, stop_waiting,
             pause=wakeups.pause, longest_pause_s=wakeups.longest_pause_s,
+            waiting=lambda lease, remaining_ms: progress.waiting_for_lease(LeaseWait(lease, remaining_ms)),
         )
         wakeups.stop()  # on failure the caller closes the connection, and its LISTEN with it
         return grant

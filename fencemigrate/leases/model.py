@@ -9,6 +9,7 @@ from typing import Any, Callable, Protocol
 from sqlalchemy import Connection
 
 from ..durations import format_duration
+from ..progress import SILENT, Progress
 
 DEFAULT_TTL = "60s"  # short, renewed while the holder makes progress (the design notes' advice)
 DEFAULT_ACQUIRE_WAIT = "0s"  # `lease acquire`: answer busy at once unless told to wait
@@ -99,9 +100,12 @@ class Grant:
 class LeaseBackend(Protocol):
     """A lease service that issues fencing tokens and advances the database fence on grant."""
 
-    def acquire(self, request: LeaseRequest, stop_waiting: Callable[[], bool] | None = None) -> Grant:
+    def acquire(
+        self, request: LeaseRequest, stop_waiting: Callable[[], bool] | None = None, progress: Progress = SILENT
+    ) -> Grant:
         """Grant the lease if it is free, expired or already the holder's; LeaseBusy after waiting
-        ``request.wait_ms`` for another live holder; StoppedWaiting once ``stop_waiting()`` is true."""
+        ``request.wait_ms`` for another live holder; StoppedWaiting once ``stop_waiting()`` is true.
+        The wait is reported to ``progress`` (:func:`.polling.poll_for_grant`)."""
 
     def renew(
         self, resource: str, holder: str, token: int | None, ttl_ms: int | None, within: Connection | None = None

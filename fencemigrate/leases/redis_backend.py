@@ -26,6 +26,7 @@ from sqlalchemy import Connection, Engine
 
 from ..errors import DatabaseError, GrantNotReplicated, LeaseBusy, LeaseLost
 from ..events import log_event
+from ..progress import SILENT, LeaseWait, Progress
 from ..queries import statement
 from ..token_sources import REDIS, check_room
 from .epochs import Incarnation, next_token, read_incarnation
@@ -64,7 +65,9 @@ class RedisLeases:
 
     # -- the four operations ---------------------------------------------------------------
 
-    def acquire(self, request: LeaseRequest, stop_waiting: Callable[[], bool] | None = None) -> Grant:
+    def acquire(
+        self, request: LeaseRequest, stop_waiting: Callable[[], bool] | None = None, progress: Progress = SILENT
+    ) -> Grant:
         """Grant the lease, polling while another live holder has it, for at most ``wait_ms``; every
         Redis call waits for its reply at most what is left of it."""
         try:
@@ -73,6 +76,9 @@ class RedisLeases:
                 lambda remaining_ms: self._try_grant(request, remaining_ms),
                 lambda outcome: LeaseBusy(request.resource, outcome.lease.holder, _busy_reason(outcome)),
                 stop_waiting,
+                waiting=lambda outcome, remaining_ms: progress.waiting_for_lease(
+                    LeaseWait(_busy_status(request.resource, outcome), remaining_ms)
+                ),
             )
         finally:
             self._store.reply_within(None)
@@ -260,6 +266,11 @@ def _status(resource: str, peek: Peek, fence_token: int | None) -> LeaseStatus:
             fence_token=fence_token,
         )
     return LeaseStatus(resource=resource, holder=None, token=peek.counter, fence_token=fence_token)
+
+
+def _busy_status(resource: str, busy: Busy) -> LeaseStatus:
+    """Who has the lease key, as a status (its token is 0 while a grant to them is being made)."""
+    return LeaseStatus(resource=resource, holder=busy.lease.holder, token=busy.lease.token, expires_at=busy.expires_at)
 
 
 def _busy_reason(busy: Busy) -> str:

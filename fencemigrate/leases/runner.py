@@ -13,6 +13,7 @@ from typing import Callable
 from sqlalchemy import Connection, Engine
 
 from ..errors import FencemigrateError
+from ..progress import SILENT, Progress
 from ..runtime.environment import translated_errors
 from ..stop_signals import deferred
 from .model import Grant, LeaseBackend, LeaseRequest
@@ -24,8 +25,10 @@ BackendFactory = Callable[[Engine], LeaseBackend]
 class RunnerLease:
     """One run's lease: acquire on first connection, heartbeat while making progress, release."""
 
-    def __init__(self, request: LeaseRequest, open_backend: BackendFactory) -> None:
+    def __init__(self, request: LeaseRequest, open_backend: BackendFactory, progress: Progress = SILENT) -> None:
+        """``progress`` hears about the wait while another holder has the lease."""
         self.request = request
+        self._progress = progress
         self._open_backend = open_backend
         self._backend: LeaseBackend | None = None
         self._grant: Grant | None = None
@@ -43,7 +46,7 @@ class RunnerLease:
         if self._grant is None:
             backend = self._open_backend(engine)
             try:
-                self._grant = backend.acquire(self.request, stop_waiting)
+                self._grant = backend.acquire(self.request, stop_waiting, self._progress)
             except StoppedWaiting:
                 backend.close()
                 return None

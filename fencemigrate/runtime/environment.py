@@ -18,6 +18,7 @@ from ..config import check_url_password
 from ..errors import DatabaseError, FencemigrateError, NotTransactional, from_database_error, sqlstate_of
 from ..process_exit import close_at_exit
 from ..scrub import remember_password, scrub_secrets
+from .code_errors import env_py_code
 from .connections import (
     cancel_statement_on_server, is_driver_error, note_driver, roll_back_or_invalidate, server_session_id,
 )
@@ -51,7 +52,7 @@ def run_env(
     Alembic uses it (the
     run's lease is acquired there, before Alembic creates its version table).
     SQLite connections env.py opens get transactional DDL (:mod:`.sqlite_transactions`), and
-    Alembic is told so.
+    Alembic is told so. What env.py raises itself is :class:`.code_errors.EnvPyFailed`.
     When what fencemigrate runs inside env.py fails, env.py's connections are rolled back before
     env.py closes them, and invalidated if their sessions are gone (:mod:`.connections`).
     """
@@ -92,7 +93,7 @@ def run_env(
 
     context.configure = guarded_configure  # type: ignore[method-assign]
     context.run_migrations = guarded_run_migrations  # type: ignore[method-assign]
-    with translated_errors(resource, token), sqlite_transactions(), context:
+    with translated_errors(resource, token), sqlite_transactions(), context, env_py_code(script.env_py_location):
         script.run_env()
     return bool(forced)
 

@@ -13,7 +13,9 @@ from sqlalchemy import Connection
 from ..errors import FencemigrateError, NotTransactional
 from ..dirty import refuse_if_dirty, tracks_dirty
 from ..fence_schema import default_version, ensure_installed
+from ..progress import SILENT, Progress, StepStart
 from ..version_guard import clear_version_write, guard_version_table, mark_version_write
+from .code_errors import revision_code
 from .environment import autocommits
 from .fence_calls import FenceCalls, PostgresFenceCalls, fence_calls_for
 from .fenced_step import FencedStep
@@ -43,11 +45,14 @@ class FencedRun:
         planner: Planner,
         outcome: RunOutcome,
         heartbeat: Callable[[Connection | None], None] = lambda migration: None,
+        progress: Progress = SILENT,
     ) -> None:
         self.settings = settings
         self.outcome = outcome
         self.planner = planner
         self._heartbeat = heartbeat
+        self._progress = progress
+        self._steps_total = 0
         self._context: MigrationContext | None = None
         self._calls: FenceCalls | None = None
         self._reapplied: list[str] = []
@@ -92,7 +97,7 @@ class FencedRun:
         self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
         self._calls = fence_calls_for(context, self._quoted_schema)
         self._writer = LedgerWriter(self._calls, self._script(context), self.settings, version_table_name(context))
-        self._steps_left = len(steps)
+        self._steps_left = self._steps_total = len(steps)
         # In one transaction for all steps, ledger rows wait for the last step (or for anything
         # that may end the transaction) and go in one round trip, proven by one transaction id.
         self._batching = not context.as_sql and not context.opts.get("transaction_per_migration", False)
@@ -185,13 +190,22 @@ class FencedRun:
         connection = None if context.as_sql else context.connection  # offline: a mock, no transaction
         claim_transaction = None if connection is None else connection.get_transaction()
 
+        if not context.as_sql:  # claimed: the step's own code starts now
+            position = self._steps_total - self._steps_left + 1
+            self._progress.step_started(step_start(step, position, self._steps_total, settings.token))
         self._escaped = False
         self._claim_xact = claim_xact
         self._step_revisions = change.added or change.removed
         if self._end_watch is not None:
             self._end_watch.reset()
+        revision = step.revision if isinstance(step, RevisionStep) else None
         with self._watching_offline_commits(context):
-            migration_fn(**kw)
+            if revision is None:
+                migration_fn(**kw)
+            else:
+                with revision_code(revision.revision, revision.path, lambda: self._aftermath(context),
+                                   settings.resource, settings.token):
+                    migration_fn(**kw)
         recorded_with_claim = self._early is not None  # not taken back by an early commit
         self._early = None
         self._steps_left -= 1
@@ -226,6 +240,23 @@ class FencedRun:
             self._remember_claim(context, claim_xact)
             return
         self._remember_claim(context, self._flush(context, claim_xact, change))
+
+    def _aftermath(self, context: MigrationContext) -> str:
+        """What a revision failing now leaves behind: its transaction rolls back, and with it the
+        run's earlier steps unless each had a transaction of its own."""
+        if context.as_sql:
+            return "; the SQL script written so far is incomplete: do not run it"
+        done = [name for step in self.outcome.steps for name in step.revisions]
+        if self.outcome.autocommitted:
+            return (
+                f"; its transaction rolled back, but revision {', '.join(self.outcome.autocommitted)} ran statements "
+                "in an autocommit block, which committed what ran before them"
+                + (f" (applied before it: {', '.join(done)})" if done else "")
+                + ": compare the schema with the revisions"
+            )
+        if self._batching or not done:
+            return "; the run's transaction rolled back: nothing was applied"
+        return f"; its transaction rolled back; applied before it, each in a transaction of its own: {', '.join(done)}"
 
     def _records_with_claim(self, context: MigrationContext, step: Any) -> bool:
         """One revision per transaction: its ledger row can go with the claim, before the DDL.
@@ -391,6 +422,14 @@ class FencedRun:
         assert script is not None
         return script
 
+
+
+def step_start(step: Any, position: int, total: int, token: int) -> StepStart:
+    """The progress report of ``step`` starting, ``position`` of ``total``."""
+    if isinstance(step, RevisionStep):
+        action = "upgrade" if step.is_upgrade else "downgrade"
+        return StepStart(action, (step.revision.revision,), position, total, token)
+    return StepStart("stamp", tuple(step.to_revisions or step.from_revisions), position, total, token)
 
 
 def step_direction(step: Any, change: LedgerChange) -> str:

@@ -22,11 +22,12 @@ from alembic.runtime.migration import MigrationContext, RevisionStep
 from sqlalchemy import Connection
 
 from ..dirty import refuse_if_dirty, tracks_dirty
-from ..errors import FencemigrateError
 from ..fence_schema import ensure_installed, installed_version
+from ..progress import SILENT, Progress
 from ..version_guard import guard_version_table
 from .fence_calls import FenceCalls, fence_calls_for
-from .fenced_run import HeadsMoved, Planner, step_direction
+from .code_errors import RevisionFailed
+from .fenced_run import HeadsMoved, Planner, step_direction, step_start
 from .superseded_plans import plan_or_fenced, refuse_if_superseded
 from .fenced_step import FencedStep
 from .ledger_changes import ledger_change, script_sha256, version_table_name
@@ -34,10 +35,6 @@ from .named_lock import NamedLock
 from .outcome import RunOutcome, StepOutcome
 from .precheck_marks import PrecheckMarks
 from .settings import FenceSettings
-
-
-class RevisionFailed(FencemigrateError):
-    """A revision failed in pre-check mode: part of its DDL may be committed; it is now dirty."""
 
 
 class PrecheckRun:
@@ -50,11 +47,13 @@ class PrecheckRun:
         outcome: RunOutcome,
         heartbeat: Callable[[Connection | None], None],
         lock_wait_ms: int,
+        progress: Progress = SILENT,
     ) -> None:
         self.settings = settings
         self.planner = planner
         self.outcome = outcome
         self._heartbeat = heartbeat
+        self._progress = progress
         self._lock_wait_ms = lock_wait_ms
         self._lock: NamedLock | None = None
         self._calls: FenceCalls | None = None
@@ -137,6 +136,8 @@ class PrecheckRun:
     def _checked_steps(self, steps: list[Any], context: MigrationContext) -> Iterator[Any]:
         for index, step in enumerate(steps):
             self._before_step(step, context)
+            if not context.as_sql:  # checked and marked: the step's own code starts now
+                self._progress.step_started(step_start(step, index + 1, len(steps), self.settings.token))
             self._next_step = steps[index + 1] if index + 1 < len(steps) else None
             yield FencedStep(step, self)
 
@@ -161,7 +162,7 @@ class PrecheckRun:
         except Exception as error:
             if not isinstance(step, RevisionStep):
                 raise
-            raise RevisionFailed(self._failure(step, error)) from error
+            raise self._failure(step, error) from error
         context, calls, settings = self._context, self._calls, self.settings
         assert context is not None and calls is not None and context.script is not None
         change = ledger_change(context.script, step)
@@ -190,16 +191,17 @@ class PrecheckRun:
             self._premarked = following
         self._heartbeat(context.connection)
 
-    def _failure(self, step: RevisionStep, error: Exception) -> str:
-        cause = str(getattr(error, "orig", None) or error).strip().splitlines()
+    def _failure(self, step: RevisionStep, error: Exception) -> RevisionFailed:
+        """A revision failing in pre-check mode: part of its DDL may be committed; it is now dirty."""
         revision = step.revision.revision
-        return (
-            f"revision {revision} failed in pre-check mode ({type(error).__name__}: "
-            f"{cause[0] if cause else ''}). In pre-check mode a revision's statements can commit before it "
+        return RevisionFailed(
+            revision, step.revision.path, error,
+            f"; in pre-check mode a revision's statements can commit before it "
             f"finishes, so part of it may be in the database: {revision} is now marked dirty and fenced "
             f"writes are refused. "
             f"Compare the schema with the revision, finish or undo it by hand, then run "
-            f"`fencemigrate resolve {revision} --token N --as applied|rolled-back`"
+            f"`fencemigrate resolve {revision} --token N --as applied|rolled-back`",
+            how=" in pre-check mode",
         )
 
     # -- helpers ------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
 from ..errors import UsageError
+from ..progress import SILENT, Progress
 from .fenced_run import FencedRun, Planner
 from .modes import PRECHECK, mode_for
 from .outcome import RunOutcome
@@ -37,9 +38,11 @@ class RunChoice:
         planner: Planner,
         outcome: RunOutcome,
         heartbeat: Callable[[Connection | None], None],
+        progress: Progress = SILENT,
     ) -> ChosenRun:
-        """The run of one attempt; its mode is chosen by :meth:`ChosenRun.choose`."""
-        return ChosenRun(self, settings, planner, outcome, heartbeat)
+        """The run of one attempt; its mode is chosen by :meth:`ChosenRun.choose`; ``progress``
+        hears of each step as it starts."""
+        return ChosenRun(self, settings, planner, outcome, heartbeat, progress)
 
 
 class ChosenRun:
@@ -52,8 +55,10 @@ class ChosenRun:
         planner: Planner,
         outcome: RunOutcome,
         heartbeat: Callable[[Connection | None], None],
+        progress: Progress = SILENT,
     ) -> None:
         self._choice = choice
+        self._progress = progress
         self._settings = settings
         self.planner = planner
         self._outcome = outcome
@@ -66,7 +71,9 @@ class ChosenRun:
             choice = self._choice
             mode = mode_for(context.dialect.name, choice.requested, bool(context.as_sql))
             if mode == PRECHECK:
-                self._run = PrecheckRun(self._settings, self.planner, self._outcome, self._heartbeat, choice.lock_wait_ms)
+                self._run = PrecheckRun(
+                    self._settings, self.planner, self._outcome, self._heartbeat, choice.lock_wait_ms, self._progress
+                )
             elif choice.lock_wait_given:
                 raise UsageError(
                     "--wait with --token applies only in pre-check mode (MySQL/MariaDB, or --mode "
@@ -74,7 +81,7 @@ class ChosenRun:
                     "lease service decides how long to wait"
                 )
             else:
-                self._run = FencedRun(self._settings, self.planner, self._outcome, self._heartbeat)
+                self._run = FencedRun(self._settings, self.planner, self._outcome, self._heartbeat, self._progress)
             self._outcome.mode = mode
         return self._run
 

@@ -750,7 +750,8 @@ def _outcome_text(outcome: RunOutcome) -> str:
     if not outcome.steps:
         lines.append("  nothing to do")
     if outcome.heads is not None:
-        lines.append(f"  heads now: {', '.join(outcome.heads) or '(none)'}")
+        when = "after the script" if outcome.offline else "now"  # --sql applied nothing yet
+        lines.append(f"  heads {when}: {', '.join(outcome.heads) or '(none)'}")
     return "\n".join(lines)
 
 

@@ -238,13 +238,13 @@ def test_sql_output_says_written_as_sql_not_applied(project: Project) -> None:
         f"upgrade written as SQL: resource {RESOURCE}, token 5, holder ci",
         "  0001 written as SQL, to be applied under token 5",
         "  0002 written as SQL, to be applied under token 5",
-        "  heads now: 0002",
+        "  heads after the script: 0002",
     ]
     down = cli(project, "downgrade", "0002:0001", "--sql", "--token", "5", "--holder", "ci").check(0)
     assert log_free(down.stderr) == [
         f"downgrade written as SQL: resource {RESOURCE}, token 5, holder ci",
         "  0002 written as SQL, to be rolled back under token 5",
-        "  heads now: 0001",
+        "  heads after the script: 0001",
     ]
     payload = cli(project, "upgrade", "head", "--sql", "--token", "5", "--json").check(0)
     summary = json.loads(payload.stderr.splitlines()[-1])

@@ -166,7 +166,7 @@ def test_script_stdout_is_only_sql_summary_on_stderr(project: Project) -> None:
         f"upgrade written as SQL: resource {RESOURCE}, token 3, holder {HOLDER}",
         "  a1 written as SQL, to be applied under token 3",
         "  b2 written as SQL, to be applied under token 3",
-        "  heads now: b2",
+        "  heads after the script: b2",
     ]
     err_lines = result.stderr.splitlines()
     start = err_lines.index(summary[0])

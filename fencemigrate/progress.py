@@ -27,7 +27,7 @@ class LeaseWait:
 
 @dataclass(frozen=True)
 class StepStart:
-    """One step of a run starting: its direction ("upgrade", "downgrade", "stamp"), its revisions,
+    """One step of a run starting: its direction ("upgrade", "downgrade", "stamp", "unstamp": a stamp going down), its revisions,
     its place among the run's steps (1-based) and the token it runs under."""
 
     action: str

@@ -429,7 +429,9 @@ def step_start(step: Any, position: int, total: int, token: int) -> StepStart:
     if isinstance(step, RevisionStep):
         action = "upgrade" if step.is_upgrade else "downgrade"
         return StepStart(action, (step.revision.revision,), position, total, token)
-    return StepStart("stamp", tuple(step.to_revisions or step.from_revisions), position, total, token)
+    if step.is_upgrade or not step.from_revisions:
+        return StepStart("stamp", tuple(step.to_revisions), position, total, token)
+    return StepStart("unstamp", tuple(step.from_revisions), position, total, token)  # as the outcome says
 
 
 def step_direction(step: Any, change: LedgerChange) -> str:

@@ -17,7 +17,7 @@ from alembic import command as alembic_command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from alembic.util import CommandError
+from alembic.util import CommandError, asbool
 from sqlalchemy import Engine
 
 from .config import configured_backend, configured_lease_url, configured_resource, fence_schema
@@ -36,9 +36,10 @@ from .fence_schema import ensure_installed, installed_version, offline_install_s
 from .migration_role import check_grant_to, grant_to_migration_role
 from .progress import SILENT, Progress
 from .revision_listing import (
-    RevisionListing, current_listing, heads_listing, history_listing, needs_database, show_listing,
+    RevisionListing, current_listing, heads_listing, history_lines, history_listing, needs_database, show_lines,
+    show_listing,
 )
-from .runtime.environment import FENCED_RUN_ATTRIBUTE, run_env, translated_errors
+from .runtime.environment import FENCED_RUN_ATTRIBUTE, check_configured_url, run_env, translated_errors
 from .runtime.existing_databases import existing_sqlite_files_only
 from .runtime.fenced_news import with_newer_token_news
 from .runtime.fenced_run import HeadsMoved, Planner
@@ -521,8 +522,10 @@ def demo(url: str | None, say: Callable[[str], None]) -> DemoResult:
 def current(
     config: Config, check_heads: bool = False, verbose: bool = False, as_json: bool = False
 ) -> RevisionListing | None:
-    """As ``alembic current`` (printed by Alembic); with ``as_json``, the listing instead."""
+    """As ``alembic current`` (printed by Alembic, which does not create the version table here);
+    with ``as_json``, the listing instead."""
     if not as_json:
+        check_configured_url(config)
         _alembic_read(alembic_command.current, config, check_heads=check_heads, verbose=verbose)
         return None
     heads = _database_heads(config)
@@ -548,25 +551,36 @@ def history(
     indicate_current: bool = False,
     as_json: bool = False,
 ) -> RevisionListing | None:
-    """As ``alembic history`` (printed by Alembic); with ``as_json``, the listing instead."""
-    if not as_json:
+    """As ``alembic history``; with ``as_json``, the listing instead. When Alembic would run env.py
+    (``current`` in the range, -i, ``revision_environment``), the heads are read without creating the
+    version table and the text printed in Alembic's format; otherwise Alembic prints it."""
+    with translated_errors():
+        read = needs_database(rev_range, indicate_current)
+    if not as_json and not read and not asbool(config.get_alembic_option("revision_environment")):
         _alembic_read(
             alembic_command.history, config, rev_range=rev_range, verbose=verbose, indicate_current=indicate_current
         )
         return None
+    heads = _database_heads(config) if read or not as_json else None
     with translated_errors():
-        read = needs_database(rev_range, indicate_current)
-    heads = _database_heads(config) if read else None
-    with translated_errors():
-        return history_listing(_script_directory(config), rev_range, heads, indicate_current)
+        script = _script_directory(config)
+        if as_json:
+            return history_listing(script, rev_range, heads, indicate_current)
+        _print_stdout(config, history_lines(script, rev_range, heads or (), verbose, indicate_current))
+    return None
 
 
 def show(config: Config, rev: str, as_json: bool = False) -> RevisionListing | None:
-    """As ``alembic show`` (printed by Alembic); with ``as_json``, the listing instead."""
-    if not as_json:
+    """As ``alembic show``; with ``as_json``, the listing instead. ``current``'s heads are read
+    without creating the version table and printed in Alembic's format; otherwise Alembic prints."""
+    if not as_json and rev != "current":
         _alembic_read(alembic_command.show, config, rev)
         return None
     heads = _database_heads(config) if rev == "current" else None
+    if not as_json:
+        with translated_errors():
+            _print_stdout(config, show_lines(_script_directory(config), heads or ()))
+        return None
     with translated_errors():
         return show_listing(_script_directory(config), rev, heads)
 
@@ -933,6 +947,12 @@ def _alembic_read(fn: Callable[..., None], config: Config, *args: Any, **kw: Any
     """An Alembic command that only reads: it never creates a missing SQLite file."""
     with existing_sqlite_files_only():
         _alembic(fn, config, *args, **kw)
+
+
+def _print_stdout(config: Config, lines: list[str]) -> None:
+    """Print Alembic-formatted ``lines`` as Alembic's commands do (silent with ``-q``)."""
+    for line in lines:
+        config.print_stdout(line)
 
 
 def _database_heads(config: Config) -> tuple[str, ...]:

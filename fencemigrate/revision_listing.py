@@ -1,5 +1,7 @@
 """``current``, ``heads``, ``history`` and ``show`` as data (their ``--json``), read from the revision
-files as Alembic's own commands read them; the text forms are Alembic's, printed by Alembic."""
+files as Alembic's own commands read them; the text forms are Alembic's, printed by Alembic, or in
+Alembic's own format (``history_lines``, ``show_lines``) when fencemigrate read the database's heads
+itself, without the version table Alembic would create."""
 
 from __future__ import annotations
 
@@ -109,6 +111,27 @@ def history_listing(
     found = script.walk_revisions(base=start, head=end)  # type: ignore[arg-type]  # as Alembic passes them
     current = (heads or ()) if indicate_current else None
     return RevisionListing("revisions", tuple(RevisionInfo.of(sc, current) for sc in found), heads)
+
+
+def history_lines(
+    script: ScriptDirectory, rev_range: str | None, heads: tuple[str, ...], verbose: bool, indicate_current: bool
+) -> list[str]:
+    """``alembic history``'s lines, formatted by Alembic, once the database's ``heads`` are read:
+    ``current`` in the range stands for them and -i marks them, as Alembic's command does."""
+    base, head = history_range(rev_range)
+    start: str | tuple[str, ...] | None = heads if base == "current" and head != "current" else base
+    end: str | tuple[str, ...] | None = heads if head == "current" else head
+    lines = []
+    for sc in script.walk_revisions(base=start or "base", head=end or "heads"):  # type: ignore[arg-type]  # as Alembic passes them
+        if indicate_current:
+            sc._db_current_indicator = sc.revision in heads
+        lines.append(sc.cmd_format(verbose=verbose, include_branches=True, include_doc=True, include_parents=True))
+    return lines
+
+
+def show_lines(script: ScriptDirectory, heads: tuple[str, ...]) -> list[str]:
+    """``alembic show current``'s text: the log entry of each of the database's ``heads``."""
+    return [sc.log_entry for sc in script.get_revisions(heads) if sc is not None]
 
 
 def needs_database(rev_range: str | None, indicate_current: bool) -> bool:

@@ -56,7 +56,7 @@ def run_env(
     When what fencemigrate runs inside env.py fails, env.py's connections are rolled back before
     env.py closes them, and invalidated if their sessions are gone (:mod:`.connections`).
     """
-    _check_configured_url(config)
+    check_configured_url(config)
     context = EnvironmentContext(config, script, fn=fn, **context_options)
     forced: list[bool] = []
     configured: list[tuple[Connection, int | None]] = []  # with the server's id of the session
@@ -113,7 +113,7 @@ def _rolled_back_on_failure(connections: list[tuple[Connection, int | None]]) ->
         raise
 
 
-def _check_configured_url(config: Config) -> None:
+def check_configured_url(config: Config) -> None:
     """Refuse a ``sqlalchemy.url`` SQLAlchemy would misread, before env.py connects with it and the
     driver's error prints part of its password; a value configparser refuses is env.py's to read."""
     try:

@@ -196,7 +196,8 @@ def test_at_head_a_token_the_lease_service_never_issued_is_fenced(database: Data
                            (("upgrade", "head"), 2**62)):
         forged = project.run_cli(*command, "--token", str(token), "--holder", "agent-F")
         forged.check(3)
-        reason = f"token {token} was never issued by the lease service for db/migrations (the last token it issued is 3)"
+        reason = (f"token {token} was never issued by the lease service for db/migrations "
+                  "(the last token it issued is 3)")
         assert stderr_lines(forged.stderr)[:2] == [
             "FENCED: this write to db/migrations is not yours to make.", f"Rejected for token {token}: {reason}.",
         ], forged

@@ -10,7 +10,7 @@ from typing import IO, Any
 
 import click
 
-from .relative_revisions import RevisionArgumentsGroup
+from .relative_revisions import RevisionArgumentsGroup, argparse_spellings
 from .scrub import scrub_secrets
 
 EXIT_STATUSES = (
@@ -42,7 +42,11 @@ class CommandGroup(RevisionArgumentsGroup):
 
 class MainGroup(CommandGroup):
     """The top-level group: its help ends with the exit statuses; with ``--json`` anywhere on the
-    command line, a usage error click raises is printed as ``{"status": "usage", ...}``."""
+    command line, a usage error click raises is printed as ``{"status": "usage", ...}``. Its own
+    options may be spelled as argparse takes them (``--raise``: :func:`argparse_spellings`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, argparse_spellings(ctx, args, self.get_params(ctx), until_command=True))
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Exit statuses"):

@@ -1,10 +1,16 @@
-"""Relative revisions on the command line: ``downgrade -1 --token 5`` reads ``-1`` as the revision.
+"""The command line as Alembic's argparse reads it: ``downgrade -1 --token 5`` reads ``-1`` as the
+revision, ``history --verb -r=a:b`` as ``history --verbose -r a:b``.
 
 Alembic's argparse takes an argument that looks like a negative number (``-1``, ``-2``) for a
 positional one, or for the value of the option before it (``--tag -1``); click would take it for
 an unknown option. :class:`RevisionArgumentsCommand` follows argparse: such arguments stay
 positional wherever they stand among the options, and every other argument is parsed by click
 as usual (an unknown option is still click's "No such option" usage error).
+
+argparse also takes a long option by any prefix that names exactly one of the command's long
+options (``revision --autogen``, ``--raise`` before the command), and a short option's value after
+``=`` (``-r=a:b``); :func:`argparse_spellings` rewrites both to click's spelling. A prefix of several
+options is a usage error naming them, as argparse's "ambiguous option".
 """
 
 from __future__ import annotations
@@ -23,22 +29,72 @@ class RevisionArgumentsCommand(click.Command):
     """A click command that reads negative-number arguments as Alembic's argparse does."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, negative_numbers_as_arguments(args, self._value_options(ctx)))
-
-    def _value_options(self, ctx: click.Context) -> set[str]:
-        """The names of this command's options that take the next argument as their value."""
-        return {
-            name
-            for param in self.get_params(ctx)
-            if isinstance(param, click.Option) and not param.is_flag and not param.count and param.nargs == 1
-            for name in param.opts
-        }
+        params = self.get_params(ctx)
+        spelled = argparse_spellings(ctx, args, params)
+        return super().parse_args(ctx, negative_numbers_as_arguments(spelled, value_options(params)))
 
 
 class RevisionArgumentsGroup(click.Group):
     """A click group whose commands are :class:`RevisionArgumentsCommand` unless they say otherwise."""
 
     command_class = RevisionArgumentsCommand
+
+
+def value_options(params: Sequence[click.Parameter]) -> set[str]:
+    """The names of the options among ``params`` that take the next argument as their value."""
+    return {
+        name
+        for param in params
+        if isinstance(param, click.Option) and not param.is_flag and not param.count and param.nargs == 1
+        for name in param.opts
+    }
+
+
+def argparse_spellings(
+    ctx: click.Context, args: Sequence[str], params: Sequence[click.Parameter], until_command: bool = False
+) -> list[str]:
+    """``args`` with each long option given by a prefix spelled in full (``--autogen``:
+    ``--autogenerate``) and each ``-X=value`` of a short option X taking a value split into ``-X value``.
+
+    Options' values and everything after ``--`` stay as they are; with ``until_command`` (a group),
+    so does everything from the first positional argument (the command and its own arguments) on.
+    A prefix of several long options is click's usage error naming them (argparse's "ambiguous
+    option"); a prefix of none is left for click to refuse as an unknown option.
+    """
+    longs = list(dict.fromkeys(
+        name for param in params if isinstance(param, click.Option)
+        for name in (*param.opts, *param.secondary_opts) if name.startswith("--")
+    ))
+    takes_value = value_options(params)
+    spelled: list[str] = []
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--" or len(arg) < 2 or not arg.startswith("-") or NEGATIVE_NUMBER.match(arg):
+            spelled.append(arg)
+            if arg == "--" or until_command:
+                return spelled + rest
+            continue
+        option = _in_full(ctx, arg, longs, takes_value)
+        spelled += option
+        if len(option) == 1 and rest and _takes_next(option[0], takes_value):
+            spelled.append(rest.pop(0))
+    return spelled
+
+
+def _in_full(ctx: click.Context, arg: str, longs: list[str], takes_value: set[str]) -> list[str]:
+    """Option ``arg`` in click's spelling: one argument, or a short option and its value."""
+    if not arg.startswith("--"):
+        if arg[2:3] == "=" and arg[:2] in takes_value:
+            return [arg[:2], arg[3:]]
+        return [arg]
+    name, equals, value = arg.partition("=")
+    if name in longs or len(name) < 3:
+        return [arg]
+    matches = [option for option in longs if option.startswith(name)]
+    if len(matches) > 1:
+        raise click.UsageError(f"ambiguous option: {name} could match {', '.join(matches)}", ctx)
+    return [matches[0] + equals + value] if matches else [arg]
 
 
 def negative_numbers_as_arguments(args: Sequence[str], value_options: set[str]) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import Connection, CursorResult
 
-from .errors import DatabaseError, TokensExhausted, UsageError
+from .errors import DatabaseError, Fenced, TokensExhausted, UsageError, newer_token_wrote
 from .queries import statement
 from .validation import MAX_TOKEN
 
@@ -32,6 +32,15 @@ def never_issued(resource: str, token: int, fence: int, source: str) -> str:
     """The reason of a FENCED claim above the fence of a leased resource (as claim() words it)."""
     service = "the lease service (Redis)" if source == REDIS else "the lease service"
     return f"token {token} was never issued by {service} for {resource} (the last token it issued is {fence})"
+
+
+def refuse_token(resource: str, token: int, fence: int, source: str) -> None:
+    """FENCED when a higher token has written, or when ``token`` is above the fence of a resource
+    whose lease service never issued it (the claim statement's condition, explained)."""
+    if fence > token:
+        raise Fenced(resource, token, fence, newer_token_wrote(fence, resource))
+    if fence < token and source != EXTERNAL:
+        raise Fenced(resource, token, fence, never_issued(resource, token, fence, source))
 
 
 def check_room(resource: str, highest: int | None) -> None:

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from pathlib import Path
 
 import click
 import pytest
 from alembic.config import CommandLine
+
+from support.project import run_command, script_command
 
 from fencemigrate.cli import main
 
@@ -136,3 +139,105 @@ def test_command_matches_alembic(name: str) -> None:
     """Alembic's command ``name`` exists with every option and positional Alembic gives it."""
     gaps = _gaps_of(name)
     assert not gaps, f"gaps from `alembic {name}`:\n" + "\n".join(gaps)
+
+
+# -- argparse's spellings: abbreviated long options, -X=value ------------------------------------
+
+
+def _long_options(parser: argparse.ArgumentParser) -> list[str]:
+    return [name for action in parser._actions for name in action.option_strings if name.startswith("--")]
+
+
+def _shortest_prefixes(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, list[str]]]:
+    """Each long option of ``parser`` (but --help and --version, which exit), its shortest prefix that
+    names no other of ``parser``'s long options (so argparse takes it for the option), and the
+    arguments that go with it: its value, if it takes one, and the command's required positionals."""
+    longs = _long_options(parser)
+    positionals = ["head" for action in parser._actions if not action.option_strings and action.nargs in (None, "+")]
+    for action in parser._actions:
+        for option in (name for name in action.option_strings if name.startswith("--")):
+            if option in ("--help", "--version"):
+                continue
+            prefix = _shortest_unique_prefix(option, longs)
+            if prefix != option:
+                yield option, prefix, [*(["x"] if _arity(action) in ("a value", "repeatable") else []), *positionals]
+
+
+def _shortest_unique_prefix(option: str, longs: list[str]) -> str:
+    """The shortest prefix of ``option`` that no other of ``longs`` starts with (``option`` itself
+    when it is a prefix of another)."""
+    return next(option[:end] for end in range(3, len(option) + 1)
+                if [name for name in longs if name.startswith(option[:end])] == [option])
+
+
+_ABBREVIATIONS = [
+    (name, *abbreviation) for name, parser in sorted(_COMMANDS.items()) for abbreviation in _shortest_prefixes(parser)
+]
+
+
+def _fencemigrate_params(name: str, args: list[str]) -> dict[str, object]:
+    return main.commands[name].make_context(name, args, parent=_group_context()).params
+
+
+@pytest.mark.parametrize(
+    ("name", "option", "prefix", "rest"), _ABBREVIATIONS, ids=[f"{n} {p}" for n, _, p, _ in _ABBREVIATIONS]
+)
+def test_an_abbreviation_alembic_accepts_means_the_same_here(
+    name: str, option: str, prefix: str, rest: list[str]
+) -> None:
+    """`alembic NAME PREFIX` is `alembic NAME OPTION` (the control); so it is here, unless fencemigrate's
+    own options (--token, --holder, --ttl, --preempt) share the prefix: then click's usage error names
+    the candidates, as argparse's "ambiguous option" (exit 2), and the shortest prefix unique here works."""
+    parser = _COMMANDS[name]
+    assert parser.parse_args([prefix, *rest]) == parser.parse_args([option, *rest])
+    full = _fencemigrate_params(name, [option, *rest])
+    command_ctx = click.Context(main.commands[name], parent=_group_context())
+    here = _long_options_here(main.commands[name], command_ctx)
+    if [o for o in here if o.startswith(prefix)] != [option]:
+        own = [o for o in here if o.startswith(prefix) and o not in _long_options(parser)]
+        assert own, f"{prefix} is ambiguous here only among Alembic's own options"
+        with pytest.raises(click.UsageError) as ambiguous:
+            _fencemigrate_params(name, [prefix, *rest])
+        assert ambiguous.value.exit_code == 2
+        candidates = ", ".join(o for o in here if o.startswith(prefix))
+        assert ambiguous.value.format_message() == f"ambiguous option: {prefix} could match {candidates}"
+        prefix = _shortest_unique_prefix(option, here)
+    assert _fencemigrate_params(name, [prefix, *rest]) == full
+    if rest[:1] == ["x"]:  # the value after "=": --rev=x
+        assert _fencemigrate_params(name, [f"{prefix}=x", *rest[1:]]) == full
+
+
+def _long_options_here(command: click.Command, ctx: click.Context) -> list[str]:
+    return [name for param in command.get_params(ctx) if isinstance(param, click.Option)
+            for name in (*param.opts, *param.secondary_opts) if name.startswith("--")]
+
+
+def test_top_level_abbreviations_and_short_values_mean_the_same_here() -> None:
+    """Before the command, `--raise`, `--conf F`, `--na N`, `--qu` and `-c=F` (each accepted by
+    Alembic's parser, the control) set the same options as in full; the command's own arguments
+    are left to it."""
+    for option, prefix, value in (_shortest_prefixes(_PARSER)):
+        control = _PARSER.parse_args([prefix, *value[:1], "current"])
+        assert control == _PARSER.parse_args([option, *value[:1], "current"])
+        spelled = main.make_context("fencemigrate", [prefix, *value[:1], "current", "--verb"])
+        assert spelled.params == main.make_context("fencemigrate", [option, *value[:1], "current", "--verb"]).params
+        assert spelled.args[-1] == "--verb"  # the command's own, spelled by the command
+    assert _PARSER.parse_args(["-c=x.ini", "current"]).config == ["x.ini"]
+    assert main.make_context("fencemigrate", ["-c=x.ini", "--raise", "current"]).params["config_files"] == ("x.ini",)
+
+
+def test_a_short_option_value_after_equals() -> None:
+    """`history -r=r_one:r_two` is `history -r r_one:r_two`, in Alembic's parser (the control) and here."""
+    assert _COMMANDS["history"].parse_args(["-r=r_one:r_two"]).rev_range == "r_one:r_two"
+    params = _fencemigrate_params("history", ["--verb", "-r=r_one:r_two", "--indicate"])
+    assert (params["rev_range"], params["verbose"], params["indicate_current"]) == ("r_one:r_two", True, True)
+    assert _fencemigrate_params("downgrade", ["-1", "--tok=5", "--sql"])["revision"] == "-1"
+
+
+def test_an_ambiguous_abbreviation_is_bad_usage(tmp_path: Path) -> None:
+    """`upgrade head --t 5`: --tag to Alembic, but here it could be --token, --tag or --ttl: exit 2,
+    naming them, before anything connects."""
+    result = run_command([*script_command("fencemigrate"), "upgrade", "head", "--t", "5"], cwd=tmp_path)
+    assert result.code == 2, result
+    assert "Error: ambiguous option: --t could match --token, --tag, --ttl" in result.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == []

@@ -177,6 +177,55 @@ def test_at_head_with_a_token_claims_nothing_and_a_stale_token_is_fenced(databas
     assert lease(project)["fence_token"] == 7
 
 
+def test_at_head_a_token_the_lease_service_never_issued_is_fenced(database: Database) -> None:
+    """After the lease service issued tokens 1..3, at head `--token 3` exits 0 with nothing written;
+    `--token 8` (and 2**62, and `upgrade heads`, `stamp heads`) is FENCED as the claim would refuse it
+    with work to do: the never-issued reason, exit 3, nothing changed but the logged FENCED event."""
+    project = database.project
+    project.run_cli("upgrade", "head", "--holder", HOLDER).check(0)  # grants token 1
+    for issued in (2, 3):
+        acquired = as_json(project.run_cli("lease", "acquire", "--holder", HOLDER, "--json").check(0))
+        assert acquired["lease"]["token"] == issued
+        if issued < 3:
+            project.run_cli("lease", "release", "--holder", HOLDER).check(0)
+    events, held = timeline(project), lease(project)
+    result = project.run_cli("upgrade", "head", "--token", "3", "--holder", HOLDER).check(0)
+    assert result.stdout.splitlines() == idle_lines("upgrade", "r02", token="3"), result
+    assert (timeline(project), lease(project)) == (events, held)
+    for command, token in ((("upgrade", "head"), 8), (("upgrade", "heads"), 8), (("stamp", "heads"), 8),
+                           (("upgrade", "head"), 2**62)):
+        forged = project.run_cli(*command, "--token", str(token), "--holder", "agent-F")
+        forged.check(3)
+        reason = (f"token {token} was never issued by the lease service for db/migrations "
+                  "(the last token it issued is 3)")
+        assert stderr_lines(forged.stderr)[:2] == [
+            "FENCED: this write to db/migrations is not yours to make.", f"Rejected for token {token}: {reason}.",
+        ], forged
+        after = timeline(project)
+        assert after[:-1] == events
+        assert (after[-1]["kind"], after[-1]["token"], after[-1]["holder"]) == ("FENCED", token, "agent-F")
+        assert after[-1]["detail"]["reason"] == reason
+        assert lease(project) == held
+        assert "r02 (head)" in project.run_cli("current", "--check-heads").check(0).stdout
+        events = after
+    rejected = as_json(project.run_cli("upgrade", "head", "--token", "8", "--json").check(3))
+    assert (rejected["status"], rejected["token"], rejected["fence_token"]) == ("fenced", 8, 3)
+
+
+def test_at_head_an_external_resource_takes_any_token_at_or_above_its_fence(database: Database) -> None:
+    """No lease ever granted (tokens from a harness's own leases): at head, any token at or above the
+    fence, up to 2**62, exits 0 with nothing to do and nothing written, as before."""
+    project = database.project
+    project.run_cli("upgrade", "head", "--token", "5", "--holder", HOLDER).check(0)
+    events = timeline(project)
+    for command, token in ((("upgrade", "head"), 5), (("upgrade", "heads"), 9), (("stamp", "heads"), 9),
+                           (("upgrade", "head"), 2**62)):
+        result = project.run_cli(*command, "--token", str(token), "--holder", HOLDER).check(0)
+        assert result.stdout.splitlines() == idle_lines(command[0], "r02", token=str(token)), result
+    assert timeline(project) == events
+    assert lease(project)["fence_token"] == 5
+
+
 # -- races ---------------------------------------------------------------------------------------
 
 

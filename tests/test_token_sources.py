@@ -246,6 +246,11 @@ def test_redis_grant_makes_unissued_tokens_fenced(project: Project, pg_url: str,
     assert_never_issued(project.run_cli("upgrade", "head", "--token", "2"), 2, 1, "the lease service (Redis)")
     assert snapshot(pg_url) == before
     project.run_cli("upgrade", "head", "--token", "1").check(0)
+    # At head, with nothing to do (no claim): refused the same way, and nothing written.
+    at_head = snapshot(pg_url)
+    assert_never_issued(project.run_cli("upgrade", "head", "--token", "2"), 2, 1, "the lease service (Redis)")
+    assert snapshot(pg_url) == at_head
+    project.run_cli("upgrade", "head", "--token", "1").check(0)
 
 
 def test_pg_update_from_0_3_gives_each_resource_the_source_of_its_last_grant(

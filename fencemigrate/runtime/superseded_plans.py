@@ -1,6 +1,8 @@
 """A command that the database's current state makes invalid, run under a superseded token, is
 FENCED rather than bad usage: the writer's news is that its lease is stale, not that its command
-is wrong (``reapply r02`` after a newer holder rolled r02 back, ``downgrade r01`` below r01)."""
+is wrong (``reapply r02`` after a newer holder rolled r02 back, ``downgrade r01`` below r01). A run
+with nothing to do, which claims nothing, is refused here as its claim would refuse it: under a
+superseded token, or a token its resource's lease service never issued."""
 
 from __future__ import annotations
 
@@ -8,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from alembic.runtime.migration import MigrationContext
 
-from ..errors import Fenced, TokenRequired, UsageError, newer_token_wrote
-from ..fence_schema import installed_version
+from ..errors import TokenRequired, UsageError
+from ..fence_schema import installed_version, version_at_least
 from ..queries import statement
+from ..token_sources import EXTERNAL, refuse_token
 from .settings import FenceSettings
 
 if TYPE_CHECKING:  # fenced_run imports this module
@@ -32,16 +35,19 @@ def plan_or_fenced(
 
 
 def refuse_if_superseded(settings: FenceSettings, context: MigrationContext) -> None:
-    """FENCED when a token newer than the run's has written to its resource; reads only (also with
-    nothing to do, so that a stale token is told so without writing)."""
+    """FENCED when a token newer than the run's has written to its resource, or when the run's token
+    is above the fence of a resource whose lease service never issued it (as the claim refuses it);
+    reads only (also with nothing to do, so that a stale or forged token is told so without writing)."""
     connection = context.connection
     if settings.token <= 0 or context.as_sql or connection is None:
         return  # a token not known yet is the run's own, newest grant; a script cannot read the fence
     quoted_schema = context.dialect.identifier_preparer.quote(settings.schema)
-    if installed_version(connection, quoted_schema) is None:
+    version = installed_version(connection, quoted_schema)
+    if version is None:
         return
-    clause = statement("fence_token", quoted_schema, connection.dialect.name)
-    fence = connection.execute(clause, {"resource": settings.resource}).scalar()
-    if fence is not None and int(fence) > settings.token:
-        reason = newer_token_wrote(int(fence), settings.resource)
-        raise Fenced(settings.resource, settings.token, int(fence), reason) from None
+    # Fence schema 0.4 records where each resource's tokens come from; before it, all are external.
+    recorded = version_at_least(version, (0, 4))
+    clause = statement("fence_source" if recorded else "fence_token", quoted_schema, connection.dialect.name)
+    row = connection.execute(clause, {"resource": settings.resource}).one_or_none()
+    if row is not None:
+        refuse_token(settings.resource, settings.token, int(row.token), row.token_source if recorded else EXTERNAL)

@@ -6,9 +6,9 @@ from typing import Any
 
 from sqlalchemy import Connection, CursorResult
 
-from ...errors import Fenced, newer_token_wrote
+from ...errors import Fenced
 from ...queries import statement
-from ...token_sources import EXTERNAL, never_issued
+from ...token_sources import refuse_token
 from .base import FenceCalls
 
 
@@ -123,13 +123,4 @@ def claim_fence(connection: Connection, quoted_schema: str, resource: str, token
         row = run("fence_source").one()
         refuse_token(resource, token, int(row.token), row.token_source)
         raise AssertionError(f"the claim of {resource} matched no row, yet token {token} is acceptable")
-
-
-def refuse_token(resource: str, token: int, fence: int, source: str) -> None:
-    """FENCED when a higher token has written, or when ``token`` is above the fence of a resource
-    whose lease service never issued it (the claim statement's condition, explained)."""
-    if fence > token:
-        raise Fenced(resource, token, fence, newer_token_wrote(fence, resource))
-    if fence < token and source != EXTERNAL:
-        raise Fenced(resource, token, fence, never_issued(resource, token, fence, source))
 

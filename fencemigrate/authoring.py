@@ -2,10 +2,11 @@
 show revision files and never change the database, so they take no token and no lease.
 
 Files come from Alembic's own ``RevisionContext`` and ``ScriptDirectory.generate_revision``, so
-they are byte for byte what ``alembic`` writes. Differences, each a refusal of input Alembic
-accepts: a ``--rev-id`` that already exists (Alembic writes a second file with it) and a merge of
-fewer than two revisions (Alembic writes an ordinary revision). Bad input is a UsageError and
-leaves no file behind.
+they are byte for byte what ``alembic`` writes, except that ``--autogenerate`` leaves out the
+fence's own tables and schema (``fence_filter``), for which Alembic writes ``op.drop_table``.
+Other differences, each a refusal of input Alembic accepts: a ``--rev-id`` that already exists
+(Alembic writes a second file with it) and a merge of fewer than two revisions (Alembic writes an
+ordinary revision). Bad input is a UsageError and leaves no file behind.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from alembic.script import Script, ScriptDirectory
 from alembic.script.revision import RevisionError
 from alembic.util import CommandError
 
+from .config import fence_schema
 from .errors import FencemigrateError, UsageError
+from .check.fence_filter import fence_left_out
+from .validation import check_schema
 
 RunEnv = Callable[..., None]
 """Runs env.py with a migration function and extra EnvironmentContext options (``api`` passes
@@ -113,10 +117,12 @@ def new_revisions(
         },
     )
     if environment:
-        compare = context.run_autogenerate if autogenerate else context.run_no_autogenerate
-
         def retrieve_migrations(heads: tuple[str, ...], migration_context: MigrationContext) -> list[Any]:
-            compare(heads, migration_context)
+            if autogenerate:
+                with fence_left_out(migration_context, check_schema(fence_schema(config))):
+                    context.run_autogenerate(heads, migration_context)
+            else:
+                context.run_no_autogenerate(heads, migration_context)
             return []
 
         run_env(retrieve_migrations, as_sql=sql, template_args=context.template_args, revision_context=context)

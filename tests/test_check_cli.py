@@ -18,6 +18,7 @@ from support.project import Result, run_command, script_command
 
 from fencemigrate.check import RULES
 
+NOT_COMPARED = "model comparison (FM408, what alembic check does) not run: give --db"
 CASES_DIR = Path(__file__).resolve().parent / "check_cases"
 README = Path(__file__).resolve().parent.parent / "README.md"
 RULE_IDS = (
@@ -74,7 +75,7 @@ def write_revision(project: Path, name: str, body: str) -> None:
 
 def test_a_clean_directory_passes(tmp_path: Path) -> None:
     result = check(project_with(tmp_path, "revision_cycle_near_miss")).check(0)
-    assert (result.stdout, result.stderr) == ("no problems found in 3 revision files\n", "")
+    assert (result.stdout, result.stderr) == (f"no problems found in 3 revision files; {NOT_COMPARED}\n", "")
 
 
 def test_an_error_prints_the_table_and_exits_1(tmp_path: Path) -> None:
@@ -86,14 +87,14 @@ def test_an_error_prints_the_table_and_exits_1(tmp_path: Path) -> None:
         "(migrations/versions/0042_add_invoice_currency.py): a renumbered copy",
         f"{' ' * (len(location) + 19)}fix: {SLUG_FIX}",
         "",
-        "1 error, 0 warnings in 2 revision files",
+        f"1 error, 0 warnings in 2 revision files; {NOT_COMPARED}",
     ]
     assert result.stderr == ""
 
 
 def test_warnings_alone_exit_0(tmp_path: Path) -> None:
     result = check(project_with(tmp_path, "missing_downgrade")).check(0)
-    assert result.stdout.splitlines()[-1] == "0 errors, 2 warnings in 2 revision files"
+    assert result.stdout.splitlines()[-1] == f"0 errors, 2 warnings in 2 revision files; {NOT_COMPARED}"
 
 
 def test_json_has_every_finding_and_every_suppression(tmp_path: Path) -> None:
@@ -133,15 +134,27 @@ def test_json_has_every_finding_and_every_suppression(tmp_path: Path) -> None:
                 "suppressed_by": f"{path}:8",
             }
         ],
-        "notes": [],
+        "notes": [NOT_COMPARED],
     }
+
+
+def test_without_db_the_summary_says_the_models_were_not_compared(tmp_path: Path) -> None:
+    """`alembic check` compares the models with the database; bare `fencemigrate check` (what a
+    Makefile's `alembic check` runs with `alias alembic=fencemigrate`) does not, and says so."""
+    project = project_with(tmp_path, "revision_cycle_near_miss")
+    note = "model comparison (FM408, what alembic check does) not run: give --db"
+    assert check(project).check(0).stdout == f"no problems found in 3 revision files; {note}\n"
+    assert check(project, "--format", "github").check(0).stdout.splitlines()[-1] == (
+        f"no problems found in 3 revision files; {note}"
+    )
+    assert check_json(project, code=0)["notes"] == [note]
 
 
 def test_json_of_a_clean_directory(tmp_path: Path) -> None:
     payload = check_json(project_with(tmp_path, "multiple_heads_near_miss"), code=0)
     assert payload == {
         "status": "ok", "errors": 0, "warnings": 0, "revision_files": 4, "database_checked": False,
-        "findings": [], "suppressed": [], "notes": [],
+        "findings": [], "suppressed": [], "notes": [NOT_COMPARED],
     }
 
 
@@ -158,7 +171,7 @@ def test_github_format_prints_workflow_annotations(tmp_path: Path) -> None:
         f"::error file={versions}/0003_malformed.py,line=8,title=FM902 bad-suppression::"
         "`# fencemigrate: ignore FM301 please` is not `# fencemigrate: allow RULE-ID because <reason>`"
         f"%0Afix: {SUPPRESSION_FIX}",
-        "3 errors, 1 warning in 3 revision files",
+        f"3 errors, 1 warning in 3 revision files; {NOT_COMPARED}",
     ]
 
 
@@ -184,14 +197,14 @@ def test_github_format_escapes_properties_and_message(tmp_path: Path) -> None:
     assert result.stdout.splitlines() == [
         "::error file=migrations/versions/0004_vacuum%2Cnightly.py,line=9,title=FM205 no-transaction-statement::"
         f"{escaped_message}%0Afix: {VACUUM_FIX}",
-        "1 error, 0 warnings in 4 revision files",
+        f"1 error, 0 warnings in 4 revision files; {NOT_COMPARED}",
     ]
 
 
 def test_a_broken_file_is_a_finding_not_a_crash(tmp_path: Path) -> None:
     result = check(project_with(tmp_path, "unparsable"), "--select", "unparsable-revision").check(1)
     assert result.stdout.splitlines()[1].split()[:3] == ["migrations/versions/0002_broken.py:8", "FM901", "error"]
-    assert result.stdout.splitlines()[-1] == "2 errors, 0 warnings in 3 revision files"
+    assert result.stdout.splitlines()[-1] == f"2 errors, 0 warnings in 3 revision files; {NOT_COMPARED}"
     assert result.stderr == ""
 
 
@@ -205,7 +218,7 @@ def test_select_keeps_only_the_rules_named(tmp_path: Path) -> None:
 
 def test_ignore_takes_ids_and_names(tmp_path: Path) -> None:
     result = check(project_with(tmp_path, "bad_suppression"), "--ignore", "FM902, missing-downgrade").check(0)
-    assert result.stdout == "no problems found in 3 revision files\n"
+    assert result.stdout == f"no problems found in 3 revision files; {NOT_COMPARED}\n"
 
 
 @pytest.mark.parametrize(
@@ -273,7 +286,7 @@ def test_an_allow_comment_may_name_several_rules(tmp_path: Path) -> None:
          "invoice has 40 M rows; the fence is re-claimed after it"),
     ]
     result = check(project).check(0)
-    assert result.stdout == "no problems found in 4 revision files; 2 suppressed\n"
+    assert result.stdout == f"no problems found in 4 revision files; 2 suppressed; {NOT_COMPARED}\n"
 
 
 PYPROJECT = """\
@@ -334,11 +347,11 @@ def test_pyproject_is_read_next_to_the_config_file_not_in_the_current_directory(
     allow = '[[tool.fencemigrate.check.allow]]\nrules = ["FM301"]\nreason = "append-only tables"\n'
     (project / "pyproject.toml").write_text(allow)
     assert check(project, config="deploy/alembic.ini").check(0).stdout.splitlines()[-1] == (
-        "0 errors, 2 warnings in 2 revision files"
+        f"0 errors, 2 warnings in 2 revision files; {NOT_COMPARED}"
     )
     (config / "pyproject.toml").write_text(allow)
     assert check(project, config="deploy/alembic.ini").check(0).stdout == (
-        "no problems found in 2 revision files; 2 suppressed\n"
+        f"no problems found in 2 revision files; 2 suppressed; {NOT_COMPARED}\n"
     )
 
 

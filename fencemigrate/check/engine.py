@@ -9,6 +9,7 @@ from .graph import build_graph
 from .project_settings import ProjectSettings
 from .revision_file import RevisionFile
 from .rules import RULES, CheckContext, Rule, rule_for
+from .rules.models import NOT_RUN_WITHOUT_DATABASE
 
 
 def run_check(
@@ -17,7 +18,8 @@ def run_check(
     settings: ProjectSettings,
     database: DatabaseSnapshot | None,
 ) -> CheckReport:
-    """Every finding of ``rules``, minus those an allow comment or pyproject entry suppresses."""
+    """Every finding of ``rules``, minus those an allow comment or pyproject entry suppresses; without
+    ``database``, a note that the models were not compared (``alembic check`` would have)."""
     context = CheckContext(directory, build_graph(directory.files), settings, database, RULES)
     files = {item.display: item for item in directory.files}
     kept: list[Finding] = []
@@ -34,7 +36,8 @@ def run_check(
         tuple(sorted(suppressed, key=lambda item: _order(item.finding))),
         len(directory.files),
         database is not None,
-        tuple(note for rule in rules if (note := rule.note(context)) is not None),
+        tuple(note for rule in rules if (note := rule.note(context)) is not None)
+        + ((NOT_RUN_WITHOUT_DATABASE,) if database is None else ()),
     )
 
 

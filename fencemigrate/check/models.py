@@ -4,8 +4,8 @@ Done as ``alembic.command.check`` does it, with an ``autogenerate.RevisionContex
 migration context env.py configured, so env.py's ``include_object``, ``include_name``,
 ``compare_type``, ``compare_server_default`` and ``process_revision_directives`` all apply. It
 runs inside the env.py run that reads the rest of the database for ``check --db``: one connection,
-nothing written, no revision file generated. The fence schema's own tables (SQLite and MySQL keep
-them beside the application's) are fencemigrate's, not the models', and are left out.
+nothing written, no revision file generated. The fence's own tables and schema are left out as
+``revision --autogenerate`` leaves them out (``fence_filter``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Dialect
 
-from ..queries import prefixes_tables
-from .fence_objects import installed_fence_objects
+from .fence_filter import fence_left_out
 from .model_differences import ModelDifference, describe
 
 # What `alembic check` gives its RevisionContext (alembic/command.py, check()).
@@ -54,7 +53,6 @@ class ModelComparer:
         self._schema = schema
         self._revision_context = autogenerate.RevisionContext(config, script, dict(_COMMAND_ARGS))
         self._dialect: Dialect | None = None
-        self._fence_tables: set[tuple[str | None, str]] = set()
         self._not_compared = "env.py ran no migration context"
 
     def compare(self, heads: tuple[str, ...], context: MigrationContext) -> None:
@@ -65,9 +63,9 @@ class ModelComparer:
         if set(self._script.get_revisions(heads)) != set(self._script.get_revisions("heads")):
             self._not_compared = "not run, the database is not at head"
             return
-        self._revision_context.run_autogenerate(heads, context)
+        with fence_left_out(context, self._schema):
+            self._revision_context.run_autogenerate(heads, context)
         self._dialect = context.dialect
-        self._fence_tables |= self._fence_tables_of(context)
 
     def comparison(self) -> ModelComparison:
         """The differences, from the revision Alembic would generate, as ``alembic check`` reads them;
@@ -77,20 +75,8 @@ class ModelComparer:
         scripts = self._revision_context.generated_revisions  # process_revision_directives may empty it
         upgrade_ops_list = scripts[-1].upgrade_ops_list if scripts else []
         diffs = [diff for upgrade_ops in upgrade_ops_list for diff in upgrade_ops.as_diffs()]
-        described = (describe(diff, self._dialect) for diff in _flattened(diffs))
-        kept = [item for item in described if item.table not in self._fence_tables]
-        return ModelComparison(tuple(sorted(kept, key=_order)))
-
-    def _fence_tables_of(self, context: MigrationContext) -> set[tuple[str | None, str]]:
-        """The fence schema's tables as Alembic names them: in their own schema on PostgreSQL, prefixed
-        in the application's on SQLite and MySQL."""
-        connection = context.connection
-        assert connection is not None, "autogenerate needs a connection"
-        quoted = context.dialect.identifier_preparer.quote(self._schema)
-        names = {name for kind, name in installed_fence_objects(connection, quoted) if kind == "table"}
-        if prefixes_tables(context.dialect.name):
-            return {(None, name) for name in names}
-        return {(self._schema, name) for name in names}
+        described = [describe(diff, self._dialect) for diff in _flattened(diffs)]
+        return ModelComparison(tuple(sorted(described, key=_order)))
 
 
 def _order(difference: ModelDifference) -> tuple[bool, str, str, bool, str]:

@@ -8,6 +8,10 @@ from ..findings import Finding
 from ..models import ModelComparison
 from .base import CheckContext, Rule
 
+NOT_RUN_WITHOUT_DATABASE = "model comparison (FM408, what alembic check does) not run: give --db"
+"""The note of a check without ``--db``: with ``alembic`` aliased to fencemigrate, ``alembic check``
+would otherwise lose the comparison silently."""
+
 
 class ModelDrift(Rule):
     """FM408: the database differs from the models, as ``alembic check`` finds it."""

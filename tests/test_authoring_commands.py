@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -240,6 +241,10 @@ def test_edit_opens_the_revision_file_in_editor(make_project: MakeProject, tmp_p
 def test_edit_current_opens_the_databases_revision(make_project: MakeProject, tmp_path: Path) -> None:
     project = chain(make_project(url=sqlite_url(tmp_path / "db.sqlite")))
     env, record = editor_script(tmp_path)
+    missing = project.run_cli("edit", "current", env=env)  # a read: it never creates the database
+    assert missing.code == 1 and "no SQLite database at" in missing.stderr, missing
+    assert not (tmp_path / "db.sqlite").exists()
+    sqlite3.connect(tmp_path / "db.sqlite").close()  # an empty database
     result = project.run_cli("edit", "current", env=env)
     assert result.code == 2, result
     assert result.stderr.splitlines()[-1] == "fencemigrate: usage: No current revisions"

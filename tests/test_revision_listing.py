@@ -62,7 +62,6 @@ def _revision(project: Project, rev: str, down: list[str], **facts: Any) -> dict
 
 def test_json(project: Project) -> None:
     """One object per command: the revisions under "current", "heads" or "revisions"."""
-    _revision(project, "a1", [], branch_labels=["main"])
     a2 = _revision(project, "a2", ["a1"], branch_labels=["main"])
     a3 = _revision(project, "a3", ["a2"], branch_labels=["main"], depends_on=["b1"], is_head=True)
     b1 = _revision(project, "b1", [], branch_labels=["other"], is_head=True)

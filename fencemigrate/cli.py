@@ -584,11 +584,14 @@ def ensure_version(obj: _Context, /, as_json: bool, sql: bool) -> None:
 
 @main.command("list_templates")
 @_json_option
-def list_templates(as_json: bool) -> None:
+@click.pass_obj
+def list_templates(obj: _Context, /, as_json: bool) -> None:
     """List the templates init can write: fencemigrate's fence-aware one and Alembic's."""
     templates = _guarded(as_json, api.list_templates)
     if as_json:
         _print_json({"status": "ok", "templates": [template.as_json() for template in templates]})
+        return
+    if obj.quiet:  # as alembic -q list_templates, whose list goes through Config.print_stdout
         return
     click.echo("Available templates:\n")
     for template in templates:

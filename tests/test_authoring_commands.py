@@ -392,6 +392,8 @@ def test_list_templates_lists_alembics_and_the_fence_aware_one(tmp_path: Path) -
     assert [(t["name"], t["fence_aware"], t["default"]) for t in payload["templates"]] == [
         ("fencemigrate", True, True), *((name, False, False) for name in TEMPLATES)
     ]
+    quiet = run_command(script_command("fencemigrate") + ["-q", "list_templates"], tmp_path).check()
+    assert quiet.stdout == run_command(script_command("alembic") + ["-q", "list_templates"], tmp_path).check().stdout == ""
 
 
 # -- ensure_version ------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ class NothingToDoProbe:
 
     Reads the heads on one autocommit connection of its own, kept for the whole wait (never the
     migration's connection, whose transaction env.py has yet to begin; never taking SQLite's
-    write lock), under the run's version table. False when they cannot be read: keep waiting.
+    write lock), under the run's version table. False when they cannot be read: keep waiting (and
+    read on a new connection the next time).
     ``settled(heads)`` answers first when it can (True or False), without planning.
     """
 
@@ -49,6 +50,7 @@ class NothingToDoProbe:
                 self._probe = MigrationContext.configure(connection, opts=opts)
             heads = self._probe.get_current_heads()
         except SQLAlchemyError:
+            self.close()  # a lost connection (killed, server restarted): open a new one next time
             return False
         settled = self._settled(tuple(heads)) if self._settled is not None else None
         if settled is not None:

@@ -431,7 +431,10 @@ def init(obj: _Context, directory: str, template: str, package: bool, as_json: b
     if as_json:
         _print_json(outcome.as_json())
     elif outcome.fence_aware:
-        click.echo(f"fence-aware Alembic environment written to {directory}; edit sqlalchemy.url in alembic.ini")
+        click.echo(
+            f"fence-aware Alembic environment written to {directory}; it migrates a SQLite file beside "
+            "alembic.ini until you change sqlalchemy.url there"
+        )
     else:
         click.echo(
             f"Alembic environment (template {template}) written to {directory}; edit sqlalchemy.url in alembic.ini; "

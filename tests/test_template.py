@@ -103,7 +103,8 @@ def test_init_writes_a_fence_aware_environment(tmp_path: Path) -> None:
     assert "fencemigrate.alembic_env.run_migrations(context)" in (root / "migrations" / "env.py").read_text()
     assert "script_location = %(here)s/migrations" in (root / "alembic.ini").read_text()
     assert result.stdout.splitlines()[-1] == (
-        "fence-aware Alembic environment written to migrations; edit sqlalchemy.url in alembic.ini"
+        "fence-aware Alembic environment written to migrations; it migrates a SQLite file beside "
+        "alembic.ini until you change sqlalchemy.url there"
     )
 
 

@@ -12,6 +12,7 @@ import contextlib
 import json
 import sys
 import traceback
+from functools import partial
 from typing import Any, Callable, NoReturn, TypeVar
 
 import click
@@ -446,11 +447,16 @@ def init(obj: _Context, directory: str, template: str, package: bool, as_json: b
 @click.option("--url", metavar="URL",
               help="Replay on this PostgreSQL server (postgresql+psycopg://...; two scratch databases are made "
                    "and dropped) instead of fresh SQLite files.")
-def demo(url: str | None) -> None:
+@_json_option
+def demo(url: str | None, as_json: bool) -> None:
     """Replay the incident from the design notes: fenced, then with plain alembic as the control."""
-    result = _guarded(False, lambda: api.demo(url, click.echo))
+    result = _guarded(as_json, lambda: api.demo(url, partial(click.echo, err=as_json)))  # --json: story on stderr
     verdict = "fencing kept agent-B's work; plain alembic destroyed it" if result.ok else "UNEXPECTED outcome"
-    click.echo(f"\nverdict: {verdict}")
+    if as_json:
+        _print_json({"status": "ok" if result.ok else "error", "fenced_kept_b": result.fenced_kept_b,
+                     "control_lost_b": result.control_lost_b, "verdict": verdict})
+    else:
+        click.echo(f"\nverdict: {verdict}")
     sys.exit(0 if result.ok else EXIT_ERROR)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -68,6 +69,17 @@ def test_demo_runs_on_sqlite_with_no_setup(tmp_path: Path) -> None:
     assert result.stdout.splitlines()[0] == "== fenced: fencemigrate with leases and tokens (sqlite) =="
     assert_incident_replayed(result.stdout)
     assert list(tmp_path.iterdir()) == []  # nothing left behind in the working directory
+
+
+def test_demo_json_is_one_object_with_the_story_on_stderr(tmp_path: Path) -> None:
+    """--json: stdout is the verdict as one JSON object; the replay is told on stderr."""
+    result = run_demo(tmp_path, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout) == {
+        "status": "ok", "fenced_kept_b": True, "control_lost_b": True,
+        "verdict": "fencing kept agent-B's work; plain alembic destroyed it",
+    }
+    assert result.stderr.splitlines()[0] == "== fenced: fencemigrate with leases and tokens (sqlite) =="
 
 
 def test_demo_on_postgresql(pg_server: PgServer, tmp_path: Path) -> None:

@@ -103,3 +103,10 @@ def test_timeline_is_callable_from_the_top_level() -> None:
     """The README's promise, which used to raise TypeError (the submodule was called)."""
     assert fencemigrate.timeline.__module__ == "fencemigrate.api"
     assert fencemigrate.timeline is fencemigrate.api.timeline
+
+
+def test_every_command_prints_one_json_object_with_json() -> None:
+    """Every command takes --json (the issue: one JSON object from every command)."""
+    missing = [name for name, command in commands(main)
+               if not any("--json" in param.opts for param in command.params if isinstance(param, click.Option))]
+    assert missing == []

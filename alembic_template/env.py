@@ -7,10 +7,8 @@ plain `alembic -x fence_token=N upgrade REV` is fenced the same way, and plain
 
 from logging.config import fileConfig
 
-from sqlalchemy import engine_from_config
-from sqlalchemy import pool
-
 from alembic import context
+from sqlalchemy import engine_from_config, pool
 
 import fencemigrate.alembic_env
 

@@ -64,7 +64,7 @@ def revision_source(number: int) -> str:
         """create table t_{revision}
 
         Revision ID: {revision}
-        Revises: {down or ''}
+        Revises: {down or ""}
         Create Date: 2026-11-29 14:26:00.000000
 
         """
@@ -113,7 +113,12 @@ def run(argv: list[str], directory: Path) -> tuple[float, float, str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     completed = subprocess.run(
-        argv, cwd=directory, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, check=False,
+        argv,
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+        check=False,
         env={"PATH": str(BIN), "HOME": str(directory)},
     )
     wall = time.perf_counter() - start
@@ -163,7 +168,9 @@ def main() -> int:
                 wall, cpu = timed(name, directory, options.revisions)
                 results[name].wall.append(wall)
                 results[name].cpu.append(cpu)
-            print(f"round {round_number + 1}: " + ", ".join(f"{name} {results[name].wall[-1]:.3f} s" for name in SERIES))
+            print(
+                f"round {round_number + 1}: " + ", ".join(f"{name} {results[name].wall[-1]:.3f} s" for name in SERIES)
+            )
     except BenchError as error:
         print(f"FAILED: {error}", file=sys.stderr)
         return 1
@@ -189,7 +196,9 @@ def report(results: dict[str, Series], options: argparse.Namespace) -> None:
             f"{name:<22} {median[name]:>7.3f}s {min(series.wall):>7.3f}s {max(series.wall):>7.3f}s {cpu[name]:>7.3f}s"
         )
     print(f"\n{CHECK} / {HEADS}: {ratio:.2f}")
-    print(f"{CHECK} on {options.revisions} revisions: {median[CHECK]:.2f} s, target < {TARGET_SECONDS:.0f} s: {verdict}")
+    print(
+        f"{CHECK} on {options.revisions} revisions: {median[CHECK]:.2f} s, target < {TARGET_SECONDS:.0f} s: {verdict}"
+    )
     versions = ", ".join(f"{name} {metadata.version(name)}" for name in ("fencemigrate", "alembic", "SQLAlchemy"))
     print("\n----- summary (Markdown, for the README) -----")
     print(f"Machine: {host_line()}; {versions}. Median of {options.rounds} rounds.\n")

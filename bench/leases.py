@@ -50,10 +50,6 @@ from typing import IO, Any
 import psycopg
 import redis
 from sqlalchemy import Connection, Engine, create_engine, event, text
-
-from fencemigrate.leases import LeaseBackend, LeaseRequest, open_backend
-from fencemigrate.leases.redis_store import lease_key, last_key, token_key
-from fencemigrate.runtime.sqlite_transactions import sqlite_transactions
 from upgrade_overhead import (
     COMMAND_TIMEOUT,
     FENCE_SCHEMA,
@@ -72,6 +68,10 @@ from upgrade_overhead import (
     machine_line,
     server_from_args,
 )
+
+from fencemigrate.leases import LeaseBackend, LeaseRequest, open_backend
+from fencemigrate.leases.redis_store import last_key, lease_key, token_key
+from fencemigrate.runtime.sqlite_transactions import sqlite_transactions
 
 REDIS_VAR = "FENCEMIGRATE_TEST_REDIS_URL"
 
@@ -162,8 +162,7 @@ class Store:
     def event_counts(self, resource_name: str) -> Counter[str]:
         """How many events of each kind the log has for ``resource_name``."""
         rows = self.rows(
-            f"SELECT kind, count(*) FROM {self.table('fence_event')} WHERE resource = {self.placeholder} "
-            "GROUP BY kind",
+            f"SELECT kind, count(*) FROM {self.table('fence_event')} WHERE resource = {self.placeholder} GROUP BY kind",
             (resource_name,),
         )
         return Counter({str(kind): int(count) for kind, count in rows})
@@ -179,8 +178,10 @@ class Store:
 
     def ledger(self) -> list[tuple[str, int]]:
         """(revision, applied_token) of every ledger row."""
-        return [(str(rev), int(token)) for rev, token in
-                self.rows(f"SELECT revision, applied_token FROM {self.table('applied_revision')}")]
+        return [
+            (str(rev), int(token))
+            for rev, token in self.rows(f"SELECT revision, applied_token FROM {self.table('applied_revision')}")
+        ]
 
     def scale_count(self) -> int:
         """The counter the bare writes increment."""
@@ -213,9 +214,9 @@ class PostgresStore(Store):
         return sorted(str(row[0]) for row in self.rows("SELECT version_num FROM alembic_version"))
 
     def chain_tables(self) -> int:
-        return int(self.rows(
-            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE 't\\_%'"
-        )[0][0])
+        return int(
+            self.rows("SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE 't\\_%'")[0][0]
+        )
 
     def fence_schema_present(self) -> bool:
         return bool(self.rows("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (FENCE_SCHEMA,))[0][0])
@@ -240,9 +241,11 @@ class SqliteStore(Store):
         return f"{FENCE_SCHEMA}_{name}"
 
     def _tables_like(self, pattern: str) -> int:
-        return int(self.rows(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name LIKE ? ESCAPE '\\'", (pattern,)
-        )[0][0])
+        return int(
+            self.rows(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name LIKE ? ESCAPE '\\'", (pattern,)
+            )[0][0]
+        )
 
     def versions(self) -> list[str] | None:
         if not self._tables_like("alembic\\_version"):
@@ -360,8 +363,7 @@ def lease_pairs(loop: LeaseLoop, count: int) -> float:
     events = loop.store.event_counts(RESOURCE)
     if (events["GRANT"], events["RELEASE"]) != (loop.pairs, loop.pairs):
         raise BenchError(
-            f"{loop.backend}: {events['GRANT']} GRANT and {events['RELEASE']} RELEASE events "
-            f"after {loop.pairs} pairs"
+            f"{loop.backend}: {events['GRANT']} GRANT and {events['RELEASE']} RELEASE events after {loop.pairs} pairs"
         )
     return seconds
 
@@ -429,8 +431,13 @@ def describe_error(error: BaseException) -> str:
 
 
 def measure_round_trips(
-    server: Server, dbs: Databases, workdir: Path, backends: Sequence[str], redis_url: str | None,
-    count: int, rounds: int,
+    server: Server,
+    dbs: Databases,
+    workdir: Path,
+    backends: Sequence[str],
+    redis_url: str | None,
+    count: int,
+    rounds: int,
 ) -> list[RoundTrips]:
     """``rounds`` rounds of each backend's lease pairs and bare writes, interleaved and rotating.
 
@@ -462,11 +469,14 @@ def measure_round_trips(
                     if name == REDIS:
                         assert redis_url is not None
                         steps.append(("Redis INCRs", lambda: redis_increments(redis_url, count), result.redis_seconds))
-                    for label, measure, into in steps[number % 2:] + steps[:number % 2]:
+                    for label, measure, into in steps[number % 2 :] + steps[: number % 2]:
                         seconds = measure()
                         into.append(seconds)
-                        print(f"  [{name}] round {number + 1}/{rounds}  {count} {label:<12} {seconds:6.3f} s "
-                              f"({count / seconds:7.0f}/s)  ok", flush=True)
+                        print(
+                            f"  [{name}] round {number + 1}/{rounds}  {count} {label:<12} {seconds:6.3f} s "
+                            f"({count / seconds:7.0f}/s)  ok",
+                            flush=True,
+                        )
                 except Exception as error:  # noqa: BLE001 - any failure marks this backend as failed
                     result.error = describe_error(error)
                     print(f"  [{name}] FAILED in round {number + 1}: {result.error}", flush=True)
@@ -493,8 +503,11 @@ class Timeline:
 
 
 TIMELINE_LABELS = (
-    "start to first grant", "first holder's migration", "handoffs (release to next grant)",
-    "other holders (nothing to do)", "last release to last exit",
+    "start to first grant",
+    "first holder's migration",
+    "handoffs (release to next grant)",
+    "other holders (nothing to do)",
+    "last release to last exit",
 )
 
 
@@ -535,9 +548,17 @@ def run_together(argv: Sequence[str], cwd: Path, env: Mapping[str, str], count: 
         processes: list[subprocess.Popen[str]] = []
         try:
             for out, err in outputs:
-                processes.append(subprocess.Popen(
-                    list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=out, stderr=err, text=True,
-                ))
+                processes.append(
+                    subprocess.Popen(
+                        list(argv),
+                        cwd=cwd,
+                        env=dict(env),
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=err,
+                        text=True,
+                    )
+                )
             for process in processes:
                 process.wait(timeout=max(COMMAND_TIMEOUT - (time.perf_counter() - start), 0.1))
         finally:
@@ -599,28 +620,43 @@ def verify_leased(store: Store, project: Project, runs: Sequence[Run]) -> list[t
     verify_migrated(store, project, first)
     count = len(project.revisions)
     ledger = store.ledger()
-    check(sorted(rev for rev, _ in ledger) == sorted(project.revisions),
-          f"{len(ledger)} ledger rows, not one per revision", first)
+    check(
+        sorted(rev for rev, _ in ledger) == sorted(project.revisions),
+        f"{len(ledger)} ledger rows, not one per revision",
+        first,
+    )
     check({token for _, token in ledger} == {1}, f"ledger tokens {sorted({t for _, t in ledger})}, not all 1", first)
     counts = store.event_counts(RUN_RESOURCE)
     check(counts["APPLY"] == count, f"{counts['APPLY']} APPLY events for {count} revisions", first)
     events = store.lease_events(RUN_RESOURCE)
     grants = len(events) // 2
-    check(1 <= grants <= len(runs) and [kind for kind, *_ in events] == ["GRANT", "RELEASE"] * grants,
-          f"lease events {[k for k, *_ in events]}", first)
+    check(
+        1 <= grants <= len(runs) and [kind for kind, *_ in events] == ["GRANT", "RELEASE"] * grants,
+        f"lease events {[k for k, *_ in events]}",
+        first,
+    )
     for number, (grant, release) in enumerate(zip(events[::2], events[1::2]), start=1):
-        check(grant[2] == release[2] == number and grant[1] == release[1],
-              f"grant {number}: {grant[:3]} released as {release[:3]}", first)
+        check(
+            grant[2] == release[2] == number and grant[1] == release[1],
+            f"grant {number}: {grant[:3]} released as {release[:3]}",
+            first,
+        )
     check(store.fence_token(RUN_RESOURCE) == grants, f"fence token is not {grants}", first)
     lease = store.lease_row(RUN_RESOURCE)
     check(lease is not None and lease[0] is None, f"the lease is not free: {lease}", first)
     applied = [result for result in runs if f"applied {project.head} under token 1" in result.stdout]
     idle = [result for result in runs if "nothing to do" in result.stdout]
     unleased = [result for result in idle if "no lease taken" in result.stdout]
-    check(len(applied) == 1 and len(idle) == len(runs) - 1,
-          f"{len(applied)} runners applied the chain, {len(idle)} had nothing to do", first)
-    check(len(unleased) == len(runs) - grants,
-          f"{len(unleased)} runners took no lease, but {grants} grants for {len(runs)} runners", first)
+    check(
+        len(applied) == 1 and len(idle) == len(runs) - 1,
+        f"{len(applied)} runners applied the chain, {len(idle)} had nothing to do",
+        first,
+    )
+    check(
+        len(unleased) == len(runs) - grants,
+        f"{len(unleased)} runners took no lease, but {grants} grants for {len(runs)} runners",
+        first,
+    )
     return events
 
 
@@ -674,8 +710,14 @@ class RunnerResult:
 
 
 def runner_round(
-    backend: str, name: str, server: Server, dbs: Databases, workdir: Path, project: Project,
-    runners: int, preinstall: bool,
+    backend: str,
+    name: str,
+    server: Server,
+    dbs: Databases,
+    workdir: Path,
+    project: Project,
+    runners: int,
+    preinstall: bool,
 ) -> tuple[float, float, Timeline | None]:
     """One run of series ``name`` on a fresh database, checked; (wall, cpu, timeline)."""
     if name == floor(runners):
@@ -704,8 +746,14 @@ def runner_round(
 
 
 def measure_runners(
-    server: Server, dbs: Databases, workdir: Path, project: Project, backends: Sequence[str],
-    runners: int, rounds: int, preinstall: bool,
+    server: Server,
+    dbs: Databases,
+    workdir: Path,
+    project: Project,
+    backends: Sequence[str],
+    runners: int,
+    rounds: int,
+    preinstall: bool,
 ) -> list[RunnerResult]:
     """One untimed warm-up of every series, then ``rounds`` rounds, backends and series rotating.
 
@@ -733,14 +781,20 @@ def measure_runners(
                     result.series[name].cpu.append(cpu)
                     if parts is not None:
                         result.timelines[name].append(parts)
-                    print(f"  [{backend}] round {number + 1}/{rounds}  {name:<32} {seconds:6.3f} s "
-                          f"(cpu {cpu:6.3f} s)  ok", flush=True)
+                    print(
+                        f"  [{backend}] round {number + 1}/{rounds}  {name:<32} {seconds:6.3f} s "
+                        f"(cpu {cpu:6.3f} s)  ok",
+                        flush=True,
+                    )
                 if number < 0:
                     print(f"  [{backend}] warm-up done", flush=True)
             except (BenchError, subprocess.TimeoutExpired, psycopg.Error, sqlite3.Error) as error:
                 result.error = describe_error(error)
-                print(f"  [{backend}] FAILED in {'the warm-up' if number < 0 else f'round {number + 1}'}: "
-                      f"{result.error}\n{error}", flush=True)
+                print(
+                    f"  [{backend}] FAILED in {'the warm-up' if number < 0 else f'round {number + 1}'}: "
+                    f"{result.error}\n{error}",
+                    flush=True,
+                )
     return [results[backend] for backend in backends]
 
 
@@ -750,8 +804,10 @@ def measure_runners(
 def print_round_trips(results: Sequence[RoundTrips]) -> None:
     """Pairs per second against bare writes per second, per backend."""
     print()
-    print(f"{'backend':<12} {'pairs/s':>8} {'ms/pair':>8} {'min':>7} {'max':>7} {'writes/s':>9} {'ms/write':>9} "
-          f"{'pair/write':>10} {'SQL/pair':>9}")
+    print(
+        f"{'backend':<12} {'pairs/s':>8} {'ms/pair':>8} {'min':>7} {'max':>7} {'writes/s':>9} {'ms/write':>9} "
+        f"{'pair/write':>10} {'SQL/pair':>9}"
+    )
     for result in results:
         if result.error is not None or not result.pair_seconds:
             print(f"{result.backend:<12} FAILED: {result.error}")
@@ -764,8 +820,10 @@ def print_round_trips(results: Sequence[RoundTrips]) -> None:
             f"{result.statements:>4} ({result.commits})"
         )
         if result.redis_seconds:
-            print(f"{'':<12} (a bare Redis INCR: {result.per_second(result.redis_seconds):.0f}/s, "
-                  f"{statistics.median(result.redis_seconds) * 1000 / result.count:.3f} ms)")
+            print(
+                f"{'':<12} (a bare Redis INCR: {result.per_second(result.redis_seconds):.0f}/s, "
+                f"{statistics.median(result.redis_seconds) * 1000 / result.count:.3f} ms)"
+            )
     print(
         "  pairs/s: acquire+release through the backend object at the median round (min/max: ms per pair in the "
         "fastest\n  and slowest round); writes/s: one UPDATE of a one-row table per transaction on the same engine "
@@ -783,10 +841,13 @@ def print_runners(results: Sequence[RunnerResult]) -> None:
             print(f"{result.backend:<12} FAILED: {result.error}")
             continue
         for name, series in result.series.items():
-            print(f"{result.backend:<12} {name:<32} {series.median:7.3f}s {min(series.seconds):7.3f}s "
-                  f"{max(series.seconds):7.3f}s {series.cpu_median:7.3f}s")
-    print("  cpu: median user+sys CPU of the command (all runners together for the concurrent series; "
-          "not the server's)")
+            print(
+                f"{result.backend:<12} {name:<32} {series.median:7.3f}s {min(series.seconds):7.3f}s "
+                f"{max(series.seconds):7.3f}s {series.cpu_median:7.3f}s"
+            )
+    print(
+        "  cpu: median user+sys CPU of the command (all runners together for the concurrent series; not the server's)"
+    )
     for result in results:
         if result.error is not None:
             continue
@@ -802,10 +863,14 @@ def print_runners(results: Sequence[RunnerResult]) -> None:
             print(f"FAILED  {result.backend}: {result.error}")
             continue
         ratio = result.ratio()
-        print(f"{result.verdict()}  {result.backend}: {result.concurrent} / {SINGLE} = {ratio:.2f} "
-              f"(paired {result.paired_ratio():.2f}; target <= {TARGET_RATIO:.1f}, {result.runners:.0f} if serialised)")
-        print(f"      floor: {result.floor} / {SINGLE} = {result.floor_ratio():.2f} "
-              f"({result.runners} interpreters that only import alembic, on {os.cpu_count()} CPUs)")
+        print(
+            f"{result.verdict()}  {result.backend}: {result.concurrent} / {SINGLE} = {ratio:.2f} "
+            f"(paired {result.paired_ratio():.2f}; target <= {TARGET_RATIO:.1f}, {result.runners:.0f} if serialised)"
+        )
+        print(
+            f"      floor: {result.floor} / {SINGLE} = {result.floor_ratio():.2f} "
+            f"({result.runners} interpreters that only import alembic, on {os.cpu_count()} CPUs)"
+        )
         if result.spread() > NOISE_LIMIT:
             print(f"WARNING  {noise_warning(result)}")
 
@@ -867,8 +932,11 @@ def round_trip_summary(trips: Sequence[RoundTrips], args: argparse.Namespace) ->
 
 def runner_summary(runners: Sequence[RunnerResult], args: argparse.Namespace) -> list[str]:
     """Part 2 in Markdown."""
-    install = ("the fence schema installed beforehand (`fencemigrate install`, untimed)" if args.preinstall
-               else "the runners install the fence schema themselves (a first deployment)")
+    install = (
+        "the fence schema installed beforehand (`fencemigrate install`, untimed)"
+        if args.preinstall
+        else "the runners install the fence schema themselves (a first deployment)"
+    )
     lines = [
         f"**Concurrent runners.** A chain of {args.revisions} revisions (one `CREATE TABLE` each, the generic "
         f"env.py: one transaction), every run on a fresh database, {install}. Whole-command wall time "
@@ -948,23 +1016,49 @@ def parse_backends(text_value: str, allowed: Sequence[str], option: str) -> list
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS,
-                        help=f"lease acquire+release pairs (and bare writes) per round (default {DEFAULT_PAIRS})")
-    parser.add_argument("--rounds", type=int, default=DEFAULT_PAIR_ROUNDS,
-                        help=f"rounds of the round-trip part (default {DEFAULT_PAIR_ROUNDS})")
-    parser.add_argument("--backends", default="postgresql,sqlite,redis",
-                        help="lease backends of the round-trip part (default postgresql,sqlite,redis)")
-    parser.add_argument("--runners", type=int, default=DEFAULT_RUNNERS,
-                        help=f"runners started together (default {DEFAULT_RUNNERS})")
-    parser.add_argument("--runner-rounds", type=int, default=DEFAULT_RUNNER_ROUNDS,
-                        help=f"rounds of the concurrent-runner part (default {DEFAULT_RUNNER_ROUNDS})")
-    parser.add_argument("--runner-backends", default="postgresql,sqlite",
-                        help="databases of the concurrent-runner part (default postgresql,sqlite)")
-    parser.add_argument("--revisions", type=int, default=DEFAULT_REVISIONS,
-                        help=f"length of the revision chain (default {DEFAULT_REVISIONS})")
-    parser.add_argument("--preinstall", action="store_true",
-                        help="install the fence schema (untimed) before every fencemigrate run; by default "
-                        "the runners install it themselves, as on a first deployment")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=DEFAULT_PAIRS,
+        help=f"lease acquire+release pairs (and bare writes) per round (default {DEFAULT_PAIRS})",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=DEFAULT_PAIR_ROUNDS,
+        help=f"rounds of the round-trip part (default {DEFAULT_PAIR_ROUNDS})",
+    )
+    parser.add_argument(
+        "--backends",
+        default="postgresql,sqlite,redis",
+        help="lease backends of the round-trip part (default postgresql,sqlite,redis)",
+    )
+    parser.add_argument(
+        "--runners", type=int, default=DEFAULT_RUNNERS, help=f"runners started together (default {DEFAULT_RUNNERS})"
+    )
+    parser.add_argument(
+        "--runner-rounds",
+        type=int,
+        default=DEFAULT_RUNNER_ROUNDS,
+        help=f"rounds of the concurrent-runner part (default {DEFAULT_RUNNER_ROUNDS})",
+    )
+    parser.add_argument(
+        "--runner-backends",
+        default="postgresql,sqlite",
+        help="databases of the concurrent-runner part (default postgresql,sqlite)",
+    )
+    parser.add_argument(
+        "--revisions",
+        type=int,
+        default=DEFAULT_REVISIONS,
+        help=f"length of the revision chain (default {DEFAULT_REVISIONS})",
+    )
+    parser.add_argument(
+        "--preinstall",
+        action="store_true",
+        help="install the fence schema (untimed) before every fencemigrate run; by default "
+        "the runners install it themselves, as on a first deployment",
+    )
     parser.add_argument("--skip-round-trips", action="store_true", help="run the concurrent-runner part only")
     parser.add_argument("--skip-runners", action="store_true", help="run the round-trip part only")
     parser.add_argument("--pg-host", help="PostgreSQL host (default $FENCEMIGRATE_TEST_PG_HOST)")
@@ -986,8 +1080,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--skip-round-trips and --skip-runners leave nothing to run")
     args.redis_url = args.redis_url or os.environ.get(REDIS_VAR, "").strip() or None
     if REDIS in args.backends and not args.skip_round_trips and args.redis_url is None:
-        parser.error(f"the Redis backend needs --redis-url or ${REDIS_VAR} (or leave it out with "
-                     "--backends postgresql,sqlite)")
+        parser.error(
+            f"the Redis backend needs --redis-url or ${REDIS_VAR} (or leave it out with --backends postgresql,sqlite)"
+        )
     return args
 
 
@@ -1007,19 +1102,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.skip_round_trips:
             print()
             print(f"part 1: {args.pairs} lease acquire+release pairs against {args.pairs} bare writes per round")
-            trips = measure_round_trips(
-                server, dbs, workdir, args.backends, args.redis_url, args.pairs, args.rounds
-            )
+            trips = measure_round_trips(server, dbs, workdir, args.backends, args.redis_url, args.pairs, args.rounds)
             print_round_trips(trips)
         if not args.skip_runners:
             print()
-            print(f"part 2: {args.runners} x fencemigrate upgrade head started together against one, "
-                  f"{args.revisions} revisions, fresh database per run"
-                  + (" (fence schema preinstalled)" if args.preinstall else ""))
+            print(
+                f"part 2: {args.runners} x fencemigrate upgrade head started together against one, "
+                f"{args.revisions} revisions, fresh database per run"
+                + (" (fence schema preinstalled)" if args.preinstall else "")
+            )
             project = chain_project(workdir / "chain", child_env(), args.revisions, False)
             print(f"project: `alembic init -t generic` in {project.path}")
             runners = measure_runners(
-                server, dbs, workdir, project, args.runner_backends, args.runners, args.runner_rounds,
+                server,
+                dbs,
+                workdir,
+                project,
+                args.runner_backends,
+                args.runners,
+                args.runner_rounds,
                 args.preinstall,
             )
             print_runners(runners)

@@ -36,10 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import pymysql
+from common import FreshDatabases, host_line
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
-
-from common import FreshDatabases, host_line
 from upgrade_overhead import (
     ALEMBIC,
     DEFAULT_ROUNDS,
@@ -126,13 +125,10 @@ class MysqlServer:
 
     def version(self) -> str:
         """The server version with its durability settings."""
-        (row,) = self.query(
-            None, "SELECT VERSION(), @@innodb_flush_log_at_trx_commit, @@innodb_doublewrite, @@log_bin"
-        )
+        (row,) = self.query(None, "SELECT VERSION(), @@innodb_flush_log_at_trx_commit, @@innodb_doublewrite, @@log_bin")
         version, flush, doublewrite, log_bin = row
         return (
-            f"{version} (innodb_flush_log_at_trx_commit={flush}, innodb_doublewrite={doublewrite}, "
-            f"log_bin={log_bin})"
+            f"{version} (innodb_flush_log_at_trx_commit={flush}, innodb_doublewrite={doublewrite}, log_bin={log_bin})"
         )
 
 
@@ -221,9 +217,9 @@ def verify_chain(server: MysqlServer, db: str, project: Project, series: str, re
     )
     check(rows == count, f"{rows} ledger rows instead of {count}", result)
     check(settled == count, f"{count - settled} ledger rows not 'applied' under token 1", result)
-    applies = server.query(
-        db, f"SELECT count(*) FROM {FENCE_PREFIX}_fence_event WHERE kind = 'APPLY' AND token = 1"
-    )[0][0]
+    applies = server.query(db, f"SELECT count(*) FROM {FENCE_PREFIX}_fence_event WHERE kind = 'APPLY' AND token = 1")[
+        0
+    ][0]
     check(applies == count, f"{applies} APPLY events instead of {count}", result)
     if series == FM_LEASE:
         check(OWN_LEASE_LINE in result.stdout, f"{OWN_LEASE_LINE!r} not printed", result)
@@ -359,8 +355,8 @@ def summary(machine: str, result: ModeResult, counts: dict[str, Counts], revisio
         "",
         f"Chain of {revisions} revisions (one `CREATE TABLE` each), generic env.py, every run on a fresh "
         f"database, whole-command wall time (interpreter start included), median of {rounds} interleaved "
-        f"runs.{note} \"first run\" = the fence schema is installed by the run itself; \"schema "
-        "preinstalled\" = `fencemigrate install` ran beforehand, untimed; \"own lease\" = no `--token`: "
+        f'runs.{note} "first run" = the fence schema is installed by the run itself; "schema '
+        'preinstalled" = `fencemigrate install` ran beforehand, untimed; "own lease" = no `--token`: '
         "the run takes the lease itself (on a bare database). Ratio = median / median(alembic); paired = "
         "median of the per-round ratios; CPU = the command's own user+sys time (not the server's); "
         "statements and redo-log writes = the server's `Questions` and `Innodb_log_writes` per run.",
@@ -395,11 +391,17 @@ def summary(machine: str, result: ModeResult, counts: dict[str, Counts], revisio
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--mysql-url",
-                        help=f"server URL without a database, mysql+pymysql://user:password@host:port (default ${URL_VAR})")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help=f"runs per command (default {DEFAULT_ROUNDS}, or {REDUCED_ROUNDS} when one alembic run "
-                        f"takes over {SLOW_ALEMBIC_SECONDS:g} s)")
+    parser.add_argument(
+        "--mysql-url",
+        help=f"server URL without a database, mysql+pymysql://user:password@host:port (default ${URL_VAR})",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help=f"runs per command (default {DEFAULT_ROUNDS}, or {REDUCED_ROUNDS} when one alembic run "
+        f"takes over {SLOW_ALEMBIC_SECONDS:g} s)",
+    )
     parser.add_argument("--revisions", type=int, default=200, help="length of the revision chain (default 200)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary project (databases are dropped)")
     args = parser.parse_args(argv)

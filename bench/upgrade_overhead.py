@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-
 from common import FreshDatabases, host_line
 
 HOST_VAR = "FENCEMIGRATE_TEST_PG_HOST"
@@ -272,8 +271,10 @@ class Project:
         """Point ``sqlalchemy.url`` in alembic.ini at ``url``."""
         ini = self.path / "alembic.ini"
         text, count = re.subn(
-            r"^sqlalchemy\.url\s*=.*$", lambda _: f"sqlalchemy.url = {url.replace('%', '%%')}",
-            ini.read_text(), flags=re.MULTILINE,
+            r"^sqlalchemy\.url\s*=.*$",
+            lambda _: f"sqlalchemy.url = {url.replace('%', '%%')}",
+            ini.read_text(),
+            flags=re.MULTILINE,
         )
         if count != 1:
             raise BenchError(f"expected one sqlalchemy.url line in {ini}, found {count}")
@@ -348,9 +349,9 @@ def verify_chain(server: Server, db: str, project: Project, series: str, result:
     expect(result, 0)
     count = len(project.revisions)
     check(versions(server, db) == [project.head], f"alembic_version is not [{project.head}]", result)
-    tables = server.query(
-        db, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE 't\\_%'"
-    )[0][0]
+    tables = server.query(db, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE 't\\_%'")[
+        0
+    ][0]
     check(tables == count, f"{tables} chain tables instead of {count}", result)
     if series == ALEMBIC:
         check(not fence_schema_present(server, db), "plain alembic created the fence schema", result)
@@ -516,16 +517,17 @@ def measure_at_head(server: Server, dbs: Databases, project: Project, rounds: in
                     run_result = expect(project.alembic("upgrade", "head"), 0)
                 else:
                     run_result = expect(project.fencemigrate("upgrade", "head"), 0)
-                    check("  nothing to do" in run_result.stdout.splitlines(), "fencemigrate did something",
-                          run_result)
-                check(versions(server, db) == [project.head], f"alembic_version is not [{project.head}]",
-                      run_result)
+                    check("  nothing to do" in run_result.stdout.splitlines(), "fencemigrate did something", run_result)
+                check(versions(server, db) == [project.head], f"alembic_version is not [{project.head}]", run_result)
                 if number < 0:
                     continue
                 result.series[name].seconds.append(run_result.seconds)
                 result.series[name].cpu.append(run_result.cpu)
-                print(f"  [at head] round {number + 1}/{rounds}  {name:<36} {run_result.seconds:6.3f} s "
-                      f"(cpu {run_result.cpu:5.3f} s)  ok", flush=True)
+                print(
+                    f"  [at head] round {number + 1}/{rounds}  {name:<36} {run_result.seconds:6.3f} s "
+                    f"(cpu {run_result.cpu:5.3f} s)  ok",
+                    flush=True,
+                )
     return result
 
 
@@ -603,8 +605,13 @@ def noise_warning(mode: ModeResult) -> str:
 
 
 def summary(
-    machine: str, results: Sequence[ModeResult], fenced: FencedResult, at_head: ModeResult, revisions: int,
-    rounds: int, note: str,
+    machine: str,
+    results: Sequence[ModeResult],
+    fenced: FencedResult,
+    at_head: ModeResult,
+    revisions: int,
+    rounds: int,
+    note: str,
 ) -> str:
     """The copy-pasteable Markdown block for the README."""
     lines = [
@@ -614,8 +621,8 @@ def summary(
         "",
         f"Chain of {revisions} revisions (one `CREATE TABLE` each), every run on a fresh database, "
         f"whole-command wall time (interpreter start included), median of {rounds} interleaved runs.{note} "
-        "\"first run\" = the fence schema is installed by the run itself (a fresh database's real first "
-        "run); \"schema preinstalled\" = `fencemigrate install` ran beforehand, untimed. Ratio = "
+        '"first run" = the fence schema is installed by the run itself (a fresh database\'s real first '
+        'run); "schema preinstalled" = `fencemigrate install` ran beforehand, untimed. Ratio = '
         "median / median(alembic); paired = median of the per-round ratios; CPU = the command's own "
         "user+sys time (not the server's).",
         "",
@@ -654,13 +661,21 @@ def summary(
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--rounds", type=int, default=None,
-                        help=f"runs per command and mode (default {DEFAULT_ROUNDS}, or {REDUCED_ROUNDS} when one "
-                        f"alembic run takes over {SLOW_ALEMBIC_SECONDS:g} s)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help=f"runs per command and mode (default {DEFAULT_ROUNDS}, or {REDUCED_ROUNDS} when one "
+        f"alembic run takes over {SLOW_ALEMBIC_SECONDS:g} s)",
+    )
     parser.add_argument("--revisions", type=int, default=200, help="length of the revision chain (default 200)")
     parser.add_argument("--fenced-runs", type=int, default=5, help="timed FENCED rejections (default 5)")
-    parser.add_argument("--slow-seconds", type=float, default=5.0,
-                        help="pg_sleep of the slow revision in the time-to-FENCED part (default 5)")
+    parser.add_argument(
+        "--slow-seconds",
+        type=float,
+        default=5.0,
+        help="pg_sleep of the slow revision in the time-to-FENCED part (default 5)",
+    )
     parser.add_argument("--pg-host", help=f"PostgreSQL host (default ${HOST_VAR})")
     parser.add_argument("--pg-port", type=int, help=f"PostgreSQL port (default ${PORT_VAR})")
     parser.add_argument("--keep", action="store_true", help="keep the temporary projects (databases are dropped)")
@@ -700,33 +715,44 @@ def main(argv: Sequence[str] | None = None) -> int:
             warm = warm_up(server, dbs, project, mode)
             if index == 0 and args.rounds is None and warm > SLOW_ALEMBIC_SECONDS:
                 rounds = REDUCED_ROUNDS
-                note = (f" Rounds reduced to {REDUCED_ROUNDS}: one alembic run took {warm:.2f} s "
-                        f"(> {SLOW_ALEMBIC_SECONDS:g} s).")
+                note = (
+                    f" Rounds reduced to {REDUCED_ROUNDS}: one alembic run took {warm:.2f} s "
+                    f"(> {SLOW_ALEMBIC_SECONDS:g} s)."
+                )
                 print(f"  note:{note}", flush=True)
             results.append(measure_mode(server, dbs, project, mode, rounds))
         print_details(results, args.revisions)
-        print("  (\"fencemigrate\" = first run on a fresh database: installing the fence schema is part of "
-              "the measured cost; \"schema preinstalled\" = `fencemigrate install` ran before, untimed)")
+        print(
+            '  ("fencemigrate" = first run on a fresh database: installing the fence schema is part of '
+            'the measured cost; "schema preinstalled" = `fencemigrate install` ran before, untimed)'
+        )
 
         print()
         print(f"part 2: time to FENCED in front of a revision whose DDL takes {args.slow_seconds:g} s")
         slow = Project.init(workdir / "slow", env)
         slow.add_revision("s0001", ["CREATE TABLE first_t (id int PRIMARY KEY)"], ["DROP TABLE first_t"])
         slow.add_revision(
-            "s0002", [f"SELECT pg_sleep({args.slow_seconds})", "CREATE TABLE slow_t (id int PRIMARY KEY)"],
+            "s0002",
+            [f"SELECT pg_sleep({args.slow_seconds})", "CREATE TABLE slow_t (id int PRIMARY KEY)"],
             ["DROP TABLE slow_t"],
         )
         fenced = measure_fenced(server, dbs, slow, args.fenced_runs, args.slow_seconds)
         median_fenced = statistics.median(fenced.fenced)
         print()
-        print(f"time to FENCED (token 9, exit 3): median {median_fenced:.3f} s, "
-              f"min {min(fenced.fenced):.3f} s, max {max(fenced.fenced):.3f} s over {len(fenced.fenced)} runs")
-        print(f"alembic current on the same database (startup + connect, for scale): "
-              f"median {statistics.median(fenced.startup):.3f} s")
+        print(
+            f"time to FENCED (token 9, exit 3): median {median_fenced:.3f} s, "
+            f"min {min(fenced.fenced):.3f} s, max {max(fenced.fenced):.3f} s over {len(fenced.fenced)} runs"
+        )
+        print(
+            f"alembic current on the same database (startup + connect, for scale): "
+            f"median {statistics.median(fenced.startup):.3f} s"
+        )
         print(f"successful fencemigrate upgrade head --token 11 through the slow revision: {fenced.success:.3f} s")
         fast = max(fenced.fenced) < args.slow_seconds
-        print(f"{'PASS' if fast else 'FAIL'}  every rejection came before the {args.slow_seconds:g} s DDL "
-              f"(slowest {max(fenced.fenced):.3f} s)")
+        print(
+            f"{'PASS' if fast else 'FAIL'}  every rejection came before the {args.slow_seconds:g} s DDL "
+            f"(slowest {max(fenced.fenced):.3f} s)"
+        )
 
         print()
         print("part 3: alembic upgrade head vs fencemigrate upgrade head on a database already at head")

@@ -1,17 +1,17 @@
 """The Python API; every CLI command calls the function of the same name here.
 
-    from fencemigrate import api, load_config
-    api.upgrade(load_config(["alembic.ini"]), "head", token=34)
+from fencemigrate import api, load_config
+api.upgrade(load_config(["alembic.ini"]), "head", token=34)
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from alembic import command as alembic_command
 from alembic.config import Config
@@ -20,23 +20,29 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError, asbool
 from sqlalchemy import Engine
 
+from .authoring import BranchPoint, WrittenRevision, branch_points, new_revisions, open_in_editor, revision_files
+from .authoring import merge as authoring_merge
 from .config import configured_backend, configured_lease_url, configured_resource, fence_schema
+from .demo import DemoResult, run_demo
 from .durations import parse_ttl_ms, parse_wait_ms
+from .ensure_version import EnsuredVersionTable, ensure_version_table
 from .errors import DatabaseError, Fenced, FencemigrateError, LeaseLost, UsageError
 from .events import log_event
+from .fence_schema import ensure_installed, installed_version, offline_install_script
+from .install_outcome import InstallOutcome
 from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, lease_engine, open_backend
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .leases.runner import RunnerLease
-from .authoring import BranchPoint, WrittenRevision, branch_points, new_revisions, open_in_editor, revision_files
-from .authoring import merge as authoring_merge
-from .demo import DemoResult, run_demo
-from .ensure_version import EnsuredVersionTable, ensure_version_table
-from .install_outcome import InstallOutcome
-from .fence_schema import ensure_installed, installed_version, offline_install_script
 from .migration_role import check_grant_to, grant_to_migration_role
 from .progress import SILENT, Progress
 from .revision_listing import (
-    RevisionListing, current_listing, heads_listing, history_lines, history_listing, needs_database, show_lines,
+    RevisionListing,
+    current_listing,
+    heads_listing,
+    history_lines,
+    history_listing,
+    needs_database,
+    show_lines,
     show_listing,
 )
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, check_configured_url, run_env, translated_errors
@@ -44,12 +50,12 @@ from .runtime.existing_databases import existing_sqlite_files_only
 from .runtime.fenced_news import with_newer_token_news
 from .runtime.fenced_run import HeadsMoved, Planner
 from .runtime.modes import check_mode
+from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, RunOutcome
+from .runtime.plans import NothingToDoProbe, downgrade_plan, reapply_plan, stamp_plan, upgrade_plan, upgrade_settled
 from .runtime.precheck_run import PrecheckRun
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .runtime.resolve_run import ResolveOutcome, ResolveRun
 from .runtime.run_choice import ChosenRun, RunChoice
-from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, RunOutcome
-from .runtime.plans import NothingToDoProbe, downgrade_plan, reapply_plan, stamp_plan, upgrade_plan, upgrade_settled
 from .runtime.settings import FenceSettings
 from .state import State, read_state
 from .templates import FENCE_AWARE, InitOutcome, Template, available_templates, init_environment
@@ -88,8 +94,19 @@ def upgrade(
     """
     start, destination = _split_range(revision, sql, "upgrade")
     return _fenced(
-        config, "upgrade", destination, upgrade_plan, token, holder, resource, sql, tag, start,
-        mode=mode, lease=lease, progress=progress,
+        config,
+        "upgrade",
+        destination,
+        upgrade_plan,
+        token,
+        holder,
+        resource,
+        sql,
+        tag,
+        start,
+        mode=mode,
+        lease=lease,
+        progress=progress,
     )
 
 
@@ -111,8 +128,19 @@ def downgrade(
     if sql and start is None:
         raise UsageError("downgrade with --sql needs a range FROM:TO")
     return _fenced(
-        config, "downgrade", destination, downgrade_plan, token, holder, resource, sql, tag, start,
-        mode=mode, lease=lease, progress=progress,
+        config,
+        "downgrade",
+        destination,
+        downgrade_plan,
+        token,
+        holder,
+        resource,
+        sql,
+        tag,
+        start,
+        mode=mode,
+        lease=lease,
+        progress=progress,
     )
 
 
@@ -141,8 +169,20 @@ def reapply(
             "a new lease's token could never re-apply it"
         )
     return _fenced(
-        config, "reapply", revision, reapply_plan, token, holder, resource, False, tag, None,
-        single_transaction=True, mode=mode, lease={"wait": wait}, progress=progress,
+        config,
+        "reapply",
+        revision,
+        reapply_plan,
+        token,
+        holder,
+        resource,
+        False,
+        tag,
+        None,
+        single_transaction=True,
+        mode=mode,
+        lease={"wait": wait},
+        progress=progress,
     )
 
 
@@ -178,8 +218,19 @@ def stamp(
         destinations.append(destination)
     plan_for = partial(stamp_plan, purge_schema=check_schema(fence_schema(config))) if purge else stamp_plan
     return _fenced(
-        config, "stamp", tuple(destinations), plan_for, token, holder, resource, sql, tag, start,
-        mode=mode, lease=lease, progress=progress,
+        config,
+        "stamp",
+        tuple(destinations),
+        plan_for,
+        token,
+        holder,
+        resource,
+        sql,
+        tag,
+        start,
+        mode=mode,
+        lease=lease,
+        progress=progress,
     )
 
 
@@ -218,8 +269,14 @@ def resolve(
     config.attributes[FENCED_RUN_ATTRIBUTE] = run
     try:
         run_env(
-            config, script, run.migrations_fn, resource=settings.resource, token=settings.token,
-            writes=True, on_connection=run.connected, dont_mutate=True,
+            config,
+            script,
+            run.migrations_fn,
+            resource=settings.resource,
+            token=settings.token,
+            writes=True,
+            on_connection=run.connected,
+            dont_mutate=True,
         )
     finally:
         run.finish()
@@ -320,8 +377,12 @@ def lease_acquire(
         preempt=preempt,
     )
     grant, fresh = _with_lease_backend(
-        config, lease_url, lambda backend: backend.acquire(request, progress=progress), preempt=preempt,
-        after_grant=True, wait_ms=request.wait_ms,
+        config,
+        lease_url,
+        lambda backend: backend.acquire(request, progress=progress),
+        preempt=preempt,
+        after_grant=True,
+        wait_ms=request.wait_ms,
     )
     assert fresh is not None
     return grant, fresh
@@ -415,7 +476,8 @@ def install(
                 guard_first_write(context, quoted)
             if grant_to is not None:
                 outcome.granted = grant_to_migration_role(
-                    context.connection, quoted, grant_to, VersionTable.of(context).relation(context))
+                    context.connection, quoted, grant_to, VersionTable.of(context).relation(context)
+                )
         return []
 
     _run_without_steps(config, do_install)
@@ -452,9 +514,18 @@ def revision(
     the models with the database, as Alembic's does, but writes nothing to it. No token, no lease."""
     script = _script_directory(config)
     return new_revisions(
-        config, script, partial(_read_through_env, config, script),
-        message=message, autogenerate=autogenerate, sql=sql, head=head, splice=splice,
-        branch_label=branch_label, version_path=version_path, rev_id=rev_id, depends_on=depends_on,
+        config,
+        script,
+        partial(_read_through_env, config, script),
+        message=message,
+        autogenerate=autogenerate,
+        sql=sql,
+        head=head,
+        splice=splice,
+        branch_label=branch_label,
+        version_path=version_path,
+        rev_id=rev_id,
+        depends_on=depends_on,
     )
 
 
@@ -470,8 +541,14 @@ def merge(
     No token, no lease."""
     script = _script_directory(config)
     return authoring_merge(
-        config, script, partial(_read_through_env, config, script), revisions,
-        message=message, branch_label=branch_label, rev_id=rev_id, splice=splice,
+        config,
+        script,
+        partial(_read_through_env, config, script),
+        revisions,
+        message=message,
+        branch_label=branch_label,
+        rev_id=rev_id,
+        splice=splice,
     )
 
 
@@ -611,7 +688,12 @@ def _fenced(
         schema=check_schema(fence_schema(config)),
     )
     options = lease or {}
-    choice = RunChoice(check_mode(mode), sql, _lock_wait_ms(options), lock_wait_given=token is not None and options.get("wait") is not None)
+    choice = RunChoice(
+        check_mode(mode),
+        sql,
+        _lock_wait_ms(options),
+        lock_wait_given=token is not None and options.get("wait") is not None,
+    )
     own_lease = _own_lease(config, settings, token, sql, options, progress)
     if token is not None:
         settings = dataclasses.replace(settings, token=parse_token(token))
@@ -621,8 +703,20 @@ def _fenced(
     engines: list[Engine] = []
     try:
         return _plan_and_run(
-            config, script, command, destination, plan_for, settings, sql, tag, start,
-            single_transaction, own_lease, engines, choice, progress,
+            config,
+            script,
+            command,
+            destination,
+            plan_for,
+            settings,
+            sql,
+            tag,
+            start,
+            single_transaction,
+            own_lease,
+            engines,
+            choice,
+            progress,
         )
     except Fenced as fenced:
         raise _told_and_logged(engines, settings, command, destination, fenced) from None
@@ -660,7 +754,9 @@ def _plan_and_run(
     for _ in range(_PLANNING_ATTEMPTS):
         outcome = RunOutcome(command, settings.resource, settings.token or None, settings.holder, offline=sql)
         run = choice.runs(
-            settings, plan_for(script, destination), outcome,
+            settings,
+            plan_for(script, destination),
+            outcome,
             heartbeat=own_lease.heartbeat if own_lease is not None else lambda migration: None,
             progress=progress,
         )
@@ -729,7 +825,11 @@ def _plan_and_run(
 
 
 def _own_lease(
-    config: Config, settings: FenceSettings, token: int | str | None, sql: bool, options: dict[str, Any],
+    config: Config,
+    settings: FenceSettings,
+    token: int | str | None,
+    sql: bool,
+    options: dict[str, Any],
     progress: Progress,
 ) -> RunnerLease | None:
     """The lease a run takes itself when it has no token; None when it was given one.
@@ -762,7 +862,8 @@ def _own_lease(
     )
     lease_url = check_lease_url(options.get("lease_url") or configured_lease_url(config))
     return RunnerLease(
-        request, lambda engine: open_backend(engine, settings.schema, lease_url, request.preempt, request.wait_ms),
+        request,
+        lambda engine: open_backend(engine, settings.schema, lease_url, request.preempt, request.wait_ms),
         progress,
     )
 
@@ -798,7 +899,9 @@ def _told_and_logged(
                 token=fenced.token,
                 revision=target,
                 detail={
-                    "command": command, "fence_token": fenced.fence_token, "reason": fenced.reason,
+                    "command": command,
+                    "fence_token": fenced.fence_token,
+                    "reason": fenced.reason,
                     **({"autocommitted": list(fenced.autocommitted)} if fenced.autocommitted else {}),
                 },
             )
@@ -866,7 +969,9 @@ def _required_holder(holder: str | None) -> str:
 
 
 def _read_through_env(
-    config: Config, script: ScriptDirectory, fn: Callable[[tuple[str, ...], MigrationContext], list[Any]],
+    config: Config,
+    script: ScriptDirectory,
+    fn: Callable[[tuple[str, ...], MigrationContext], list[Any]],
     **context_options: Any,
 ) -> None:
     """Run env.py with ``fn`` and nothing to migrate: Alembic does not even create its version

@@ -12,11 +12,11 @@ ordinary revision). Bad input is a UsageError and leaves no file behind.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from alembic import util as alembic_util
 from alembic.autogenerate import RevisionContext
@@ -26,9 +26,9 @@ from alembic.script import Script, ScriptDirectory
 from alembic.script.revision import RevisionError
 from alembic.util import CommandError
 
+from .check.fence_filter import fence_left_out
 from .config import fence_schema
 from .errors import FencemigrateError, UsageError
-from .check.fence_filter import fence_left_out
 from .validation import check_schema
 
 RunEnv = Callable[..., None]
@@ -62,8 +62,11 @@ class WrittenRevision:
     def as_json(self) -> dict[str, Any]:
         """JSON form, in ``revision --json`` and ``merge --json``."""
         return {
-            "id": self.id, "path": self.path, "message": self.message,
-            "down_revisions": list(self.down_revisions), "branch_labels": list(self.branch_labels),
+            "id": self.id,
+            "path": self.path,
+            "message": self.message,
+            "down_revisions": list(self.down_revisions),
+            "branch_labels": list(self.branch_labels),
             "depends_on": list(self.depends_on),
         }
 
@@ -109,14 +112,22 @@ def new_revisions(
     if rev_id is not None:
         _require_new_id(script, rev_id)
     context = RevisionContext(
-        config, script,
+        config,
+        script,
         {
-            "message": message, "autogenerate": autogenerate, "sql": sql, "head": head, "splice": splice,
-            "branch_label": _ids(branch_label), "version_path": version_path, "rev_id": rev_id,
+            "message": message,
+            "autogenerate": autogenerate,
+            "sql": sql,
+            "head": head,
+            "splice": splice,
+            "branch_label": _ids(branch_label),
+            "version_path": version_path,
+            "rev_id": rev_id,
             "depends_on": _ids(depends_on),
         },
     )
     if environment:
+
         def retrieve_migrations(heads: tuple[str, ...], migration_context: MigrationContext) -> list[Any]:
             if autogenerate:
                 with fence_left_out(migration_context, check_schema(fence_schema(config))):
@@ -154,8 +165,13 @@ def merge(
         run_env(lambda heads, context: [], template_args=template_args)
     with _nothing_left_on_failure(script):
         written = script.generate_revision(
-            rev_id or alembic_util.rev_id(), message, refresh=True, head=list(revisions),
-            branch_labels=_ids(branch_label), splice=splice, **template_args,
+            rev_id or alembic_util.rev_id(),
+            message,
+            refresh=True,
+            head=list(revisions),
+            branch_labels=_ids(branch_label),
+            splice=splice,
+            **template_args,
         )
     if written is None:
         raise FencemigrateError("Alembic wrote no merge revision")
@@ -188,13 +204,15 @@ def branch_points(script: ScriptDirectory, verbose: bool) -> list[BranchPoint]:
             continue
         children = [script.get_revision(rev) for rev in sc.nextrev]
         lines = "\n".join(
-            f"{' ' * len(str(sc.revision))} -> "
-            + child.cmd_format(False, include_branches=True, include_doc=verbose)
-            for child in children if child is not None
+            f"{' ' * len(str(sc.revision))} -> " + child.cmd_format(False, include_branches=True, include_doc=verbose)
+            for child in children
+            if child is not None
         )
-        points.append(BranchPoint(
-            sc.revision, tuple(sorted(sc.nextrev)), f"{sc.cmd_format(verbose, include_branches=True)}\n{lines}\n"
-        ))
+        points.append(
+            BranchPoint(
+                sc.revision, tuple(sorted(sc.nextrev)), f"{sc.cmd_format(verbose, include_branches=True)}\n{lines}\n"
+            )
+        )
     return points
 
 
@@ -210,7 +228,9 @@ def _require_new_id(script: ScriptDirectory, rev_id: str) -> None:
         raise UsageError(str(error.args[0])) from None
     existing = script.revision_map._revision_map.get(rev_id)
     if isinstance(existing, Script):
-        raise UsageError(f"revision id {rev_id!r} already exists ({Path(existing.path).resolve()}); choose another --rev-id")
+        raise UsageError(
+            f"revision id {rev_id!r} already exists ({Path(existing.path).resolve()}); choose another --rev-id"
+        )
 
 
 def _resolved(script: ScriptDirectory, revisions: Sequence[str]) -> list[str]:
@@ -247,6 +267,8 @@ def _nothing_left_on_failure(script: ScriptDirectory) -> Iterator[None]:
 def _version_files(script: ScriptDirectory) -> set[str]:
     return {
         os.path.join(root, name)
-        for location in script._version_locations if location.is_dir()
-        for root, _, names in os.walk(location) for name in names
+        for location in script._version_locations
+        if location.is_dir()
+        for root, _, names in os.walk(location)
+        for name in names
     }

@@ -12,8 +12,9 @@ import contextlib
 import json
 import sys
 import traceback
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 from alembic.config import Config
@@ -27,16 +28,17 @@ from .leases import Grant, LeaseStatus
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .process_exit import exit_process
 from .progress import SILENT, LeaseWait, Progress, StepStart
-from .runtime.modes import MODES, PRECHECK
-from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
-from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
 from .revision_listing import RevisionListing
+from .runtime.modes import MODES, PRECHECK
+from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
+from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .scrub import scrub_secrets
 from .state import State
-from .templates import FENCE_AWARE
 from .stop_signals import Stopped, stop_on_signals
-from .version_guard import ALLOWED, UNGUARDED
+from .templates import FENCE_AWARE
 from .timeline import timeline_lines
+from .version_guard import ALLOWED, UNGUARDED
+
 
 class _Context:
     def __init__(
@@ -59,18 +61,35 @@ class _Context:
 
 
 @click.group(cls=MainGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-c", "--config", "config_files", multiple=True, metavar="FILE",
-              help="Alembic config file (alembic.ini and/or pyproject.toml); default alembic.ini or $ALEMBIC_CONFIG.")
+@click.option(
+    "-c",
+    "--config",
+    "config_files",
+    multiple=True,
+    metavar="FILE",
+    help="Alembic config file (alembic.ini and/or pyproject.toml); default alembic.ini or $ALEMBIC_CONFIG.",
+)
 @click.option("-n", "--name", default="alembic", show_default=True, help="Section of the ini file to use.")
 @click.option("-x", "x_arguments", multiple=True, metavar="KEY=VALUE", help="Extra argument for env.py, as alembic -x.")
-@click.option("--raiseerr", is_flag=True,
-              help="Print the full stack trace of an error on stderr, after its message (exit status unchanged).")
-@click.option("-q", "--quiet", is_flag=True,
-              help="No progress on stderr and none of Alembic's own output; results and errors are still printed.")
+@click.option(
+    "--raiseerr",
+    is_flag=True,
+    help="Print the full stack trace of an error on stderr, after its message (exit status unchanged).",
+)
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="No progress on stderr and none of Alembic's own output; results and errors are still printed.",
+)
 @click.version_option(package_name="fencemigrate")
 @click.pass_context
 def main(
-    ctx: click.Context, config_files: tuple[str, ...], name: str, x_arguments: tuple[str, ...], raiseerr: bool,
+    ctx: click.Context,
+    config_files: tuple[str, ...],
+    name: str,
+    x_arguments: tuple[str, ...],
+    raiseerr: bool,
     quiet: bool,
 ) -> None:
     """Fenced Alembic migrations: a stale lease holder can never apply, re-apply or roll back."""
@@ -103,20 +122,30 @@ def _exit_status(code: object) -> int:
 
 def _lease_options(wait_default: str) -> list[Callable[..., Any]]:
     return [
-        click.option("--ttl", metavar="DURATION",
-                     help=f"Lease time to live, by the lease service's clock (default {DEFAULT_TTL}); e.g. 30s, 5m."),
-        click.option("--wait", metavar="DURATION",
-                     help=f"How long to wait while another live holder has the lease (default {wait_default})."),
-        click.option("--preempt", is_flag=True,
-                     help="Cancel a stale in-flight migration (older token, expired lease) instead of waiting."),
+        click.option(
+            "--ttl",
+            metavar="DURATION",
+            help=f"Lease time to live, by the lease service's clock (default {DEFAULT_TTL}); e.g. 30s, 5m.",
+        ),
+        click.option(
+            "--wait",
+            metavar="DURATION",
+            help=f"How long to wait while another live holder has the lease (default {wait_default}).",
+        ),
+        click.option(
+            "--preempt",
+            is_flag=True,
+            help="Cancel a stale in-flight migration (older token, expired lease) instead of waiting.",
+        ),
         _lease_url_option,
     ]
 
 
 _lease_url_option = click.option(
-    "--lease-url", metavar="URL",
+    "--lease-url",
+    metavar="URL",
     help="Lease service: redis://HOST:PORT/DB (default: the built-in one in the migration database; "
-         "config key fencemigrate_lease_url).",
+    "config key fencemigrate_lease_url).",
 )
 
 
@@ -124,10 +153,13 @@ _writer_options = [
     click.option("--holder", metavar="NAME", help="Who is writing (default host:pid)."),
     click.option("--resource", metavar="NAME", help="Fenced resource (default db/migrations)."),
     click.option("--tag", metavar="TAG", help="Arbitrary tag for env.py, as alembic --tag."),
-    click.option("--mode", type=click.Choice(MODES),
-                 help="transactional: claim and DDL in one transaction; precheck: check the fence before "
-                      "each revision under a named lock, marking it dirty until it finishes "
-                      "(default: precheck on MySQL/MariaDB, transactional elsewhere)."),
+    click.option(
+        "--mode",
+        type=click.Choice(MODES),
+        help="transactional: claim and DDL in one transaction; precheck: check the fence before "
+        "each revision under a named lock, marking it dirty until it finishes "
+        "(default: precheck on MySQL/MariaDB, transactional elsewhere).",
+    ),
 ]
 
 
@@ -138,27 +170,43 @@ def _with_options(fn: Callable[..., Any], options: list[Callable[..., Any]]) -> 
 
 
 def _fence_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return _with_options(fn, [
-        click.option("--token", envvar="FENCEMIGRATE_TOKEN", metavar="N",
-                     help="Your lease's fencing token (1..2**62); also $FENCEMIGRATE_TOKEN. "
-                          "Without it the run takes, renews and releases a lease itself."),
-        *_writer_options,
-        *_lease_options(wait_default=DEFAULT_RUN_WAIT),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
-    ])
+    return _with_options(
+        fn,
+        [
+            click.option(
+                "--token",
+                envvar="FENCEMIGRATE_TOKEN",
+                metavar="N",
+                help="Your lease's fencing token (1..2**62); also $FENCEMIGRATE_TOKEN. "
+                "Without it the run takes, renews and releases a lease itself.",
+            ),
+            *_writer_options,
+            *_lease_options(wait_default=DEFAULT_RUN_WAIT),
+            click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
+        ],
+    )
 
 
 def _reapply_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """A reapply takes no lease of its own, so it has no lease options (see ``reapply --help``)."""
-    return _with_options(fn, [
-        click.option("--token", envvar="FENCEMIGRATE_TOKEN", metavar="N",
-                     help="The token that applied REVISION (required; also $FENCEMIGRATE_TOKEN)."),
-        *_writer_options,
-        click.option("--wait", metavar="DURATION",
-                     help="Pre-check mode: how long to wait for the resource's named lock "
-                          f"(default {DEFAULT_RUN_WAIT})."),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
-    ])
+    return _with_options(
+        fn,
+        [
+            click.option(
+                "--token",
+                envvar="FENCEMIGRATE_TOKEN",
+                metavar="N",
+                help="The token that applied REVISION (required; also $FENCEMIGRATE_TOKEN).",
+            ),
+            *_writer_options,
+            click.option(
+                "--wait",
+                metavar="DURATION",
+                help=f"Pre-check mode: how long to wait for the resource's named lock (default {DEFAULT_RUN_WAIT}).",
+            ),
+            click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
+        ],
+    )
 
 
 _sql_option = click.option("--sql", is_flag=True, help="Write the SQL (with the fence claims) instead of running it.")
@@ -203,7 +251,9 @@ def reapply(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> N
 @click.argument("revisions", nargs=-1, required=True)
 @_fence_options
 @_sql_option
-@click.option("--purge", is_flag=True, help="Empty the version table (and its ledger) before stamping, under the fence.")
+@click.option(
+    "--purge", is_flag=True, help="Empty the version table (and its ledger) before stamping, under the fence."
+)
 @click.pass_obj
 def stamp(obj: _Context, /, revisions: tuple[str, ...], as_json: bool, **options: Any) -> None:
     """Set the version table to REVISIONS without running migrations, under the fence."""
@@ -213,8 +263,13 @@ def stamp(obj: _Context, /, revisions: tuple[str, ...], as_json: bool, **options
 @main.command()
 @click.argument("revision")
 @click.option("--token", envvar="FENCEMIGRATE_TOKEN", metavar="N", help="Your lease's fencing token (required).")
-@click.option("--as", "resolved_as", type=click.Choice(RESOLVE_OUTCOMES), required=True,
-              help="applied: the revision's DDL is all in; rolled-back: none of it is left.")
+@click.option(
+    "--as",
+    "resolved_as",
+    type=click.Choice(RESOLVE_OUTCOMES),
+    required=True,
+    help="applied: the revision's DDL is all in; rolled-back: none of it is left.",
+)
 @click.option("--holder", metavar="NAME", help="Who is resolving (default host:pid).")
 @click.option("--resource", metavar="NAME", help="Fenced resource (default db/migrations).")
 @click.option("--wait", metavar="DURATION", help=f"How long to wait for the named lock (default {DEFAULT_RUN_WAIT}).")
@@ -247,8 +302,11 @@ def state(obj: _Context, as_json: bool) -> None:
 
 @main.command()
 @click.option("--resource", metavar="NAME", help="Only this resource's events (default: every resource).")
-@click.option("--since", metavar="WHEN",
-              help="From a date-time (ISO 8601, UTC unless it has an offset) or from how long ago (10m, 2h).")
+@click.option(
+    "--since",
+    metavar="WHEN",
+    help="From a date-time (ISO 8601, UTC unless it has an offset) or from how long ago (10m, 2h).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.pass_obj
 def timeline(obj: _Context, /, as_json: bool, **options: Any) -> None:
@@ -271,12 +329,22 @@ class _RulesEpilogCommand(click.Command):
 
 
 @main.command(cls=_RulesEpilogCommand)
-@click.option("--db", is_flag=True, help="Also compare with the database, through env.py: pending revisions, "
-                                         "checksum drift, revisions missing here, the fence schema, and "
-                                         "the models (target_metadata) as `alembic check` does.")
+@click.option(
+    "--db",
+    is_flag=True,
+    help="Also compare with the database, through env.py: pending revisions, "
+    "checksum drift, revisions missing here, the fence schema, and "
+    "the models (target_metadata) as `alembic check` does.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-@click.option("--format", "output", type=click.Choice(["text", "github"]), default="text", show_default=True,
-              help="text: a table; github: workflow annotations (::error file=...,line=...::message).")
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(["text", "github"]),
+    default="text",
+    show_default=True,
+    help="text: a table; github: workflow annotations (::error file=...,line=...::message).",
+)
 @click.option("--select", metavar="RULES", help="Only these rules: ids or names, comma-separated.")
 @click.option("--ignore", metavar="RULES", help="Leave these rules out: ids or names, comma-separated.")
 @click.pass_obj
@@ -302,15 +370,23 @@ def lease() -> None:
 _resource_option = click.option("--resource", metavar="NAME", help="Leased resource (default db/migrations).")
 _holder_option = click.option("--holder", metavar="NAME", help="Who holds the lease (required).")
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-_grant_token_option = click.option("--token", metavar="N", help="The grant's token (default: the holder's current grant).")
+_grant_token_option = click.option(
+    "--token", metavar="N", help="The grant's token (default: the holder's current grant)."
+)
 
 
 @lease.command("acquire")
 @_resource_option
 @_holder_option
 @click.option("--ttl", metavar="DURATION", help=f"Time to live, by the lease service's clock (default {DEFAULT_TTL}).")
-@click.option("--wait", metavar="DURATION", help=f"How long to wait while another live holder has it (default {DEFAULT_ACQUIRE_WAIT}).")
-@click.option("--preempt", is_flag=True, help="Cancel a stale in-flight migration (older token) instead of waiting for it.")
+@click.option(
+    "--wait",
+    metavar="DURATION",
+    help=f"How long to wait while another live holder has it (default {DEFAULT_ACQUIRE_WAIT}).",
+)
+@click.option(
+    "--preempt", is_flag=True, help="Cancel a stale in-flight migration (older token) instead of waiting for it."
+)
 @_lease_url_option
 @_json_option
 @click.pass_obj
@@ -327,8 +403,11 @@ def lease_acquire(obj: _Context, /, as_json: bool, **options: Any) -> None:
 @_resource_option
 @_holder_option
 @_grant_token_option
-@click.option("--ttl", metavar="DURATION", help="New time to live from now (default: the lease's own TTL, "
-                                                 "as granted or last renewed).")
+@click.option(
+    "--ttl",
+    metavar="DURATION",
+    help="New time to live from now (default: the lease's own TTL, as granted or last renewed).",
+)
 @_lease_url_option
 @_json_option
 @click.pass_obj
@@ -380,8 +459,9 @@ def lease_detach(obj: _Context, /, as_json: bool, **options: Any) -> None:
     """Let the resource take external tokens (--token) again; refused while a lease is live."""
     status = _guarded(as_json, lambda: api.lease_detach(obj.config(), **options))
     if as_json:
-        _print_json({"status": "ok", "resource": status.resource, "token_source": "external",
-                     "fence_token": status.fence_token})
+        _print_json(
+            {"status": "ok", "resource": status.resource, "token_source": "external", "fence_token": status.fence_token}
+        )
     else:
         click.echo(
             f"{status.resource} now takes external tokens (--token) above its fence token {status.fence_token}; "
@@ -390,23 +470,40 @@ def lease_detach(obj: _Context, /, as_json: bool, **options: Any) -> None:
 
 
 @main.command()
-@click.option("--sql", is_flag=True, help="Print the install script instead of running it: for the database "
-              "sqlalchemy.url names (SQLite, MySQL/MariaDB; PostgreSQL otherwise).")
-@click.option("--grant-to", metavar="ROLE", help="PostgreSQL: the role that runs migrations, granted what fencemigrate "
-              "needs in the fence schema, which stays owned by you (README: Two roles).")
-@click.option("--allow-tokenless-writes", "tokenless_writes", flag_value="allow", default=None,
-              help="Opt out: let plain alembic (no fencing token) write the version table again; recorded, "
-              "so no fenced run puts the guard back.")
-@click.option("--forbid-tokenless-writes", "tokenless_writes", flag_value="forbid",
-              help="Opt back in: the database refuses version-table writes without a fencing token.")
+@click.option(
+    "--sql",
+    is_flag=True,
+    help="Print the install script instead of running it: for the database "
+    "sqlalchemy.url names (SQLite, MySQL/MariaDB; PostgreSQL otherwise).",
+)
+@click.option(
+    "--grant-to",
+    metavar="ROLE",
+    help="PostgreSQL: the role that runs migrations, granted what fencemigrate "
+    "needs in the fence schema, which stays owned by you (README: Two roles).",
+)
+@click.option(
+    "--allow-tokenless-writes",
+    "tokenless_writes",
+    flag_value="allow",
+    default=None,
+    help="Opt out: let plain alembic (no fencing token) write the version table again; recorded, "
+    "so no fenced run puts the guard back.",
+)
+@click.option(
+    "--forbid-tokenless-writes",
+    "tokenless_writes",
+    flag_value="forbid",
+    help="Opt back in: the database refuses version-table writes without a fencing token.",
+)
 @_json_option
 @click.pass_obj
 def install(obj: _Context, sql: bool, grant_to: str | None, tokenless_writes: str | None, as_json: bool) -> None:
     """Install the fence schema (done automatically on the first fenced run), put back its guard and
     guard the version table."""
-    outcome = _guarded(as_json, lambda: api.install(
-        obj.config(), sql=sql, grant_to=grant_to, tokenless_writes=tokenless_writes
-    ))
+    outcome = _guarded(
+        as_json, lambda: api.install(obj.config(), sql=sql, grant_to=grant_to, tokenless_writes=tokenless_writes)
+    )
     if sql:
         click.echo(outcome.text())
     if as_json:
@@ -417,8 +514,14 @@ def install(obj: _Context, sql: bool, grant_to: str | None, tokenless_writes: st
 
 @main.command()
 @click.argument("directory")
-@click.option("-t", "--template", default=FENCE_AWARE, show_default=True, metavar="NAME",
-              help="fencemigrate (fence-aware env.py) or one of Alembic's templates: see list_templates.")
+@click.option(
+    "-t",
+    "--template",
+    default=FENCE_AWARE,
+    show_default=True,
+    metavar="NAME",
+    help="fencemigrate (fence-aware env.py) or one of Alembic's templates: see list_templates.",
+)
 @click.option("--package", is_flag=True, help="Write empty __init__.py files to the environment and versions/.")
 @_json_option
 @click.pass_obj
@@ -444,25 +547,38 @@ def init(obj: _Context, directory: str, template: str, package: bool, as_json: b
 
 
 @main.command()
-@click.option("--url", metavar="URL",
-              help="Replay on this PostgreSQL server (postgresql+psycopg://...; two scratch databases are made "
-                   "and dropped) instead of fresh SQLite files.")
+@click.option(
+    "--url",
+    metavar="URL",
+    help="Replay on this PostgreSQL server (postgresql+psycopg://...; two scratch databases are made "
+    "and dropped) instead of fresh SQLite files.",
+)
 @_json_option
 def demo(url: str | None, as_json: bool) -> None:
     """Replay the incident from the design notes: fenced, then with plain alembic as the control."""
     result = _guarded(as_json, lambda: api.demo(url, partial(click.echo, err=as_json)))  # --json: story on stderr
     verdict = "fencing kept agent-B's work; plain alembic destroyed it" if result.ok else "UNEXPECTED outcome"
     if as_json:
-        _print_json({"status": "ok" if result.ok else "error", "fenced_kept_b": result.fenced_kept_b,
-                     "control_lost_b": result.control_lost_b, "verdict": verdict})
+        _print_json(
+            {
+                "status": "ok" if result.ok else "error",
+                "fenced_kept_b": result.fenced_kept_b,
+                "control_lost_b": result.control_lost_b,
+                "verdict": verdict,
+            }
+        )
     else:
         click.echo(f"\nverdict: {verdict}")
     sys.exit(0 if result.ok else EXIT_ERROR)
 
 
 @main.command()
-@click.option("-c", "--check-heads", is_flag=True,
-              help="Fail (exit 1) unless the database is on all head revisions, as Alembic's.")
+@click.option(
+    "-c",
+    "--check-heads",
+    is_flag=True,
+    help="Fail (exit 1) unless the database is on all head revisions, as Alembic's.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Use more verbose output.")
 @_json_option
 @click.pass_obj
@@ -503,11 +619,22 @@ def show(obj: _Context, /, rev: str, as_json: bool) -> None:
 
 @main.command()
 @click.option("-m", "--message", metavar="TEXT", help="Message string of the new revision.")
-@click.option("--autogenerate", is_flag=True, help="Fill the revision with the operations that turn the database "
-              "into env.py's target_metadata (read through env.py, as alembic does; nothing is written to it).")
-@click.option("--sql", is_flag=True, help="Run env.py in offline mode (needs revision_environment; not with --autogenerate).")
-@click.option("--head", default="head", show_default=True, metavar="REV",
-              help="Head revision (or BRANCH@head) to base the new revision on.")
+@click.option(
+    "--autogenerate",
+    is_flag=True,
+    help="Fill the revision with the operations that turn the database "
+    "into env.py's target_metadata (read through env.py, as alembic does; nothing is written to it).",
+)
+@click.option(
+    "--sql", is_flag=True, help="Run env.py in offline mode (needs revision_environment; not with --autogenerate)."
+)
+@click.option(
+    "--head",
+    default="head",
+    show_default=True,
+    metavar="REV",
+    help="Head revision (or BRANCH@head) to base the new revision on.",
+)
 @click.option("--splice", is_flag=True, help="Allow a non-head revision as --head: the new revision starts a branch.")
 @click.option("--branch-label", metavar="LABEL", help="Branch label of the new revision.")
 @click.option("--version-path", metavar="PATH", help="Which of the configured version locations gets the file.")
@@ -522,8 +649,11 @@ def revision(obj: _Context, /, as_json: bool, depends_on: tuple[str, ...], **opt
     database only through upgrade, which is fenced. With --autogenerate env.py reads the database
     (a fence-aware env.py too, without -x fence_token) and nothing is written to it.
     """
-    written = _authoring(as_json, lambda: api.revision(obj.config(), depends_on=depends_on or None, **options),
-                         stdout_owned=options["sql"])
+    written = _authoring(
+        as_json,
+        lambda: api.revision(obj.config(), depends_on=depends_on or None, **options),
+        stdout_owned=options["sql"],
+    )
     if as_json:
         _print_json({"status": "ok", "revisions": [one.as_json() for one in written]}, err=options["sql"])
 
@@ -635,6 +765,7 @@ _T = TypeVar("_T")
 def _authoring(as_json: bool, call: Callable[[], _T], stdout_owned: bool = False) -> _T:
     """``_guarded``; with --json, Alembic's own lines ("Generating ... done") go to stderr, since
     stdout is the JSON object's (unless --sql's script owns it)."""
+
     def quietly() -> _T:
         with contextlib.redirect_stdout(sys.stderr) if as_json and not stdout_owned else contextlib.nullcontext():
             return call()
@@ -692,12 +823,16 @@ class _StderrProgress:
             who = f"being granted to {lease.holder}"
         else:
             who = f"held by {lease.holder} with token {lease.token}"
-        until = "" if lease.expires_at is None else (
-            f" until {lease.expires_at.isoformat(timespec='seconds')} by the lease service's clock"
+        until = (
+            ""
+            if lease.expires_at is None
+            else (f" until {lease.expires_at.isoformat(timespec='seconds')} by the lease service's clock")
         )
         click.echo(
-            scrub_secrets(f"waiting for the lease on {lease.resource}: {who}{until}; "
-                          f"waiting at most {_seconds(wait.remaining_ms)} more"),
+            scrub_secrets(
+                f"waiting for the lease on {lease.resource}: {who}{until}; "
+                f"waiting at most {_seconds(wait.remaining_ms)} more"
+            ),
             err=True,
         )
 
@@ -788,8 +923,10 @@ def _grant_text(verb: str, grant: Grant) -> str:
     if grant.renewed_after_expiry:
         lines.append("  the lease had expired, but nobody else was granted it since: renewed")
     if grant.new_epoch:
-        lines.append("  new epoch: the database (or Redis) is not the one the last grant ran on (a failover, a "
-                     "restore or a restart may have lost grants); this token is above every token they issued")
+        lines.append(
+            "  new epoch: the database (or Redis) is not the one the last grant ran on (a failover, a "
+            "restore or a restart may have lost grants); this token is above every token they issued"
+        )
     if lease.replication is not None:
         lines.append(f"  {_REPLICATION[lease.replication]}")
     lines.append(f"  write with: --token {lease.token}   (or FENCEMIGRATE_TOKEN={lease.token})")
@@ -799,7 +936,7 @@ def _grant_text(verb: str, grant: Grant) -> str:
 _REPLICATION = {
     "synchronous": "grant confirmed by a synchronous standby",
     "asynchronous": "grant not confirmed by a standby (no synchronous standby): a failover may lose it, and "
-                    "the next grant after one starts a new epoch",
+    "the next grant after one starts a new epoch",
 }
 
 
@@ -879,7 +1016,9 @@ def _tokenless_text(result: State) -> list[str]:
             "`fencemigrate install --forbid-tokenless-writes` refuses them again)"
         )
     elif guard is not None and guard.status == UNGUARDED:
-        lines.append(f"tokenless writes to {table}: not refused yet (the next fenced run or `fencemigrate install` guards it)")
+        lines.append(
+            f"tokenless writes to {table}: not refused yet (the next fenced run or `fencemigrate install` guards it)"
+        )
     lines += [
         f"NOT IN LEDGER: {revision} is applied by {table} but has no ledger row (written without a fencing token)"
         for revision in result.unrecorded.version_table_only

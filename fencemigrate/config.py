@@ -5,8 +5,8 @@ from __future__ import annotations
 import configparser
 import os
 from argparse import Namespace
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from alembic.config import Config
 from sqlalchemy.engine import make_url
@@ -18,9 +18,7 @@ from .scrub import remember_url_password, url_password
 DEFAULT_SCHEMA = "fencemigrate"
 
 
-def load_config(
-    config_files: Sequence[str] = (), name: str = "alembic", x_arguments: Sequence[str] = ()
-) -> Config:
+def load_config(config_files: Sequence[str] = (), name: str = "alembic", x_arguments: Sequence[str] = ()) -> Config:
     """An Alembic ``Config`` from ``-c`` files (ini and/or pyproject.toml), ``-n`` and ``-x``."""
     toml, ini = _config_paths(config_files)
     explicit = {Path(path) for path in config_files}
@@ -30,8 +28,7 @@ def load_config(
     has_toml_config = toml.is_file() and "[tool.alembic]" in toml.read_text(encoding="utf-8")
     if not ini.is_file() and not has_toml_config:
         raise UsageError(
-            f"no Alembic configuration found: {str(ini)!r} does not exist "
-            "(pass -c/--config, or set ALEMBIC_CONFIG)"
+            f"no Alembic configuration found: {str(ini)!r} does not exist (pass -c/--config, or set ALEMBIC_CONFIG)"
         )
     config = Config(
         file_=str(ini) if ini.is_file() else None,

@@ -18,11 +18,11 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterator
 
 from alembic import command as alembic_command
 from alembic.config import Config
@@ -89,9 +89,12 @@ class DemoResult:
 
 def run_demo(url: str | None, say: Say) -> DemoResult:
     """Replay the incident fenced and unfenced, on fresh SQLite files or scratch PostgreSQL databases."""
-    with tempfile.TemporaryDirectory(prefix="fencemigrate-demo-") as workdir, _databases(url, Path(workdir)) as (
-        fenced_url,
-        control_url,
+    with (
+        tempfile.TemporaryDirectory(prefix="fencemigrate-demo-") as workdir,
+        _databases(url, Path(workdir)) as (
+            fenced_url,
+            control_url,
+        ),
     ):
         say(f"== fenced: fencemigrate with leases and tokens ({make_url(fenced_url).get_backend_name()}) ==")
         fenced = _Project(Path(workdir) / "fenced", fenced_url)
@@ -129,7 +132,7 @@ class _Story:
     def __call__(self, actor: str, what: str) -> None:
         if self._echo:
             self._say(f"{actor:<9} {what}")
-        stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
+        stamp = datetime.now(UTC).strftime("%H:%M:%S")
         self.lines.append(f"{stamp}  {actor:<9} {what}")
 
 
@@ -150,29 +153,40 @@ def _replay_fenced(project: _Project, story: _Story) -> None:
     grant_b, state = api.lease_acquire(config, holder="agent-B", ttl=B_TTL)
     applied = state.ledger[-1]
     story("agent-B", f"lease granted: token {grant_b.token}; the fence is at {grant_b.token} from now on")
-    story("agent-B", f"read state: heads {_heads(state)}, 0042 applied by {applied.holder} under token "
-                     f"{applied.applied_token}: half-done, rewriting it")
+    story(
+        "agent-B",
+        f"read state: heads {_heads(state)}, 0042 applied by {applied.holder} under token "
+        f"{applied.applied_token}: half-done, rewriting it",
+    )
     api.downgrade(config, "0041", token=grant_b.token, holder="agent-B")
     project.write_0042("agent-B", B_COLUMN, B_DDL)
     api.upgrade(config, "head", token=grant_b.token, holder="agent-B")
-    story("agent-B", f"rolled back A's 0042 and applied its own under token {grant_b.token} "
-                     f"(adds invoice.{B_COLUMN})")
+    story("agent-B", f"rolled back A's 0042 and applied its own under token {grant_b.token} (adds invoice.{B_COLUMN})")
     api.lease_release(config, holder="agent-B", token=grant_b.token)
     story("agent-B", "released the lease")
 
     story("agent-A", "wakes up: 'I hold the lock on db/migrations/0042, continuing.'")
     project.write_0042("agent-A", A_COLUMN, A_DDL)
-    _expect_fenced(story, f"reapply 0042 --token {grant_a.token}",
-                   lambda: api.reapply(config, "0042", token=grant_a.token, holder="agent-A"))
+    _expect_fenced(
+        story,
+        f"reapply 0042 --token {grant_a.token}",
+        lambda: api.reapply(config, "0042", token=grant_a.token, holder="agent-A"),
+    )
     project.write_0042("agent-B", B_COLUMN, B_DDL)
     project.write_renumbered_0043()
-    _expect_fenced(story, f"renumbered its copy to 0043: upgrade head --token {grant_a.token}",
-                   lambda: api.upgrade(config, "head", token=grant_a.token, holder="agent-A"))
+    _expect_fenced(
+        story,
+        f"renumbered its copy to 0043: upgrade head --token {grant_a.token}",
+        lambda: api.upgrade(config, "head", token=grant_a.token, holder="agent-A"),
+    )
     project.remove_0043()
     state = api.state(config)
     applied = state.ledger[-1]
-    story("agent-A", f"read state: heads {_heads(state)}, 0042 applied by {applied.holder} under token "
-                     f"{applied.applied_token}; invoice already has a currency column: goal met, stopping")
+    story(
+        "agent-A",
+        f"read state: heads {_heads(state)}, 0042 applied by {applied.holder} under token "
+        f"{applied.applied_token}; invoice already has a currency column: goal met, stopping",
+    )
 
 
 def _replay_control(project: _Project, story: _Story) -> None:
@@ -274,13 +288,13 @@ def _databases(url: str | None, workdir: Path) -> Iterator[tuple[str, str]]:
         base = None
     if base is None or not base.drivername.startswith("postgresql"):
         raise UsageError(
-            "--url must name a PostgreSQL server (postgresql+psycopg://...); "
-            "leave it out to run on fresh SQLite files"
+            "--url must name a PostgreSQL server (postgresql+psycopg://...); leave it out to run on fresh SQLite files"
         )
     suffix = f"{os.getpid()}"
-    with _scratch_database(base, f"fm_demo_fenced_{suffix}") as fenced, _scratch_database(
-        base, f"fm_demo_control_{suffix}"
-    ) as control:
+    with (
+        _scratch_database(base, f"fm_demo_fenced_{suffix}") as fenced,
+        _scratch_database(base, f"fm_demo_control_{suffix}") as control,
+    ):
         yield fenced, control
 
 

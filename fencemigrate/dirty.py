@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection
@@ -49,7 +49,11 @@ def unsettled_revisions(connection: Connection, quoted_schema: str, resource: st
     )
     found = [
         Unsettled(
-            row.version_table, row.revision, row.state, int(row.state_token), row.state_holder,
+            row.version_table,
+            row.revision,
+            row.state,
+            int(row.state_token),
+            row.state_holder,
             utc_text(row.state_since),
         )
         for row in rows
@@ -81,5 +85,5 @@ def utc_text(value: datetime | str) -> str:
     if isinstance(value, str):
         return value
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return value.isoformat()

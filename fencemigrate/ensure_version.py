@@ -27,8 +27,13 @@ class EnsuredVersionTable:
 
     def as_json(self) -> dict[str, Any]:
         """JSON form, in ``ensure_version --json``."""
-        return {"status": "ok", "version_table": self.version_table, "offline": self.offline,
-                "created": self.created, "tokenless_writes": self.guard}
+        return {
+            "status": "ok",
+            "version_table": self.version_table,
+            "offline": self.offline,
+            "created": self.created,
+            "tokenless_writes": self.guard,
+        }
 
     def text(self) -> str:
         """One line for the terminal."""
@@ -56,5 +61,6 @@ def ensure_version_table(context: MigrationContext, quoted_schema: str) -> Ensur
         guard_first_write(context, quoted_schema)
         fenced = installed_version(context.connection, quoted_schema) is not None
         state = guard_state(context, quoted_schema) if fenced else None
-    return EnsuredVersionTable(table.name, offline=False, created=created,
-                               guard=state.status if state is not None else None)
+    return EnsuredVersionTable(
+        table.name, offline=False, created=created, guard=state.status if state is not None else None
+    )

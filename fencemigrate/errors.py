@@ -17,7 +17,9 @@ EXIT_DIRTY = 5
 
 SQLSTATE_FENCED = "FM001"  # raised by claim() and check_reapply(); FM002 (monotonic guard) is not ours to catch
 SQLSTATE_ESCAPED = "FM003"  # a revision committed its transaction before Alembic recorded it
-SQLSTATE_LEASE_GUARD = "FM006"  # the lease guard: a write to agent_fence or lease no grant, renew, release or detach makes
+SQLSTATE_LEASE_GUARD = (
+    "FM006"  # the lease guard: a write to agent_fence or lease no grant, renew, release or detach makes
+)
 LEASE_GUARD_PREFIX = "lease guard: "  # how its messages start on every database (SQLite's have no SQLSTATE)
 _MYSQL_SIGNAL = 1644  # MySQL's error number for SIGNAL SQLSTATE '...'
 
@@ -112,26 +114,36 @@ class Fenced(FencemigrateError):
         a grant advances the fence before its holder writes anything."""
         assert self.fence_token is not None
         return Fenced(
-            self.resource, self.token, self.fence_token, newer_token_granted(self.fence_token, self.resource),
-            self.autocommitted, granted_only=True,
+            self.resource,
+            self.token,
+            self.fence_token,
+            newer_token_granted(self.fence_token, self.resource),
+            self.autocommitted,
+            granted_only=True,
         )
 
     def agent_message(self) -> str:
         """The rejection, written for an agent that must stop and re-plan, not retry."""
         if self.fence_token is not None and self.fence_token > self.token:
             headline = f"FENCED: you no longer own {self.resource}."
-            news = "was granted after yours (it has not written yet)" if self.granted_only else (
-                "has since written to this resource"
+            news = (
+                "was granted after yours (it has not written yet)"
+                if self.granted_only
+                else ("has since written to this resource")
             )
             cause = f"Your lease token ({self.token}) is older than token {self.fence_token}, which {news}."
         else:
             headline = f"FENCED: this write to {self.resource} is not yours to make."
             cause = f"Rejected for token {self.token}: {self.reason}."
-        left = [
-            f"Statements of revision {', '.join(self.autocommitted)} ran in an autocommit block, outside the "
-            "fenced transaction, and may have been left applied (so may what the revision ran before the "
-            "block): compare the schema with the revision before you re-plan."
-        ] if self.autocommitted else []
+        left = (
+            [
+                f"Statements of revision {', '.join(self.autocommitted)} ran in an autocommit block, outside the "
+                "fenced transaction, and may have been left applied (so may what the revision ran before the "
+                "block): compare the schema with the revision before you re-plan."
+            ]
+            if self.autocommitted
+            else []
+        )
         return "\n".join(
             [
                 headline,

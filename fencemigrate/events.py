@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection
@@ -43,5 +43,5 @@ def log_event(
 def _sqlite_time(moment: datetime) -> str:
     """``moment`` as SQLite stores every fence time: UTC text of the one form its own clock writes,
     ``strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`` (``2026-11-29T14:26:00.123Z``), so times sort as text."""
-    utc = moment.astimezone(timezone.utc)
+    utc = moment.astimezone(UTC)
     return f"{utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z"

@@ -113,9 +113,10 @@ def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
         return False
     if found is None:
         script = install_script(quoted_schema)
-    elif connection.execute(
-        statement("extension_version", quoted_schema), {"quoted_schema": quoted_schema}
-    ).scalar() is not None:
+    elif (
+        connection.execute(statement("extension_version", quoted_schema), {"quoted_schema": quoted_schema}).scalar()
+        is not None
+    ):
         # Loaded with CREATE EXTENSION: update it as an extension, from the server's own files.
         script = f"ALTER EXTENSION {_EXTENSION} UPDATE TO '{default_version()}'"
     else:

@@ -34,5 +34,11 @@ class InstallOutcome:
         """JSON form, in ``install --json`` (with ``--sql``, on stderr: the script owns stdout)."""
         if self.sql is not None:
             return {"status": "ok", "offline": True}
-        return {"status": "ok", "offline": False, "installed": self.installed, "restored": self.restored,
-                "tokenless_writes": self.tokenless_writes, "granted": self.granted}
+        return {
+            "status": "ok",
+            "offline": False,
+            "installed": self.installed,
+            "restored": self.restored,
+            "tokenless_writes": self.tokenless_writes,
+            "granted": self.granted,
+        }

@@ -65,7 +65,10 @@ def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
     # only the lock timeouts end). A stale snapshot only means taking the install lock for nothing.
     if installed_version(connection, quoted_schema, "schema_version_unlocked") == VERSION:
         return False
-    if connection.execute(statement("install_lock", quoted_schema, "mysql"), {"timeout_s": _INSTALL_WAIT_S}).scalar() != 1:
+    if (
+        connection.execute(statement("install_lock", quoted_schema, "mysql"), {"timeout_s": _INSTALL_WAIT_S}).scalar()
+        != 1
+    ):
         raise DatabaseError(
             f"could not install the fence schema: another run held the install lock for {_INSTALL_WAIT_S} s"
         )

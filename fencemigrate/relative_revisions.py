@@ -61,10 +61,15 @@ def argparse_spellings(
     A prefix of several long options is click's usage error naming them (argparse's "ambiguous
     option"); a prefix of none is left for click to refuse as an unknown option.
     """
-    longs = list(dict.fromkeys(
-        name for param in params if isinstance(param, click.Option)
-        for name in (*param.opts, *param.secondary_opts) if name.startswith("--")
-    ))
+    longs = list(
+        dict.fromkeys(
+            name
+            for param in params
+            if isinstance(param, click.Option)
+            for name in (*param.opts, *param.secondary_opts)
+            if name.startswith("--")
+        )
+    )
     takes_value = value_options(params)
     spelled: list[str] = []
     rest = list(args)

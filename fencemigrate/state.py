@@ -143,8 +143,13 @@ def read_state(context: MigrationContext, schema: str) -> State:
     sources = _token_sources(connection, quoted, state.fence_schema_version)
     grants = _grant_replication(connection, quoted, state.fence_schema_version)
     state.fences = [
-        FenceRow(row.resource, int(row.token), utc_text(row.updated_at), sources.get(row.resource, NOT_RECORDED),
-                 *grants.get(row.resource, (None, None)))
+        FenceRow(
+            row.resource,
+            int(row.token),
+            utc_text(row.updated_at),
+            sources.get(row.resource, NOT_RECORDED),
+            *grants.get(row.resource, (None, None)),
+        )
         for row in connection.execute(statement("fence_rows", quoted, dialect))
     ]
     state.ledger = [
@@ -168,14 +173,9 @@ def read_state(context: MigrationContext, schema: str) -> State:
     state.unrecorded = reconcile(context, state.heads, state.ledger)
     if tracks_dirty(dialect, state.fence_schema_version):
         # Pre-check mode (MySQL/MariaDB, --mode precheck on PostgreSQL) leaves revisions dirty.
-        state.dirty = [
-            row
-            for fence in state.fences
-            for row in unsettled_revisions(connection, quoted, fence.resource)
-        ]
+        state.dirty = [row for fence in state.fences for row in unsettled_revisions(connection, quoted, fence.resource)]
     _read_tampering(connection, quoted, state)
     return state
-
 
 
 def _has_event_log(connection: Connection, schema: str, version: str) -> bool:
@@ -210,9 +210,7 @@ def _autocommit_leftovers(
             named = json.loads(row.detail).get("autocommitted", [])
         except (ValueError, AttributeError):  # not a detail fencemigrate wrote
             continue
-        revisions = [
-            revision for revision in named if revision not in applied_at or applied_at[revision] < _moment(at)
-        ]
+        revisions = [revision for revision in named if revision not in applied_at or applied_at[revision] < _moment(at)]
         if revisions:
             token = None if row.token is None else int(row.token)
             found.append(AutocommitLeftover(row.resource, revisions, row.holder, token, at))
@@ -231,6 +229,7 @@ def _read_tampering(connection: Connection, quoted_schema: str, state: State) ->
     state.ledger_above_fence = ledger_above_fence(connection, quoted_schema)
     state.fence_below_lease = fence_below_lease(connection, quoted_schema)
     state.fence_schema_problems = fence_schema_problems(connection, quoted_schema, state.fence_schema_version)
+
 
 def reconcile(context: MigrationContext, heads: list[str], ledger: list[LedgerRow]) -> Unrecorded:
     """Compare the revisions the version table's heads apply (with their ancestors) with the ledger.

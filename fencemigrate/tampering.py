@@ -78,7 +78,10 @@ def ledger_above_fence(connection: Connection, quoted_schema: str) -> list[Ledge
         return []
     return [
         LedgerAboveFence(
-            row.version_table, row.revision, row.resource, int(row.applied_token),
+            row.version_table,
+            row.revision,
+            row.resource,
+            int(row.applied_token),
             None if row.fence_token is None else int(row.fence_token),
         )
         for row in connection.execute(statement("ledger_above_fence", quoted_schema, connection.dialect.name))

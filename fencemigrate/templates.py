@@ -29,8 +29,12 @@ class Template:
 
     def as_json(self) -> dict[str, Any]:
         """JSON form, in ``list_templates --json``."""
-        return {"name": self.name, "synopsis": self.synopsis, "fence_aware": self.fence_aware,
-                "default": self.name == FENCE_AWARE}
+        return {
+            "name": self.name,
+            "synopsis": self.synopsis,
+            "fence_aware": self.fence_aware,
+            "default": self.name == FENCE_AWARE,
+        }
 
 
 @dataclass(frozen=True)
@@ -45,8 +49,14 @@ class InitOutcome:
 
     def as_json(self) -> dict[str, Any]:
         """JSON form, in ``init --json``."""
-        return {"status": "ok", "directory": self.directory, "template": self.template,
-                "fence_aware": self.fence_aware, "package": self.package, "config_file": self.config_file}
+        return {
+            "status": "ok",
+            "directory": self.directory,
+            "template": self.template,
+            "fence_aware": self.fence_aware,
+            "package": self.package,
+            "config_file": self.config_file,
+        }
 
 
 def available_templates() -> list[Template]:
@@ -65,8 +75,12 @@ def init_environment(config: Config, directory: str, template: str, package: boo
     if target.exists() and any(target.iterdir()):
         raise UsageError(f"directory {directory!r} exists and is not empty")
     if template == FENCE_AWARE:
-        config = _FenceAwareTemplates(config.config_file_name, toml_file=config.toml_file_name,
-                                      ini_section=config.config_ini_section, cmd_opts=config.cmd_opts)
+        config = _FenceAwareTemplates(
+            config.config_file_name,
+            toml_file=config.toml_file_name,
+            ini_section=config.config_ini_section,
+            cmd_opts=config.cmd_opts,
+        )
         name = template_dir().name
     else:
         name = template
@@ -77,8 +91,13 @@ def init_environment(config: Config, directory: str, template: str, package: boo
         alembic_command.init(config, directory, template=name, package=package)
     except CommandError as error:
         raise UsageError(str(error)) from None
-    return InitOutcome(directory, template, template == FENCE_AWARE, package,
-                       str(Path(config.config_file_name or "alembic.ini").resolve()))
+    return InitOutcome(
+        directory,
+        template,
+        template == FENCE_AWARE,
+        package,
+        str(Path(config.config_file_name or "alembic.ini").resolve()),
+    )
 
 
 def _synopsis(template: Path) -> str:

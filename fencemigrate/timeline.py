@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext
@@ -61,9 +61,9 @@ def parse_since(value: str) -> Since:
     except ValueError:
         return Since(ago_ms=_parse_ago(value))
     if moment.tzinfo is None:
-        return Since(moment=moment.replace(tzinfo=timezone.utc))
+        return Since(moment=moment.replace(tzinfo=UTC))
     try:
-        return Since(moment=moment.astimezone(timezone.utc))
+        return Since(moment=moment.astimezone(UTC))
     except OverflowError:
         raise UsageError(f"invalid --since {value!r}: the date-time is out of range") from None
 
@@ -81,9 +81,7 @@ def _parse_ago(value: str) -> int:
     return ago_ms
 
 
-def read_timeline(
-    context: MigrationContext, schema: str, resource: str | None, since: Since | None
-) -> list[Event]:
+def read_timeline(context: MigrationContext, schema: str, resource: str | None, since: Since | None) -> list[Event]:
     """The events, oldest first, through the migration context's connection; none before the log exists."""
     connection = context.connection
     assert connection is not None
@@ -118,14 +116,14 @@ def _since_at(since: Since | None, dialect: str) -> str | datetime | None:
     if since is None or since.moment is None:
         return None
     if query_dialect(dialect) == "mysql":
-        return since.moment.astimezone(timezone.utc).replace(tzinfo=None)
+        return since.moment.astimezone(UTC).replace(tzinfo=None)
     return since.moment.isoformat()
 
 
 def _utc(value: datetime | str) -> datetime:
     """An event's time in UTC: PostgreSQL returns it as a datetime, SQLite as ISO-8601 UTC text."""
     moment = datetime.fromisoformat(value) if isinstance(value, str) else value
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _detail(text: str | None) -> dict[str, Any]:

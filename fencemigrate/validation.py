@@ -37,9 +37,7 @@ def _check_name(kind: str, value: str) -> str:
     if not value or not value.strip():
         raise UsageError(f"{kind} name must not be empty")
     if len(value) > MAX_NAME_LENGTH:
-        raise UsageError(
-            f"{kind} name is {len(value)} characters long; the limit is {MAX_NAME_LENGTH}"
-        )
+        raise UsageError(f"{kind} name is {len(value)} characters long; the limit is {MAX_NAME_LENGTH}")
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
         raise UsageError(f"{kind} name must not contain control characters")
     return value

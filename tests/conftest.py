@@ -137,7 +137,6 @@ def project(make_project: MakeProject) -> Project:
     return make_project()
 
 
-
 @pytest.fixture(scope="session")
 def redis_server_url() -> str:
     """URL of the test redis-server (``FENCEMIGRATE_TEST_REDIS_URL``, set by ``bash .ci/test``).

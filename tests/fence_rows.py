@@ -26,7 +26,12 @@ RESOURCE = "db/migrations"
 VERSION_TABLE = "alembic_version"
 #: The tables of the fence schema (version 0.2), sorted.
 FENCE_TABLES = [
-    "agent_fence", "applied_revision", "fence_event", "lease", "pending_version_check", "tokenless_writes_allowed",
+    "agent_fence",
+    "applied_revision",
+    "fence_event",
+    "lease",
+    "pending_version_check",
+    "tokenless_writes_allowed",
 ]
 
 #: Key lines of the agent message printed when a newer token has written (``{token}``, ``{fence}``).

@@ -16,7 +16,12 @@ from support.project import Project, create_project, sqlite_url
 
 PREFIX = "fencemigrate_"  # SQLite has no schemas: the fence tables carry the schema name as a prefix
 FENCE_TABLES = [
-    "agent_fence", "applied_revision", "fence_event", "lease", "schema_version", "tokenless_writes_allowed",
+    "agent_fence",
+    "applied_revision",
+    "fence_event",
+    "lease",
+    "schema_version",
+    "tokenless_writes_allowed",
     "version_write_claim",
 ]
 EVENTS = f"{PREFIX}fence_event"
@@ -35,7 +40,9 @@ def query(database: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[
 
 def table_names(database: Path) -> list[str]:
     """Sorted names of the tables in the file (without SQLite's own)."""
-    rows = query(database, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY 1")
+    rows = query(
+        database, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY 1"
+    )
     return [str(row[0]) for row in rows]
 
 

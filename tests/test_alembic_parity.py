@@ -21,7 +21,6 @@ from pathlib import Path
 import click
 import pytest
 from alembic.config import CommandLine
-
 from support.project import run_command, script_command
 
 from fencemigrate.cli import main
@@ -34,8 +33,7 @@ _FLAG_ACTIONS = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse
 
 
 DELIBERATE = {
-    "init: option --template/-t defaults to 'fencemigrate' here, 'generic' in Alembic":
-        "init writes the fence-aware environment unless told otherwise; -t generic gives Alembic's",
+    "init: option --template/-t defaults to 'fencemigrate' here, 'generic' in Alembic": "init writes the fence-aware environment unless told otherwise; -t generic gives Alembic's",
 }
 """Gaps that are decisions, each with its reason."""
 
@@ -44,7 +42,9 @@ def _group_context() -> click.Context:
     return click.Context(main, info_name="fencemigrate", **main.context_settings)
 
 
-def _option_gaps(where: str, parser: argparse.ArgumentParser, command: click.Command, ctx: click.Context) -> Iterator[str]:
+def _option_gaps(
+    where: str, parser: argparse.ArgumentParser, command: click.Command, ctx: click.Context
+) -> Iterator[str]:
     """Each of ``parser``'s options that ``command`` lacks or reads differently."""
     params = [param for param in command.get_params(ctx) if isinstance(param, click.Option)]
     for action in parser._actions:
@@ -90,7 +90,9 @@ def _click_arity(option: click.Option) -> str:
 _NARGS = {None: (1, True), "?": (1, False), "+": (-1, True), "*": (-1, False)}
 
 
-def _positional_gaps(where: str, parser: argparse.ArgumentParser, command: click.Command, ctx: click.Context) -> Iterator[str]:
+def _positional_gaps(
+    where: str, parser: argparse.ArgumentParser, command: click.Command, ctx: click.Context
+) -> Iterator[str]:
     """``parser``'s positionals, in order, as ``command``'s arguments: names, counts, ``-1`` read as one."""
     wanted = [(action.dest, *_NARGS[action.nargs]) for action in parser._actions if not action.option_strings]  # type: ignore[index]
     arguments = [param for param in command.get_params(ctx) if isinstance(param, click.Argument)]
@@ -166,8 +168,11 @@ def _shortest_prefixes(parser: argparse.ArgumentParser) -> Iterator[tuple[str, s
 def _shortest_unique_prefix(option: str, longs: list[str]) -> str:
     """The shortest prefix of ``option`` that no other of ``longs`` starts with (``option`` itself
     when it is a prefix of another)."""
-    return next(option[:end] for end in range(3, len(option) + 1)
-                if [name for name in longs if name.startswith(option[:end])] == [option])
+    return next(
+        option[:end]
+        for end in range(3, len(option) + 1)
+        if [name for name in longs if name.startswith(option[:end])] == [option]
+    )
 
 
 _ABBREVIATIONS = [
@@ -208,15 +213,20 @@ def test_an_abbreviation_alembic_accepts_means_the_same_here(
 
 
 def _long_options_here(command: click.Command, ctx: click.Context) -> list[str]:
-    return [name for param in command.get_params(ctx) if isinstance(param, click.Option)
-            for name in (*param.opts, *param.secondary_opts) if name.startswith("--")]
+    return [
+        name
+        for param in command.get_params(ctx)
+        if isinstance(param, click.Option)
+        for name in (*param.opts, *param.secondary_opts)
+        if name.startswith("--")
+    ]
 
 
 def test_top_level_abbreviations_and_short_values_mean_the_same_here() -> None:
     """Before the command, `--raise`, `--conf F`, `--na N`, `--qu` and `-c=F` (each accepted by
     Alembic's parser, the control) set the same options as in full; the command's own arguments
     are left to it."""
-    for option, prefix, value in (_shortest_prefixes(_PARSER)):
+    for option, prefix, value in _shortest_prefixes(_PARSER):
         control = _PARSER.parse_args([prefix, *value[:1], "current"])
         assert control == _PARSER.parse_args([option, *value[:1], "current"])
         spelled = main.make_context("fencemigrate", [prefix, *value[:1], "current", "--verb"])

@@ -107,6 +107,9 @@ def test_timeline_is_callable_from_the_top_level() -> None:
 
 def test_every_command_prints_one_json_object_with_json() -> None:
     """Every command takes --json (the issue: one JSON object from every command)."""
-    missing = [name for name, command in commands(main)
-               if not any("--json" in param.opts for param in command.params if isinstance(param, click.Option))]
+    missing = [
+        name
+        for name, command in commands(main)
+        if not any("--json" in param.opts for param in command.params if isinstance(param, click.Option))
+    ]
     assert missing == []

@@ -14,7 +14,13 @@ import json
 
 import pytest
 from fence_rows import (
-    LedgerEntry, fence_installed, fence_tokens, ledger, ledger_tokens, stderr_lines, without_progress,
+    LedgerEntry,
+    fence_installed,
+    fence_tokens,
+    ledger,
+    ledger_tokens,
+    stderr_lines,
+    without_progress,
 )
 from support.db import alembic_versions, table_exists
 from support.project import Project, Result
@@ -69,7 +75,9 @@ def test_revision_failing_halfway_leaves_nothing(project: Project, pg_url: str, 
     add_failing(project, "0002", "0001", "half_done")
 
     for as_json in (False, True):
-        out = project.run_cli("upgrade", "head", "--token", "9", "--holder", "failing", *(["--json"] if as_json else []))
+        out = project.run_cli(
+            "upgrade", "head", "--token", "9", "--holder", "failing", *(["--json"] if as_json else [])
+        )
         if as_json:
             assert_json_error(out, "syntax error")
         else:

@@ -54,9 +54,7 @@ def written_files(root: Path) -> dict[str, str]:
     }
 
 
-def same_files(
-    alembic: Project, fenced: Project, args: Callable[[Project], list[str]]
-) -> tuple[Result, Result]:
+def same_files(alembic: Project, fenced: Project, args: Callable[[Project], list[str]]) -> tuple[Result, Result]:
     """Run ``alembic ARGS`` and ``fencemigrate ARGS`` in their projects; assert the same files result."""
     control = alembic.run_alembic(*args(alembic)).check()
     ours = fenced.run_cli(*args(fenced)).check()
@@ -86,12 +84,18 @@ def version_files(project: Project) -> list[str]:
         pytest.param(lambda p: ["revision", "-m", "x", "--rev-id", "a1"], id="message-rev-id"),
         pytest.param(lambda p: ["revision", "--rev-id", "a2"], id="no-message"),
         pytest.param(lambda p: ["revision", "-m", "side", "--head", "r01", "--splice", "--rev-id", "s1"], id="splice"),
-        pytest.param(lambda p: ["revision", "-m", "f", "--head", "base", "--branch-label", "feature", "--rev-id", "f1"],
-                     id="branch-label"),
-        pytest.param(lambda p: ["revision", "-m", "d", "--depends-on", "r01", "--depends-on", "r02", "--rev-id", "d1"],
-                     id="depends-on"),
-        pytest.param(lambda p: ["revision", "-m", "o", "--rev-id", "o1", "--version-path", str(p.script_dir / "other")],
-                     id="version-path"),
+        pytest.param(
+            lambda p: ["revision", "-m", "f", "--head", "base", "--branch-label", "feature", "--rev-id", "f1"],
+            id="branch-label",
+        ),
+        pytest.param(
+            lambda p: ["revision", "-m", "d", "--depends-on", "r01", "--depends-on", "r02", "--rev-id", "d1"],
+            id="depends-on",
+        ),
+        pytest.param(
+            lambda p: ["revision", "-m", "o", "--rev-id", "o1", "--version-path", str(p.script_dir / "other")],
+            id="version-path",
+        ),
         pytest.param(lambda p: ["revision", "-m", "e", "--rev-id", "e1", "--sql"], id="revision-environment-sql"),
     ],
 )
@@ -116,10 +120,19 @@ def test_revision_json_names_the_file(make_project: MakeProject, tmp_path: Path)
     project = chain(make_project(url=sqlite_url(tmp_path / "db.sqlite")))
     result = project.run_cli("revision", "-m", "add thing", "--rev-id", "a1", "--depends-on", "r01", "--json").check()
     path = project.versions / "a1_add_thing.py"
-    assert json.loads(result.stdout) == {"status": "ok", "revisions": [{
-        "id": "a1", "path": str(path.resolve()), "message": "add thing", "down_revisions": ["r02"],
-        "branch_labels": [], "depends_on": ["r01"],
-    }]}
+    assert json.loads(result.stdout) == {
+        "status": "ok",
+        "revisions": [
+            {
+                "id": "a1",
+                "path": str(path.resolve()),
+                "message": "add thing",
+                "down_revisions": ["r02"],
+                "branch_labels": [],
+                "depends_on": ["r01"],
+            }
+        ],
+    }
     assert result.stderr == f"Generating {path} ...  done\n"  # Alembic's line, off stdout
 
 
@@ -206,10 +219,17 @@ def test_merge_writes_the_file_alembic_writes(make_project: MakeProject, tmp_pat
 def test_merge_json(make_project: MakeProject, tmp_path: Path) -> None:
     project = two_heads(make_project(url=sqlite_url(tmp_path / "db.sqlite")))
     result = project.run_cli("merge", "heads", "-m", "join", "--rev-id", "m1", "--json").check()
-    assert json.loads(result.stdout) == {"status": "ok", "revision": {
-        "id": "m1", "path": str((project.versions / "m1_join.py").resolve()), "message": "join",
-        "down_revisions": ["r02", "r02b"], "branch_labels": [], "depends_on": [],
-    }}
+    assert json.loads(result.stdout) == {
+        "status": "ok",
+        "revision": {
+            "id": "m1",
+            "path": str((project.versions / "m1_join.py").resolve()),
+            "message": "join",
+            "down_revisions": ["r02", "r02b"],
+            "branch_labels": [],
+            "depends_on": [],
+        },
+    }
 
 
 @pytest.mark.parametrize("verbose", [[], ["-v"]], ids=["plain", "verbose"])
@@ -256,8 +276,9 @@ def test_edit_current_opens_the_databases_revision(make_project: MakeProject, tm
 
 def test_edit_without_an_editor_is_an_error(make_project: MakeProject, tmp_path: Path) -> None:
     project = chain(make_project(url=sqlite_url(tmp_path / "db.sqlite")))
-    result = project.run_cli("edit", "r01", env={"EDITOR": str(tmp_path / "no-such-editor"), "VISUAL": None,
-                                                  "PATH": str(tmp_path)})
+    result = project.run_cli(
+        "edit", "r01", env={"EDITOR": str(tmp_path / "no-such-editor"), "VISUAL": None, "PATH": str(tmp_path)}
+    )
     assert result.code == 1, result
     assert result.stderr.startswith("fencemigrate: error: Error executing editor (")
 
@@ -270,20 +291,28 @@ def test_edit_without_an_editor_is_an_error(make_project: MakeProject, tmp_path:
     [
         (["edit", "nosuch"], "Can't locate revision identified by 'nosuch'"),
         (["revision", "-m", "x", "--head", "nosuch"], "Can't locate revision identified by 'nosuch'"),
-        (["revision", "-m", "x", "--head", "r01"],
-         "Revision r01 is not a head revision; please specify --splice to create a new branch from this revision"),
+        (
+            ["revision", "-m", "x", "--head", "r01"],
+            "Revision r01 is not a head revision; please specify --splice to create a new branch from this revision",
+        ),
         (["revision", "-m", "x", "--depends-on", "nosuch"], "Can't locate revision identified by 'nosuch'"),
         (["revision", "-m", "x", "--rev-id", "a@b"], "Character(s) '@' not allowed in revision identifier 'a@b'"),
         (["revision", "--autogenerate", "--sql"], "Using --sql with --autogenerate does not make any sense"),
-        (["revision", "--sql"], "Using --sql with the revision command when revision_environment is not "
-                                "configured does not make any sense"),
-        (["revision", "-m", "x", "--version-path", "/nowhere"],
-         "Path /nowhere is not represented in current version locations"),
+        (
+            ["revision", "--sql"],
+            "Using --sql with the revision command when revision_environment is not configured does not make any sense",
+        ),
+        (
+            ["revision", "-m", "x", "--version-path", "/nowhere"],
+            "Path /nowhere is not represented in current version locations",
+        ),
         (["merge", "r01", "nosuch"], "Can't locate revision identified by 'nosuch'"),
         (["merge", "heads"], "merge needs two or more revisions; 'heads' names only r02: nothing to merge"),
-        (["init", "-t", "nosuch", "other"],
-         "no template 'nosuch': choose one of fencemigrate, async, generic, multidb, pyproject, pyproject_async "
-         "(see `fencemigrate list_templates`)"),
+        (
+            ["init", "-t", "nosuch", "other"],
+            "no template 'nosuch': choose one of fencemigrate, async, generic, multidb, pyproject, pyproject_async "
+            "(see `fencemigrate list_templates`)",
+        ),
         (["init", "migrations"], "directory 'migrations' exists and is not empty"),
     ],
 )
@@ -306,10 +335,13 @@ def test_an_existing_rev_id_is_refused(make_project: MakeProject, tmp_path: Path
     """Control: alembic writes a second file with the same id, and the graph has a duplicate."""
     project = chain(make_project(url=sqlite_url(tmp_path / "db.sqlite")))
     result = project.run_cli("revision", "-m", "again", "--rev-id", "r01")
-    assert (result.code, result.stderr) == (2, (
-        f"fencemigrate: usage: revision id 'r01' already exists ({project.versions / 'r01_one.py'}); "
-        "choose another --rev-id\n"
-    ))
+    assert (result.code, result.stderr) == (
+        2,
+        (
+            f"fencemigrate: usage: revision id 'r01' already exists ({project.versions / 'r01_one.py'}); "
+            "choose another --rev-id\n"
+        ),
+    )
     assert version_files(project) == ["r01_one.py", "r02_two.py"]
     project.run_alembic("revision", "-m", "again", "--rev-id", "r01").check()
     assert version_files(project) == ["r01_again.py", "r01_one.py", "r02_two.py"]
@@ -320,7 +352,8 @@ def test_a_merge_of_one_revision_is_refused(make_project: MakeProject, tmp_path:
     project = chain(make_project(url=sqlite_url(tmp_path / "db.sqlite")))
     result = project.run_cli("merge", "r02", "-m", "m", "--rev-id", "m1")
     assert (result.code, result.stderr) == (
-        2, "fencemigrate: usage: merge needs two or more revisions; 'r02' names only r02: nothing to merge\n"
+        2,
+        "fencemigrate: usage: merge needs two or more revisions; 'r02' names only r02: nothing to merge\n",
     )
     assert version_files(project) == ["r01_one.py", "r02_two.py"]
     project.run_alembic("merge", "r02", "-m", "m", "--rev-id", "m1").check()
@@ -333,9 +366,13 @@ def test_a_branch_label_in_use_is_refused_and_no_file_is_left(make_project: Make
     project.add_revision("r01", None, slug="one", branch_labels="feature")
     result = project.run_cli("revision", "-m", "x", "--head", "base", "--branch-label", "feature", "--rev-id", "x1")
     assert result.code == 2, result
-    assert result.stderr.startswith("fencemigrate: usage: Branch name 'feature' in revision x1 already used by revision r01")
+    assert result.stderr.startswith(
+        "fencemigrate: usage: Branch name 'feature' in revision x1 already used by revision r01"
+    )
     assert version_files(project) == ["r01_one.py"]
-    control = project.run_alembic("revision", "-m", "x", "--head", "base", "--branch-label", "feature", "--rev-id", "x1")
+    control = project.run_alembic(
+        "revision", "-m", "x", "--head", "base", "--branch-label", "feature", "--rev-id", "x1"
+    )
     assert control.code != 0
     assert version_files(project) == ["r01_one.py", "x1_x.py"]
 
@@ -357,9 +394,15 @@ def test_init_with_an_alembic_template_writes_what_alembic_writes(tmp_path: Path
 
 
 def test_init_package_with_the_fence_aware_template(tmp_path: Path) -> None:
-    result = run_command(script_command("fencemigrate") + ["init", "--package", "migrations", "--json"], tmp_path).check()
+    result = run_command(
+        script_command("fencemigrate") + ["init", "--package", "migrations", "--json"], tmp_path
+    ).check()
     assert json.loads(result.stdout) == {
-        "status": "ok", "directory": "migrations", "template": "fencemigrate", "fence_aware": True, "package": True,
+        "status": "ok",
+        "directory": "migrations",
+        "template": "fencemigrate",
+        "fence_aware": True,
+        "package": True,
         "config_file": str(tmp_path / "alembic.ini"),
     }
     assert (tmp_path / "migrations" / "__init__.py").read_text() == ""
@@ -383,17 +426,21 @@ def test_list_templates_lists_alembics_and_the_fence_aware_one(tmp_path: Path) -
     ours = run_command(script_command("fencemigrate") + ["list_templates"], tmp_path).check()
     lines = ours.stdout.splitlines()
     assert lines[:3] == [
-        "Available templates:", "",
+        "Available templates:",
+        "",
         "fencemigrate - Fence-aware Alembic environment, written by `fencemigrate init`. (fence-aware; the default)",
     ]
-    assert lines[3:3 + len(alembic_lines)] == sorted(alembic_lines)
+    assert lines[3 : 3 + len(alembic_lines)] == sorted(alembic_lines)
     assert lines[-1] == "  fencemigrate init --template generic ./scripts"
     payload = json.loads(run_command(script_command("fencemigrate") + ["list_templates", "--json"], tmp_path).stdout)
     assert [(t["name"], t["fence_aware"], t["default"]) for t in payload["templates"]] == [
-        ("fencemigrate", True, True), *((name, False, False) for name in TEMPLATES)
+        ("fencemigrate", True, True),
+        *((name, False, False) for name in TEMPLATES),
     ]
     quiet = run_command(script_command("fencemigrate") + ["-q", "list_templates"], tmp_path).check()
-    assert quiet.stdout == run_command(script_command("alembic") + ["-q", "list_templates"], tmp_path).check().stdout == ""
+    assert (
+        quiet.stdout == run_command(script_command("alembic") + ["-q", "list_templates"], tmp_path).check().stdout == ""
+    )
 
 
 # -- ensure_version ------------------------------------------------------------------------------------
@@ -405,8 +452,13 @@ def test_ensure_version_on_an_unfenced_database_is_alembics(project: Project, pg
     assert table_names(pg_url) == ["alembic_version"]
     assert schema_names(pg_url) == ["public"]
     again = project.run_cli("ensure_version", "--json").check()
-    assert json.loads(again.stdout) == {"status": "ok", "version_table": "alembic_version", "offline": False,
-                                        "created": False, "tokenless_writes": None}
+    assert json.loads(again.stdout) == {
+        "status": "ok",
+        "version_table": "alembic_version",
+        "offline": False,
+        "created": False,
+        "tokenless_writes": None,
+    }
 
 
 def test_ensure_version_sql_writes_alembics_script(project: Project, pg_url: str) -> None:
@@ -416,7 +468,11 @@ def test_ensure_version_sql_writes_alembics_script(project: Project, pg_url: str
     ours = project.run_cli("ensure_version", "--sql", "--json").check()
     assert ours.stdout == control.stdout
     assert json.loads(ours.stderr.splitlines()[-1]) == {
-        "status": "ok", "version_table": "alembic_version", "offline": True, "created": False, "tokenless_writes": None
+        "status": "ok",
+        "version_table": "alembic_version",
+        "offline": True,
+        "created": False,
+        "tokenless_writes": None,
     }
     assert table_names(pg_url) == []
 
@@ -456,8 +512,13 @@ def test_ensure_version_guards_a_new_version_table_on_a_fenced_sqlite_database(
     project.run_cli("install").check()
     query(database, "DROP TABLE alembic_version")
     result = project.run_cli("ensure_version", "--json").check()
-    assert json.loads(result.stdout) == {"status": "ok", "version_table": "alembic_version", "offline": False,
-                                         "created": True, "tokenless_writes": "refused"}
+    assert json.loads(result.stdout) == {
+        "status": "ok",
+        "version_table": "alembic_version",
+        "offline": False,
+        "created": True,
+        "tokenless_writes": "refused",
+    }
     refused = project.run_alembic("stamp", "r01")
     assert refused.code != 0 and "fencemigrate refused this" in refused.stderr, refused
     assert query(database, "SELECT version_num FROM alembic_version") == []
@@ -473,11 +534,23 @@ def test_ensure_version_guards_a_new_version_table_on_a_fenced_sqlite_database(
 
 def test_install_json(project: Project) -> None:
     first = project.run_cli("install", "--json").check()
-    assert json.loads(first.stdout) == {"status": "ok", "offline": False, "installed": True, "restored": [],
-                                        "tokenless_writes": None, "granted": None}
+    assert json.loads(first.stdout) == {
+        "status": "ok",
+        "offline": False,
+        "installed": True,
+        "restored": [],
+        "tokenless_writes": None,
+        "granted": None,
+    }
     second = project.run_cli("install", "--allow-tokenless-writes", "--json").check()
-    assert json.loads(second.stdout) == {"status": "ok", "offline": False, "installed": False, "restored": [],
-                                         "tokenless_writes": "allowed", "granted": None}
+    assert json.loads(second.stdout) == {
+        "status": "ok",
+        "offline": False,
+        "installed": False,
+        "restored": [],
+        "tokenless_writes": "allowed",
+        "granted": None,
+    }
     script = project.run_cli("install", "--sql", "--json").check()
     assert script.stdout == project.run_cli("install", "--sql").check().stdout
     assert json.loads(script.stderr) == {"status": "ok", "offline": True}

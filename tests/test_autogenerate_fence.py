@@ -32,7 +32,7 @@ def revision_text(project: Project, rev_id: str) -> str:
 def upgrade_operations(project: Project, rev_id: str) -> list[str]:
     """The ``op.`` calls of the generated revision's upgrade(), one line each as written."""
     text = revision_text(project, rev_id)
-    upgrade = text[text.index("def upgrade()"):text.index("def downgrade()")]
+    upgrade = text[text.index("def upgrade()") : text.index("def downgrade()")]
     return OPERATION.findall(upgrade)
 
 
@@ -60,7 +60,9 @@ def test_autogenerate_writes_the_models_change_and_leaves_the_fence_tables_alone
     assert tables(url) == before
 
 
-def test_autogenerate_with_include_schemas_leaves_the_fence_schema_alone(make_project: MakeProject, pg_url: str) -> None:
+def test_autogenerate_with_include_schemas_leaves_the_fence_schema_alone(
+    make_project: MakeProject, pg_url: str
+) -> None:
     """On PostgreSQL the fence tables have their own schema, which env.py's ``include_schemas=True``
     makes Alembic compare too."""
     project = model_project(make_project, pg_url)

@@ -224,9 +224,7 @@ BAD_INPUT: dict[str, Case] = {
     ),
     "no-alembic-ini-here": Case(
         ("upgrade", "head", "--token=10"),
-        exact(
-            "no Alembic configuration found: 'alembic.ini' does not exist (pass -c/--config, or set ALEMBIC_CONFIG)"
-        ),
+        exact("no Alembic configuration found: 'alembic.ini' does not exist (pass -c/--config, or set ALEMBIC_CONFIG)"),
         in_dir_without_config=True,
     ),
     # -- ranges
@@ -248,18 +246,22 @@ BAD_INPUT: dict[str, Case] = {
     # -- relative revisions that walk off the revision graph (before any lease is taken)
     "upgrade-past-head": Case(
         ("upgrade", "head+999"),
-        exact("relative revision 'head+999' goes past the end of the revision graph: there are not 999 "
-              "revisions above head"),
+        exact(
+            "relative revision 'head+999' goes past the end of the revision graph: there are not 999 "
+            "revisions above head"
+        ),
     ),
     "upgrade-past-head-token": Case(
         ("upgrade", "head+1", "--token=10"),
-        exact("relative revision 'head+1' goes past the end of the revision graph: there are not 1 "
-              "revisions above head"),
+        exact(
+            "relative revision 'head+1' goes past the end of the revision graph: there are not 1 revisions above head"
+        ),
     ),
     "downgrade-past-base": Case(
         ("downgrade", "0001-5", "--token=10"),
-        exact("relative revision '0001-5' goes past the end of the revision graph: there are not 5 "
-              "revisions below 0001"),
+        exact(
+            "relative revision '0001-5' goes past the end of the revision graph: there are not 5 revisions below 0001"
+        ),
     ),
     "upgrade-below-the-heads": Case(
         ("upgrade", "0001-1", "--token=10"),
@@ -270,11 +272,15 @@ BAD_INPUT: dict[str, Case] = {
         ("timeline", "--since", HUGE + "h"),
         exact(f"invalid --since '{HUGE}h': at most 876000h (100 years) ago; give a date-time instead"),
     ),
-    "upgrade-wait-huge": Case(("upgrade", "head", "--wait", HUGE + "s"), exact(f"invalid --wait '{HUGE}s': at most 24h")),
+    "upgrade-wait-huge": Case(
+        ("upgrade", "head", "--wait", HUGE + "s"), exact(f"invalid --wait '{HUGE}s': at most 24h")
+    ),
     "lease-acquire-ttl-huge": Case(
         ("lease", "acquire", "--holder", "x", "--ttl", HUGE),
-        exact(f"invalid --ttl '{HUGE}': at most 24h; a lease is renewed while its holder makes progress, "
-              "so pick a short TTL"),
+        exact(
+            f"invalid --ttl '{HUGE}': at most 24h; a lease is renewed while its holder makes progress, "
+            "so pick a short TTL"
+        ),
     ),
 }
 

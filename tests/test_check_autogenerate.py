@@ -27,7 +27,7 @@ FIX = (
 EMAIL = "add_column users.email: column users.email (VARCHAR(255)) is in the models but not in the database"
 NO_METADATA = "model comparison: env.py has no target_metadata"
 
-MODELS = '''\
+MODELS = """\
 import sqlalchemy as sa
 
 metadata = sa.MetaData()
@@ -37,11 +37,11 @@ sa.Table(
     sa.Column("name", sa.String(50), nullable=False),
     sa.Column("email", sa.String(255)),
 )
-'''
+"""
 
 # A different schema in every way autogenerate looks: a table and its index the models do not
 # have, a column missing, a column too many, a column of another type and nullability.
-DRIFTED_MODELS = '''\
+DRIFTED_MODELS = """\
 import sqlalchemy as sa
 
 metadata = sa.MetaData()
@@ -51,7 +51,7 @@ sa.Table(
     sa.Column("name", sa.String(100), nullable=False),
     sa.Column("email", sa.String(255)),
 )
-'''
+"""
 
 SKIP_EMAIL = '''
 
@@ -97,8 +97,11 @@ def model_project(
     (project.path / "models.py").write_text(models)
     project.edit_env("target_metadata = None", "from models import metadata as target_metadata")
     project.add_revision(
-        "0001", None, "CREATE TABLE users (id INTEGER NOT NULL PRIMARY KEY, name VARCHAR(50) NOT NULL)",
-        "DROP TABLE users", slug="users",
+        "0001",
+        None,
+        "CREATE TABLE users (id INTEGER NOT NULL PRIMARY KEY, name VARCHAR(50) NOT NULL)",
+        "DROP TABLE users",
+        slug="users",
     )
     return project
 
@@ -180,14 +183,25 @@ def test_a_column_the_database_lacks_is_found_as_alembic_check_finds_it(make_pro
     ]
     payload = check_json(project, code=1)
     assert payload == {
-        "status": "failed", "errors": 1, "warnings": 0, "revision_files": 1, "database_checked": True,
+        "status": "failed",
+        "errors": 1,
+        "warnings": 0,
+        "revision_files": 1,
+        "database_checked": True,
         "findings": [
             {
-                "rule": "FM408", "name": "model-drift", "severity": "error", "file": None, "line": None,
-                "revision": None, "message": EMAIL, "fix": FIX,
+                "rule": "FM408",
+                "name": "model-drift",
+                "severity": "error",
+                "file": None,
+                "line": None,
+                "revision": None,
+                "message": EMAIL,
+                "fix": FIX,
             },
         ],
-        "suppressed": [], "notes": [],
+        "suppressed": [],
+        "notes": [],
     }
     github = project.run_cli("check", "--db", "--format", "github").check(1)
     assert github.stdout.splitlines() == [
@@ -208,8 +222,13 @@ def test_a_column_the_database_lacks_is_found_as_alembic_check_finds_it(make_pro
     assert (tables(url), versions(url)) == before
 
     # Migrated: both checks pass.
-    project.add_revision("0002", "0001", "ALTER TABLE users ADD COLUMN email VARCHAR(255)",
-                         "ALTER TABLE users DROP COLUMN email", slug="email")
+    project.add_revision(
+        "0002",
+        "0001",
+        "ALTER TABLE users ADD COLUMN email VARCHAR(255)",
+        "ALTER TABLE users DROP COLUMN email",
+        slug="email",
+    )
     apply(project)
     assert application(alembic_check(project, 0 if url.startswith("postgresql") else 255)) == []
     assert project.run_cli("check", "--db").check(0).stdout == (
@@ -221,30 +240,44 @@ def test_a_column_the_database_lacks_is_found_as_alembic_check_finds_it(make_pro
 def test_each_difference_is_one_finding(make_project: MakeProject, url: str) -> None:
     project = model_project(make_project, url, DRIFTED_MODELS)
     project.add_revision(
-        "0001", None,
+        "0001",
+        None,
         [
             "CREATE TABLE users (id INTEGER NOT NULL PRIMARY KEY, name VARCHAR(50), nickname VARCHAR(40))",
             "CREATE TABLE legacy (id INTEGER NOT NULL PRIMARY KEY, code VARCHAR(10))",
             "CREATE INDEX ix_legacy_code ON legacy (code)",
         ],
-        ["DROP TABLE legacy", "DROP TABLE users"], slug="users",
+        ["DROP TABLE legacy", "DROP TABLE users"],
+        slug="users",
     )
     apply(project)
     assert application(alembic_check(project, 255)) == [
-        "add_column users.email", "modify_nullable users.name", "modify_type users.name",
-        "remove_column users.nickname", "remove_index ix_legacy_code", "remove_table legacy",
+        "add_column users.email",
+        "modify_nullable users.name",
+        "modify_type users.name",
+        "remove_column users.nickname",
+        "remove_index ix_legacy_code",
+        "remove_table legacy",
     ]
 
     payload = check_json(project, code=1)
     assert messages(payload) == [
         ("FM408", None, "remove_table legacy: table legacy is in the database but not in the models"),
-        ("FM408", None, "remove_index ix_legacy_code: index ix_legacy_code on legacy (code) is in the database "
-                        "but not in the models"),
+        (
+            "FM408",
+            None,
+            "remove_index ix_legacy_code: index ix_legacy_code on legacy (code) is in the database "
+            "but not in the models",
+        ),
         ("FM408", None, EMAIL),
         ("FM408", None, "modify_type users.name: VARCHAR(50) in the database, VARCHAR(100) in the models"),
         ("FM408", None, "modify_nullable users.name: NULL allowed in the database, NOT NULL in the models"),
-        ("FM408", None, "remove_column users.nickname: column users.nickname (VARCHAR(40)) is in the database "
-                        "but not in the models"),
+        (
+            "FM408",
+            None,
+            "remove_column users.nickname: column users.nickname (VARCHAR(40)) is in the database "
+            "but not in the models",
+        ),
     ]
     assert payload["errors"] == 6
 
@@ -289,8 +322,13 @@ def test_a_database_not_at_head_is_not_compared(make_project: MakeProject, url: 
     the pending revision (FM401) is the finding."""
     project = model_project(make_project, url)
     apply(project)
-    project.add_revision("0002", "0001", "ALTER TABLE users ADD COLUMN email VARCHAR(255)",
-                         "ALTER TABLE users DROP COLUMN email", slug="email")
+    project.add_revision(
+        "0002",
+        "0001",
+        "ALTER TABLE users ADD COLUMN email VARCHAR(255)",
+        "ALTER TABLE users DROP COLUMN email",
+        slug="email",
+    )
     control = project.run_alembic("check").check(255)
     assert "Target database is not up to date." in control.stderr
     payload = check_json(project, code=1)
@@ -333,7 +371,7 @@ def test_a_fresh_database_is_compared_without_writing_to_it(make_project: MakePr
     assert tables(url) == ["public.alembic_version" if url.startswith("postgresql") else "alembic_version"]
 
 
-KEYED_MODELS = '''\
+KEYED_MODELS = """\
 import sqlalchemy as sa
 
 metadata = sa.MetaData()
@@ -346,7 +384,7 @@ sa.Table(
     sa.UniqueConstraint("name", name="uq_users_name"),
     comment="people who log in",
 )
-'''
+"""
 
 
 def test_defaults_constraints_keys_and_other_schemas_on_postgresql(make_project: MakeProject, pg_url: str) -> None:
@@ -354,20 +392,25 @@ def test_defaults_constraints_keys_and_other_schemas_on_postgresql(make_project:
     schema (fencemigrate.*) is still left out, while plain ``alembic check`` wants it dropped."""
     project = model_project(make_project, pg_url, KEYED_MODELS)
     project.add_revision(
-        "0001", None,
+        "0001",
+        None,
         [
             "CREATE TABLE orgs (id INTEGER NOT NULL PRIMARY KEY)",
             "CREATE TABLE users (id INTEGER NOT NULL PRIMARY KEY, name VARCHAR(50) NOT NULL DEFAULT 'nobody', "
             "org_id INTEGER)",
         ],
-        ["DROP TABLE users", "DROP TABLE orgs"], slug="users",
+        ["DROP TABLE users", "DROP TABLE orgs"],
+        slug="users",
     )
     project.set_env_option("compare_server_default", True)
     project.set_env_option("include_schemas", True)
     apply(project)
     control = alembic_check(project, 255)
     assert [operation for operation in control if not operation.startswith("remove_")] == [
-        "add_constraint", "add_fk", "add_table_comment users", "modify_default users.name",
+        "add_constraint",
+        "add_fk",
+        "add_table_comment users",
+        "modify_default users.name",
     ]
     assert {"remove_table agent_fence", "remove_table lease"} <= set(control)  # fencemigrate.agent_fence, ...
 

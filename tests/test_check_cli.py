@@ -29,8 +29,12 @@ SLUG_FIX = (
     "do not re-add a migration under a new number: run `fencemigrate state` and re-plan "
     "(or, if both are meant, `# fencemigrate: allow FM106 because <why>`)"
 )
-SUPPRESSION_FIX = "write `# fencemigrate: allow RULE-ID because <reason>` with a rule id from `fencemigrate check --help`"
-DOWNGRADE_FIX = "write downgrade() to undo upgrade(), or `# fencemigrate: allow FM301 because <why it cannot be undone>`"
+SUPPRESSION_FIX = (
+    "write `# fencemigrate: allow RULE-ID because <reason>` with a rule id from `fencemigrate check --help`"
+)
+DOWNGRADE_FIX = (
+    "write downgrade() to undo upgrade(), or `# fencemigrate: allow FM301 because <why it cannot be undone>`"
+)
 VACUUM_MESSAGE = (
     "`VACUUM invoice -- 100%, nightly` cannot run inside a transaction block, "
     "so this revision cannot be fenced atomically"
@@ -153,8 +157,14 @@ def test_without_db_the_summary_says_the_models_were_not_compared(tmp_path: Path
 def test_json_of_a_clean_directory(tmp_path: Path) -> None:
     payload = check_json(project_with(tmp_path, "multiple_heads_near_miss"), code=0)
     assert payload == {
-        "status": "ok", "errors": 0, "warnings": 0, "revision_files": 4, "database_checked": False,
-        "findings": [], "suppressed": [], "notes": [NOT_COMPARED],
+        "status": "ok",
+        "errors": 0,
+        "warnings": 0,
+        "revision_files": 4,
+        "database_checked": False,
+        "findings": [],
+        "suppressed": [],
+        "notes": [NOT_COMPARED],
     }
 
 
@@ -177,7 +187,10 @@ def test_github_format_prints_workflow_annotations(tmp_path: Path) -> None:
 
 def test_github_format_escapes_properties_and_message(tmp_path: Path) -> None:
     project = project_with(tmp_path, "revision_cycle_near_miss")
-    write_revision(project, "0004_vacuum,nightly.py", '''
+    write_revision(
+        project,
+        "0004_vacuum,nightly.py",
+        '''
         """vacuum"""
         from alembic import op
 
@@ -191,7 +204,8 @@ def test_github_format_escapes_properties_and_message(tmp_path: Path) -> None:
 
         def downgrade():
             pass
-    ''')
+    ''',
+    )
     result = check(project, "--format", "github", "--select", "FM205").check(1)
     escaped_message = VACUUM_MESSAGE.replace("%", "%25")
     assert result.stdout.splitlines() == [
@@ -260,7 +274,10 @@ def test_a_missing_config_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_an_allow_comment_may_name_several_rules(tmp_path: Path) -> None:
     project = project_with(tmp_path, "revision_cycle_near_miss")
-    write_revision(project, "0004_index_concurrently.py", '''
+    write_revision(
+        project,
+        "0004_index_concurrently.py",
+        '''
         """index concurrently"""
         from alembic import op
 
@@ -276,14 +293,23 @@ def test_an_allow_comment_may_name_several_rules(tmp_path: Path) -> None:
 
         def downgrade():
             op.execute("DROP INDEX ix_invoice_date")
-    ''')
+    ''',
+    )
     payload = check_json(project, code=0)
     assert payload["findings"] == []
     assert [(s["rule"], s["line"], s["suppressed_by"], s["reason"]) for s in payload["suppressed"]] == [
-        ("FM201", 10, "migrations/versions/0004_index_concurrently.py:4",
-         "invoice has 40 M rows; the fence is re-claimed after it"),
-        ("FM202", 11, "migrations/versions/0004_index_concurrently.py:4",
-         "invoice has 40 M rows; the fence is re-claimed after it"),
+        (
+            "FM201",
+            10,
+            "migrations/versions/0004_index_concurrently.py:4",
+            "invoice has 40 M rows; the fence is re-claimed after it",
+        ),
+        (
+            "FM202",
+            11,
+            "migrations/versions/0004_index_concurrently.py:4",
+            "invoice has 40 M rows; the fence is re-claimed after it",
+        ),
     ]
     result = check(project).check(0)
     assert result.stdout == f"no problems found in 4 revision files; 2 suppressed; {NOT_COMPARED}\n"
@@ -313,7 +339,10 @@ reason = "typo"
 
 def test_pyproject_next_to_alembic_ini_allows_findings(tmp_path: Path) -> None:
     project = project_with(tmp_path, "multiple_heads")
-    write_revision(project, "0000_vacuum.py", '''
+    write_revision(
+        project,
+        "0000_vacuum.py",
+        '''
         """vacuum"""
         from alembic import op
 
@@ -323,12 +352,18 @@ def test_pyproject_next_to_alembic_ini_allows_findings(tmp_path: Path) -> None:
 
         def upgrade():
             op.execute("VACUUM invoice")
-    ''')
+    ''',
+    )
     (project / "migrations" / "versions" / "0001_base.py").unlink()
     (project / "pyproject.toml").write_text(PYPROJECT)
     payload = check_json(project, code=1)
     assert [(f["rule"], f["file"], f["line"], f["message"]) for f in payload["findings"]] == [
-        ("FM301", "migrations/versions/0000_vacuum.py", 4, "there is no downgrade(): this revision cannot be rolled back"),
+        (
+            "FM301",
+            "migrations/versions/0000_vacuum.py",
+            4,
+            "there is no downgrade(): this revision cannot be rolled back",
+        ),
         ("FM902", "pyproject.toml", 13, "the allow entry for FM301 gives no reason, so it suppresses nothing"),
         ("FM902", "pyproject.toml", 16, "the allow entry names no rule 'FM777': it suppresses nothing"),
     ]
@@ -358,13 +393,19 @@ def test_pyproject_is_read_next_to_the_config_file_not_in_the_current_directory(
 @pytest.mark.parametrize(
     ("section", "message"),
     [
-        ('[tool.fencemigrate.check]\nallow = "FM301"\n',
-         ": `allow` must be an array of tables ([[tool.fencemigrate.check.allow]])"),
+        (
+            '[tool.fencemigrate.check]\nallow = "FM301"\n',
+            ": `allow` must be an array of tables ([[tool.fencemigrate.check.allow]])",
+        ),
         ('[tool.fencemigrate.check]\nselect = ["FM301"]\n', ": the only key is `allow`, an array of tables"),
-        ('[[tool.fencemigrate.check.allow]]\nrule = ["FM301"]\nreason = "x"\n',
-         ", allow entry at line 1: unknown key 'rule' (keys: rules, revisions, reason)"),
-        ('[[tool.fencemigrate.check.allow]]\nrules = "FM301"\nreason = "x"\n',
-         ", allow entry at line 1: `rules` must be a non-empty list of rule ids"),
+        (
+            '[[tool.fencemigrate.check.allow]]\nrule = ["FM301"]\nreason = "x"\n',
+            ", allow entry at line 1: unknown key 'rule' (keys: rules, revisions, reason)",
+        ),
+        (
+            '[[tool.fencemigrate.check.allow]]\nrules = "FM301"\nreason = "x"\n',
+            ", allow entry at line 1: `rules` must be a non-empty list of rule ids",
+        ),
     ],
 )
 def test_a_malformed_pyproject_section_is_a_usage_error(tmp_path: Path, section: str, message: str) -> None:

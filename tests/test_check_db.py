@@ -41,7 +41,10 @@ def add_revisions(project: Project, count: int) -> list[Path]:
     """Revisions 0001..000<count>, each creating table t<n>."""
     return [
         project.add_revision(
-            f"{n:04d}", None if n == 1 else f"{n - 1:04d}", f"CREATE TABLE t{n} (id int)", f"DROP TABLE t{n}",
+            f"{n:04d}",
+            None if n == 1 else f"{n - 1:04d}",
+            f"CREATE TABLE t{n} (id int)",
+            f"DROP TABLE t{n}",
             slug=f"t{n}",
         )
         for n in range(1, count + 1)
@@ -140,7 +143,8 @@ def test_an_applied_revision_whose_file_is_gone_is_reported(project: Project) ->
     payload = check_db(project, code=1)
     assert findings(payload) == [
         (
-            "FM403", None,
+            "FM403",
+            None,
             "0002 is applied in the database, but no revision file in migrations/versions has it "
             "(the ledger has it under token 34 by agent-A)",
         ),
@@ -161,8 +165,10 @@ def test_a_database_without_the_fence_schema_is_reported(project: Project) -> No
     ("sql", "problem"),
     [
         ("DROP TRIGGER agent_fence_monotonic ON fencemigrate.agent_fence", "trigger agent_fence_monotonic is missing"),
-        ("ALTER TABLE fencemigrate.agent_fence DISABLE TRIGGER agent_fence_no_truncate",
-         "trigger agent_fence_no_truncate is disabled"),
+        (
+            "ALTER TABLE fencemigrate.agent_fence DISABLE TRIGGER agent_fence_no_truncate",
+            "trigger agent_fence_no_truncate is disabled",
+        ),
         (
             "DROP TRIGGER agent_fence_monotonic ON fencemigrate.agent_fence; "
             "CREATE TRIGGER agent_fence_monotonic BEFORE DELETE ON fencemigrate.agent_fence "
@@ -229,7 +235,8 @@ def test_an_older_fence_schema_is_compared_with_the_scripts_of_its_version(proje
     execute(project.url, "DROP TRIGGER agent_fence_monotonic ON fencemigrate.agent_fence")
     assert findings(check_db(project, "--ignore", "FM407", code=1)) == [
         (
-            "FM405", None,
+            "FM405",
+            None,
             "the fence schema fencemigrate (0.2) differs from fencemigrate's: trigger agent_fence_monotonic is missing",
         ),
     ]
@@ -238,17 +245,23 @@ def test_an_older_fence_schema_is_compared_with_the_scripts_of_its_version(proje
 def test_a_dirty_revision_is_reported_on_postgresql(project: Project) -> None:
     """``--mode precheck`` marks a revision dirty on PostgreSQL too when it fails after committing early."""
     project.add_revision("0001", None, ["CREATE TABLE one (id int)"], ["DROP TABLE one"], slug="one")
-    project.add_revision("0002", "0001", slug="early", extra_upgrade_code="""\
+    project.add_revision(
+        "0002",
+        "0001",
+        slug="early",
+        extra_upgrade_code="""\
 with op.get_context().autocommit_block():
     op.execute("CREATE TABLE committed_early (id int)")
 op.execute("SELECT * FROM missing_table")
-""")
+""",
+    )
     project.run_cli("upgrade", "head", "--token", "5", "--mode", "precheck", "--holder", "agent-A").check(1)
     since = json.loads(project.run_cli("state", "--json").check(0).stdout)["dirty"][0]["since"]
     payload = check_db(project, "--select", "dirty-revision", code=1)  # the autocommit_block() is FM201's
     assert findings(payload) == [
         (
-            "FM406", "migrations/versions/0002_early.py:9",
+            "FM406",
+            "migrations/versions/0002_early.py:9",
             f"0002 is dirty: its upgrade was started under token 5 by agent-A at {since} and never finished "
             "(alembic_version); fenced writes are refused until it is resolved",
         ),
@@ -282,12 +295,14 @@ def test_sqlite_drift_and_a_dropped_guard(tmp_path: Path) -> None:
     payload = check_db(project, code=1)
     assert findings(payload) == [
         (
-            "FM402", "migrations/versions/0001_t1.py:9",
+            "FM402",
+            "migrations/versions/0001_t1.py:9",
             f"0001 changed after it was applied: its sha256 is now {edited[:12]}, the ledger has {applied[:12]} "
             f"(applied under token 34 by agent-A at {row['applied_at']})",
         ),
         (
-            "FM405", None,
+            "FM405",
+            None,
             "the fence schema fencemigrate (0.5) differs from fencemigrate's: "
             "trigger fencemigrate_agent_fence_no_lowering is missing",
         ),
@@ -308,8 +323,9 @@ MYSQL_ALTERED = "the fence schema fencemigrate (0.5) differs from fencemigrate's
 
 
 @pytest.mark.parametrize("url_fixture", ["mysql_url", "mariadb_url"])
-def test_mysql_a_database_at_head_passes(make_project: MakeProject, url_fixture: str,
-                                         request: pytest.FixtureRequest) -> None:
+def test_mysql_a_database_at_head_passes(
+    make_project: MakeProject, url_fixture: str, request: pytest.FixtureRequest
+) -> None:
     project = make_project(url=request.getfixturevalue(url_fixture))
     add_revisions(project, 2)
     apply(project)
@@ -332,7 +348,8 @@ def test_mysql_drift_pending_and_missing_revisions(make_project: MakeProject, my
     path = "migrations/versions/0001_t1.py"
     assert findings(payload) == [
         (
-            "FM402", f"{path}:9",
+            "FM402",
+            f"{path}:9",
             f"0001 changed after it was applied: its sha256 is now {edited[:12]}, the ledger has {applied[:12]} "
             f"(applied under token 34 by agent-A at {row['applied_at']})",
         ),
@@ -347,7 +364,8 @@ def test_mysql_drift_pending_and_missing_revisions(make_project: MakeProject, my
     project.remove_revision("0002")
     assert findings(check_db(project, code=1)) == [
         (
-            "FM403", None,
+            "FM403",
+            None,
             "0002 is applied in the database, but no revision file in migrations/versions has it "
             "(the ledger has it under token 34 by agent-A)",
         ),
@@ -410,8 +428,11 @@ def test_mysql_a_dirty_revision_is_reported(make_project: MakeProject, mysql_url
     project = make_project(url=mysql_url)
     project.add_revision("0001", None, ["CREATE TABLE one (id int PRIMARY KEY)"], ["DROP TABLE one"], slug="one")
     second = project.add_revision(
-        "0002", "0001", ["CREATE TABLE half (id int PRIMARY KEY)", "SELECT * FROM missing_table"],
-        ["DROP TABLE half"], slug="half",
+        "0002",
+        "0001",
+        ["CREATE TABLE half (id int PRIMARY KEY)", "SELECT * FROM missing_table"],
+        ["DROP TABLE half"],
+        slug="half",
     )
     project.run_cli("upgrade", "head", "--token", "5", "--holder", "agent-A").check(1)
     assert ledger(mysql_url) == {"0001": (5, "agent-A", "applied"), "0002": (5, "agent-A", "applying")}

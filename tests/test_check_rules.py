@@ -21,66 +21,150 @@ CASES_DIR = Path(__file__).resolve().parent / "check_cases"
 # case -> (rule id, file:line under migrations/versions/, message) of every finding, in report order.
 FIRES: dict[str, list[tuple[str, str, str]]] = {
     "autocommit_block": [
-        ('FM201', '0001_analyze.py:15', "`op.get_context().autocommit_block()` commits the migration's transaction: the fence claim cannot cover what runs in it"),
+        (
+            "FM201",
+            "0001_analyze.py:15",
+            "`op.get_context().autocommit_block()` commits the migration's transaction: the fence claim cannot cover what runs in it",
+        ),
     ],
     "bad_suppression": [
-        ('FM902', '0001_no_reason.py:8', '`# fencemigrate: allow FM301` gives no reason (`because <reason>`), so it suppresses nothing'),
-        ('FM301', '0001_no_reason.py:18', 'downgrade() is empty: this revision cannot be rolled back'),
-        ('FM902', '0002_unknown_rule.py:8', '`# fencemigrate: allow FM999` names no rule: it suppresses nothing'),
-        ('FM902', '0003_malformed.py:8', '`# fencemigrate: ignore FM301 please` is not `# fencemigrate: allow RULE-ID because <reason>`'),
+        (
+            "FM902",
+            "0001_no_reason.py:8",
+            "`# fencemigrate: allow FM301` gives no reason (`because <reason>`), so it suppresses nothing",
+        ),
+        ("FM301", "0001_no_reason.py:18", "downgrade() is empty: this revision cannot be rolled back"),
+        ("FM902", "0002_unknown_rule.py:8", "`# fencemigrate: allow FM999` names no rule: it suppresses nothing"),
+        (
+            "FM902",
+            "0003_malformed.py:8",
+            "`# fencemigrate: ignore FM301 please` is not `# fencemigrate: allow RULE-ID because <reason>`",
+        ),
     ],
     "concurrently": [
-        ('FM202', '0001_indexes.py:14', '`CREATE UNIQUE INDEX CONCURRENTLY ix_invoice_number ON inv...` cannot run inside a transaction block, so this revision cannot be fenced atomically'),
-        ('FM202', '0001_indexes.py:15', "`op.create_index('ix_invoice_date', 'invoice', ['date'], p...` works CONCURRENTLY, which cannot run inside a transaction block, so this revision cannot be fenced atomically"),
-        ('FM202', '0001_indexes.py:16', '`REINDEX INDEX CONCURRENTLY ix_invoice_customer` cannot run inside a transaction block, so this revision cannot be fenced atomically'),
-        ('FM202', '0001_indexes.py:17', '`ALTER TABLE invoice DETACH PARTITION invoice_2019 CONCURR...` cannot run inside a transaction block, so this revision cannot be fenced atomically'),
-        ('FM202', '0001_indexes.py:21', '`DROP INDEX CONCURRENTLY ix_invoice_number` cannot run inside a transaction block, so this revision cannot be fenced atomically'),
+        (
+            "FM202",
+            "0001_indexes.py:14",
+            "`CREATE UNIQUE INDEX CONCURRENTLY ix_invoice_number ON inv...` cannot run inside a transaction block, so this revision cannot be fenced atomically",
+        ),
+        (
+            "FM202",
+            "0001_indexes.py:15",
+            "`op.create_index('ix_invoice_date', 'invoice', ['date'], p...` works CONCURRENTLY, which cannot run inside a transaction block, so this revision cannot be fenced atomically",
+        ),
+        (
+            "FM202",
+            "0001_indexes.py:16",
+            "`REINDEX INDEX CONCURRENTLY ix_invoice_customer` cannot run inside a transaction block, so this revision cannot be fenced atomically",
+        ),
+        (
+            "FM202",
+            "0001_indexes.py:17",
+            "`ALTER TABLE invoice DETACH PARTITION invoice_2019 CONCURR...` cannot run inside a transaction block, so this revision cannot be fenced atomically",
+        ),
+        (
+            "FM202",
+            "0001_indexes.py:21",
+            "`DROP INDEX CONCURRENTLY ix_invoice_number` cannot run inside a transaction block, so this revision cannot be fenced atomically",
+        ),
     ],
     "duplicate_revision_id": [
-        ('FM103', '0002_add_orders.py:9', 'revision id 0002 is also used by migrations/versions/0002_add_invoices.py'),
+        ("FM103", "0002_add_orders.py:9", "revision id 0002 is also used by migrations/versions/0002_add_invoices.py"),
     ],
     "enum_add_value": [
-        ('FM206', '0001_mood.py:14', "`ALTER TYPE mood ADD VALUE IF NOT EXISTS 'meh' AFTER 'ok'` adds an enum value that cannot be used before the transaction commits (by this revision, or a later one in the same transaction)"),
+        (
+            "FM206",
+            "0001_mood.py:14",
+            "`ALTER TYPE mood ADD VALUE IF NOT EXISTS 'meh' AFTER 'ok'` adds an enum value that cannot be used before the transaction commits (by this revision, or a later one in the same transaction)",
+        ),
     ],
     "explicit_commit": [
-        ('FM203', '0001_backfill.py:15', "`op.get_bind().commit()` ends the migration's transaction: what follows is not covered by the fence claim"),
-        ('FM203', '0001_backfill.py:18', "`raw.rollback()` ends the migration's transaction: what follows is not covered by the fence claim"),
+        (
+            "FM203",
+            "0001_backfill.py:15",
+            "`op.get_bind().commit()` ends the migration's transaction: what follows is not covered by the fence claim",
+        ),
+        (
+            "FM203",
+            "0001_backfill.py:18",
+            "`raw.rollback()` ends the migration's transaction: what follows is not covered by the fence claim",
+        ),
     ],
     "missing_down_revision": [
-        ('FM102', '0002_orphan.py:10', 'down_revision names 0001, which no revision file has'),
+        ("FM102", "0002_orphan.py:10", "down_revision names 0001, which no revision file has"),
     ],
     "missing_downgrade": [
-        ('FM301', '0001_base.py:17', 'downgrade() is empty: this revision cannot be rolled back'),
-        ('FM301', '0002_no_downgrade.py:8', 'there is no downgrade(): this revision cannot be rolled back'),
+        ("FM301", "0001_base.py:17", "downgrade() is empty: this revision cannot be rolled back"),
+        ("FM301", "0002_no_downgrade.py:8", "there is no downgrade(): this revision cannot be rolled back"),
     ],
     "multiple_heads": [
-        ('FM101', '0002_add_invoices.py:9', '0002a is one of 2 heads (0002a, 0002b): the branches are not merged'),
-        ('FM101', '0002_add_orders.py:9', '0002b is one of 2 heads (0002a, 0002b): the branches are not merged'),
+        ("FM101", "0002_add_invoices.py:9", "0002a is one of 2 heads (0002a, 0002b): the branches are not merged"),
+        ("FM101", "0002_add_orders.py:9", "0002b is one of 2 heads (0002a, 0002b): the branches are not merged"),
     ],
     "no_transaction_statement": [
-        ('FM205', '0001_maintenance.py:14', '`VACUUM (ANALYZE) invoice` cannot run inside a transaction block, so this revision cannot be fenced atomically'),
-        ('FM205', '0001_maintenance.py:15', "`ALTER SYSTEM SET work_mem = '64MB'` cannot run inside a transaction block, so this revision cannot be fenced atomically"),
-        ('FM205', '0001_maintenance.py:16', '`CREATE DATABASE reporting` cannot run inside a transaction block, so this revision cannot be fenced atomically'),
-        ('FM205', '0001_maintenance.py:20', '`DROP DATABASE reporting` cannot run inside a transaction block, so this revision cannot be fenced atomically'),
+        (
+            "FM205",
+            "0001_maintenance.py:14",
+            "`VACUUM (ANALYZE) invoice` cannot run inside a transaction block, so this revision cannot be fenced atomically",
+        ),
+        (
+            "FM205",
+            "0001_maintenance.py:15",
+            "`ALTER SYSTEM SET work_mem = '64MB'` cannot run inside a transaction block, so this revision cannot be fenced atomically",
+        ),
+        (
+            "FM205",
+            "0001_maintenance.py:16",
+            "`CREATE DATABASE reporting` cannot run inside a transaction block, so this revision cannot be fenced atomically",
+        ),
+        (
+            "FM205",
+            "0001_maintenance.py:20",
+            "`DROP DATABASE reporting` cannot run inside a transaction block, so this revision cannot be fenced atomically",
+        ),
     ],
     "renumbered_copy": [
-        ('FM105', '0043_invoice_currency_again.py:13', 'upgrade() is the same as in 0042 (migrations/versions/0042_add_invoice_currency.py): a renumbered copy'),
-        ('FM105', '0044_currency_not_null.py:13', 'upgrade() is nearly the same as in 0042 (migrations/versions/0042_add_invoice_currency.py): a renumbered copy'),
+        (
+            "FM105",
+            "0043_invoice_currency_again.py:13",
+            "upgrade() is the same as in 0042 (migrations/versions/0042_add_invoice_currency.py): a renumbered copy",
+        ),
+        (
+            "FM105",
+            "0044_currency_not_null.py:13",
+            "upgrade() is nearly the same as in 0042 (migrations/versions/0042_add_invoice_currency.py): a renumbered copy",
+        ),
     ],
     "renumbered_slug": [
-        ('FM106', '0043_add_invoice_currency.py:9', "0043 has the same slug as 0042, 'add_invoice_currency' (migrations/versions/0042_add_invoice_currency.py): a renumbered copy"),
+        (
+            "FM106",
+            "0043_add_invoice_currency.py:9",
+            "0043 has the same slug as 0042, 'add_invoice_currency' (migrations/versions/0042_add_invoice_currency.py): a renumbered copy",
+        ),
     ],
     "revision_cycle": [
-        ('FM104', '0001_base.py:10', 'down_revision forms a cycle: 0001 -> 0003 -> 0002 -> 0001'),
+        ("FM104", "0001_base.py:10", "down_revision forms a cycle: 0001 -> 0003 -> 0002 -> 0001"),
     ],
     "transaction_control_sql": [
-        ('FM204', '0001_backfill.py:14', '`COMMIT` ends or starts a transaction from SQL: what follows is not covered by the fence claim'),
-        ('FM204', '0001_backfill.py:15', '`BEGIN` ends or starts a transaction from SQL: what follows is not covered by the fence claim'),
-        ('FM204', '0001_backfill.py:16', '`END` ends or starts a transaction from SQL: what follows is not covered by the fence claim'),
+        (
+            "FM204",
+            "0001_backfill.py:14",
+            "`COMMIT` ends or starts a transaction from SQL: what follows is not covered by the fence claim",
+        ),
+        (
+            "FM204",
+            "0001_backfill.py:15",
+            "`BEGIN` ends or starts a transaction from SQL: what follows is not covered by the fence claim",
+        ),
+        (
+            "FM204",
+            "0001_backfill.py:16",
+            "`END` ends or starts a transaction from SQL: what follows is not covered by the fence claim",
+        ),
     ],
     "unparsable": [
-        ('FM901', '0002_broken.py:8', 'this revision file does not parse: invalid syntax'),
-        ('FM901', 'helpers.py:1', 'this revision file has no `revision = "..."` string at module level'),
+        ("FM901", "0002_broken.py:8", "this revision file does not parse: invalid syntax"),
+        ("FM901", "helpers.py:1", 'this revision file has no `revision = "..."` string at module level'),
     ],
 }
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from fence_rows import FENCE_TABLES
 from support.db import alembic_versions, execute, query, schema_names, table_names
 from support.pg import PgServer
 from support.project import MakeProject, Project, Result, create_project, run_command, script_command
-from fence_rows import FENCE_TABLES
 
 import fencemigrate
 from fencemigrate import Fenced, UsageError, load_config
@@ -50,12 +50,30 @@ RUN_KEYS = {
     "mode",
 }
 STATE_KEYS = {
-    "status", "version_table", "heads", "fence_schema_version", "fences", "ledger", "dirty", "autocommit_leftovers",
-    "ledger_above_fence", "fence_below_lease", "fence_schema_problems", "tokenless_writes", "unrecorded",
+    "status",
+    "version_table",
+    "heads",
+    "fence_schema_version",
+    "fences",
+    "ledger",
+    "dirty",
+    "autocommit_leftovers",
+    "ledger_above_fence",
+    "fence_below_lease",
+    "fence_schema_problems",
+    "tokenless_writes",
+    "unrecorded",
 }
 FENCE_ROW_KEYS = {"resource", "token", "updated_at", "token_source", "incarnation", "replication"}
 LEDGER_ROW_KEYS = {
-    "revision", "resource", "applied_token", "holder", "method", "applied_at", "script_sha256", "state",
+    "revision",
+    "resource",
+    "applied_token",
+    "holder",
+    "method",
+    "applied_at",
+    "script_sha256",
+    "state",
 }
 
 
@@ -142,9 +160,7 @@ def test_upgrade_text_output(two: Project) -> None:
     add_revisions(two, 3)
     result = cli(two, "upgrade", "head", "--token", "7", "--holder", "h1").check()
     assert result.stdout == (
-        "upgrade done: resource db/migrations, token 7, holder h1\n"
-        "  applied 0003 under token 7\n"
-        "  heads now: 0003\n"
+        "upgrade done: resource db/migrations, token 7, holder h1\n  applied 0003 under token 7\n  heads now: 0003\n"
     )
     assert message_lines(result.stderr) == ["upgrade 0003 (1/1) under token 7"], result
     assert alembic_versions(two.url) == ["0003"]
@@ -274,9 +290,7 @@ def test_stamp_writes_and_removes_ledger_rows(two: Project) -> None:
 
     result = cli(two, "stamp", "head", "--token", "6", "--holder", "s").check()
     assert result.stdout == (
-        "stamp done: resource db/migrations, token 6, holder s\n"
-        "  stamped 0002 under token 6\n"
-        "  heads now: 0002\n"
+        "stamp done: resource db/migrations, token 6, holder s\n  stamped 0002 under token 6\n  heads now: 0002\n"
     )
     assert alembic_versions(two.url) == ["0002"]
     assert table_names(two.url) == ["alembic_version", "t1"]  # 0002 did not run
@@ -351,8 +365,16 @@ def test_state_after_runs(two: Project) -> None:
         "version_table": "alembic_version",
         "heads": ["0002"],
         "fence_schema_version": "0.6",
-        "fences": [{"resource": DEFAULT_RESOURCE, "token": 8, "updated_at": updated_at.isoformat(),
-                    "token_source": "external", "incarnation": None, "replication": None}],
+        "fences": [
+            {
+                "resource": DEFAULT_RESOURCE,
+                "token": 8,
+                "updated_at": updated_at.isoformat(),
+                "token_source": "external",
+                "incarnation": None,
+                "replication": None,
+            }
+        ],
         "ledger": [
             {
                 "revision": rev,
@@ -533,8 +555,21 @@ def test_help_lists_every_command(tmp_path: Path, flag: str) -> None:
     """--help / -h exit 0 and list every command."""
     result = _bare(tmp_path, flag).check()
     assert result.stdout.startswith("Usage: fencemigrate")
-    for command in ("upgrade", "downgrade", "reapply", "stamp", "state", "install", "init", "current", "heads",
-                    "history", "show", "lease", "timeline"):
+    for command in (
+        "upgrade",
+        "downgrade",
+        "reapply",
+        "stamp",
+        "state",
+        "install",
+        "init",
+        "current",
+        "heads",
+        "history",
+        "show",
+        "lease",
+        "timeline",
+    ):
         assert re.search(rf"^\s+{command}\b", result.stdout, re.MULTILINE), command
 
 

@@ -88,7 +88,10 @@ def test_authoring_commands_say_they_take_no_token(tmp_path: Path) -> None:
         (["revision", "--json", "--bogus"], "No such option '--bogus'."),
         (["upgrade", "--json"], "Missing argument 'REVISION'."),
         (["merge", "--json"], "Missing argument 'REVISIONS...'."),
-        (["check", "--format", "nope", "--json"], "Invalid value for '--format': 'nope' is not one of 'text', 'github'."),
+        (
+            ["check", "--format", "nope", "--json"],
+            "Invalid value for '--format': 'nope' is not one of 'text', 'github'.",
+        ),
         (["lease", "acquire", "--json", "--bogus"], "No such option '--bogus'."),
         (["nosuch", "--json"], "No such command 'nosuch'."),
         (["install", "--json", "--sql", "--grant-to"], "Option '--grant-to' requires an argument."),

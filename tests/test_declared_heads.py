@@ -19,9 +19,9 @@ import pytest
 from alembic.script import ScriptDirectory
 from alembic.script.revision import RevisionError
 from alembic.util import CommandError
+from sqlite_rows import alembic_versions, make_sqlite_project, user_tables
 
 from fencemigrate.runtime.declared_heads import declared_heads, has_revision_files
-from sqlite_rows import alembic_versions, make_sqlite_project, user_tables
 
 # As `alembic revision` writes it with the generic template (alembic 1.16+).
 GENERIC = '''\
@@ -77,13 +77,21 @@ CHAIN = {"a1_one.py": generic("a1", None), "b2_two.py": generic("b2", "a1"), "c3
 
 CASES = [
     Case("a chain as alembic revision writes it", CHAIN, frozenset({"c3"})),
-    Case("two branches from one base", {
-        "a1_base.py": generic("a1", None), "b2_left.py": generic("b2", "a1"), "c3_right.py": generic("c3", "a1"),
-    }, frozenset({"b2", "c3"})),
-    Case("a merge revision whose down_revision spans lines", {
-        **CHAIN,
-        "d4_side.py": generic("d4", "a1"),
-        "e5_merge.py": plain('''
+    Case(
+        "two branches from one base",
+        {
+            "a1_base.py": generic("a1", None),
+            "b2_left.py": generic("b2", "a1"),
+            "c3_right.py": generic("c3", "a1"),
+        },
+        frozenset({"b2", "c3"}),
+    ),
+    Case(
+        "a merge revision whose down_revision spans lines",
+        {
+            **CHAIN,
+            "d4_side.py": generic("d4", "a1"),
+            "e5_merge.py": plain('''
             """merge"""
             revision = "e5"
             down_revision = (
@@ -93,61 +101,112 @@ CASES = [
             branch_labels = None
             depends_on = None
         '''),
-    }, frozenset({"e5"})),
-    Case("__init__.py, editor lock files and other files are not revisions", {
-        **CHAIN,
-        "__init__.py": "",
-        ".#c3_three.py": "revision = 'lock'\n",
-        "README": "revision = 'x'\n",
-        "notes.txt": "down_revision = 'y'\n",
-    }, frozenset({"c3"})),
-    Case("comments mentioning the names", {
-        **CHAIN,
-        "d4_commented.py": plain('''
+        },
+        frozenset({"e5"}),
+    ),
+    Case(
+        "__init__.py, editor lock files and other files are not revisions",
+        {
+            **CHAIN,
+            "__init__.py": "",
+            ".#c3_three.py": "revision = 'lock'\n",
+            "README": "revision = 'x'\n",
+            "notes.txt": "down_revision = 'y'\n",
+        },
+        frozenset({"c3"}),
+    ),
+    Case(
+        "comments mentioning the names",
+        {
+            **CHAIN,
+            "d4_commented.py": plain('''
             """d4"""
             # revision = "not this one"
             revision = "d4"  # the id
             down_revision = "c3"
             # down_revision was b2 before the rebase
         '''),
-    }, frozenset({"d4"})),
-    Case("a revision computed at import time", {
-        **CHAIN, "d4_computed.py": 'revision = "d" + "4"\ndown_revision = "c3"\n',
-    }, None, alembic_heads=frozenset({"d4"})),
-    Case("a second binding in a block", {
-        **CHAIN,
-        "d4_branchy.py": plain('''
+        },
+        frozenset({"d4"}),
+    ),
+    Case(
+        "a revision computed at import time",
+        {
+            **CHAIN,
+            "d4_computed.py": 'revision = "d" + "4"\ndown_revision = "c3"\n',
+        },
+        None,
+        alembic_heads=frozenset({"d4"}),
+    ),
+    Case(
+        "a second binding in a block",
+        {
+            **CHAIN,
+            "d4_branchy.py": plain("""
             import os
             revision = "d4"
             down_revision = "c3"
             if os.environ.get("NEVER_SET_IN_TESTS"):
                 down_revision = "b2"
-        '''),
-    }, None, alembic_heads=frozenset({"d4"})),
-    Case("a name set through globals()", {
-        **CHAIN, "d4_globals.py": 'revision = "d4"\ndown_revision = "a1"\nglobals()["down_revision"] = "c3"\n',
-    }, None, alembic_heads=frozenset({"d4"})),
-    Case("the name used in code", {
-        **CHAIN, "d4_used.py": 'revision = "d4"\ndown_revision = "c3"\nprint(down_revision)\n',
-    }, None, alembic_heads=frozenset({"d4"})),
-    Case("depends_on another revision", {
-        **CHAIN, "d4_depends.py": 'revision = "d4"\ndown_revision = None\ndepends_on = "b2"\n',
-    }, None, alembic_heads=frozenset({"c3", "d4"})),
-    Case("an id used twice", {**CHAIN, "c3_copy.py": generic("c3", "b2", "copy")}, None,
-         alembic_heads=frozenset({"c3"})),
+        """),
+        },
+        None,
+        alembic_heads=frozenset({"d4"}),
+    ),
+    Case(
+        "a name set through globals()",
+        {
+            **CHAIN,
+            "d4_globals.py": 'revision = "d4"\ndown_revision = "a1"\nglobals()["down_revision"] = "c3"\n',
+        },
+        None,
+        alembic_heads=frozenset({"d4"}),
+    ),
+    Case(
+        "the name used in code",
+        {
+            **CHAIN,
+            "d4_used.py": 'revision = "d4"\ndown_revision = "c3"\nprint(down_revision)\n',
+        },
+        None,
+        alembic_heads=frozenset({"d4"}),
+    ),
+    Case(
+        "depends_on another revision",
+        {
+            **CHAIN,
+            "d4_depends.py": 'revision = "d4"\ndown_revision = None\ndepends_on = "b2"\n',
+        },
+        None,
+        alembic_heads=frozenset({"c3", "d4"}),
+    ),
+    Case(
+        "an id used twice", {**CHAIN, "c3_copy.py": generic("c3", "b2", "copy")}, None, alembic_heads=frozenset({"c3"})
+    ),
     Case("a down revision that no file declares", {**CHAIN, "d4_orphan.py": generic("d4", "zz")}, None),
-    Case("a cycle", {
-        "a1_one.py": generic("a1", None), "b2_two.py": generic("b2", ("a1", "c3")), "c3_three.py": generic("c3", "b2"),
-        "d4_head.py": generic("d4", "c3"),
-    }, None, alembic_heads=frozenset({"d4"})),
-    Case("an empty down_revision, which Alembic reads as a revision id", {
-        **CHAIN, "d4_empty.py": 'revision = "d4"\ndown_revision = ""\n',
-    }, None),
+    Case(
+        "a cycle",
+        {
+            "a1_one.py": generic("a1", None),
+            "b2_two.py": generic("b2", ("a1", "c3")),
+            "c3_three.py": generic("c3", "b2"),
+            "d4_head.py": generic("d4", "c3"),
+        },
+        None,
+        alembic_heads=frozenset({"d4"}),
+    ),
+    Case(
+        "an empty down_revision, which Alembic reads as a revision id",
+        {
+            **CHAIN,
+            "d4_empty.py": 'revision = "d4"\ndown_revision = ""\n',
+        },
+        None,
+    ),
     Case("a file without a down_revision", {**CHAIN, "d4_nodown.py": 'revision = "d4"\n'}, None),
     Case("a file without a revision id", {**CHAIN, "d4_legacy.py": 'down_revision = "c3"\n'}, None),
     Case("sourceless set in alembic.ini", CHAIN, None, sourceless=True, alembic_heads=frozenset({"c3"})),
-    Case("no revision files yet", {"__init__.py": "", "README": "revision = 'x'\n"}, None,
-         alembic_heads=frozenset()),
+    Case("no revision files yet", {"__init__.py": "", "README": "revision = 'x'\n"}, None, alembic_heads=frozenset()),
 ]
 
 

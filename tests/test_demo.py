@@ -33,7 +33,11 @@ _TIMED = re.compile(r"^   \d\d:\d\d:\d\d  (.*)$")
 def run_demo(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*script_command("fencemigrate"), "demo", *args],
-        cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -76,7 +80,9 @@ def test_demo_json_is_one_object_with_the_story_on_stderr(tmp_path: Path) -> Non
     result = run_demo(tmp_path, "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout) == {
-        "status": "ok", "fenced_kept_b": True, "control_lost_b": True,
+        "status": "ok",
+        "fenced_kept_b": True,
+        "control_lost_b": True,
         "verdict": "fencing kept agent-B's work; plain alembic destroyed it",
     }
     assert result.stderr.splitlines()[0] == "== fenced: fencemigrate with leases and tokens (sqlite) =="

@@ -13,10 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fence_rows import add_claim_log, assert_fenced, claim_xacts, fence_token
 from support.db import alembic_versions, libpq_url, query, schema_names, table_names
 from support.project import MakeProject, Project
-
-from fence_rows import add_claim_log, assert_fenced, claim_xacts, fence_token
 
 RESOURCE = "db/migrations"
 WARNING_LINE = (
@@ -24,7 +23,6 @@ WARNING_LINE = (
     "the fence was claimed before it and re-claimed and verified after it"
 )
 FORCED_LINE = "  ran in one transaction (overriding transaction_per_migration=True in env.py)"
-
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -42,10 +40,6 @@ def ledger_xacts(url: str) -> dict[str, str]:
     """revision -> the transaction (xmin) that wrote its ledger row."""
     rows = query(url, "SELECT revision, xmin::text FROM fencemigrate.applied_revision")
     return {str(r[0]): str(r[1]) for r in rows}
-
-
-
-
 
 
 def index_names(url: str) -> list[str]:
@@ -75,10 +69,6 @@ def upgrade_json(project: Project, revision: str, token: int, *extra: str) -> di
     result.check(0)
     payload: dict[str, Any] = json.loads(result.stdout)
     return payload
-
-
-
-
 
 
 # -- project variants ------------------------------------------------------------------------
@@ -270,9 +260,7 @@ with op.get_context().autocommit_block():
 def _items_chain(project: Project) -> None:
     """a1 creates items; b2 builds an index CONCURRENTLY in an autocommit block; c3 a table."""
     project.add_revision("a1", None, "CREATE TABLE items (id int, name text)", "DROP TABLE items", slug="items")
-    project.add_revision(
-        "b2", "a1", (), "DROP INDEX ix_items_name", slug="index", extra_upgrade_code=_AUTOCOMMIT_INDEX
-    )
+    project.add_revision("b2", "a1", (), "DROP INDEX ix_items_name", slug="index", extra_upgrade_code=_AUTOCOMMIT_INDEX)
     project.add_revision("c3", "b2", "CREATE TABLE after_index (id int)", "DROP TABLE after_index", slug="after")
 
 
@@ -430,7 +418,8 @@ def test_fenced_after_an_autocommit_block_says_what_the_block_left(project: Proj
     assert left[0].endswith("; they may have been left applied: compare the schema with the revision"), left
     leftovers = json.loads(project.run_cli("state", "--json").check(0).stdout)["autocommit_leftovers"]
     assert [(row["resource"], row["revisions"], row["holder"], row["token"]) for row in leftovers] == [
-        ("db/migrations", ["b2"], "agent-A", 8), ("db/other", ["b2"], "agent-B", 8),
+        ("db/migrations", ["b2"], "agent-A", 8),
+        ("db/other", ["b2"], "agent-B", 8),
     ], leftovers
     events = json.loads(project.run_cli("timeline", "--json").check(0).stdout)["events"]
     assert [event["detail"].get("autocommitted") for event in events if event["kind"] == "FENCED"] == [["b2"], ["b2"]]

@@ -30,9 +30,16 @@ def test_the_note_has_eight_traces_and_three_counterexamples() -> None:
     """The denominators: 8 traces (3 of them ghosts), 3 counterexamples (plus a --preempt variant)."""
     assert len(TRACES) == 8
     assert {name for name in TRACES if name in GHOSTS} == {
-        "late_success_after_compensate", "compensate_then_late_success", "ghost_then_duplicate_compensate"}
-    assert set(COUNTEREXAMPLES) == {"compensate_before_bump_durable", "success_without_epoch",
-                                    "second_timeout_while_epoch2_inflight", "second_timeout_preempts_epoch2"}
+        "late_success_after_compensate",
+        "compensate_then_late_success",
+        "ghost_then_duplicate_compensate",
+    }
+    assert set(COUNTEREXAMPLES) == {
+        "compensate_before_bump_durable",
+        "success_without_epoch",
+        "second_timeout_while_epoch2_inflight",
+        "second_timeout_preempts_epoch2",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +54,9 @@ def template(scratch: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def backends(pg_server: PgServer) -> dict[str, Backend]:
-    postgresql = Backend("postgresql", server_url=f"postgresql+psycopg://{pg_server.user}@{pg_server.host}:{pg_server.port}")
+    postgresql = Backend(
+        "postgresql", server_url=f"postgresql+psycopg://{pg_server.user}@{pg_server.host}:{pg_server.port}"
+    )
     postgresql.enable_commit_timestamps()
     return {"postgresql": postgresql, "sqlite": Backend("sqlite")}
 
@@ -61,27 +70,38 @@ FENCEMIGRATE_PARAMS = [pytest.param(backend, name, id=f"{backend}-{name}") for b
 
 
 @pytest.mark.parametrize(("backend", "name"), FENCEMIGRATE_PARAMS)
-def test_fencemigrate_keeps_the_invariant(backends: dict[str, Backend], template: Path, scratch: Path,
-                                          backend: str, name: str) -> None:
+def test_fencemigrate_keeps_the_invariant(
+    backends: dict[str, Backend], template: Path, scratch: Path, backend: str, name: str
+) -> None:
     """No commit under a superseded epoch (or none), the change applied at most once: failed=0."""
     result = run_trace(backends[backend], "fencemigrate", name, template, scratch)
     assert result.violations == [], "\n".join(result.log)
 
 
 @pytest.mark.parametrize(("backend", "name"), TRACE_PARAMS)
-def test_naive_control_breaks_on_every_ghost_trace_only(backends: dict[str, Backend], template: Path,
-                                                        scratch: Path, backend: str, name: str) -> None:
+def test_naive_control_breaks_on_every_ghost_trace_only(
+    backends: dict[str, Backend], template: Path, scratch: Path, backend: str, name: str
+) -> None:
     """The control: naive_broken on each ghost trace, and no false alarm on the others."""
     result = run_trace(backends[backend], "control", name, template, scratch)
     assert result.broken == (name in GHOSTS), "\n".join([*map(str, result.violations), *result.log])
 
 
 @pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
-def test_a_fence_aware_env_refuses_a_success_without_epoch(backends: dict[str, Backend], scratch: Path,
-                                                           backend: str) -> None:
+def test_a_fence_aware_env_refuses_a_success_without_epoch(
+    backends: dict[str, Backend], scratch: Path, backend: str
+) -> None:
     """Counterexample 2 with `fencemigrate init`'s env.py: the tokenless success is refused."""
-    result = run_trace(backends[backend], "fencemigrate", "success_without_epoch", alembic_template(scratch),
-                       scratch, env_template=fence_aware_template(scratch))
+    result = run_trace(
+        backends[backend],
+        "fencemigrate",
+        "success_without_epoch",
+        alembic_template(scratch),
+        scratch,
+        env_template=fence_aware_template(scratch),
+    )
     assert result.violations == [], "\n".join(result.log)
-    assert any(line.startswith("tokenless A upgrade head -> 2: ") and "refusing to migrate without a fencing token"
-               in line for line in result.log), "\n".join(result.log)
+    assert any(
+        line.startswith("tokenless A upgrade head -> 2: ") and "refusing to migrate without a fencing token" in line
+        for line in result.log
+    ), "\n".join(result.log)

@@ -55,15 +55,15 @@ def current_incarnation(url: str) -> str:
 
 def grant_detail(url: str, holder: str) -> dict[str, Any]:
     rows = query(
-        url, f"SELECT detail FROM {FENCE_SCHEMA}.fence_event WHERE kind = 'GRANT' AND holder = %s ORDER BY id DESC",
+        url,
+        f"SELECT detail FROM {FENCE_SCHEMA}.fence_event WHERE kind = 'GRANT' AND holder = %s ORDER BY id DESC",
         (holder,),
     )
     detail = rows[0][0]
     return detail if isinstance(detail, dict) else json.loads(detail)
 
 
-def test_a_grant_records_the_incarnation_and_the_same_incarnation_keeps_counting(project: Project,
-                                                                                  pg_url: str) -> None:
+def test_a_grant_records_the_incarnation_and_the_same_incarnation_keeps_counting(project: Project, pg_url: str) -> None:
     """Control: on one incarnation tokens go 1, 2; the fence row records where they were issued."""
     first = grant(project, "agent-A")["lease"]
     release(project, "agent-A", first["token"])
@@ -92,7 +92,8 @@ def test_a_grant_on_another_incarnation_starts_the_next_epoch(project: Project, 
     assert fence_token(pg_url) == EPOCH
     assert recorded_incarnation(pg_url) == current_incarnation(pg_url)
     assert grant_detail(pg_url, "agent-B")["new_epoch"] == {
-        "last_grant_on": ELSEWHERE, "now_on": current_incarnation(pg_url),
+        "last_grant_on": ELSEWHERE,
+        "now_on": current_incarnation(pg_url),
     }
     fenced = project.run_cli("upgrade", "head", "--token", str(stale), "--holder", "agent-A")
     assert fenced.code == 3, fenced
@@ -161,8 +162,11 @@ def test_a_redis_restart_in_the_last_epoch_issues_the_largest_token(engine: Engi
     with PrivateRedis() as server:
         backend = RedisLeases(server.url, engine, FENCE_SCHEMA)
         try:
-            execute(pg_url, f"INSERT INTO {FENCE_SCHEMA}.agent_fence (resource, token) VALUES (%s, %s)",
-                    (RESOURCE, 2**62 - 3))
+            execute(
+                pg_url,
+                f"INSERT INTO {FENCE_SCHEMA}.agent_fence (resource, token) VALUES (%s, %s)",
+                (RESOURCE, 2**62 - 3),
+            )
             first = backend.acquire(request)
             server.restart()
             second = backend.acquire(request)

@@ -20,10 +20,9 @@ from typing import Any
 
 import psycopg
 import pytest
+from fence_rows import assert_fenced, fence_token
 from support.db import alembic_versions, query, table_names
 from support.project import Project
-
-from fence_rows import assert_fenced, fence_token
 
 from fencemigrate.fence_schema import install_script
 from fencemigrate.resources import sql_dir
@@ -39,14 +38,10 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
-
-
 def ledger(url: str) -> list[tuple[str, int]]:
     """(revision, applied_token) of every ledger row."""
     rows = query(url, "SELECT revision, applied_token FROM fencemigrate.applied_revision ORDER BY revision")
     return [(str(r[0]), int(r[1])) for r in rows]
-
-
 
 
 # -- the extension -----------------------------------------------------------------------------
@@ -103,12 +98,17 @@ def test_extension_loads_and_is_used_without_reinstalling(
         "WHERE e.extname = 'fencemigrate'"
     ).fetchall() == [("0.6", "fencemigrate")]
     assert table_names(pg_url, "fencemigrate") == [
-        "agent_fence", "applied_revision", "fence_event", "lease", "pending_version_check",
+        "agent_fence",
+        "applied_revision",
+        "fence_event",
+        "lease",
+        "pending_version_check",
         "tokenless_writes_allowed",
     ]
     members_before = query(
-        pg_url, "SELECT count(*) FROM pg_depend WHERE refobjid = (SELECT oid FROM pg_extension "
-        "WHERE extname = 'fencemigrate') AND deptype = 'e'"
+        pg_url,
+        "SELECT count(*) FROM pg_depend WHERE refobjid = (SELECT oid FROM pg_extension "
+        "WHERE extname = 'fencemigrate') AND deptype = 'e'",
     )
 
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
@@ -119,10 +119,14 @@ def test_extension_loads_and_is_used_without_reinstalling(
     payload = json.loads(project.run_cli("upgrade", "head", "--token", "2", "--json").check(0).stdout)
     assert payload["installed_fence_schema"] is False
     # The runner did not add objects of its own next to the extension's.
-    assert query(
-        pg_url, "SELECT count(*) FROM pg_depend WHERE refobjid = (SELECT oid FROM pg_extension "
-        "WHERE extname = 'fencemigrate') AND deptype = 'e'"
-    ) == members_before
+    assert (
+        query(
+            pg_url,
+            "SELECT count(*) FROM pg_depend WHERE refobjid = (SELECT oid FROM pg_extension "
+            "WHERE extname = 'fencemigrate') AND deptype = 'e'",
+        )
+        == members_before
+    )
     assert ledger(pg_url) == [("a1", 1), ("b2", 2)]
     assert fence_token(pg_url) == 2
 
@@ -147,9 +151,7 @@ def test_extension_loads_and_is_used_without_reinstalling(
     pg_conn.execute("DROP EXTENSION fencemigrate")
     assert pg_conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'fencemigrate'").fetchone() == (0,)
     assert table_names(pg_url, "fencemigrate") == []
-    assert query(
-        pg_url, "SELECT count(*) FROM pg_proc WHERE pronamespace = 'fencemigrate'::regnamespace"
-    ) == [(0,)]
+    assert query(pg_url, "SELECT count(*) FROM pg_proc WHERE pronamespace = 'fencemigrate'::regnamespace") == [(0,)]
 
 
 def test_extension_at_0_1_is_updated_by_the_next_run(
@@ -162,14 +164,17 @@ def test_extension_at_0_1_is_updated_by_the_next_run(
     pg_conn.execute("SELECT fencemigrate.claim('db/migrations', 3)")
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     project.run_cli("upgrade", "head", "--token", "3").check(0)
-    assert pg_conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'fencemigrate'").fetchall() == [("0.6",)]
+    assert pg_conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'fencemigrate'").fetchall() == [
+        ("0.6",)
+    ]
     assert ledger(pg_url) == [("a1", 3)]
     granted = json.loads(project.run_cli("lease", "acquire", "--holder", "h", "--json").check(0).stdout)
     assert granted["lease"]["token"] == 4
     assert query(
-        pg_url, "SELECT count(*) FROM pg_depend WHERE refobjid = (SELECT oid FROM pg_extension "
+        pg_url,
+        "SELECT count(*) FROM pg_depend WHERE refobjid = (SELECT oid FROM pg_extension "
         "WHERE extname = 'fencemigrate') AND deptype = 'e' AND classid = 'pg_class'::regclass "
-        "AND objid IN ('fencemigrate.lease'::regclass, 'fencemigrate.fence_event'::regclass)"
+        "AND objid IN ('fencemigrate.lease'::regclass, 'fencemigrate.fence_event'::regclass)",
     ) == [(2,)]
 
 
@@ -282,4 +287,3 @@ def test_claim_rejects_non_positive_tokens(guarded: psycopg.Connection[Any], tok
         guarded.execute(f"SELECT fencemigrate.claim('db/migrations', {token})")
     assert raised.value.sqlstate == "22023"
     assert fence_rows(guarded) == [(RESOURCE, 5)]
-

@@ -76,8 +76,12 @@ def start_acquire(project: Project, holder: str, *args: str) -> subprocess.Popen
     """``fencemigrate lease acquire`` in the background (its grant will wait for the standby)."""
     return subprocess.Popen(
         [*script_command("fencemigrate"), "lease", "acquire", "--holder", holder, *args],
-        cwd=project.path, env=subprocess_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        cwd=project.path,
+        env=subprocess_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -106,8 +110,10 @@ def waiting_for_standby(url: str) -> list[int]:
 
 def wait_until_commit_waits(pair: StreamingPair, process: subprocess.Popen[str]) -> int:
     """The pid of the backend whose commit waits for the standby, once there is one."""
-    wait_for(lambda: bool(waiting_for_standby(pair.url())) or process.poll() is not None,
-             "a grant waits for the synchronous standby")
+    wait_for(
+        lambda: bool(waiting_for_standby(pair.url())) or process.poll() is not None,
+        "a grant waits for the synchronous standby",
+    )
     assert process.poll() is None, f"the grant did not wait for the standby:\n{finish(process)}"
     (pid,) = waiting_for_standby(pair.url())
     return pid
@@ -164,10 +170,11 @@ def test_a_grant_lost_in_a_failover_cannot_write(chain: Project, pair: Streaming
     assert alembic_versions(pair.url()) == ["r02"]
     first = (1, "setup") if replicated.startswith("a-grant") else (token_b, "agent-B")
     assert {rev: (entry.applied_token, entry.holder) for rev, entry in ledger(pair.url()).items()} == {
-        "r01": first, "r02": (token_b, "agent-B")}
+        "r01": first,
+        "r02": (token_b, "agent-B"),
+    }
     state = json.loads(chain.run_cli("state", "--json").check(0).stdout)
-    assert [(row["revision"], row["applied_token"]) for row in state["ledger"]] == [("r01", first[0]),
-                                                                                    ("r02", token_b)]
+    assert [(row["revision"], row["applied_token"]) for row in state["ledger"]] == [("r01", first[0]), ("r02", token_b)]
 
 
 def test_synchronous_a_crash_while_the_grant_waits_leaves_a_without_a_token(
@@ -218,8 +225,9 @@ def test_synchronous_the_wait_bound_ends_an_unconfirmed_grant(chain: Project, pa
     assert lease_holder(pair.url()) is None
 
 
-@pytest.mark.parametrize("options", ["-c synchronous_commit=local", "-c synchronous_commit=off",
-                                     "-c client_min_messages=error"])
+@pytest.mark.parametrize(
+    "options", ["-c synchronous_commit=local", "-c synchronous_commit=off", "-c client_min_messages=error"]
+)
 def test_a_session_setting_cannot_weaken_a_grant(chain: Project, pair: StreamingPair, options: str) -> None:
     """A session's ``synchronous_commit=local`` or ``off`` (PGOPTIONS) does not let a grant skip the
     standby, nor does ``client_min_messages=error`` hide that it was not confirmed: with the standby
@@ -238,8 +246,18 @@ def test_a_session_setting_cannot_weaken_a_grant(chain: Project, pair: Streaming
 
 def control(project: Project, holder: str, *args: str, env: Mapping[str, str] | None = None) -> Result:
     """``python -m faults.control`` (bench/faults/control.py) for ``holder`` in the project."""
-    argv = [sys.executable, "-m", "faults.control", "--url", project.url, "--resource", RESOURCE, "--holder", holder,
-            *args]
+    argv = [
+        sys.executable,
+        "-m",
+        "faults.control",
+        "--url",
+        project.url,
+        "--resource",
+        RESOURCE,
+        "--holder",
+        holder,
+        *args,
+    ]
     return run_command(argv, project.path, {"PYTHONPATH": str(BENCH), **(env or {})}, timeout=COMMAND_TIMEOUT)
 
 
@@ -251,17 +269,33 @@ def control_token(result: Result) -> int:
 
 def control_grants(url: str) -> list[tuple[int, str]]:
     """``(token, holder)`` of every grant the control recorded, oldest first."""
-    return [(int(token), str(holder)) for token, holder in
-            query(url, "SELECT token, holder FROM faults_history WHERE kind = 'grant' ORDER BY id")]
+    return [
+        (int(token), str(holder))
+        for token, holder in query(url, "SELECT token, holder FROM faults_history WHERE kind = 'grant' ORDER BY id")
+    ]
 
 
 def start_control_grant(project: Project, holder: str) -> subprocess.Popen[str]:
     """The control's grant (``--acquire-only``) in the background."""
     return subprocess.Popen(
-        [sys.executable, "-m", "faults.control", "--url", project.url, "--resource", RESOURCE, "--holder", holder,
-         "--acquire-only"],
-        cwd=project.path, env=subprocess_env({"PYTHONPATH": str(BENCH)}), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "faults.control",
+            "--url",
+            project.url,
+            "--resource",
+            RESOURCE,
+            "--holder",
+            holder,
+            "--acquire-only",
+        ],
+        cwd=project.path,
+        env=subprocess_env({"PYTHONPATH": str(BENCH)}),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -312,6 +346,7 @@ def test_control_trusts_synchronous_commit_local(control_chain: Project, pair: S
     token 2 at once although the standby never got it, and the failover gives token 2 to B too."""
     pair.make_synchronous()
     pair.hold_wal()
-    local = control(control_chain, "agent-A", "--ttl", "300", "--acquire-only",
-                    env={"PGOPTIONS": "-c synchronous_commit=local"})
+    local = control(
+        control_chain, "agent-A", "--ttl", "300", "--acquire-only", env={"PGOPTIONS": "-c synchronous_commit=local"}
+    )
     fail_over_and_write_twice(control_chain, pair, control_token(local))

@@ -49,7 +49,8 @@ def test_a_commit_under_a_token_after_a_higher_write_is_stale() -> None:
 
 def test_a_tokenless_commit_after_a_grant_is_stale() -> None:
     assert [v.detail for v in stale_commits([grant(3), rollback("r01", None, "T")])] == [
-        "rollback r01 by T under no token after token 3"]
+        "rollback r01 by T under no token after token 3"
+    ]
 
 
 def test_a_commit_under_a_token_granted_to_another_holder_is_stale() -> None:
@@ -64,12 +65,16 @@ def test_a_token_reported_to_one_holder_and_granted_to_another_is_reissued() -> 
     """Only the promoted server's grant of token 1 (to B) is in the history; A was told it got 1 too."""
     lost = [run(step="S", holder="A", granted=1), run(holder="B", granted=1)]
     assert [v.detail for v in reissued_tokens([grant(1, "B")], lost)] == ["token 1 was granted to A and again to B"]
-    assert reissued_tokens([grant(1, "A"), grant(2, "B")], [run(holder="A", granted=1), run(holder="B", granted=2)]) == []
+    assert (
+        reissued_tokens([grant(1, "A"), grant(2, "B")], [run(holder="A", granted=1), run(holder="B", granted=2)]) == []
+    )
     assert reissued_tokens([grant(4294967296, "B")], lost[:1]) == []
 
 
 def test_a_revision_is_applied_once() -> None:
-    assert [v.detail for v in double_applies([apply("r01", 1), apply("r01", 2)])] == ["r01 applied again by A (token 2)"]
+    assert [v.detail for v in double_applies([apply("r01", 1), apply("r01", 2)])] == [
+        "r01 applied again by A (token 2)"
+    ]
     assert double_applies([apply("r02", 1), rollback("r02", 2), apply("r02", 2)]) == []
     assert len(double_applies([rollback("r02", 1)])) == 1
 
@@ -89,14 +94,19 @@ def outcome(heads: list[str], ledger: list[str] | None, events: list[Event] = ()
 def test_the_version_table_must_match_the_ledger() -> None:
     assert ledger_mismatch(outcome(["r03"], ["r01", "r02", "r03"])) == []
     assert [v.detail for v in ledger_mismatch(outcome(["r02"], ["r01", "r02", "r03"]))] == [
-        "version table implies ['r01', 'r02'], ledger has ['r01', 'r02', 'r03']"]
+        "version table implies ['r01', 'r02'], ledger has ['r01', 'r02', 'r03']"
+    ]
     # Without a ledger (the control), the committed history stands in for it.
     assert ledger_mismatch(outcome(["r01"], None, [apply("r01", 1)])) == []
 
 
 def run(**fields: object) -> Run:
-    values: dict[str, object] = {"step": "R1", "argv": ("python", "-m", "faults.launch", "upgrade", "head"),
-                                 "holder": "agent-R1", "exit_code": 0}
+    values: dict[str, object] = {
+        "step": "R1",
+        "argv": ("python", "-m", "faults.launch", "upgrade", "head"),
+        "holder": "agent-R1",
+        "exit_code": 0,
+    }
     values.update(fields)
     return Run(**values)  # type: ignore[arg-type]
 
@@ -111,11 +121,17 @@ def test_exit_statuses_must_be_documented() -> None:
     assert undocumented_exits([run(exit_code=4), run(exit_code=-9, signals=["KILL"])], "fencemigrate", 0) == []
     assert len(undocumented_exits([run(exit_code=-9)], "fencemigrate", 0)) == 1
     # SIGTERM: killed before fencemigrate's handler is installed, or its documented 143 after it.
-    assert undocumented_exits([run(exit_code=-15, signals=["TERM"]), run(exit_code=143, signals=["STOP", "TERM"])],
-                              "fencemigrate", 0) == []
+    assert (
+        undocumented_exits(
+            [run(exit_code=-15, signals=["TERM"]), run(exit_code=143, signals=["STOP", "TERM"])], "fencemigrate", 0
+        )
+        == []
+    )
     assert len(undocumented_exits([run(exit_code=143)], "fencemigrate", 0)) == 1
-    assert len(undocumented_exits([run(exit_code=1, output="Traceback (most recent call last):\n  x")],
-                                  "fencemigrate", 0)) == 1
+    assert (
+        len(undocumented_exits([run(exit_code=1, output="Traceback (most recent call last):\n  x")], "fencemigrate", 0))
+        == 1
+    )
 
 
 def test_a_write_under_a_superseded_token_must_be_fenced() -> None:
@@ -130,13 +146,20 @@ def test_a_write_under_a_superseded_token_must_be_fenced() -> None:
 
 def test_a_stale_write_refused_as_usage_is_reported_apart() -> None:
     refusal = "fencemigrate: usage: cannot reapply r02: it is not applied to this database\n"
-    stale = run(exit_code=2, expect_fenced=True, token=1, output=refusal,
-                argv=("python", "-m", "faults.launch", "reapply", "r02"))
+    stale = run(
+        exit_code=2,
+        expect_fenced=True,
+        token=1,
+        output=refusal,
+        argv=("python", "-m", "faults.launch", "reapply", "r02"),
+    )
     assert undocumented_exits([stale], "fencemigrate", 0) == []
     assert stale_usage_refusals([stale]) == [
-        "R1 (agent-R1) under superseded token 1: reapply r02 refused as usage (exit 2), not FENCED"]
-    assert len(undocumented_exits([run(exit_code=2, output="fencemigrate: usage: bad token\n")],
-                                  "fencemigrate", 0)) == 1
+        "R1 (agent-R1) under superseded token 1: reapply r02 refused as usage (exit 2), not FENCED"
+    ]
+    assert (
+        len(undocumented_exits([run(exit_code=2, output="fencemigrate: usage: bad token\n")], "fencemigrate", 0)) == 1
+    )
 
 
 def test_a_stale_run_with_nothing_to_do_may_exit_0() -> None:
@@ -144,8 +167,9 @@ def test_a_stale_run_with_nothing_to_do_may_exit_0() -> None:
     stale = {"expect_fenced": True, "token": 1}
     assert undocumented_exits([run(exit_code=0, output="  nothing to do\n", **stale)], "fencemigrate", 0) == []
     assert undocumented_exits([run(exit_code=0, output="INFO  [alembic] Context impl\n", **stale)], "control", 0) == []
-    assert len(undocumented_exits([run(exit_code=0, output="Running upgrade r01 -> r02\n", **stale)],
-                                  "control", 0)) == 1
+    assert (
+        len(undocumented_exits([run(exit_code=0, output="Running upgrade r01 -> r02\n", **stale)], "control", 0)) == 1
+    )
 
 
 def test_a_tokenless_writer_is_plain_alembic_and_its_status_is_not_fencemigrates() -> None:

@@ -27,9 +27,20 @@ BUDGET_S = 110
 
 
 def test_fencemigrate_survives_the_seeded_slice_and_the_control_does_not(
-        pg_server: PgServer, redis_server_url: str, mysql_server_url: str) -> None:
-    args = parse_args(["--seed", str(SEED), "--schedules", str(SCHEDULES), "--budget", str(BUDGET_S), "--restarts",
-                       "--with-tokenless"])
+    pg_server: PgServer, redis_server_url: str, mysql_server_url: str
+) -> None:
+    args = parse_args(
+        [
+            "--seed",
+            str(SEED),
+            "--schedules",
+            str(SCHEDULES),
+            "--budget",
+            str(BUDGET_S),
+            "--restarts",
+            "--with-tokenless",
+        ]
+    )
     backends = [make_backend(name, None) for name in ("postgresql", "sqlite", "mariadb", "redis")]
     summary = run_harness(args, backends)
     report = "\n".join(summary.lines())
@@ -47,8 +58,7 @@ FAILOVER_SEED, FAILOVER_SCHEDULE = 745, 16
 
 def test_a_failover_is_scheduled_once_and_never_beside_a_restart() -> None:
     """``--failovers`` adds the fault kind (at most once a schedule); without it none is drawn."""
-    options = {"preempt": True, "kill_connections": True, "restart": True, "autocommit_block": True,
-               "tokenless": True}
+    options = {"preempt": True, "kill_connections": True, "restart": True, "autocommit_block": True, "tokenless": True}
     plans = [generate(SEED, index, **options, failover=True) for index in range(200)]
     kinds = [[fault.kind for fault in plan.faults] for plan in plans]
     assert any("failover" in plan for plan in kinds)
@@ -60,8 +70,9 @@ def test_fencemigrate_survives_a_failover_to_a_standby_that_missed_a_grant(pg_se
     """fencemigrate keeps every property on the promoted server: no token issued twice (S's lost
     token 1 again), no write of S's under it. The control grants token 1 to R1 too, and S's
     downgrade under it goes through."""
-    args = parse_args(["--seed", str(FAILOVER_SEED), "--start", str(FAILOVER_SCHEDULE), "--schedules", "1",
-                       "--failovers"])
+    args = parse_args(
+        ["--seed", str(FAILOVER_SEED), "--start", str(FAILOVER_SCHEDULE), "--schedules", "1", "--failovers"]
+    )
     summary = run_harness(args, [make_backend("postgresql", None)])
     report = "\n".join(summary.lines())
     assert summary.faults["failover"] == 2, report

@@ -44,12 +44,8 @@ CASES: dict[str, Case] = {
         3: (["wait-bound"], ["stale-commit"], ["stop"], []),
         5: (["exit-status", "stale-commit"], [], ["term"], ["usage refusal"]),
     },
-    "the control never broken": {
-        index: ([], [], ["stop"], []) for index in range(4)
-    },
-    "more than five notes": {
-        index: ([], ["stale-commit"], [], [f"refusal {index}"]) for index in range(9)
-    },
+    "the control never broken": {index: ([], [], ["stop"], []) for index in range(4)},
+    "more than five notes": {index: ([], ["stale-commit"], [], [f"refusal {index}"]) for index in range(9)},
 }
 
 

@@ -34,7 +34,10 @@ PG_VERSION = "0.6"
 def add_revisions(project: Project, count: int) -> None:
     for n in range(1, count + 1):
         project.add_revision(
-            f"{n:04d}", None if n == 1 else f"{n - 1:04d}", f"CREATE TABLE t{n} (id int)", f"DROP TABLE t{n}",
+            f"{n:04d}",
+            None if n == 1 else f"{n - 1:04d}",
+            f"CREATE TABLE t{n} (id int)",
+            f"DROP TABLE t{n}",
             slug=f"t{n}",
         )
 
@@ -91,13 +94,20 @@ def test_one_role_can_disable_the_guard_and_the_tampering_is_reported(
 
     two_tokens_then_lowered(project, lower)
     assert query(url, "SELECT revision, applied_token FROM fencemigrate.applied_revision ORDER BY 1") == [
-        ("0001", 2), ("0002", 1),
+        ("0001", 2),
+        ("0002", 1),
     ]
     assert findings(project, 1) == [("FM411", LEDGER_ABOVE), ("FM412", FENCE_BELOW)]
     state = state_json(project)
     assert state["ledger_above_fence"] == [
-        {"version_table": "alembic_version", "revision": "0001", "resource": "db/migrations",
-         "applied_token": 2, "fence_token": 1, "message": LEDGER_ABOVE},
+        {
+            "version_table": "alembic_version",
+            "revision": "0001",
+            "resource": "db/migrations",
+            "applied_token": 2,
+            "fence_token": 1,
+            "message": LEDGER_ABOVE,
+        },
     ]
     assert state["fence_below_lease"] == [
         {"resource": "db/migrations", "fence_token": 1, "lease_token": 2, "message": FENCE_BELOW},
@@ -154,8 +164,11 @@ def test_one_role_a_guard_left_disabled_is_reported_by_state_and_put_back_by_ins
     with pytest.raises(psycopg.Error, match="lease guard: fence token 6 of db/migrations is above the last token"):
         execute(url, "UPDATE fencemigrate.agent_fence SET token_source = 'lease service', token = 6")
     with pytest.raises(psycopg.Error, match="lease guard: token 0 of x was released: a new holder needs a new token"):
-        execute(url, "INSERT INTO fencemigrate.lease (resource, token) VALUES ('x', 0); "
-                     "UPDATE fencemigrate.lease SET holder = 'mallory', expires_at = now() WHERE resource = 'x'")
+        execute(
+            url,
+            "INSERT INTO fencemigrate.lease (resource, token) VALUES ('x', 0); "
+            "UPDATE fencemigrate.lease SET holder = 'mallory', expires_at = now() WHERE resource = 'x'",
+        )
     assert project.run_cli("install").check(0).stdout == "already installed\n"
 
 
@@ -199,7 +212,8 @@ def test_sqlite_a_dropped_guard_is_reported_and_put_back(tmp_path: Path) -> None
     assert state["fence_schema_problems"] == [missing]
 
     assert project.run_cli("install").check(0).stdout.splitlines() == [
-        "already installed", "put back guard trigger fencemigrate_agent_fence_no_lowering (it was missing)",
+        "already installed",
+        "put back guard trigger fencemigrate_agent_fence_no_lowering (it was missing)",
     ]
     with closing(sqlite3.connect(database, isolation_level=None)) as connection:
         with pytest.raises(sqlite3.IntegrityError, match="cannot go down"):
@@ -223,7 +237,8 @@ def test_mysql_a_dropped_guard_is_reported_and_put_back(make_project: MakeProjec
     assert state_json(project)["fence_schema_problems"] == [missing]
 
     assert project.run_cli("install").check(0).stdout.splitlines() == [
-        "already installed", "put back guard trigger fencemigrate_agent_fence_monotonic (it was missing)",
+        "already installed",
+        "put back guard trigger fencemigrate_agent_fence_monotonic (it was missing)",
     ]
     with closing(connect(mysql_url)) as connection, connection.cursor() as cursor:
         cursor.execute("BEGIN")
@@ -252,8 +267,10 @@ with op.get_context().autocommit_block():
     ("sql", "refusal"),
     [
         ("ALTER TABLE fencemigrate.agent_fence DISABLE TRIGGER USER", "must be owner of table agent_fence"),
-        ("ALTER TABLE fencemigrate.agent_fence DISABLE TRIGGER agent_fence_monotonic",
-         "must be owner of table agent_fence"),
+        (
+            "ALTER TABLE fencemigrate.agent_fence DISABLE TRIGGER agent_fence_monotonic",
+            "must be owner of table agent_fence",
+        ),
         ("ALTER TABLE fencemigrate.lease DISABLE TRIGGER ALL", "must be owner of table lease"),
         ("DROP TRIGGER agent_fence_monotonic ON fencemigrate.agent_fence", "must be owner of relation agent_fence"),
         ("UPDATE fencemigrate.agent_fence SET token = 1", "the token of db/migrations cannot go down from 5 to 1"),
@@ -262,10 +279,15 @@ with op.get_context().autocommit_block():
         ("UPDATE fencemigrate.lease SET token = 0", "the lease token counter is monotonic"),
         ("DELETE FROM fencemigrate.fence_event", "permission denied for table fence_event"),
         ("DROP TABLE fencemigrate.agent_fence", "must be owner of table agent_fence"),
-        ("CREATE OR REPLACE FUNCTION fencemigrate.agent_fence_guard() RETURNS trigger LANGUAGE plpgsql "
-         "AS $$ BEGIN RETURN NEW; END $$", "permission denied for schema fencemigrate"),
-        ("ALTER FUNCTION fencemigrate.agent_fence_guard() OWNER TO CURRENT_USER",
-         "must be owner of function agent_fence_guard"),
+        (
+            "CREATE OR REPLACE FUNCTION fencemigrate.agent_fence_guard() RETURNS trigger LANGUAGE plpgsql "
+            "AS $$ BEGIN RETURN NEW; END $$",
+            "permission denied for schema fencemigrate",
+        ),
+        (
+            "ALTER FUNCTION fencemigrate.agent_fence_guard() OWNER TO CURRENT_USER",
+            "must be owner of function agent_fence_guard",
+        ),
         ("SET session_replication_role = replica", "permission denied to set parameter"),
     ],
 )
@@ -312,7 +334,11 @@ def test_two_roles_every_command_works_as_the_migration_role(
     project.run_cli("upgrade", "0005", "--token", "7", "--holder", "agent-C").check(0)
 
     assert query(url, "SELECT revision, applied_token FROM fencemigrate.applied_revision ORDER BY 1") == [
-        ("0001", 2), ("0002", 5), ("0003", 5), ("0004", 7), ("0005", 7),
+        ("0001", 2),
+        ("0002", 5),
+        ("0003", 5),
+        ("0004", 7),
+        ("0005", 7),
     ]
     state = state_json(project)
     assert state["heads"] == ["0005"]

@@ -166,8 +166,11 @@ def test_console_scripts_come_from_the_test_environment() -> None:
 
 def _server_pids(pair: StreamingPair) -> set[int]:
     """The postmasters of the pair and every backend and walsender they run."""
-    pids = {int(server.pgdata.joinpath("postmaster.pid").read_text().split()[0])
-            for server in (pair.primary, pair.standby) if server is not None}
+    pids = {
+        int(server.pgdata.joinpath("postmaster.pid").read_text().split()[0])
+        for server in (pair.primary, pair.standby)
+        if server is not None
+    }
     for server in (pair.primary, pair.standby):
         if server is not None:
             pids |= {int(row[0]) for row in query(server.url(), "SELECT pid FROM pg_stat_activity")}

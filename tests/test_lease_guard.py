@@ -63,11 +63,12 @@ def pg_target(project: Project, url: str) -> Target:
     return Target(
         project,
         lambda sql: execute(url, sql),
-        lambda: (query(url, "SELECT resource, token, token_source FROM fencemigrate.agent_fence ORDER BY 1"),
-                 query(url, "SELECT resource, token, holder, expires_at FROM fencemigrate.lease ORDER BY 1")),
+        lambda: (
+            query(url, "SELECT resource, token, token_source FROM fencemigrate.agent_fence ORDER BY 1"),
+            query(url, "SELECT resource, token, holder, expires_at FROM fencemigrate.lease ORDER BY 1"),
+        ),
         psycopg.Error,
-        {"fence": "fencemigrate.agent_fence", "lease": "fencemigrate.lease",
-         "in_an_hour": "now() + interval '1 hour'"},
+        {"fence": "fencemigrate.agent_fence", "lease": "fencemigrate.lease", "in_an_hour": "now() + interval '1 hour'"},
     )
 
 
@@ -86,9 +87,15 @@ def sqlite_target(tmp_path: Path) -> Target:
             )
 
     return Target(
-        make_sqlite_project(tmp_path), run, rows, sqlite3.DatabaseError,
-        {"fence": "fencemigrate_agent_fence", "lease": "fencemigrate_lease",
-         "in_an_hour": "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+1 hour')"},
+        make_sqlite_project(tmp_path),
+        run,
+        rows,
+        sqlite3.DatabaseError,
+        {
+            "fence": "fencemigrate_agent_fence",
+            "lease": "fencemigrate_lease",
+            "in_an_hour": "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+1 hour')",
+        },
     )
 
 
@@ -99,11 +106,16 @@ def mysql_target(project: Project, url: str) -> Target:
     return Target(
         project,
         run,
-        lambda: (mysql_rows(url, "SELECT resource, token, token_source FROM fencemigrate_agent_fence"),
-                 mysql_rows(url, "SELECT resource, token, holder, expires_at FROM fencemigrate_lease")),
+        lambda: (
+            mysql_rows(url, "SELECT resource, token, token_source FROM fencemigrate_agent_fence"),
+            mysql_rows(url, "SELECT resource, token, holder, expires_at FROM fencemigrate_lease"),
+        ),
         pymysql.err.MySQLError,
-        {"fence": "fencemigrate_agent_fence", "lease": "fencemigrate_lease",
-         "in_an_hour": "UTC_TIMESTAMP(6) + INTERVAL 1 HOUR"},
+        {
+            "fence": "fencemigrate_agent_fence",
+            "lease": "fencemigrate_lease",
+            "in_an_hour": "UTC_TIMESTAMP(6) + INTERVAL 1 HOUR",
+        },
     )
 
 
@@ -181,15 +193,17 @@ ATTACKS = ["detach", "raise", "steal"]
 
 
 @pytest.mark.parametrize("which", ATTACKS)
-def test_pg_one_role(which: str, make_project: MakeProject, make_role: MakeRole, pg_server: PgServer,
-                     pg_dbname: str) -> None:
+def test_pg_one_role(
+    which: str, make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str
+) -> None:
     url = role_url(pg_server, pg_dbname, make_role())
     attack(pg_target(make_project(url=url), url), which)
 
 
 @pytest.mark.parametrize("which", ATTACKS)
-def test_pg_two_roles(which: str, make_project: MakeProject, make_role: MakeRole, pg_server: PgServer,
-                      pg_dbname: str) -> None:
+def test_pg_two_roles(
+    which: str, make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str
+) -> None:
     project, url = two_roles(make_project, make_role, pg_server, pg_dbname)
     attack(pg_target(project, url), which)
 
@@ -200,8 +214,9 @@ def test_pg_control(which: str, project: Project, pg_url: str) -> None:
 
 
 @pytest.mark.parametrize("which", ATTACKS)
-def test_pg_two_roles_control(which: str, make_project: MakeProject, make_role: MakeRole, pg_server: PgServer,
-                              pg_dbname: str) -> None:
+def test_pg_two_roles_control(
+    which: str, make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str
+) -> None:
     project, url = two_roles(make_project, make_role, pg_server, pg_dbname)
     control(pg_target(project, url), which)
 
@@ -267,11 +282,18 @@ def test_pg_a_redis_fence_is_not_guarded(project: Project, pg_url: str, redis_ur
 def test_pg_schema_at_0_4_is_updated_to_0_5(project: Project, pg_url: str, pg_conn: psycopg.Connection[Any]) -> None:
     repo = Path(__file__).resolve().parent.parent
     pg_conn.execute("CREATE SCHEMA fencemigrate")
-    for name in ("fencemigrate--0.1.sql", "fencemigrate--0.1--0.2.sql", "fencemigrate--0.2--0.3.sql",
-                 "fencemigrate--0.3--0.4.sql"):
+    for name in (
+        "fencemigrate--0.1.sql",
+        "fencemigrate--0.1--0.2.sql",
+        "fencemigrate--0.2--0.3.sql",
+        "fencemigrate--0.3--0.4.sql",
+    ):
         text = (repo / "sql" / name).read_text()
-        pg_conn.execute("\n".join(line for line in text.splitlines() if not line.startswith("\\echo"))
-                        .replace("@extschema@", '"fencemigrate"'))
+        pg_conn.execute(
+            "\n".join(line for line in text.splitlines() if not line.startswith("\\echo")).replace(
+                "@extschema@", '"fencemigrate"'
+            )
+        )
     assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.4",)]
     attack(pg_target(project, pg_url), "raise")
     assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.6",)]

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from fence_rows import assert_fenced, fence_token, ledger, scratch_database, snapshot, stderr_lines
 from support.db import alembic_versions, execute, query, table_names
-from support.pg import PgServer
 from support.paused import paused_holder, stopped_lease_call
+from support.pg import PgServer
 from support.project import MakeProject, Project, Result, run_all_at_once, run_command, script_command, subprocess_env
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,7 +78,9 @@ def test_acquire_renew_release_and_status(project: Project, pg_url: str) -> None
     project.run_cli("lease", "release", "--holder", "agent-B", "--token", "8").check(3)
 
     renewed = json.loads(
-        project.run_cli("lease", "renew", "--holder", "agent-A", "--token", "8", "--ttl", "2m", "--json").check(0).stdout
+        project.run_cli("lease", "renew", "--holder", "agent-A", "--token", "8", "--ttl", "2m", "--json")
+        .check(0)
+        .stdout
     )
     assert (renewed["lease"]["token"], renewed["lease"]["ttl"]) == (8, "2m")
     stale = project.run_cli("lease", "renew", "--holder", "agent-A", "--token", "7").check(3)
@@ -116,8 +118,12 @@ def test_grant_fences_the_old_holder_before_the_new_one_writes(project: Project,
 
     project.add_revision("b2", "a1", "CREATE TABLE t2 (id int)", "DROP TABLE t2", slug="t2")
     before = snapshot(pg_url)
-    assert_fenced(project.run_cli("upgrade", "head", "--token", str(token_a), "--holder", "agent-A"), token_a, token_b,
-                  granted_only=True)
+    assert_fenced(
+        project.run_cli("upgrade", "head", "--token", str(token_a), "--holder", "agent-A"),
+        token_a,
+        token_b,
+        granted_only=True,
+    )
     assert snapshot(pg_url) == before
 
     assert events(pg_url) == [
@@ -151,7 +157,9 @@ def test_expiry_is_judged_by_the_database_clock(project: Project, pg_url: str) -
     acquire(project, "agent-A", "--ttl", "200ms").check(0)
     wait_until_expired(project)
     behind = [faketime, "-f", "-2h", *script_command("fencemigrate")]
-    granted = json.loads(run_command([*behind, "lease", "acquire", "--holder", "agent-B", "--json"], project.path).check(0).stdout)
+    granted = json.loads(
+        run_command([*behind, "lease", "acquire", "--holder", "agent-B", "--json"], project.path).check(0).stdout
+    )
     assert granted["lease"]["previous_holder"] == "agent-A"
     assert lease_row(pg_url) == ("agent-B", 3, 60000)
 
@@ -182,8 +190,12 @@ def test_token_counter_survives_a_database_restart(make_project: MakeProject, tm
 
 def _start(project: Project, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [*script_command("fencemigrate"), *args], cwd=project.path, env=subprocess_env(),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [*script_command("fencemigrate"), *args],
+        cwd=project.path,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -221,7 +233,9 @@ def test_preempt_cancels_a_stale_in_flight_migration(project: Project, pg_url: s
     assert f"fencemigrate: lost: {LOST} (it has been granted to agent-B with token 2)." in stderr
     assert payload["lease"]["token"] == 2 and payload["lease"]["previous_holder"] == "agent-A"
     assert len(payload["lease"]["preempted_pids"]) == 1
-    assert table_names(pg_url) == ["alembic_version"]  # t1 and t2 rolled back with A's one transaction; B's grant made the version table
+    assert table_names(pg_url) == [
+        "alembic_version"
+    ]  # t1 and t2 rolled back with A's one transaction; B's grant made the version table
     assert alembic_versions(pg_url) is None or alembic_versions(pg_url) == []
     assert ledger(pg_url) == {}
     assert [row[:3] for row in events(pg_url)] == [
@@ -249,8 +263,11 @@ def test_preempt_never_touches_another_databases_runs(
         try:
             for url in (pg_url, other_url):
                 database = url.rsplit("/", 1)[1]
-                _wait_for_backend(url, f"datname = '{database}' AND query LIKE 'SELECT pg_sleep(%'",
-                                  f"the migration in {database} never reached its slow statement")
+                _wait_for_backend(
+                    url,
+                    f"datname = '{database}' AND query LIKE 'SELECT pg_sleep(%'",
+                    f"the migration in {database} never reached its slow statement",
+                )
             wait_until_expired(stale)
             busy = acquire(healthy, "agent-C", "--preempt").check(4)
             assert "held by agent-A" in busy.stderr
@@ -329,7 +346,10 @@ def test_a_grant_paused_on_a_free_lease_is_busy_then_preempted(project: Project,
     assert (payload["lease"]["token"], payload["lease"]["preempted_pids"]) == (2, [int(pid)])
     assert lease_row(pg_url) == ("agent-B", 2, 60000)
     assert [row[:3] for row in events(pg_url)] == [
-        ("GRANT", "agent-A", 1), ("RELEASE", "agent-A", 1), ("PREEMPT", "agent-B", 2), ("GRANT", "agent-B", 2),
+        ("GRANT", "agent-A", 1),
+        ("RELEASE", "agent-A", 1),
+        ("PREEMPT", "agent-B", 2),
+        ("GRANT", "agent-B", 2),
     ]
 
 
@@ -358,7 +378,9 @@ def test_a_waiting_grant_is_granted_once_the_lease_is_released(project: Project,
     assert waiter.returncode == 0, stderr
     assert json.loads(stdout)["lease"]["token"] == 2
     assert [row[:3] for row in events(pg_url)] == [
-        ("GRANT", "agent-A", 1), ("RELEASE", "agent-A", 1), ("GRANT", "agent-B", 2),
+        ("GRANT", "agent-A", 1),
+        ("RELEASE", "agent-A", 1),
+        ("GRANT", "agent-B", 2),
     ]
 
 
@@ -373,8 +395,13 @@ def test_runner_heartbeats_while_it_makes_progress_and_releases(project: Project
     project.set_env_option("transaction_per_migration", True)
     for number in range(1, 5):
         down = f"r{number - 1}" if number > 1 else None
-        project.add_revision(f"r{number}", down, [f"CREATE TABLE t{number} (id int)", "SELECT pg_sleep(0.5)"],
-                             f"DROP TABLE t{number}", slug=f"t{number}")
+        project.add_revision(
+            f"r{number}",
+            down,
+            [f"CREATE TABLE t{number} (id int)", "SELECT pg_sleep(0.5)"],
+            f"DROP TABLE t{number}",
+            slug=f"t{number}",
+        )
     result = project.run_cli("upgrade", "head", "--holder", "runner", "--ttl", "1s", "--json").check(0)
     payload = json.loads(result.stdout)
     assert payload["leased"] is True and payload["lease_note"] is None and payload["token"] == 1
@@ -383,7 +410,9 @@ def test_runner_heartbeats_while_it_makes_progress_and_releases(project: Project
     assert kinds.count("RENEW") >= 1 and kinds.count("APPLY") == 4
     assert lease_row(pg_url) == (None, 1, None)
 
-    project.add_revision("r5", "r4", ["CREATE TABLE t5 (id int)", "SELECT no_such_function()"], "DROP TABLE t5", slug="t5")
+    project.add_revision(
+        "r5", "r4", ["CREATE TABLE t5 (id int)", "SELECT no_such_function()"], "DROP TABLE t5", slug="t5"
+    )
     project.run_cli("upgrade", "head", "--holder", "runner").check(1)
     assert lease_row(pg_url) == (None, 2, None)
     assert [kind for kind, *_ in events(pg_url)][-2:] == ["GRANT", "RELEASE"]
@@ -396,14 +425,17 @@ def test_a_run_whose_lease_was_taken_over_before_its_release_says_so_once(projec
     lease was taken over and not released, never that it was released."""
     inside, go_on = tmp_path / "inside", tmp_path / "go-on"
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
-    project.env_py.write_text(project.env_py.read_text() + textwrap.dedent(f"""
+    project.env_py.write_text(
+        project.env_py.read_text()
+        + textwrap.dedent(f"""
         import pathlib, sys, time
         if "upgrade" in sys.argv:  # the run, not the state reads of `lease acquire`
             pathlib.Path({str(inside)!r}).touch()
             deadline = time.monotonic() + 60
             while not pathlib.Path({str(go_on)!r}).exists() and time.monotonic() < deadline:
                 time.sleep(0.02)
-    """))
+    """)
+    )
     runner = _start(project, "upgrade", "head", "--holder", "agent-A", "--ttl", "1s")
     try:
         deadline = time.monotonic() + 60
@@ -419,8 +451,7 @@ def test_a_run_whose_lease_was_taken_over_before_its_release_says_so_once(projec
     assert runner.returncode == 0, stderr
     assert stdout.splitlines()[:2] == [
         "upgrade done: resource db/migrations, token 1, holder agent-A",
-        "  the token came from a lease this run took; it was not released: "
-        "it has been granted to agent-B with token 2",
+        "  the token came from a lease this run took; it was not released: it has been granted to agent-B with token 2",
     ]
     assert "released" not in "\n".join(stdout.splitlines()[2:])
 
@@ -439,14 +470,18 @@ def test_eight_runners_at_once_on_an_empty_database(
     assert alembic_versions(pg_url) == ["r30"]
     assert len(table_names(pg_url)) == 31
     assert len(ledger(pg_url)) == 30
-    applies = query(pg_url, "SELECT count(*), count(DISTINCT revision), count(DISTINCT token) "
-                            "FROM fencemigrate.fence_event WHERE kind = 'APPLY'")
+    applies = query(
+        pg_url,
+        "SELECT count(*), count(DISTINCT revision), count(DISTINCT token) "
+        "FROM fencemigrate.fence_event WHERE kind = 'APPLY'",
+    )
     assert applies == [(30, 30, 1)]
     # Runners that waited while another did the work stop waiting without a lease; every grant
     # has its own token and is released.
     [(grants, tokens, releases)] = query(
-        pg_url, "SELECT count(*) FILTER (WHERE kind = 'GRANT'), count(DISTINCT token) FILTER (WHERE kind = 'GRANT'), "
-                "count(*) FILTER (WHERE kind = 'RELEASE') FROM fencemigrate.fence_event"
+        pg_url,
+        "SELECT count(*) FILTER (WHERE kind = 'GRANT'), count(DISTINCT token) FILTER (WHERE kind = 'GRANT'), "
+        "count(*) FILTER (WHERE kind = 'RELEASE') FROM fencemigrate.fence_event",
     )
     assert 1 <= grants <= 8 and tokens == grants == releases
 
@@ -456,7 +491,10 @@ def test_eight_runners_at_once_on_an_empty_database(
         with scratch_database(pg_conn, pg_server, "plain") as url:
             plain = make_project(url=url, name=f"plain{attempt}")
             plain.add_chain(30)
-            failures = sum(code != 0 for code, _ in run_all_at_once(plain.path, [[*script_command("alembic"), "upgrade", "head"]] * 8))
+            failures = sum(
+                code != 0
+                for code, _ in run_all_at_once(plain.path, [[*script_command("alembic"), "upgrade", "head"]] * 8)
+            )
         if failures:
             break
     assert failures, "plain alembic never failed with eight concurrent runners"
@@ -465,40 +503,78 @@ def test_eight_runners_at_once_on_an_empty_database(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        pytest.param(["lease", "acquire", "--holder", "a", "--ttl", "0"],
-                     "invalid --ttl '0': a lease TTL must be more than zero", id="ttl-zero"),
-        pytest.param(["lease", "acquire", "--holder", "a", "--ttl", "-5m"],
-                     "invalid --ttl '-5m': a duration cannot be negative", id="ttl-negative"),
-        pytest.param(["lease", "acquire", "--holder", "a", "--ttl", "48h"],
-                     "invalid --ttl '48h': at most 24h; a lease is renewed while its holder makes progress, "
-                     "so pick a short TTL", id="ttl-absurd"),
-        pytest.param(["lease", "acquire", "--holder", "a", "--ttl", "soon"],
-                     "invalid --ttl 'soon': expected a duration such as 30s, 5m or 250ms", id="ttl-garbage"),
-        pytest.param(["lease", "acquire", "--holder", "a", "--wait", "-1s"],
-                     "invalid --wait '-1s': a duration cannot be negative", id="wait-negative"),
+        pytest.param(
+            ["lease", "acquire", "--holder", "a", "--ttl", "0"],
+            "invalid --ttl '0': a lease TTL must be more than zero",
+            id="ttl-zero",
+        ),
+        pytest.param(
+            ["lease", "acquire", "--holder", "a", "--ttl", "-5m"],
+            "invalid --ttl '-5m': a duration cannot be negative",
+            id="ttl-negative",
+        ),
+        pytest.param(
+            ["lease", "acquire", "--holder", "a", "--ttl", "48h"],
+            "invalid --ttl '48h': at most 24h; a lease is renewed while its holder makes progress, so pick a short TTL",
+            id="ttl-absurd",
+        ),
+        pytest.param(
+            ["lease", "acquire", "--holder", "a", "--ttl", "soon"],
+            "invalid --ttl 'soon': expected a duration such as 30s, 5m or 250ms",
+            id="ttl-garbage",
+        ),
+        pytest.param(
+            ["lease", "acquire", "--holder", "a", "--wait", "-1s"],
+            "invalid --wait '-1s': a duration cannot be negative",
+            id="wait-negative",
+        ),
         pytest.param(["lease", "acquire", "--holder", ""], "holder name must not be empty", id="holder-empty"),
-        pytest.param(["lease", "acquire"], "--holder NAME is required: the lease is granted to a named holder",
-                     id="holder-missing"),
-        pytest.param(["lease", "acquire", "--holder", "a", "--lease-url", "memcached://127.0.0.1:1"],
-                     "unknown lease backend URL 'memcached://127.0.0.1:1': use redis://HOST:PORT/DB (or leave it "
-                     "out for the built-in lease service in the migration database)", id="backend-unknown"),
-        pytest.param(["lease", "renew", "--holder", "a", "--token", "0"],
-                     "invalid token '0': must be an integer from 1 to 4611686018427387904", id="renew-token"),
-        pytest.param(["upgrade", "head", "--ttl", "0"],
-                     "invalid --ttl '0': a lease TTL must be more than zero", id="runner-ttl-zero"),
-        pytest.param(["upgrade", "head", "--token", "5", "--ttl", "1m"],
-                     "--ttl applies only when fencemigrate takes the lease itself; with --token your own lease "
-                     "service issued the token", id="token-and-ttl"),
-        pytest.param(["reapply", "a1"],
-                     "reapply needs --token N, the token that applied the revision (or FENCEMIGRATE_TOKEN): a new "
-                     "lease's token could never re-apply it", id="reapply-without-token"),
-        pytest.param(["upgrade", "head", "--token", "5", "--wait", "0"],
-                     "--wait with --token applies only in pre-check mode (MySQL/MariaDB, or --mode precheck), where "
-                     "it bounds the wait for the named lock; with --token your own lease service decides how long "
-                     "to wait", id="token-and-wait-zero"),
-        pytest.param(["upgrade", "head", "--sql"],
-                     "a fencing token is required with --sql (pass --token N or set FENCEMIGRATE_TOKEN): an "
-                     "offline script cannot take a lease", id="sql-without-token"),
+        pytest.param(
+            ["lease", "acquire"],
+            "--holder NAME is required: the lease is granted to a named holder",
+            id="holder-missing",
+        ),
+        pytest.param(
+            ["lease", "acquire", "--holder", "a", "--lease-url", "memcached://127.0.0.1:1"],
+            "unknown lease backend URL 'memcached://127.0.0.1:1': use redis://HOST:PORT/DB (or leave it "
+            "out for the built-in lease service in the migration database)",
+            id="backend-unknown",
+        ),
+        pytest.param(
+            ["lease", "renew", "--holder", "a", "--token", "0"],
+            "invalid token '0': must be an integer from 1 to 4611686018427387904",
+            id="renew-token",
+        ),
+        pytest.param(
+            ["upgrade", "head", "--ttl", "0"],
+            "invalid --ttl '0': a lease TTL must be more than zero",
+            id="runner-ttl-zero",
+        ),
+        pytest.param(
+            ["upgrade", "head", "--token", "5", "--ttl", "1m"],
+            "--ttl applies only when fencemigrate takes the lease itself; with --token your own lease "
+            "service issued the token",
+            id="token-and-ttl",
+        ),
+        pytest.param(
+            ["reapply", "a1"],
+            "reapply needs --token N, the token that applied the revision (or FENCEMIGRATE_TOKEN): a new "
+            "lease's token could never re-apply it",
+            id="reapply-without-token",
+        ),
+        pytest.param(
+            ["upgrade", "head", "--token", "5", "--wait", "0"],
+            "--wait with --token applies only in pre-check mode (MySQL/MariaDB, or --mode precheck), where "
+            "it bounds the wait for the named lock; with --token your own lease service decides how long "
+            "to wait",
+            id="token-and-wait-zero",
+        ),
+        pytest.param(
+            ["upgrade", "head", "--sql"],
+            "a fencing token is required with --sql (pass --token N or set FENCEMIGRATE_TOKEN): an "
+            "offline script cannot take a lease",
+            id="sql-without-token",
+        ),
     ],
 )
 def test_bad_lease_input_changes_nothing(project: Project, pg_url: str, args: list[str], message: str) -> None:

@@ -35,8 +35,12 @@ RESOURCE = "db/migrations"
 def start(project: Project, *args: str) -> subprocess.Popen[str]:
     """``fencemigrate ARGS`` in the background."""
     return subprocess.Popen(
-        [*script_command("fencemigrate"), *args], cwd=project.path, env=subprocess_env(),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [*script_command("fencemigrate"), *args],
+        cwd=project.path,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -83,8 +87,9 @@ def assert_one_error(code: int, stdout: str, stderr: str, status: int, prefix: s
 def two_revisions(project: Project, sleep_sql: str = "") -> None:
     """``r01`` and ``r02``; ``r02``'s upgrade runs ``sleep_sql`` after its DDL when given."""
     project.add_revision("r01", None, "CREATE TABLE t01 (id int)", "DROP TABLE t01")
-    project.add_revision("r02", "r01", ["CREATE TABLE t02 (id int)", *([sleep_sql] if sleep_sql else [])],
-                         "DROP TABLE t02")
+    project.add_revision(
+        "r02", "r01", ["CREATE TABLE t02 (id int)", *([sleep_sql] if sleep_sql else [])], "DROP TABLE t02"
+    )
 
 
 def lease_for_other(project: Project) -> int:
@@ -100,8 +105,10 @@ def mysql_sessions(url: str, skip: int | None = None) -> list[tuple[int, str]]:
     """``(id, statement running)`` of every session on ``url``'s database but this one and ``skip``."""
     database = url.rsplit("/", 1)[1]
     rows = mysql_rows(
-        url, "SELECT id, COALESCE(info, '') FROM information_schema.processlist "
-        "WHERE db = %s AND id <> CONNECTION_ID() ORDER BY id", (database,),
+        url,
+        "SELECT id, COALESCE(info, '') FROM information_schema.processlist "
+        "WHERE db = %s AND id <> CONNECTION_ID() ORDER BY id",
+        (database,),
     )
     return [(int(row[0]), str(row[1])) for row in rows if row[0] != skip]
 
@@ -148,7 +155,8 @@ def test_stale_reapply_waiting_for_the_named_lock_loses_its_connection(
     runner = start(project, "reapply", "r02", "--token", "1", "--wait", "30s", *(["--json"] if as_json else []))
     waiting = wait_for(
         lambda: [id_ for id_, running in mysql_sessions(mysql_url, holder) if "GET_LOCK('fencemigrate:" in running],
-        runner, "the run to wait for the named lock",
+        runner,
+        "the run to wait for the named lock",
     )
     kill_mysql(mysql_url, waiting)
     message = assert_one_error(*finish(runner), status=1, prefix="error", as_json=as_json)
@@ -177,7 +185,8 @@ def test_lease_transaction_loses_its_connections(
     runner = start(project, *args)
     wait_for(
         lambda: any("GET_LOCK('fencemigrate-lease:" in running for _, running in mysql_sessions(mysql_url, holder)),
-        runner, "the lease transaction to wait for the lease lock",
+        runner,
+        "the lease transaction to wait for the lease lock",
     )
     kill_mysql(mysql_url, [id_ for id_, _ in mysql_sessions(mysql_url, holder)])  # ascending: env.py's first
     message = assert_one_error(*finish(runner), status=1, prefix="error", as_json="--json" in args)
@@ -198,8 +207,11 @@ def test_competing_downgrade_refused_as_usage_after_its_connection_was_killed(
     holder = held_mysql_lock("fencemigrate-lease")
     runner = start(project, "downgrade", "r01", "--wait", "30s")
     lease_wait = wait_for(
-        lambda: [id_ for id_, running in mysql_sessions(mysql_url, holder) if "GET_LOCK('fencemigrate-lease:" in running],
-        runner, "the runner to wait for the lease lock",
+        lambda: [
+            id_ for id_, running in mysql_sessions(mysql_url, holder) if "GET_LOCK('fencemigrate-lease:" in running
+        ],
+        runner,
+        "the runner to wait for the lease lock",
     )
     kill_mysql(mysql_url, [id_ for id_, _ in mysql_sessions(mysql_url, holder) if id_ not in lease_wait])
     project.run_cli("downgrade", "base", "--token", str(token), "--holder", "other").check(0)
@@ -218,14 +230,18 @@ def test_run_killed_inside_a_revision_reports_the_revision(
     project = make_project(url=mysql_url)
     two_revisions(project, "SELECT SLEEP(60)")
     runner = start(project, "upgrade", "head", *(["--json"] if as_json else []))
-    wait_for(lambda: any("SLEEP(60)" in running for _, running in mysql_sessions(mysql_url)), runner,
-             "the revision to sleep")
+    wait_for(
+        lambda: any("SLEEP(60)" in running for _, running in mysql_sessions(mysql_url)), runner, "the revision to sleep"
+    )
     # The lease connection first, so that it is gone before the run, woken, releases its lease.
     sessions = sorted(mysql_sessions(mysql_url), key=lambda session: "SLEEP(60)" in session[1])
     kill_mysql(mysql_url, [id_ for id_, _ in sessions])
     message = assert_one_error(*finish(runner), status=1, prefix="error", as_json=as_json)
-    assert re.match(r"revision r02 \(migrations/versions/r02_rev\.py, line \d+, in upgrade\) failed in pre-check "
-                    r"mode: database error: \(2013, ", message), message
+    assert re.match(
+        r"revision r02 \(migrations/versions/r02_rev\.py, line \d+, in upgrade\) failed in pre-check "
+        r"mode: database error: \(2013, ",
+        message,
+    ), message
 
 
 # -- PostgreSQL ---------------------------------------------------------------------------------------
@@ -245,8 +261,9 @@ def pg_sessions(server: PgServer, test_connection: psycopg.Connection[Any]) -> l
 
 def terminate_pg(server: PgServer, pids: list[int]) -> None:
     """``pg_terminate_backend`` each of ``pids``, waiting for each to end."""
-    with psycopg.connect(host=server.host, port=server.port, user=server.user, dbname="postgres",
-                         autocommit=True) as conn:
+    with psycopg.connect(
+        host=server.host, port=server.port, user=server.user, dbname="postgres", autocommit=True
+    ) as conn:
         for pid in pids:
             conn.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
 
@@ -278,13 +295,19 @@ def test_run_terminated_inside_a_revision_on_postgresql(
     project = make_project()
     two_revisions(project, "SELECT pg_sleep(60)")
     runner = start(project, "upgrade", "head", *(["--json"] if as_json else []))
-    wait_for(lambda: any(state == "active" and "pg_sleep(60)" in query
-                         for _, state, query in pg_sessions(pg_server, postgresql)), runner, "the revision to sleep")
+    wait_for(
+        lambda: any(
+            state == "active" and "pg_sleep(60)" in query for _, state, query in pg_sessions(pg_server, postgresql)
+        ),
+        runner,
+        "the revision to sleep",
+    )
     # The lease connection first, so that it is gone before the run, woken, releases its lease.
     sessions = sorted(pg_sessions(pg_server, postgresql), key=lambda session: session[1] == "active")
     terminate_pg(pg_server, [pid for pid, _, _ in sessions])
     message = assert_one_error(*finish(runner), status=1, prefix="error", as_json=as_json)
     assert re.fullmatch(
         r"revision r02 \(migrations/versions/r02_rev\.py, line \d+, in upgrade\) failed: database error: terminating "
-        r"connection due to administrator command; the run's transaction rolled back: nothing was applied", message
+        r"connection due to administrator command; the run's transaction rolled back: nothing was applied",
+        message,
     ), message

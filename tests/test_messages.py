@@ -15,7 +15,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -72,7 +72,7 @@ def events(project: Project, kind: str) -> list[dict[str, Any]]:
 
 def seconds_left(moment: str) -> float:
     """Seconds from now until the ISO-8601 ``moment``."""
-    return (datetime.fromisoformat(moment) - datetime.now(timezone.utc)).total_seconds()
+    return (datetime.fromisoformat(moment) - datetime.now(UTC)).total_seconds()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -106,7 +106,14 @@ def test_reapply_needs_the_token_that_applied_it_and_offers_no_lease_options(pro
     about, options = help_text.split("\nOptions:\n")
     assert "a lease taken now would bring a new token, which could never re-apply anything" in " ".join(about.split())
     assert [line.split()[0] for line in options.splitlines() if line.startswith("  -")] == [
-        "--token", "--holder", "--resource", "--tag", "--mode", "--wait", "--json", "-h,",
+        "--token",
+        "--holder",
+        "--resource",
+        "--tag",
+        "--mode",
+        "--wait",
+        "--json",
+        "-h,",
     ]
     ttl = cli(project, "reapply", "0001", "--token", "1", "--ttl", "5m").check(2)
     assert "No such option '--ttl'" in ttl.stderr
@@ -163,9 +170,7 @@ def test_lease_renew_keeps_the_ttl_of_a_redis_lease(project: Project, redis_url:
 
 
 @pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
-def test_a_run_says_how_often_it_renewed_its_lease(
-    backend: str, make_project: MakeProject, tmp_path: Path
-) -> None:
+def test_a_run_says_how_often_it_renewed_its_lease(backend: str, make_project: MakeProject, tmp_path: Path) -> None:
     """A quick run never renews: it says nothing about renewing (lease_renewals 0, no RENEW
     event). Two revisions of 0.5 s under a 1 s TTL renew after each: "renewed 2 times", as the
     timeline's RENEW events show."""
@@ -250,7 +255,8 @@ def test_sql_output_says_written_as_sql_not_applied(project: Project) -> None:
     summary = json.loads(payload.stderr.splitlines()[-1])
     assert summary["offline"] is True
     assert [(step["revisions"], step["direction"], step["action"]) for step in summary["steps"]] == [
-        (["0001"], "up", "written as SQL"), (["0002"], "up", "written as SQL"),
+        (["0001"], "up", "written as SQL"),
+        (["0002"], "up", "written as SQL"),
     ]
     assert "fencemigrate" not in schema_names(project.url) and table_names(project.url) == []
 
@@ -333,7 +339,7 @@ def test_state_lists_the_ledger_in_apply_order(on_backend: Project) -> None:
     cli(project, "upgrade", "head", "--token", "4", "--holder", "h").check(0)
     assert [row["revision"] for row in cli_json(project, "state")["ledger"]] == ["b", "a"]
     text = cli(project, "state").check(0).stdout.splitlines()
-    ledger = text[text.index("ledger (alembic_version):") + 1:][:2]
+    ledger = text[text.index("ledger (alembic_version):") + 1 :][:2]
     assert [line.split()[0] for line in ledger] == ["b", "a"]
 
 
@@ -347,28 +353,46 @@ def test_the_wheel_built_from_a_checkout_runs_on_its_own(tmp_path: Path) -> None
     wheels = tmp_path / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(wheels)],
-        check=True, capture_output=True, text=True, timeout=300,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     (wheel,) = wheels.glob("fencemigrate-*.whl")
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(tmp_path / "site"), str(wheel)],
-        check=True, capture_output=True, text=True, timeout=300,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     package = tmp_path / "site" / "fencemigrate"
-    for data in ("_data/sql/fencemigrate.control", "_data/sql/queries/sqlite/token_wrote.sql",
-                 "_data/alembic_template/env.py", "leases/lua/renew.lua"):
+    for data in (
+        "_data/sql/fencemigrate.control",
+        "_data/sql/queries/sqlite/token_wrote.sql",
+        "_data/alembic_template/env.py",
+        "leases/lua/renew.lua",
+    ):
         assert (package / data).is_file(), data
 
     def installed(*args: str) -> subprocess.CompletedProcess[str]:
         env = {"PYTHONPATH": str(tmp_path / "site")}
         return subprocess.run(
-            [sys.executable, "-m", "fencemigrate", *args], cwd=tmp_path, env=subprocess_env(env),
-            capture_output=True, text=True, timeout=300,
+            [sys.executable, "-m", "fencemigrate", *args],
+            cwd=tmp_path,
+            env=subprocess_env(env),
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
 
     where = subprocess.run(
-        [sys.executable, "-c", "import fencemigrate.resources as r; print(r.sql_dir())"], cwd=tmp_path,
-        env=subprocess_env({"PYTHONPATH": str(tmp_path / "site")}), capture_output=True, text=True, check=True,
+        [sys.executable, "-c", "import fencemigrate.resources as r; print(r.sql_dir())"],
+        cwd=tmp_path,
+        env=subprocess_env({"PYTHONPATH": str(tmp_path / "site")}),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert Path(where.stdout.strip()) == package / "_data" / "sql"
     assert installed("--version").stdout == f"python -m fencemigrate, version {version('fencemigrate')}\n"

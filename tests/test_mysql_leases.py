@@ -53,7 +53,13 @@ def test_lease_commands_busy_and_lost(make_project: MakeProject, mysql_url: str)
     assert "FENCED: you no longer own db/migrations." in stale.stderr.splitlines()
     assert "t02" not in app_tables(mysql_url)
     assert [kind for kind, *_ in events(mysql_url)] == [
-        "APPLY", "GRANT", "LOST", "RENEW", "RELEASE", "LOST", "FENCED",
+        "APPLY",
+        "GRANT",
+        "LOST",
+        "RENEW",
+        "RELEASE",
+        "LOST",
+        "FENCED",
     ]
 
 
@@ -70,8 +76,11 @@ def test_eight_runners_at_once_on_an_empty_database(
     assert versions(mysql_url) == ["r30"]
     assert len(app_tables(mysql_url)) == 31
     assert len(ledger(mysql_url)) == 30
-    applies = mysql_rows(mysql_url, "SELECT COUNT(*), COUNT(DISTINCT revision), COUNT(DISTINCT token) "
-                                    "FROM fencemigrate_fence_event WHERE kind = 'APPLY'")
+    applies = mysql_rows(
+        mysql_url,
+        "SELECT COUNT(*), COUNT(DISTINCT revision), COUNT(DISTINCT token) "
+        "FROM fencemigrate_fence_event WHERE kind = 'APPLY'",
+    )
     assert applies == [(30, 30, 1)]
 
     failures = 0
@@ -80,7 +89,10 @@ def test_eight_runners_at_once_on_an_empty_database(
         try:
             plain = make_project(url=url, name=f"plain{attempt}")
             plain.add_chain(30)
-            failures = sum(code != 0 for code, _ in run_all_at_once(plain.path, [[*script_command("alembic"), "upgrade", "head"]] * 8))
+            failures = sum(
+                code != 0
+                for code, _ in run_all_at_once(plain.path, [[*script_command("alembic"), "upgrade", "head"]] * 8)
+            )
         finally:
             drop_test_database(url)
         if failures:
@@ -92,8 +104,9 @@ def test_grant_waits_for_an_in_flight_writer_or_preempts_it(make_project: MakePr
     """A grant never slips under a writer holding the named lock: busy after --wait; --preempt kills
     the writer's session, and its unfinished revision is reported dirty."""
     project = make_project(url=mysql_url)
-    project.add_revision("0001", None, ["CREATE TABLE early (id int)"],
-                         extra_upgrade_code=SLOW_UPGRADE.format(seconds=4, table="late"))
+    project.add_revision(
+        "0001", None, ["CREATE TABLE early (id int)"], extra_upgrade_code=SLOW_UPGRADE.format(seconds=4, table="late")
+    )
     writer = start(project, "upgrade", "head", "--token", "5", "--holder", "stale")
     wait_for(lambda: "early" in app_tables(mysql_url))
     writer_session = lock_holder(mysql_url)
@@ -123,7 +136,9 @@ def test_grant_waits_for_an_in_flight_writer_or_preempts_it(make_project: MakePr
     dirty.check(5)
 
 
-def test_a_holder_paused_inside_its_renewal_blocks_nobody_beyond_wait(make_project: MakeProject, mysql_url: str) -> None:
+def test_a_holder_paused_inside_its_renewal_blocks_nobody_beyond_wait(
+    make_project: MakeProject, mysql_url: str
+) -> None:
     """agent-A's renewal is stopped with SIGSTOP inside its transaction (the lease row changed and
     locked, not committed), after A's lease has expired. A grant with --wait 2s and another renew
     answer busy (exit 4) instead of waiting for InnoDB's 50-second lock wait; nothing changed."""
@@ -155,13 +170,18 @@ def test_preempt_kills_a_holder_stopped_inside_its_renewal_once_its_lease_expire
     with paused_holder(renewal_script(mysql_url, "agent-A", "SELECT CONNECTION_ID()")) as connection_id:
         live = project.run_cli("lease", "acquire", "--holder", "agent-B", "--preempt", timeout=30).check(4)
         assert "held by agent-A (token 1)" in live.stderr
-        assert mysql_rows(mysql_url, f"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {connection_id}") == [(1,)]
-        wait_for(lambda: bool(mysql_rows(mysql_url, "SELECT expires_at <= UTC_TIMESTAMP(6) FROM fencemigrate_lease")[0][0]))
+        assert mysql_rows(
+            mysql_url, f"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {connection_id}"
+        ) == [(1,)]
+        wait_for(
+            lambda: bool(mysql_rows(mysql_url, "SELECT expires_at <= UTC_TIMESTAMP(6) FROM fencemigrate_lease")[0][0])
+        )
         started = time.monotonic()
         project.run_cli("lease", "acquire", "--holder", "agent-B", "--wait", "2s", timeout=30).check(4)
         assert time.monotonic() - started < 10
-        granted = project.run_cli("lease", "acquire", "--holder", "agent-B", "--wait", "2s", "--preempt", "--json",
-                                  timeout=30).check(0)
+        granted = project.run_cli(
+            "lease", "acquire", "--holder", "agent-B", "--wait", "2s", "--preempt", "--json", timeout=30
+        ).check(0)
         payload = json.loads(granted.stdout)
         assert (payload["lease"]["token"], payload["lease"]["preempted_pids"]) == (2, [int(connection_id)])
     assert [kind for kind, *_ in events(mysql_url)] == ["GRANT", "EXPIRE", "PREEMPT", "GRANT"]
@@ -177,7 +197,6 @@ def test_preempt_kills_a_grant_stopped_inside_its_transaction_on_a_free_lease(
     grant = 'leases.acquire(LeaseRequest("db/migrations", "agent-X", 3600000))'
     with paused_holder(stopped_lease_call(mysql_url, grant, "SELECT CONNECTION_ID()")) as connection_id:
         project.run_cli("lease", "acquire", "--holder", "agent-B", "--wait", "1s", timeout=30).check(4)
-        granted = project.run_cli("lease", "acquire", "--holder", "agent-B", "--preempt", "--json",
-                                  timeout=30).check(0)
+        granted = project.run_cli("lease", "acquire", "--holder", "agent-B", "--preempt", "--json", timeout=30).check(0)
     assert json.loads(granted.stdout)["lease"]["preempted_pids"] == [int(connection_id)]
     assert mysql_rows(mysql_url, "SELECT holder FROM fencemigrate_lease") == [("agent-B",)]

@@ -16,9 +16,9 @@ import time
 from typing import Any
 
 import pytest
-from sqlalchemy.engine import make_url
 from fence_rows import assert_fenced
 from mysql_rows import app_tables, columns, events, fence_tokens, ledger, snapshot, versions
+from sqlalchemy.engine import make_url
 from support.mysql_server import connect, create_test_database, drop_test_database, mysql_rows, mysql_table_names
 from support.project import MakeProject, Project, Result, run_command, script_command
 from test_incident import (
@@ -121,8 +121,12 @@ SLOW_UPGRADE = "import time\ntime.sleep({seconds})\nop.execute('CREATE TABLE {ta
 def start(project: Project, *args: str) -> subprocess.Popen[str]:
     """``fencemigrate ARGS`` in the background."""
     return subprocess.Popen(
-        script_command("fencemigrate") + list(args), cwd=project.path, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        script_command("fencemigrate") + list(args),
+        cwd=project.path,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
     )
 
 
@@ -180,8 +184,9 @@ def test_control_two_plain_alembic_writers_collide(make_project: MakeProject, my
     project.run_alembic("upgrade", "0000").check(0)  # the version table exists: both race on 0001 only
     alembic = script_command("alembic")
     processes = [
-        subprocess.Popen(alembic + ["upgrade", "head"], cwd=project.path, text=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            alembic + ["upgrade", "head"], cwd=project.path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         for _ in range(2)
     ]
     codes = sorted(process.wait(timeout=120) for process in processes)
@@ -191,11 +196,13 @@ def test_control_two_plain_alembic_writers_collide(make_project: MakeProject, my
 
 # -- dirty revisions ---------------------------------------------------------------------------
 
+
 def add_half_failing(project: Project) -> None:
     """0001 fine; 0002 creates ``half`` and then fails."""
     project.add_revision("0001", None, ["CREATE TABLE one (id int PRIMARY KEY)"], ["DROP TABLE one"])
-    project.add_revision("0002", "0001", ["CREATE TABLE half (id int PRIMARY KEY)", "SELECT * FROM missing_table"],
-                         ["DROP TABLE half"])
+    project.add_revision(
+        "0002", "0001", ["CREATE TABLE half (id int PRIMARY KEY)", "SELECT * FROM missing_table"], ["DROP TABLE half"]
+    )
 
 
 DIRTY_LINES = [
@@ -223,7 +230,8 @@ def test_failed_revision_is_dirty_refuses_writes_and_is_resolved(make_project: M
     failed.check(1)
     assert re.match(
         r"fencemigrate: error: revision 0002 \(migrations/versions/0002_\w+\.py, line \d+, in upgrade\) failed in "
-        r"pre-check mode: database error: \(1146, ", failed.stderr.splitlines()[-1]
+        r"pre-check mode: database error: \(1146, ",
+        failed.stderr.splitlines()[-1],
     ), failed
     assert "0002 is now marked dirty and fenced writes are refused" in failed.stderr
     assert "half" in app_tables(mysql_url)  # MySQL committed the first statement
@@ -231,8 +239,10 @@ def test_failed_revision_is_dirty_refuses_writes_and_is_resolved(make_project: M
     assert ledger(mysql_url) == {"0001": (5, "agent-A", "applied"), "0002": (5, "agent-A", "applying")}
 
     state = project.run_cli("state").check(0).stdout.splitlines()
-    assert any(line.startswith("  0002  applied_token=5  holder=agent-A  upgrade at ")
-               and line.endswith("  DIRTY (applying)") for line in state), state
+    assert any(
+        line.startswith("  0002  applied_token=5  holder=agent-A  upgrade at ") and line.endswith("  DIRTY (applying)")
+        for line in state
+    ), state
     assert state[-1].startswith("DIRTY: 0002 (alembic_version): upgrade started under token 5 by agent-A at ")
     payload = json.loads(project.run_cli("state", "--json").check(0).stdout)
     assert [(d["revision"], d["state"], d["token"], d["holder"]) for d in payload["dirty"]] == [
@@ -281,8 +291,12 @@ def test_resolve_as_applied_moves_the_version_table(make_project: MakeProject, m
     out = project.run_cli("resolve", "0002", "--token", "5", "--as", "applied", "--json").check(0)
     payload = json.loads(out.stdout)
     assert {k: payload[k] for k in ("status", "revision", "resolved_as", "was", "started_token", "heads")} == {
-        "status": "ok", "revision": "0002", "resolved_as": "applied", "was": "applying",
-        "started_token": 5, "heads": ["0002"],
+        "status": "ok",
+        "revision": "0002",
+        "resolved_as": "applied",
+        "was": "applying",
+        "started_token": 5,
+        "heads": ["0002"],
     }
     assert versions(mysql_url) == ["0002"]
     assert ledger(mysql_url)["0002"] == (5, "agent-A", "applied")
@@ -292,8 +306,12 @@ def test_resolve_as_applied_moves_the_version_table(make_project: MakeProject, m
 def test_failed_downgrade_is_dirty_and_resolved_as_rolled_back(make_project: MakeProject, mysql_url: str) -> None:
     """A downgrade that fails midway is dirty too; resolved as rolled back, the version moves below it."""
     project = make_project(url=mysql_url)
-    project.add_revision("0001", None, ["CREATE TABLE a (id int)", "CREATE TABLE b (id int)"],
-                         ["DROP TABLE a", "DROP TABLE missing_table"])
+    project.add_revision(
+        "0001",
+        None,
+        ["CREATE TABLE a (id int)", "CREATE TABLE b (id int)"],
+        ["DROP TABLE a", "DROP TABLE missing_table"],
+    )
     project.run_cli("upgrade", "head", "--token", "5", "--holder", "agent-A").check(0)
     project.run_cli("downgrade", "base", "--token", "5", "--holder", "agent-A").check(1)
     assert ledger(mysql_url) == {"0001": (5, "agent-A", "rolling_back")}
@@ -313,7 +331,9 @@ def test_sigkill_mid_revision_releases_the_lock_and_leaves_the_revision_dirty(
     """The server releases a killed writer's named lock; its half-done revision stays dirty."""
     project = make_project(url=mysql_url)
     project.add_revision(
-        "0001", None, ["CREATE TABLE k1 (id int PRIMARY KEY)"],
+        "0001",
+        None,
+        ["CREATE TABLE k1 (id int PRIMARY KEY)"],
         extra_upgrade_code="import time\ntime.sleep(120)\nop.execute('CREATE TABLE k2 (id int PRIMARY KEY)')",
     )
     writer = start(project, "upgrade", "head", "--token", "5", "--holder", "agent-A")
@@ -325,8 +345,10 @@ def test_sigkill_mid_revision_releases_the_lock_and_leaves_the_revision_dirty(
 
     assert_dirty_after_kill = project.run_cli("upgrade", "head", "--token", "6", "--wait", "10s")
     assert_dirty_after_kill.check(5)  # the lock was free: the dirty check ran
-    assert "DIRTY: revision 0001 of db/migrations did not finish: its upgrade was started under token 5 by agent-A" \
+    assert (
+        "DIRTY: revision 0001 of db/migrations did not finish: its upgrade was started under token 5 by agent-A"
         in assert_dirty_after_kill.stderr
+    )
     assert app_tables(mysql_url) == ["alembic_version", "k1"]
     assert versions(mysql_url) == []
     state = json.loads(project.run_cli("state", "--json").check(0).stdout)
@@ -377,8 +399,14 @@ def test_install_sql_prints_the_mysql_script_for_the_mysql_client(
     assert mysql_table_names(mysql_url) == []
 
     url = make_url(mysql_url)
-    client = ["mariadb", f"--host={url.host}", f"--port={url.port}", f"--user={url.username}",
-              f"--password={url.password}", str(url.database)]
+    client = [
+        "mariadb",
+        f"--host={url.host}",
+        f"--port={url.port}",
+        f"--user={url.username}",
+        f"--password={url.password}",
+        str(url.database),
+    ]
     run_command(client, project.path, input=script).check(0)
     by_runner = create_test_database(mysql_server_url)
     try:
@@ -422,31 +450,43 @@ def test_a_database_at_an_older_version_is_updated_by_the_next_run(
 
 # -- bad input ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("upgrade", "head", "--token", "5", "--mode", "transactional"),
-         "fencemigrate: usage: --mode transactional is impossible on MySQL/MariaDB: they commit every DDL "
-         "statement on their own, so the fence claim cannot share a transaction with the migration; leave "
-         "--mode out (pre-check mode is the default there). Nothing was changed"),
-        (("upgrade", "head", "--token", "5", "--sql"),
-         "fencemigrate: usage: offline fencing (--sql) needs transactional mode on PostgreSQL: in pre-check "
-         "mode the runner itself checks the fence before each revision, which a script cannot do. Nothing "
-         "was written"),
-        (("resolve", "0001", "--as", "applied"),
-         "fencemigrate: usage: resolve needs --token N (or FENCEMIGRATE_TOKEN): settling a dirty revision is "
-         "a deliberate write under the lease you hold"),
-        (("resolve", "0001", "--token", "5", "--as", "applied"),
-         "fencemigrate: usage: 0001 is not dirty: only pre-check mode (MySQL/MariaDB, or --mode precheck on "
-         "PostgreSQL) marks revisions dirty, and this database has none (nothing was changed)"),
-        (("resolve", "9999", "--token", "5", "--as", "applied"),
-         "fencemigrate: usage: unknown revision '9999': "),
-        (("resolve", "head", "--token", "5", "--as", "applied"),
-         "fencemigrate: usage: resolve takes the id of the dirty revision, not 'head'"),
+        (
+            ("upgrade", "head", "--token", "5", "--mode", "transactional"),
+            "fencemigrate: usage: --mode transactional is impossible on MySQL/MariaDB: they commit every DDL "
+            "statement on their own, so the fence claim cannot share a transaction with the migration; leave "
+            "--mode out (pre-check mode is the default there). Nothing was changed",
+        ),
+        (
+            ("upgrade", "head", "--token", "5", "--sql"),
+            "fencemigrate: usage: offline fencing (--sql) needs transactional mode on PostgreSQL: in pre-check "
+            "mode the runner itself checks the fence before each revision, which a script cannot do. Nothing "
+            "was written",
+        ),
+        (
+            ("resolve", "0001", "--as", "applied"),
+            "fencemigrate: usage: resolve needs --token N (or FENCEMIGRATE_TOKEN): settling a dirty revision is "
+            "a deliberate write under the lease you hold",
+        ),
+        (
+            ("resolve", "0001", "--token", "5", "--as", "applied"),
+            "fencemigrate: usage: 0001 is not dirty: only pre-check mode (MySQL/MariaDB, or --mode precheck on "
+            "PostgreSQL) marks revisions dirty, and this database has none (nothing was changed)",
+        ),
+        (("resolve", "9999", "--token", "5", "--as", "applied"), "fencemigrate: usage: unknown revision '9999': "),
+        (
+            ("resolve", "head", "--token", "5", "--as", "applied"),
+            "fencemigrate: usage: resolve takes the id of the dirty revision, not 'head'",
+        ),
         (("upgrade", "head", "--token", "0"), "fencemigrate: usage: "),
     ],
 )
-def test_bad_input_changes_nothing(make_project: MakeProject, mysql_url: str, args: tuple[str, ...], message: str) -> None:
+def test_bad_input_changes_nothing(
+    make_project: MakeProject, mysql_url: str, args: tuple[str, ...], message: str
+) -> None:
     project = make_project(url=mysql_url)
     project.add_revision("0001", None, ["CREATE TABLE t (id int)"], ["DROP TABLE t"])
     result = project.run_cli(*args)
@@ -486,8 +526,12 @@ def test_monotonic_guard_on_mysql(make_project: MakeProject, mysql_url: str) -> 
     project.run_cli("lease", "acquire", "--holder", "someone").check(0)  # a lease row, token 8
     import pymysql
 
-    for sql in ("UPDATE fencemigrate_agent_fence SET token = 6", "DELETE FROM fencemigrate_agent_fence",
-                "UPDATE fencemigrate_lease SET token = 0", "DELETE FROM fencemigrate_lease"):
+    for sql in (
+        "UPDATE fencemigrate_agent_fence SET token = 6",
+        "DELETE FROM fencemigrate_agent_fence",
+        "UPDATE fencemigrate_lease SET token = 0",
+        "DELETE FROM fencemigrate_lease",
+    ):
         with pytest.raises(pymysql.err.MySQLError, match="monotonic"):
             mysql_rows(mysql_url, sql)
     assert fence_tokens(mysql_url) == {"db/migrations": 8}
@@ -501,8 +545,9 @@ def test_monotonic_guard_on_mysql(make_project: MakeProject, mysql_url: str) -> 
     assert fence_tokens(mysql_url) == {"db/migrations": 9}
 
 
-def test_second_database_on_the_same_server_has_its_own_lock(make_project: MakeProject, mysql_url: str,
-                                                             mysql_server_url: str) -> None:
+def test_second_database_on_the_same_server_has_its_own_lock(
+    make_project: MakeProject, mysql_url: str, mysql_server_url: str
+) -> None:
     """Named locks are server-wide: the lock name includes the database, so two apps do not wait on each other."""
     other = create_test_database(mysql_server_url)
     try:
@@ -518,13 +563,16 @@ def test_second_database_on_the_same_server_has_its_own_lock(make_project: MakeP
         drop_test_database(other)
 
 
-def test_fence_advanced_behind_the_named_lock_stops_the_next_revision(make_project: MakeProject, mysql_url: str) -> None:
+def test_fence_advanced_behind_the_named_lock_stops_the_next_revision(
+    make_project: MakeProject, mysql_url: str
+) -> None:
     """The documented window: a fence advance that bypasses the named lock (a raw UPDATE, here from
     inside revision 0001) does not stop the revision already running, but the next revision's
     check does: 0002 is FENCED before its DDL, and nothing is left dirty."""
     project = make_project(url=mysql_url)
-    project.add_revision("0001", None, ["CREATE TABLE one (id int)", "UPDATE fencemigrate_agent_fence SET token = 9"],
-                         ["DROP TABLE one"])
+    project.add_revision(
+        "0001", None, ["CREATE TABLE one (id int)", "UPDATE fencemigrate_agent_fence SET token = 9"], ["DROP TABLE one"]
+    )
     project.add_revision("0002", "0001", ["CREATE TABLE two (id int)"], ["DROP TABLE two"])
     result = project.run_cli("upgrade", "head", "--token", "5", "--holder", "stale")
     assert_fenced(result, token=5, fence=9, granted_only=True)  # raised by hand: nothing written under 9

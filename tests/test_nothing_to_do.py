@@ -18,15 +18,16 @@ import shutil
 import sqlite3
 import subprocess
 import time
+from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from fence_rows import assert_fenced, stderr_lines
-from sqlite_rows import fence_installed as sqlite_fence_installed
 from sqlite_rows import events as sqlite_events
+from sqlite_rows import fence_installed as sqlite_fence_installed
 from support.db import schema_names
 from support.mysql_server import mysql_table_names
 from support.project import MakeProject, Project, Result, run_command, script_command, sqlite_url, subprocess_env
@@ -109,7 +110,11 @@ def test_at_head_no_lease_is_taken(database: Database) -> None:
         assert result.stdout.splitlines() == idle_lines(command[0], "r02"), result
     outcome = as_json(project.run_cli("upgrade", "head", "--holder", HOLDER, "--json").check(0))
     assert (outcome["no_lease"], outcome["token"], outcome["leased"], outcome["steps"]) == (
-        "nothing_to_do", None, False, [])
+        "nothing_to_do",
+        None,
+        False,
+        [],
+    )
     assert timeline(project) == events
     assert lease(project) == held
 
@@ -192,14 +197,20 @@ def test_at_head_a_token_the_lease_service_never_issued_is_fenced(database: Data
     result = project.run_cli("upgrade", "head", "--token", "3", "--holder", HOLDER).check(0)
     assert result.stdout.splitlines() == idle_lines("upgrade", "r02", token="3"), result
     assert (timeline(project), lease(project)) == (events, held)
-    for command, token in ((("upgrade", "head"), 8), (("upgrade", "heads"), 8), (("stamp", "heads"), 8),
-                           (("upgrade", "head"), 2**62)):
+    for command, token in (
+        (("upgrade", "head"), 8),
+        (("upgrade", "heads"), 8),
+        (("stamp", "heads"), 8),
+        (("upgrade", "head"), 2**62),
+    ):
         forged = project.run_cli(*command, "--token", str(token), "--holder", "agent-F")
         forged.check(3)
-        reason = (f"token {token} was never issued by the lease service for db/migrations "
-                  "(the last token it issued is 3)")
+        reason = (
+            f"token {token} was never issued by the lease service for db/migrations (the last token it issued is 3)"
+        )
         assert stderr_lines(forged.stderr)[:2] == [
-            "FENCED: this write to db/migrations is not yours to make.", f"Rejected for token {token}: {reason}.",
+            "FENCED: this write to db/migrations is not yours to make.",
+            f"Rejected for token {token}: {reason}.",
         ], forged
         after = timeline(project)
         assert after[:-1] == events
@@ -218,8 +229,12 @@ def test_at_head_an_external_resource_takes_any_token_at_or_above_its_fence(data
     project = database.project
     project.run_cli("upgrade", "head", "--token", "5", "--holder", HOLDER).check(0)
     events = timeline(project)
-    for command, token in ((("upgrade", "head"), 5), (("upgrade", "heads"), 9), (("stamp", "heads"), 9),
-                           (("upgrade", "head"), 2**62)):
+    for command, token in (
+        (("upgrade", "head"), 5),
+        (("upgrade", "heads"), 9),
+        (("stamp", "heads"), 9),
+        (("upgrade", "head"), 2**62),
+    ):
         result = project.run_cli(*command, "--token", str(token), "--holder", HOLDER).check(0)
         assert result.stdout.splitlines() == idle_lines(command[0], "r02", token=str(token)), result
     assert timeline(project) == events
@@ -261,8 +276,12 @@ def test_work_that_appears_after_nothing_to_do_is_done_under_a_lease(tmp_path: P
     project.run_cli("upgrade", "head", "--holder", HOLDER).check(0)
     pause = tmp_path / "b"
     runner_b = subprocess.Popen(
-        [*script_command("fencemigrate"), "upgrade", "head", "--holder", "agent-B", "--json"], cwd=project.path,
-        env=subprocess_env({"FM_TEST_PAUSE": str(pause)}), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [*script_command("fencemigrate"), "upgrade", "head", "--holder", "agent-B", "--json"],
+        cwd=project.path,
+        env=subprocess_env({"FM_TEST_PAUSE": str(pause)}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         wait_for(Path(f"{pause}.inside"), runner_b)
@@ -276,7 +295,10 @@ def test_work_that_appears_after_nothing_to_do_is_done_under_a_lease(tmp_path: P
     assert (outcome["no_lease"], outcome["leased"], outcome["token"], outcome["heads"]) == (None, True, 3, ["r02"])
     assert [step["revisions"] for step in outcome["steps"]] == [["r02"]]
     assert [(kind, holder) for kind, holder, _, _ in sqlite_events(path)][-3:] == [
-        ("GRANT", "agent-B"), ("APPLY", "agent-B"), ("RELEASE", "agent-B")]
+        ("GRANT", "agent-B"),
+        ("APPLY", "agent-B"),
+        ("RELEASE", "agent-B"),
+    ]
 
 
 # -- read commands never create a database --------------------------------------------------------
@@ -290,8 +312,15 @@ MISSING = (
 
 @pytest.mark.parametrize(
     "command",
-    [("state",), ("state", "--json"), ("timeline",), ("current",), ("current", "--json"), ("check", "--db"),
-     ("history", "-i")],
+    [
+        ("state",),
+        ("state", "--json"),
+        ("timeline",),
+        ("current",),
+        ("current", "--json"),
+        ("check", "--db"),
+        ("history", "-i"),
+    ],
     ids=lambda command: "-".join(command),
 )
 def test_read_commands_on_a_missing_sqlite_file_create_none(

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fence_rows import FENCE_TABLES, fence_token
 from support.db import alembic_versions, libpq_url, query, schema_names, table_names
 from support.project import Project, Result, run_command
-
-from fence_rows import FENCE_TABLES, fence_token
 
 RESOURCE = "db/migrations"
 HOLDER = "offline-agent"
@@ -47,8 +46,6 @@ def ledger(url: str) -> list[tuple[str, int, str, str, str | None]]:
         "FROM fencemigrate.applied_revision ORDER BY revision",
     )
     return [(str(r[0]), int(r[1]), str(r[2]), str(r[3]), r[4]) for r in rows]
-
-
 
 
 def snapshot(url: str) -> dict[str, Any]:

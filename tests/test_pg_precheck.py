@@ -26,13 +26,19 @@ op.execute("SELECT * FROM missing_table")
 
 
 def dirty_rows(url: str) -> list[tuple[str, str, int]]:
-    return query(url, "SELECT revision, state, state_token FROM fencemigrate.applied_revision "
-                      "WHERE state <> 'applied' ORDER BY revision")
+    return query(
+        url,
+        "SELECT revision, state, state_token FROM fencemigrate.applied_revision "
+        "WHERE state <> 'applied' ORDER BY revision",
+    )
 
 
 def lock_holder(url: str) -> list[tuple[int]]:
-    return query(url, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 1718503790 "
-                      "AND objid = hashtext('db/migrations')::oid AND granted")
+    return query(
+        url,
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 1718503790 "
+        "AND objid = hashtext('db/migrations')::oid AND granted",
+    )
 
 
 def test_precheck_on_postgresql_marks_an_escaped_failure_dirty(project: Project, pg_url: str) -> None:
@@ -44,8 +50,12 @@ def test_precheck_on_postgresql_marks_an_escaped_failure_dirty(project: Project,
 
     failed = project.run_cli("upgrade", "head", "--token", "5", "--mode", "precheck", "--holder", "agent-A")
     failed.check(1)
-    assert re.search(r"^fencemigrate: error: revision 0002 \(migrations/versions/0002_rev\.py, line \d+, in upgrade\) "
-                     r"failed in pre-check mode: ", failed.stderr, re.MULTILINE), failed
+    assert re.search(
+        r"^fencemigrate: error: revision 0002 \(migrations/versions/0002_rev\.py, line \d+, in upgrade\) "
+        r"failed in pre-check mode: ",
+        failed.stderr,
+        re.MULTILINE,
+    ), failed
     assert "committed_early" in table_names(pg_url)
     assert alembic_versions(pg_url) == ["0001"]
     assert dirty_rows(pg_url) == [("0002", "applying", 5)]
@@ -70,11 +80,10 @@ def test_precheck_on_postgresql_marks_an_escaped_failure_dirty(project: Project,
     assert alembic_versions(pg_url) == ["0001"]
 
 
-def test_precheck_writer_holds_the_named_lock_and_a_grant_waits_or_preempts(
-    project: Project, pg_url: str
-) -> None:
-    project.add_revision("0001", None, extra_upgrade_code="import time\ntime.sleep(4)\n"
-                                                          "op.execute('CREATE TABLE late (id int)')")
+def test_precheck_writer_holds_the_named_lock_and_a_grant_waits_or_preempts(project: Project, pg_url: str) -> None:
+    project.add_revision(
+        "0001", None, extra_upgrade_code="import time\ntime.sleep(4)\nop.execute('CREATE TABLE late (id int)')"
+    )
     writer = start(project, "upgrade", "head", "--token", "5", "--mode", "precheck", "--holder", "stale")
     wait_for(lambda: bool(lock_holder(pg_url)))
     busy = project.run_cli("upgrade", "head", "--token", "6", "--mode", "precheck", "--wait", "0.5s")

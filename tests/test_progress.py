@@ -72,8 +72,8 @@ def test_a_run_waiting_for_the_lease_says_so_at_once_and_every_five_seconds(chai
     lines = waiting_lines(result, token, expires)
     assert len(lines) >= 2, result
     assert lines[0].endswith("waiting at most 7s more"), result  # at once, before any time has passed
-    assert stderr_lines(result.stderr)[:len(lines)] == lines, result
-    others = stderr_lines(result.stderr)[len(lines):]
+    assert stderr_lines(result.stderr)[: len(lines)] == lines, result
+    others = stderr_lines(result.stderr)[len(lines) :]
     assert len(others) == 1 and others[0].startswith(busy_line(token)), result
     assert versions(chain) in (None, [])
 
@@ -155,10 +155,13 @@ def test_quiet_init_prints_what_alembic_q_init_prints(tmp_path: Path) -> None:
         result = run_command(script_command(tool) + ["-q", "init", "-t", "generic", "migrations"], tmp_path / tool)
         outputs[tool] = result.check().stdout.replace(str(tmp_path / tool), "DIR").splitlines()
     assert not any(line.startswith(("Creating directory", "Please edit")) for line in outputs["alembic"])
-    assert outputs["fencemigrate"] == [*outputs["alembic"], (
-        "Alembic environment (template generic) written to migrations; edit sqlalchemy.url in alembic.ini; "
-        "its env.py is not fence-aware: plain alembic runs it without a token"
-    )]
+    assert outputs["fencemigrate"] == [
+        *outputs["alembic"],
+        (
+            "Alembic environment (template generic) written to migrations; edit sqlalchemy.url in alembic.ini; "
+            "its env.py is not fence-aware: plain alembic runs it without a token"
+        ),
+    ]
 
 
 def test_a_run_waiting_for_a_redis_lease_says_so(project: Project, redis_url: str) -> None:

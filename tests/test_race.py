@@ -102,7 +102,13 @@ def _kill_leftover_runs() -> Iterator[None]:
 def start(project: Project, token: int) -> Run:
     """Start ``fencemigrate upgrade head --token T --json`` in the background."""
     argv = script_command("fencemigrate") + [
-        "upgrade", "head", "--token", str(token), "--holder", f"racer-{token}", "--json",
+        "upgrade",
+        "head",
+        "--token",
+        str(token),
+        "--holder",
+        f"racer-{token}",
+        "--json",
     ]
     process = subprocess.Popen(
         argv,

@@ -64,7 +64,8 @@ def request(holder: str, ttl_ms: int = LONG_TTL, wait_ms: int = 0, preempt: bool
 def events(url: str) -> list[tuple[str, str | None, int | None]]:
     """(kind, holder, token) of every event of the resource, in order."""
     rows = query(
-        url, f"SELECT kind, holder, token FROM {FENCE_SCHEMA}.fence_event WHERE resource = %s ORDER BY id",
+        url,
+        f"SELECT kind, holder, token FROM {FENCE_SCHEMA}.fence_event WHERE resource = %s ORDER BY id",
         (RESOURCE,),
     )
     return [(str(kind), holder, None if token is None else int(token)) for kind, holder, token in rows]
@@ -140,12 +141,15 @@ def test_flushall_between_grants_still_issues_a_token_above_the_fence(
     assert fence_token(pg_url) == 4
     assert client.get(TOKEN_KEY) == "4"
     assert event_detail(pg_url, "GRANT") == {
-        "counter_raised_to_fence_token": 3, "lease_service": "redis", "ttl_ms": LONG_TTL,
+        "counter_raised_to_fence_token": 3,
+        "lease_service": "redis",
+        "ttl_ms": LONG_TTL,
     }
 
 
-def test_control_a_plain_incr_counter_goes_backwards_after_flushall(client: redis.Redis, pg_url: str,
-                                                                     leases: RedisLeases) -> None:
+def test_control_a_plain_incr_counter_goes_backwards_after_flushall(
+    client: redis.Redis, pg_url: str, leases: RedisLeases
+) -> None:
     for holder in ("agent-A", "agent-B", "agent-C"):
         claim(pg_url, plain_incr_grant(client, holder))
     assert fence_token(pg_url) == 3
@@ -192,16 +196,16 @@ def test_a_live_holder_makes_the_lease_busy_and_nothing_changes(
     assert events(pg_url) == [("GRANT", "agent-A", 1)]
 
 
-def test_expiry_is_redis_s_and_a_stale_holder_s_renew_and_release_are_lost(
-    leases: RedisLeases, pg_url: str
-) -> None:
+def test_expiry_is_redis_s_and_a_stale_holder_s_renew_and_release_are_lost(leases: RedisLeases, pg_url: str) -> None:
     leases.acquire(request("agent-A", ttl_ms=SHORT_TTL))
 
     grant = leases.acquire(request("agent-B", wait_ms=LONG_WAIT))  # polls until Redis expires A's key
 
     assert (grant.token, grant.previous_holder) == (2, "agent-A")
-    for stale_call in (lambda: leases.renew(RESOURCE, "agent-A", 1, LONG_TTL),
-                       lambda: leases.release(RESOURCE, "agent-A", 1)):
+    for stale_call in (
+        lambda: leases.renew(RESOURCE, "agent-A", 1, LONG_TTL),
+        lambda: leases.release(RESOURCE, "agent-A", 1),
+    ):
         with pytest.raises(LeaseLost) as lost:
             stale_call()
         assert lost.value.exit_status == EXIT_FENCED == 3
@@ -357,7 +361,9 @@ def test_a_grant_whose_key_expired_during_the_fence_wait_yields_to_the_holder_th
     other.close()
     assert (grants["agent-D"].token, grants["agent-C"].token) == (2, 3)
     assert [(kind, holder) for kind, holder, _ in events(pg_url)][-3:] == [
-        ("GRANT", "agent-D"), ("RELEASE", "agent-D"), ("GRANT", "agent-C"),
+        ("GRANT", "agent-D"),
+        ("RELEASE", "agent-D"),
+        ("GRANT", "agent-C"),
     ]
 
 
@@ -367,9 +373,7 @@ def test_opening_installs_the_fence_schema(redis_url: str, engine: Engine, pg_ur
     assert fence_installed(pg_url)
 
 
-def test_an_unreachable_redis_is_a_clear_error_and_the_database_is_untouched(
-    engine: Engine, pg_url: str
-) -> None:
+def test_an_unreachable_redis_is_a_clear_error_and_the_database_is_untouched(engine: Engine, pg_url: str) -> None:
     with PrivateRedis() as server:
         url = server.url
     with pytest.raises(DatabaseError) as failed:
@@ -389,6 +393,7 @@ def test_a_grant_paused_inside_its_transaction_is_preempted_once_its_redis_lease
     grant lock held). While X's Redis key lives, --preempt is busy and kills nobody; once it has
     expired a grant with --wait 2s is busy within about the wait, and --preempt ends X's stuck
     transaction and is granted."""
+
     def acquire(*args: str) -> Any:
         return project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url, *args, timeout=60)
 
@@ -403,7 +408,9 @@ def test_a_grant_paused_inside_its_transaction_is_preempted_once_its_redis_lease
         payload = json.loads(acquire("--wait", "2s", "--preempt", "--json").check(0).stdout)
         assert payload["lease"]["preempted_pids"] == [int(pid)]
     assert events(pg_url) == [
-        ("EXPIRE", "agent-X", 1), ("PREEMPT", "agent-B", 2), ("GRANT", "agent-B", 2),
+        ("EXPIRE", "agent-X", 1),
+        ("PREEMPT", "agent-B", 2),
+        ("GRANT", "agent-B", 2),
     ]
     assert fence_token(pg_url) == payload["lease"]["token"]
 
@@ -424,7 +431,10 @@ def test_cli_acquire_busy_and_a_stale_renew(project: Project, redis_url: str) ->
     assert json.loads(taken.stdout)["lease"]["token"] == 2
     status = json.loads(project.run_cli("lease", "status", "--lease-url", redis_url, "--json").check(0).stdout)
     assert {key: status["lease"][key] for key in ("holder", "token", "fence_token", "expired")} == {
-        "holder": "agent-B", "token": 2, "fence_token": 2, "expired": False,
+        "holder": "agent-B",
+        "token": 2,
+        "fence_token": 2,
+        "expired": False,
     }
 
     lost = lease("renew", "--holder", "agent-A", "--token", "1").check(3)
@@ -472,11 +482,13 @@ def test_a_paused_redis_answers_no_later_than_wait(project: Project, pg_url: str
         logged = query(pg_url, "SELECT kind FROM fencemigrate.fence_event ORDER BY id")
         with server.paused():
             started = time.monotonic()
-            acquire = project.run_cli("lease", "acquire", "--holder", "agent-B", "--wait", "2s",
-                                      "--lease-url", server.url, timeout=25).check(1)
+            acquire = project.run_cli(
+                "lease", "acquire", "--holder", "agent-B", "--wait", "2s", "--lease-url", server.url, timeout=25
+            ).check(1)
             assert time.monotonic() - started < 20
-            renew = project.run_cli("lease", "renew", "--holder", "agent-A", "--lease-url", server.url,
-                                    timeout=25).check(1)
+            renew = project.run_cli(
+                "lease", "renew", "--holder", "agent-A", "--lease-url", server.url, timeout=25
+            ).check(1)
         no_answer = f"fencemigrate: error: lease service {server.url} did not answer within"
         assert stderr_lines(acquire.stderr) == [f"{no_answer} 2s (paused, overloaded or unreachable); try again later"]
         assert stderr_lines(renew.stderr) == [f"{no_answer} 5s (paused, overloaded or unreachable); try again later"]

@@ -67,8 +67,11 @@ def _chain(project: Project) -> None:
     """r01 .. r05 on the branch labelled ``main``, each creating its table t01 .. t05."""
     for number in range(1, 6):
         project.add_revision(
-            f"r{number:02d}", f"r{number - 1:02d}" if number > 1 else None,
-            f"CREATE TABLE t{number:02d} (id int)", f"DROP TABLE t{number:02d}", slug=f"t{number:02d}",
+            f"r{number:02d}",
+            f"r{number - 1:02d}" if number > 1 else None,
+            f"CREATE TABLE t{number:02d} (id int)",
+            f"DROP TABLE t{number:02d}",
+            slug=f"t{number:02d}",
             branch_labels="main" if number == 1 else None,
         )
 
@@ -81,7 +84,8 @@ def _database(url: str) -> tuple[list[str], list[str]]:
             names = sa.inspect(connection).get_table_names()
             versions = (
                 sorted(connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalars())
-                if "alembic_version" in names else []
+                if "alembic_version" in names
+                else []
             )
         return versions, sorted(name for name in names if re.fullmatch(r"t\d\d", name))
     finally:
@@ -100,7 +104,9 @@ def test_relative_revisions_as_alembic(make_project: MakeProject, two_databases:
         if versions is None:
             message = f"Can't locate revision identified by '{control_args[-1]}'"
             assert control_result.code == 255 and f"FAILED: {message}" in control_result.stdout, control_result
-            assert fenced_result.code == 2 and f"fencemigrate: usage: {message}\n" in fenced_result.stderr, fenced_result
+            assert fenced_result.code == 2 and f"fencemigrate: usage: {message}\n" in fenced_result.stderr, (
+                fenced_result
+            )
         else:
             fenced_result.check()
             control_result.check()

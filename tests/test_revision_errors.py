@@ -9,9 +9,9 @@ file and line), so fencemigrate reports the same failure, only more usefully.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import sqlite_rows
@@ -42,11 +42,13 @@ def target(request: pytest.FixtureRequest, make_project: MakeProject, tmp_path: 
     else:
         database = tmp_path / "app.db"
         project = make_project(url=sqlite_url(database))
-        target = Target(project, lambda: sqlite_rows.user_tables(database) if database.exists() else [],
-                        lambda: sqlite_rows.alembic_versions(database) if database.exists() else None)
+        target = Target(
+            project,
+            lambda: sqlite_rows.user_tables(database) if database.exists() else [],
+            lambda: sqlite_rows.alembic_versions(database) if database.exists() else None,
+        )
     project.add_revision("0001", None, "CREATE TABLE one (id int)", "DROP TABLE one")
-    project.add_revision("0002", "0001", "CREATE TABLE two (id int)", "DROP TABLE two",
-                         extra_upgrade_code=FAILING_CODE)
+    project.add_revision("0002", "0001", "CREATE TABLE two (id int)", "DROP TABLE two", extra_upgrade_code=FAILING_CODE)
     return target
 
 
@@ -81,7 +83,7 @@ def test_raiseerr_adds_the_traceback_and_keeps_the_exit_status(target: Target) -
     result = target.project.run_cli("--raiseerr", "upgrade", "head").check(1)
     message = f"fencemigrate: error: {failure_message(target.project)}"
     assert message in result.stderr.splitlines(), result
-    trace = result.stderr[result.stderr.index(message) + len(message):]
+    trace = result.stderr[result.stderr.index(message) + len(message) :]
     assert trace.lstrip("\n").startswith("Traceback (most recent call last):"), result
     revision_file = str((target.project.versions / "0002_rev.py").resolve())
     assert f'File "{revision_file}", line {raising_line(target.project)}, in upgrade' in trace, result
@@ -130,17 +132,24 @@ def test_earlier_revisions_in_their_own_transactions_stay_applied(make_project: 
     assert sorted(db.table_names(pg_url)) == ["alembic_version", "one"]
 
 
-@pytest.mark.parametrize("flags", [(), ("--raiseerr",), ("--json",), ("--raiseerr", "--json")],
-                         ids=["text", "raiseerr", "json", "raiseerr-json"])
+@pytest.mark.parametrize(
+    "flags",
+    [(), ("--raiseerr",), ("--json",), ("--raiseerr", "--json")],
+    ids=["text", "raiseerr", "json", "raiseerr-json"],
+)
 def test_a_password_in_the_error_is_never_printed(
     make_project: MakeProject, pg_url: str, flags: tuple[str, ...]
 ) -> None:
     """The revision's error quotes the URL, password included: it is shown as ***, in the traceback too."""
     url = pg_url.replace("postgres@", f"postgres:{PASSWORD}@")
     project = make_project(url=url)
-    project.add_revision("0001", None, extra_upgrade_code=(
-        "raise ValueError('cannot use ' + op.get_bind().engine.url.render_as_string(hide_password=False))"
-    ))
+    project.add_revision(
+        "0001",
+        None,
+        extra_upgrade_code=(
+            "raise ValueError('cannot use ' + op.get_bind().engine.url.render_as_string(hide_password=False))"
+        ),
+    )
     json_flag = [flag for flag in flags if flag == "--json"]
     result = project.run_cli(*[flag for flag in flags if flag != "--json"], "upgrade", "head", *json_flag).check(1)
     assert PASSWORD not in result.output, result

@@ -54,9 +54,16 @@ def test_current_check_heads_fails_as_alembic(project: Project) -> None:
 
 def _revision(project: Project, rev: str, down: list[str], **facts: Any) -> dict[str, Any]:
     return {
-        "revision": rev, "down_revisions": down, "branch_labels": [], "depends_on": [], "is_head": False,
-        "is_branch_point": False, "is_merge_point": False, "doc": rev,
-        "path": str(project.versions / f"{rev}_{rev}.py"), **facts,
+        "revision": rev,
+        "down_revisions": down,
+        "branch_labels": [],
+        "depends_on": [],
+        "is_head": False,
+        "is_branch_point": False,
+        "is_merge_point": False,
+        "doc": rev,
+        "path": str(project.versions / f"{rev}_{rev}.py"),
+        **facts,
     }
 
 
@@ -77,7 +84,10 @@ def test_json(project: Project) -> None:
     history = listed("history", "-i")
     assert history["status"] == "ok" and history["database_heads"] == ["a2"]
     assert {item["revision"]: item["is_current"] for item in history["revisions"]} == {
-        "a1": False, "a2": True, "a3": False, "b1": False,
+        "a1": False,
+        "a2": True,
+        "a3": False,
+        "b1": False,
     }
     assert listed("history", "-r", "a2:") == {"status": "ok", "revisions": [a3, a2]}
     assert listed("show", "a3") == {"status": "ok", "revisions": [a3]}

@@ -59,10 +59,14 @@ def raw_url(project: Project, value: str) -> None:
 
 #: Every command in text and in JSON, and ``install --sql`` (which has no ``--json``) in text.
 URL_CASES = [
-    *(pytest.param(command.values[0], flag.values[0], id=f"{command.id}-{flag.id}")
-      for command in COMMANDS for flag in TEXT_AND_JSON),
+    *(
+        pytest.param(command.values[0], flag.values[0], id=f"{command.id}-{flag.id}")
+        for command in COMMANDS
+        for flag in TEXT_AND_JSON
+    ),
     pytest.param(("install", "--sql"), (), id="install-sql-text"),
 ]
+
 
 @pytest.fixture(scope="module")
 def unescaped_percent(tmp_path_factory: pytest.TempPathFactory) -> Project:

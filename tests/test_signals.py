@@ -23,7 +23,8 @@ from mysql_rows import ledger as mysql_ledger
 from mysql_rows import versions as mysql_versions
 from sqlite_rows import alembic_versions as sqlite_versions
 from sqlite_rows import ledger as sqlite_ledger
-from sqlite_rows import make_sqlite_project, user_tables as sqlite_user_tables
+from sqlite_rows import make_sqlite_project
+from sqlite_rows import user_tables as sqlite_user_tables
 from support.db import alembic_versions, query
 from support.mysql_server import mysql_rows
 from support.project import MakeProject, Project, script_command, subprocess_env
@@ -34,8 +35,12 @@ EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}
 def start(project: Project, *args: str) -> subprocess.Popen[str]:
     """``fencemigrate -q *args`` in the background: without progress lines, stderr is the outcome alone."""
     return subprocess.Popen(
-        [*script_command("fencemigrate"), "-q", *args], cwd=project.path, env=subprocess_env(),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [*script_command("fencemigrate"), "-q", *args],
+        cwd=project.path,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -78,8 +83,13 @@ def interrupted_line(signum: int) -> str:
 
 
 def sleeping_in_pg(url: str) -> bool:
-    return bool(query(url, "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
-                           "AND state = 'active' AND query LIKE 'SELECT pg_sleep(%'")[0][0])
+    return bool(
+        query(
+            url,
+            "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+            "AND state = 'active' AND query LIKE 'SELECT pg_sleep(%'",
+        )[0][0]
+    )
 
 
 # -- PostgreSQL --------------------------------------------------------------------------------
@@ -164,11 +174,18 @@ def test_sqlite_a_signal_inside_the_migration_rolls_back_and_releases(tmp_path: 
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     project.run_cli("upgrade", "head", "--holder", "setup").check(0)
     inside = tmp_path / "inside"
-    project.add_revision("b2", "a1", "CREATE TABLE t2 (id int)", "DROP TABLE t2", slug="t2", extra_upgrade_code=f"""
+    project.add_revision(
+        "b2",
+        "a1",
+        "CREATE TABLE t2 (id int)",
+        "DROP TABLE t2",
+        slug="t2",
+        extra_upgrade_code=f"""
         import pathlib, time
         pathlib.Path({str(inside)!r}).touch()
         time.sleep(30)
-    """)
+    """,
+    )
     before = (sqlite_versions(database), sqlite_ledger(database), sqlite_user_tables(database))
 
     runner = start(project, "upgrade", "head", "--holder", "runner")
@@ -188,11 +205,18 @@ def test_sqlite_sigkill_leaves_the_lease_held(tmp_path: Path) -> None:
     """The control on SQLite: after SIGKILL the lease stays held."""
     project = make_sqlite_project(tmp_path)
     inside = tmp_path / "inside"
-    project.add_revision("b2", None, "CREATE TABLE t2 (id int)", "DROP TABLE t2", slug="t2", extra_upgrade_code=f"""
+    project.add_revision(
+        "b2",
+        None,
+        "CREATE TABLE t2 (id int)",
+        "DROP TABLE t2",
+        slug="t2",
+        extra_upgrade_code=f"""
         import pathlib, time
         pathlib.Path({str(inside)!r}).touch()
         time.sleep(30)
-    """)
+    """,
+    )
     runner = start(project, "upgrade", "head", "--holder", "runner", "--ttl", "5m")
     wait_for(inside.exists, runner, "the migration never reached its sleep")
     stop(runner, signal.SIGKILL)
@@ -221,15 +245,19 @@ def test_sqlite_a_run_waiting_for_the_lease_stops_at_once(tmp_path: Path) -> Non
 
 
 def sleeping_in_mysql(url: str) -> bool:
-    rows = mysql_rows(url, "SELECT count(*) FROM information_schema.processlist "
-                           "WHERE id <> connection_id() AND info LIKE 'SELECT SLEEP(%'")
+    rows = mysql_rows(
+        url,
+        "SELECT count(*) FROM information_schema.processlist "
+        "WHERE id <> connection_id() AND info LIKE 'SELECT SLEEP(%'",
+    )
     return bool(rows[0][0])
 
 
 def sessions_in_mysql(url: str) -> int:
     """Sessions on the test's database other than this query's own."""
-    rows = mysql_rows(url, "SELECT count(*) FROM information_schema.processlist "
-                           "WHERE id <> connection_id() AND db = database()")
+    rows = mysql_rows(
+        url, "SELECT count(*) FROM information_schema.processlist WHERE id <> connection_id() AND db = database()"
+    )
     return int(rows[0][0])
 
 

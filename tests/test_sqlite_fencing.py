@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fence_rows import stderr_lines, without_progress
 from sqlite_rows import (
     alembic_versions,
     column_names,
@@ -38,8 +39,6 @@ from test_incident import (
     write_a_0043,
     write_b_0042,
 )
-
-from fence_rows import stderr_lines, without_progress
 
 INVALID_SQL = "CREATE TABLE broken_syntax (id int,)"
 
@@ -189,7 +188,9 @@ def test_transaction_per_migration_keeps_the_steps_before_the_failure(tmp_path: 
     add_good(project, "0002", "0001", "t2")
     add_failing(project, "0003", "0002", "t3")
 
-    assert_one_error_line(project.run_cli("upgrade", "head", "--token", "7", "--holder", "per-migration"), "syntax error")
+    assert_one_error_line(
+        project.run_cli("upgrade", "head", "--token", "7", "--holder", "per-migration"), "syntax error"
+    )
     assert user_tables(db) == ["t1", "t2"]
     assert alembic_versions(db) == ["0002"]
     assert ledger(db) == {"0001": (7, "per-migration", "upgrade"), "0002": (7, "per-migration", "upgrade")}
@@ -258,7 +259,11 @@ def test_state_text_and_json(tmp_path: Path) -> None:
     assert [(f["resource"], f["token"]) for f in payload["fences"]] == [("db/migrations", 12)]
     (row,) = payload["ledger"]
     assert (row["revision"], row["resource"], row["applied_token"], row["holder"], row["method"]) == (
-        "0001", "db/migrations", 12, "agent", "upgrade",
+        "0001",
+        "db/migrations",
+        12,
+        "agent",
+        "upgrade",
     )
     assert len(row["script_sha256"]) == 64
     assert row["applied_at"].endswith("Z")
@@ -410,7 +415,9 @@ def test_commit_inside_a_revision_is_reclaimed_and_reported_non_atomic(tmp_path:
     project = make_sqlite_project(tmp_path)
     db = database(project)
     add_good(project, "a1", None, "t1")
-    code = f'op.execute("CREATE TABLE before_commit (id int)")\n{commit}\nop.execute("CREATE TABLE after_commit (id int)")'
+    code = (
+        f'op.execute("CREATE TABLE before_commit (id int)")\n{commit}\nop.execute("CREATE TABLE after_commit (id int)")'
+    )
     project.add_revision("b2", "a1", (), slug="commit", extra_upgrade_code=code)
     add_good(project, "c3", "b2", "t3")
 

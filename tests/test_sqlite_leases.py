@@ -101,40 +101,56 @@ def wait_until_expired(project: Project, timeout: float = 20.0) -> None:
 
 
 def add_table(project: Project, rev: str, down: str | None, table: str, *extra_sql: str, code: str = "") -> None:
-    project.add_revision(rev, down, [f"CREATE TABLE {table} (id int)", *extra_sql], f"DROP TABLE {table}",
-                         slug=table, extra_upgrade_code=code)
+    project.add_revision(
+        rev,
+        down,
+        [f"CREATE TABLE {table} (id int)", *extra_sql],
+        f"DROP TABLE {table}",
+        slug=table,
+        extra_upgrade_code=code,
+    )
 
 
 def add_held_open_revision(project: Project, inside: Path, go_on: Path) -> None:
     """Revision a1 (table t1), whose run touches ``inside`` once its DDL is in, then keeps its
     transaction, and SQLite's write lock, open until ``go_on`` exists (60 s at most)."""
-    add_table(project, "a1", None, "t1", code=f"""
+    add_table(
+        project,
+        "a1",
+        None,
+        "t1",
+        code=f"""
         import pathlib, time
         pathlib.Path({str(inside)!r}).touch()
         deadline = time.monotonic() + 60
         while not pathlib.Path({str(go_on)!r}).exists() and time.monotonic() < deadline:
             time.sleep(0.02)
-    """)
+    """,
+    )
 
 
 def chain(project: Project, count: int, code: str = "") -> None:
     """Revisions r01..rNN, each creating table tNN (and running ``code`` after it)."""
     for number in range(1, count + 1):
-        add_table(project, f"r{number:02d}", f"r{number - 1:02d}" if number > 1 else None, f"t{number:02d}",
-                  code=code)
+        add_table(project, f"r{number:02d}", f"r{number - 1:02d}" if number > 1 else None, f"t{number:02d}", code=code)
 
 
 def start(project: Project, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [*script_command("fencemigrate"), *args], cwd=project.path, env=subprocess_env(),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [*script_command("fencemigrate"), *args],
+        cwd=project.path,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
 def all_at_once(project: Project, argv: list[list[str]]) -> list[tuple[int, str]]:
     processes = [
-        subprocess.Popen(args, cwd=project.path, env=subprocess_env(), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            args, cwd=project.path, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for args in argv
     ]
     results = []
@@ -182,7 +198,9 @@ def test_acquire_renew_release_and_status(tmp_path: Path) -> None:
     project.run_cli("lease", "release", "--holder", "agent-B", "--token", "8").check(3)
 
     renewed = json.loads(
-        project.run_cli("lease", "renew", "--holder", "agent-A", "--token", "8", "--ttl", "2m", "--json").check(0).stdout
+        project.run_cli("lease", "renew", "--holder", "agent-A", "--token", "8", "--ttl", "2m", "--json")
+        .check(0)
+        .stdout
     )
     assert (renewed["lease"]["token"], renewed["lease"]["ttl"]) == (8, "2m")
     assert renewed["lease"]["renewed_after_expiry"] is False
@@ -237,8 +255,12 @@ def test_grant_fences_the_old_holder_before_the_new_one_writes(tmp_path: Path) -
 
     add_table(project, "b2", "a1", "t2")
     before = snapshot(db)
-    assert_fenced(project.run_cli("upgrade", "head", "--token", str(token_a), "--holder", "agent-A"), token_a, token_b,
-                  granted_only=True)
+    assert_fenced(
+        project.run_cli("upgrade", "head", "--token", str(token_a), "--holder", "agent-A"),
+        token_a,
+        token_b,
+        granted_only=True,
+    )
     assert snapshot(db) == before
 
     assert events(db) == [
@@ -284,7 +306,11 @@ def test_expiry_is_judged_by_sqlite_s_clock_and_the_timeline_sorts_the_expiry(tm
 
     timeline = json.loads(project.run_cli("timeline", "--json").check(0).stdout)["events"]
     assert [(event["kind"], event["holder"]) for event in timeline] == [
-        ("GRANT", "agent-A"), ("RENEW", "agent-A"), ("EXPIRE", "agent-A"), ("APPLY", "agent-A"), ("GRANT", "agent-B"),
+        ("GRANT", "agent-A"),
+        ("RENEW", "agent-A"),
+        ("EXPIRE", "agent-A"),
+        ("APPLY", "agent-A"),
+        ("GRANT", "agent-B"),
     ]
     moments = [datetime.fromisoformat(event["at"]) for event in timeline]
     assert moments == sorted(moments)  # oldest first
@@ -305,8 +331,10 @@ def test_a_grant_by_a_clock_years_ahead_of_the_event_log_is_refused(tmp_path: Pa
     before, logged = snapshot(db), events(db)
     newest = query(db, f"SELECT max(at) FROM {EVENTS}")[0][0]
 
-    ahead = run_command([faketime, "-f", "+1000d", *script_command("fencemigrate"), "lease", "acquire",
-                         "--holder", "agent-fast"], project.path)
+    ahead = run_command(
+        [faketime, "-f", "+1000d", *script_command("fencemigrate"), "lease", "acquire", "--holder", "agent-fast"],
+        project.path,
+    )
     ahead.check(1)
     lines = stderr_lines(ahead.stderr)
     assert len(lines) == 1 and lines[0].startswith("fencemigrate: error: grant refused: SQLite's clock (")
@@ -318,8 +346,10 @@ def test_a_grant_by_a_clock_years_ahead_of_the_event_log_is_refused(tmp_path: Pa
 
     acquire(project, "agent-B").check(0)
     project.run_cli("lease", "release", "--holder", "agent-B").check(0)
-    hours = run_command([faketime, "-f", "+3h", *script_command("fencemigrate"), "lease", "acquire",
-                         "--holder", "agent-C"], project.path)
+    hours = run_command(
+        [faketime, "-f", "+3h", *script_command("fencemigrate"), "lease", "acquire", "--holder", "agent-C"],
+        project.path,
+    )
     hours.check(0)
     assert lease_row(db) == ("agent-C", 3, 60000)
 
@@ -355,8 +385,9 @@ def test_token_counter_survives_reopening_the_file_and_cannot_go_down(tmp_path: 
     "args",
     [
         pytest.param(["lease", "acquire", "--holder", "agent-B", "--preempt"], id="lease-acquire"),
-        pytest.param(["lease", "acquire", "--holder", "agent-B", "--preempt", "--wait", "5s", "--json"],
-                     id="lease-acquire-json"),
+        pytest.param(
+            ["lease", "acquire", "--holder", "agent-B", "--preempt", "--wait", "5s", "--json"], id="lease-acquire-json"
+        ),
         pytest.param(["upgrade", "head", "--holder", "agent-B", "--preempt"], id="upgrade"),
     ],
 )
@@ -434,19 +465,26 @@ def test_a_run_queued_behind_a_migration_in_flight_leaves_without_the_lease(tmp_
     inside, go_on, connected = tmp_path / "inside", tmp_path / "go-on", tmp_path / "b-connected"
     add_held_open_revision(project, inside, go_on)
     connect = "    with connectable.connect() as connection:\n"
-    project.edit_env(connect, connect + (
-        "        import os, pathlib\n"
-        "        if 'FENCEMIGRATE_TEST_CONNECTED' in os.environ:\n"
-        "            pathlib.Path(os.environ['FENCEMIGRATE_TEST_CONNECTED']).touch()\n"
-    ))
+    project.edit_env(
+        connect,
+        connect
+        + (
+            "        import os, pathlib\n"
+            "        if 'FENCEMIGRATE_TEST_CONNECTED' in os.environ:\n"
+            "            pathlib.Path(os.environ['FENCEMIGRATE_TEST_CONNECTED']).touch()\n"
+        ),
+    )
     runner_a = start(project, "upgrade", "head", "--holder", "agent-A")
     runner_b = None
     try:
         wait_for_file(inside, runner_a)
         runner_b = subprocess.Popen(
-            [*script_command("fencemigrate"), "upgrade", "head", "--holder", "agent-B"], cwd=project.path,
+            [*script_command("fencemigrate"), "upgrade", "head", "--holder", "agent-B"],
+            cwd=project.path,
             env=subprocess_env({"FENCEMIGRATE_TEST_CONNECTED": str(connected)}),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         wait_for_file(connected, runner_b)
         time.sleep(1.0)  # B's grant is now waiting for the write lock
@@ -460,9 +498,14 @@ def test_a_run_queued_behind_a_migration_in_flight_leaves_without_the_lease(tmp_
     assert runner_a.returncode == 0, stderr_a
     assert runner_b.returncode == 0, stderr_b
     assert "  nothing to do" in stdout_b.splitlines()
-    assert "  no lease taken: another runner finished the work while this one waited for the lease" in stdout_b.splitlines()
+    assert (
+        "  no lease taken: another runner finished the work while this one waited for the lease"
+        in stdout_b.splitlines()
+    )
     assert [(kind, holder) for kind, holder, _, _ in events(db)] == [
-        ("GRANT", "agent-A"), ("APPLY", "agent-A"), ("RELEASE", "agent-A"),
+        ("GRANT", "agent-A"),
+        ("APPLY", "agent-A"),
+        ("RELEASE", "agent-A"),
     ]
     assert lease_row(db) == (None, 1, None)
 
@@ -480,7 +523,9 @@ def test_runner_heartbeats_inside_its_transaction_and_releases(tmp_path: Path, p
     if per_migration:
         project.set_env_option("transaction_per_migration", True)
     chain(project, 4, code="import time; time.sleep(0.5)")
-    payload = json.loads(project.run_cli("upgrade", "head", "--holder", "runner", "--ttl", "1s", "--json").check(0).stdout)
+    payload = json.loads(
+        project.run_cli("upgrade", "head", "--holder", "runner", "--ttl", "1s", "--json").check(0).stdout
+    )
     assert payload["leased"] is True and payload["lease_note"] is None and payload["token"] == 1
     logged = kinds(db)
     assert logged[0] == "GRANT" and logged[-1] == "RELEASE", logged
@@ -510,8 +555,9 @@ def test_eight_runners_at_once_on_an_empty_file(tmp_path: Path) -> None:
     assert alembic_versions(db) == ["r30"]
     assert len(user_tables(db)) == 30
     assert len(ledger(db)) == 30
-    applies = query(db, f"SELECT count(*), count(DISTINCT revision), count(DISTINCT token) FROM {EVENTS} "
-                        "WHERE kind = 'APPLY'")
+    applies = query(
+        db, f"SELECT count(*), count(DISTINCT revision), count(DISTINCT token) FROM {EVENTS} WHERE kind = 'APPLY'"
+    )
     assert applies == [(30, 30, 1)]
     # Runners that waited while another did the work stop waiting without a lease; every grant
     # has its own token and is released.
@@ -524,7 +570,9 @@ def test_eight_runners_at_once_on_an_empty_file(tmp_path: Path) -> None:
     for attempt in range(5):
         plain = make_sqlite_project(tmp_path, f"plain{attempt}", f"plain{attempt}.sqlite")
         chain(plain, 30)
-        failures = sum(code != 0 for code, _ in all_at_once(plain, [[*script_command("alembic"), "upgrade", "head"]] * 8))
+        failures = sum(
+            code != 0 for code, _ in all_at_once(plain, [[*script_command("alembic"), "upgrade", "head"]] * 8)
+        )
         if failures:
             break
     assert failures, "plain alembic never failed with eight concurrent runners"
@@ -556,13 +604,20 @@ def test_redis_leases_with_a_sqlite_fence(tmp_path: Path, redis_url: str) -> Non
     add_table(project, "a2", "a1", "t2", code=slow_step)
     add_table(project, "a3", "a2", "t3", code=slow_step)
     add_table(project, "a4", "a3", "t4", code=slow_step)
-    payload = json.loads(project.run_cli("upgrade", "head", "--holder", "runner", "--ttl", "1s",
-                                         "--lease-url", redis_url, "--json").check(0).stdout)
+    payload = json.loads(
+        project.run_cli("upgrade", "head", "--holder", "runner", "--ttl", "1s", "--lease-url", redis_url, "--json")
+        .check(0)
+        .stdout
+    )
     assert (payload["leased"], payload["token"], payload["lease_note"]) == (True, 2, None)
     assert fence_tokens(db) == {"db/migrations": 2}
     logged = [(kind, holder, token) for kind, holder, token, _ in events(db)]
-    assert logged[:4] == [("GRANT", "agent-A", 1), ("LOST", "agent-B", None), ("RELEASE", "agent-A", 1),
-                          ("GRANT", "runner", 2)]
+    assert logged[:4] == [
+        ("GRANT", "agent-A", 1),
+        ("LOST", "agent-B", None),
+        ("RELEASE", "agent-A", 1),
+        ("GRANT", "runner", 2),
+    ]
     runner = [kind for kind, holder, _ in logged if holder == "runner"]
     assert runner[-1] == "RELEASE" and runner.count("RENEW") >= 1 and runner.count("APPLY") == 4, runner
     assert json.loads(lease("status", "--json").check(0).stdout)["lease"]["holder"] is None

@@ -100,14 +100,19 @@ def test_concurrent_first_runs_install_once_and_apply_once(tmp_path: Path) -> No
     The assertions hold for any interleaving; the revision's pause only makes overlap likely."""
     project = make_sqlite_project(tmp_path)
     project.add_revision(
-        "0001", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1",
+        "0001",
+        None,
+        "CREATE TABLE t1 (id int)",
+        "DROP TABLE t1",
+        slug="t1",
         extra_upgrade_code="import time\ntime.sleep(1)",
     )
     db = tmp_path / "db.sqlite"
     argv = script_command("fencemigrate") + ["upgrade", "head", "--token", "5", "--holder", "racer"]
     runs = [
-        subprocess.Popen(argv, cwd=project.path, env=subprocess_env(), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            argv, cwd=project.path, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for _ in range(3)
     ]
     outputs = [run.communicate(timeout=120) for run in runs]
@@ -143,8 +148,10 @@ def test_install_sql_prints_the_sqlite_script(tmp_path: Path) -> None:
 
 def schema_of(database: Path) -> list[tuple[Any, ...]]:
     """The fence tables, indexes and triggers of a file, as SQLite stores their definitions."""
-    return query(database, "SELECT type, name, tbl_name, sql FROM sqlite_master "
-                           "WHERE name LIKE 'fencemigrate%' ORDER BY type, name")
+    return query(
+        database,
+        "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name LIKE 'fencemigrate%' ORDER BY type, name",
+    )
 
 
 def test_a_database_at_an_older_version_is_updated_by_the_next_run(tmp_path: Path) -> None:

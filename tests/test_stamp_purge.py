@@ -66,8 +66,11 @@ def test_stamp_purge_is_fenced_and_leaves_the_ledger_consistent(make_project: Ma
     assert '"command": "stamp"' in purged.stdout and '"heads": ["r03"]' in purged.stdout, purged
     assert _versions(url) == ["r03"]
     assert _unreconciled(project) == []
-    ledger = [line.split()[0] for line in project.run_cli("state").stdout.split("ledger (alembic_version):\n")[1].splitlines()
-              if line.startswith("  r")]
+    ledger = [
+        line.split()[0]
+        for line in project.run_cli("state").stdout.split("ledger (alembic_version):\n")[1].splitlines()
+        if line.startswith("  r")
+    ]
     assert ledger == ["r01", "r02", "r03"]
 
     # The control: plain alembic, which has no token to be stale with, purges whatever it is told.

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from fence_rows import fence_tokens
 from mysql_rows import fence_tokens as mysql_fence_tokens
 from mysql_rows import versions as mysql_versions
 from sqlite_rows import alembic_versions as sqlite_versions
@@ -21,8 +22,6 @@ from sqlite_rows import make_sqlite_project
 from sqlite_rows import query as sqlite_query
 from support.db import alembic_versions
 from support.project import MakeProject, Project, Result
-
-from fence_rows import fence_tokens
 
 Snapshot = Callable[[], tuple[list[str], dict[str, int]]]
 
@@ -91,6 +90,7 @@ def test_a_revision_the_files_do_not_have_is_bad_usage_under_any_token(backend: 
         result = run(project, "upgrade", "nosuch", token=token)
         assert result.code == 2, str(result)
         assert json.loads(result.stdout) == {
-            "status": "usage", "message": "unknown revision 'nosuch': No such revision or branch 'nosuch'",
+            "status": "usage",
+            "message": "unknown revision 'nosuch': No such revision or branch 'nosuch'",
         }
     assert snapshot() == before

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fence_rows import add_claim_log, assert_fenced
 from support.db import alembic_versions, query, schema_names, table_names
 from support.project import MakeProject, Project, Result, run_command, script_command
-
-from fence_rows import add_claim_log, assert_fenced
 
 from fencemigrate.resources import template_dir
 
@@ -24,7 +23,6 @@ TOKEN_REQUIRED = (
     "fencemigrate: refusing to migrate without a fencing token: run `fencemigrate upgrade REV --token N`, "
     "or pass `-x fence_token=N` to alembic"
 )
-
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -65,8 +63,6 @@ def init(directory: Path, target: str = "migrations") -> Result:
     """Run ``fencemigrate init TARGET`` in ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     return run_command(script_command("fencemigrate") + ["init", target], directory)
-
-
 
 
 @pytest.fixture
@@ -161,9 +157,7 @@ def test_plain_alembic_downgrade_without_token_refuses(fenced_project: Project, 
     assert snapshot(pg_url) == before
 
 
-def test_plain_alembic_with_token_is_fenced(
-    fenced_project: Project, make_project: MakeProject, pg_url: str
-) -> None:
+def test_plain_alembic_with_token_is_fenced(fenced_project: Project, make_project: MakeProject, pg_url: str) -> None:
     """``alembic -x fence_token=34`` applies and writes the ledger; token 33 afterwards is FENCED.
 
     Control: the generic env applies the same stale revision."""

@@ -13,7 +13,7 @@ import json
 import re
 import sqlite3
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +79,9 @@ def story(project: Project, *args: str) -> list[str]:
 
 def expire_lease(project: Project, resource: str = "db/migrations") -> None:
     """The holder paused past its TTL: the lease's expiry is now, by the database's clock."""
-    execute(project.url, "UPDATE fencemigrate.lease SET expires_at = clock_timestamp() WHERE resource = %s",
-            (resource,))
+    execute(
+        project.url, "UPDATE fencemigrate.lease SET expires_at = clock_timestamp() WHERE resource = %s", (resource,)
+    )
 
 
 def event_rows(project: Project) -> list[tuple[Any, ...]]:
@@ -161,15 +162,25 @@ def test_timeline_json_has_every_field_of_every_event(incident: Project) -> None
         ("APPLY", "agent-A", 1, "0042", {}),
         ("EXPIRE", "agent-A", 1, None, {}),
         ("GRANT", "agent-B", 2, None, {"ttl_ms": 300000}),
-        ("FENCED", "agent-B", 2, "0042",
-         {"command": "reapply", "fence_token": 2, "reason": "0042 was applied under token 1, not yours"}),
+        (
+            "FENCED",
+            "agent-B",
+            2,
+            "0042",
+            {"command": "reapply", "fence_token": 2, "reason": "0042 was applied under token 1, not yours"},
+        ),
         ("ROLLBACK", "agent-B", 2, "0042", {}),
         ("APPLY", "agent-B", 2, "0042", {}),
         ("ROLLBACK", "agent-B", 2, "0042", {}),
         ("APPLY", "agent-B", 2, "0042", {}),
         ("RENEW", "agent-B", 2, None, {"ttl_ms": 600000, "after_expiry": False}),
-        ("FENCED", "agent-A", 1, "0042",
-         {"command": "reapply", "fence_token": 2, "reason": "token 2 has since written to db/migrations"}),
+        (
+            "FENCED",
+            "agent-A",
+            1,
+            "0042",
+            {"command": "reapply", "fence_token": 2, "reason": "token 2 has since written to db/migrations"},
+        ),
         ("LOST", "agent-A", 1, None, {"reason": "it has been granted to agent-B with token 2"}),
         ("STAMP", "agent-B", 2, "0043", {}),
         ("RELEASE", "agent-B", 2, None, {}),
@@ -177,12 +188,18 @@ def test_timeline_json_has_every_field_of_every_event(incident: Project) -> None
 
 
 def test_timeline_changes_nothing(incident: Project) -> None:
-    before = (event_rows(incident), query(incident.url, "SELECT * FROM fencemigrate.lease"),
-              query(incident.url, "SELECT * FROM fencemigrate.agent_fence"))
+    before = (
+        event_rows(incident),
+        query(incident.url, "SELECT * FROM fencemigrate.lease"),
+        query(incident.url, "SELECT * FROM fencemigrate.agent_fence"),
+    )
     cli(incident, "timeline").check(0)
     cli(incident, "timeline", "--json", "--since", "1h", "--resource", "db/migrations").check(0)
-    assert (event_rows(incident), query(incident.url, "SELECT * FROM fencemigrate.lease"),
-            query(incident.url, "SELECT * FROM fencemigrate.agent_fence")) == before
+    assert (
+        event_rows(incident),
+        query(incident.url, "SELECT * FROM fencemigrate.lease"),
+        query(incident.url, "SELECT * FROM fencemigrate.agent_fence"),
+    ) == before
 
 
 # -- --since -----------------------------------------------------------------------------------
@@ -253,12 +270,34 @@ def test_preempt_late_renewal_and_days_apart(project: Project) -> None:
     engine = create_engine(project.url)
     try:
         with engine.begin() as connection:
-            log_event(connection, '"fencemigrate"', resource="db/migrations", kind="PREEMPT", holder="agent-B",
-                      token=2, detail={"cancelled_pid": 1234})
-            log_event(connection, '"fencemigrate"', resource="db/migrations", kind="RENEW", holder="agent-B",
-                      token=2, detail={"ttl_ms": 60000, "after_expiry": True})
-            log_event(connection, '"fencemigrate"', resource="db/migrations", kind="APPLY", holder="agent-0",
-                      token=0, revision="0041", at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc))
+            log_event(
+                connection,
+                '"fencemigrate"',
+                resource="db/migrations",
+                kind="PREEMPT",
+                holder="agent-B",
+                token=2,
+                detail={"cancelled_pid": 1234},
+            )
+            log_event(
+                connection,
+                '"fencemigrate"',
+                resource="db/migrations",
+                kind="RENEW",
+                holder="agent-B",
+                token=2,
+                detail={"ttl_ms": 60000, "after_expiry": True},
+            )
+            log_event(
+                connection,
+                '"fencemigrate"',
+                resource="db/migrations",
+                kind="APPLY",
+                holder="agent-0",
+                token=0,
+                revision="0041",
+                at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+            )
     finally:
         engine.dispose()
     result = cli(project, "timeline").check(0)
@@ -295,7 +334,9 @@ def test_fence_schema_at_0_1_has_no_events_and_is_not_upgraded(project: Project)
 # -- bad input ---------------------------------------------------------------------------------
 
 
-SINCE_HINT = "expected a date-time such as 2026-11-29T14:26:10Z (UTC unless it has an offset) or how long ago, such as 10m or 2h"
+SINCE_HINT = (
+    "expected a date-time such as 2026-11-29T14:26:10Z (UTC unless it has an offset) or how long ago, such as 10m or 2h"
+)
 
 
 @pytest.mark.parametrize(
@@ -305,15 +346,18 @@ SINCE_HINT = "expected a date-time such as 2026-11-29T14:26:10Z (UTC unless it h
         (("--since", "-5m"), f"invalid --since '-5m': {SINCE_HINT}"),
         (("--since", ""), f"invalid --since '': {SINCE_HINT}"),
         (("--since", "2026-13-01"), f"invalid --since '2026-13-01': {SINCE_HINT}"),
-        (("--since", "876001h"), "invalid --since '876001h': at most 876000h (100 years) ago; give a date-time instead"),
-        (("--since", "0001-01-01T00:00:00+05:00"),
-         "invalid --since '0001-01-01T00:00:00+05:00': the date-time is out of range"),
+        (
+            ("--since", "876001h"),
+            "invalid --since '876001h': at most 876000h (100 years) ago; give a date-time instead",
+        ),
+        (
+            ("--since", "0001-01-01T00:00:00+05:00"),
+            "invalid --since '0001-01-01T00:00:00+05:00': the date-time is out of range",
+        ),
         (("--resource", ""), "resource name must not be empty"),
     ],
 )
-def test_bad_input_exits_2_before_touching_the_database(
-    project: Project, args: tuple[str, ...], message: str
-) -> None:
+def test_bad_input_exits_2_before_touching_the_database(project: Project, args: tuple[str, ...], message: str) -> None:
     cli(project, "lease", "acquire", "--holder", "agent-A").check(0)
     before = event_rows(project)
     result = cli(project, "timeline", *args).check(2)
@@ -333,7 +377,8 @@ def test_api_returns_the_events(incident: Project, monkeypatch: pytest.MonkeyPat
     config = load_config([str(incident.ini)])
     events = timeline(config, resource="db/migrations", since="1h")
     assert [(event.kind, event.holder, event.token) for event in events][:2] == [
-        ("GRANT", "agent-A", 1), ("APPLY", "agent-A", 1)
+        ("GRANT", "agent-A", 1),
+        ("APPLY", "agent-A", 1),
     ]
     assert all(event.at.utcoffset() == timedelta(0) for event in events)
     assert timeline(config, resource="other/queue") == []
@@ -385,7 +430,9 @@ def test_sqlite_timeline(sqlite_project: Project) -> None:
     assert story(project) == lines
     events = events_json(project)
     assert events[2]["detail"] == {
-        "command": "reapply", "fence_token": 2, "reason": "token 2 has since written to db/migrations"
+        "command": "reapply",
+        "fence_token": 2,
+        "reason": "token 2 has since written to db/migrations",
     }
 
     second = datetime.fromisoformat(events[1]["at"])
@@ -418,8 +465,15 @@ def test_sqlite_orders_times_written_in_another_form(sqlite_project: Project) ->
     engine = create_engine(project.url)
     try:
         with engine.begin() as connection:
-            log_event(connection, '"fencemigrate"', resource="db/migrations", kind="EXPIRE", holder="agent-0",
-                      token=0, at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=2))))
+            log_event(
+                connection,
+                '"fencemigrate"',
+                resource="db/migrations",
+                kind="EXPIRE",
+                holder="agent-0",
+                token=0,
+                at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=2))),
+            )
     finally:
         engine.dispose()
     lines = cli(project, "timeline").check(0).stdout.splitlines()

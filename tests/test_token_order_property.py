@@ -55,6 +55,7 @@ class Model:
 
 Observation = tuple[list[str], dict[str, int], dict[str, int], list[str]]
 
+
 def observe(url: str) -> Observation:
     """Versions, ledger tokens, fence tokens and user tables, as committed."""
     with connect(url) as conn:
@@ -108,9 +109,8 @@ def check_op(config: Any, url: str, model: Model, token: int, action: str) -> No
     """Run one operation, compare its outcome and the database with the model, advance the model."""
     before = observe(url)
     assert before == expected(model)
-    nothing_to_do = (
-        (action == "upgrade" and model.position == len(REVISIONS))
-        or (action in ("downgrade", "reapply") and model.position == 0)
+    nothing_to_do = (action == "upgrade" and model.position == len(REVISIONS)) or (
+        action in ("downgrade", "reapply") and model.position == 0
     )
     context = f"op ({token}, {action}) on {model}"
 
@@ -167,7 +167,9 @@ def chain(project: Project) -> Project:
     """The project with the chain r1..r4, each creating its own table."""
     down: str | None = None
     for rev in REVISIONS:
-        project.add_revision(rev, down, f"CREATE TABLE {table_of(rev)} (id int)", f"DROP TABLE {table_of(rev)}", slug=rev)
+        project.add_revision(
+            rev, down, f"CREATE TABLE {table_of(rev)} (id int)", f"DROP TABLE {table_of(rev)}", slug=rev
+        )
         down = rev
     return project
 

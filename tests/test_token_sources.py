@@ -70,15 +70,20 @@ def test_pg_unissued_token_is_fenced_and_plain_alembic_is_not(project: Project, 
     project.run_cli("upgrade", "a1", "--token", "1", "--holder", "A").check(0)
     before = snapshot(pg_url)
     for command in (
-        ("upgrade", "head"), ("reapply", "a1"), ("downgrade", "base"), ("stamp", "head"),
+        ("upgrade", "head"),
+        ("reapply", "a1"),
+        ("downgrade", "base"),
+        ("stamp", "head"),
     ):
         assert_never_issued(project.run_cli(*command, "--token", "2", "--holder", "stale"), 2, 1)
         assert snapshot(pg_url) == before
     assert fence_token(pg_url) == 1
     rejected = json.loads(project.run_cli("upgrade", "head", "--token", "2", "--json").check(3).stdout)
     assert (rejected["status"], rejected["token"], rejected["fence_token"]) == ("fenced", 2, 1)
-    assert rejected["reason"] == "token 2 was never issued by the lease service for db/migrations " \
-                                 "(the last token it issued is 1)"
+    assert (
+        rejected["reason"] == "token 2 was never issued by the lease service for db/migrations "
+        "(the last token it issued is 1)"
+    )
     project.run_cli("upgrade", "head", "--token", "1", "--holder", "A").check(0)
     assert fence_token(pg_url) == 1
     # Control: plain Alembic, with no fence, applies what the unissued token could not.
@@ -261,8 +266,11 @@ def test_pg_update_from_0_3_gives_each_resource_the_source_of_its_last_grant(
     pg_conn.execute("CREATE SCHEMA fencemigrate")
     for name in ("fencemigrate--0.1.sql", "fencemigrate--0.1--0.2.sql", "fencemigrate--0.2--0.3.sql"):
         text = (REPO / "sql" / name).read_text()
-        pg_conn.execute("\n".join(line for line in text.splitlines() if not line.startswith("\\echo"))
-                        .replace("@extschema@", '"fencemigrate"'))
+        pg_conn.execute(
+            "\n".join(line for line in text.splitlines() if not line.startswith("\\echo")).replace(
+                "@extschema@", '"fencemigrate"'
+            )
+        )
     pg_conn.execute(
         "INSERT INTO fencemigrate.agent_fence (resource, token) "
         "VALUES ('leased', 4), ('outside', 9), ('bricked', 9223372036854775807);"
@@ -273,9 +281,12 @@ def test_pg_update_from_0_3_gives_each_resource_the_source_of_its_last_grant(
     add_two(project)
     project.run_cli("upgrade", "a1", "--token", "10", "--resource", "outside").check(0)
     assert sources(project) == {"bricked": "external", "leased": "lease service", "outside": "external"}
-    forged = json.loads(project.run_cli("reapply", "a1", "--token", "5", "--resource", "leased", "--json")
-                        .check(3).stdout)
-    assert forged["reason"] == "token 5 was never issued by the lease service for leased (the last token it issued is 4)"
+    forged = json.loads(
+        project.run_cli("reapply", "a1", "--token", "5", "--resource", "leased", "--json").check(3).stdout
+    )
+    assert (
+        forged["reason"] == "token 5 was never issued by the lease service for leased (the last token it issued is 4)"
+    )
     refused = project.run_cli("lease", "acquire", "--holder", "A", "--resource", "bricked").check(1)
     assert stderr_lines(refused.stderr) == [
         "fencemigrate: error: no token is left for bricked: its fence token is 9223372036854775807, "

@@ -100,8 +100,7 @@ def test_opting_out_lets_plain_alembic_write_and_state_reconciles(project: Proje
     text = project.run_cli("state").check().stdout
     assert "tokenless writes to alembic_version: allowed (opted out at " in text
     assert (
-        "NOT IN LEDGER: 0002 is applied by alembic_version but has no ledger row "
-        "(written without a fencing token)"
+        "NOT IN LEDGER: 0002 is applied by alembic_version but has no ledger row (written without a fencing token)"
     ) in text
     assert (
         "NOT IN VERSION TABLE: 0003 has a ledger row but alembic_version does not have it applied "

@@ -31,14 +31,20 @@ BACKENDS = ("postgresql", "sqlite", "mariadb", "redis")
 
 def make_backend(name: str, pgdata: str | None) -> Backend:
     """The backend ``name``, pointed at the servers of the environment."""
-    pg = (f"postgresql+psycopg://postgres@{os.environ.get('FENCEMIGRATE_TEST_PG_HOST', '127.0.0.1')}:"
-          f"{os.environ.get('FENCEMIGRATE_TEST_PG_PORT', '5432')}")
+    pg = (
+        f"postgresql+psycopg://postgres@{os.environ.get('FENCEMIGRATE_TEST_PG_HOST', '127.0.0.1')}:"
+        f"{os.environ.get('FENCEMIGRATE_TEST_PG_PORT', '5432')}"
+    )
     if name == "sqlite":
         return Backend("sqlite")
     if name == "mariadb":
         return Backend("mariadb", server_url=os.environ["FENCEMIGRATE_TEST_MYSQL_URL"])
-    backend = Backend(name, server_url=pg, pgdata=pgdata,
-                      lease_url=os.environ["FENCEMIGRATE_TEST_REDIS_URL"] if name == "redis" else None)
+    backend = Backend(
+        name,
+        server_url=pg,
+        pgdata=pgdata,
+        lease_url=os.environ["FENCEMIGRATE_TEST_REDIS_URL"] if name == "redis" else None,
+    )
     backend.enable_commit_timestamps()
     return backend
 
@@ -47,8 +53,10 @@ def print_trace(system: str, result: Result) -> None:
     """Every run and every committed event of one schedule (``--verbose``)."""
     print(f"--- {system}")
     for run in result.outcome.runs:
-        print(f"  {run.step} {' '.join(run.argv[3:])} -> {run.exit_code} in {run.elapsed_s:.1f}s "
-              f"(stopped {run.stopped_s:.1f}s, {','.join(run.signals) or 'no signal'})")
+        print(
+            f"  {run.step} {' '.join(run.argv[3:])} -> {run.exit_code} in {run.elapsed_s:.1f}s "
+            f"(stopped {run.stopped_s:.1f}s, {','.join(run.signals) or 'no signal'})"
+        )
         print("    " + "\n    ".join(run.output.strip().splitlines()[-3:]))
     for event in result.outcome.events:
         print(f"  event {event.kind} token={event.token} {event.holder} {event.revision or ''}")
@@ -63,19 +71,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--schedules", type=int, default=20, help="schedules per run (each on one backend)")
     parser.add_argument("--start", type=int, default=0, help="number of the first schedule (to replay one)")
     parser.add_argument("--budget", type=float, default=0, help="stop starting schedules after SECONDS (0: none)")
-    parser.add_argument("--backend", default="postgresql,sqlite", help="comma-separated, or all: " + ", ".join(BACKENDS))
-    parser.add_argument("--with-tokenless", action="store_true",
-                        help="add a plain `alembic downgrade -1` (no token) to every schedule")
+    parser.add_argument(
+        "--backend", default="postgresql,sqlite", help="comma-separated, or all: " + ", ".join(BACKENDS)
+    )
+    parser.add_argument(
+        "--with-tokenless", action="store_true", help="add a plain `alembic downgrade -1` (no token) to every schedule"
+    )
     parser.add_argument("--restarts", action="store_true", help="also restart the PostgreSQL server as a fault")
-    parser.add_argument("--failovers", action="store_true",
-                        help="also fail PostgreSQL over to a streaming standby that missed the last commits")
+    parser.add_argument(
+        "--failovers",
+        action="store_true",
+        help="also fail PostgreSQL over to a streaming standby that missed the last commits",
+    )
     parser.add_argument("--pgdata", help="PostgreSQL's data directory (default: asked from the server)")
     parser.add_argument("--keep", action="store_true", help="keep every schedule's databases and projects")
     parser.add_argument("--verbose", action="store_true", help="print each failing run's output")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="run the schedules in N shards at once, each with servers of its own")
-    parser.add_argument("--shard", type=shard_of,
-                        help="K/N: run only the schedules i with i %% N == K (what --jobs starts)")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="run the schedules in N shards at once, each with servers of its own"
+    )
+    parser.add_argument(
+        "--shard", type=shard_of, help="K/N: run only the schedules i with i %% N == K (what --jobs starts)"
+    )
     parser.add_argument("--summary-json", type=Path, help="write the figures to this file as JSON (a shard's result)")
     args = parser.parse_args(argv)
     if args.jobs < 1:
@@ -116,13 +132,20 @@ def run_harness(args: argparse.Namespace, backends: list[Backend]) -> Summary:
                 print(f"budget of {args.budget:g} s spent after {ran} schedules")
                 break
             backend = backends[index % len(backends)]
-            plan = schedules.generate(args.seed, index, preempt=backend.can_preempt,
-                                      kill_connections=backend.can_kill_connections,
-                                      restart=args.restarts and backend.can_restart,
-                                      autocommit_block=backend.has_autocommit_block, tokenless=args.with_tokenless,
-                                      failover=args.failovers and backend.can_fail_over)
-            line = [f"#{index} {backend.name} ttl={plan.ttl_s:g}s follow-up={plan.follow_up} "
-                    f"faults={','.join(f.kind + (':' + f.point if f.point else '') for f in plan.faults)}"]
+            plan = schedules.generate(
+                args.seed,
+                index,
+                preempt=backend.can_preempt,
+                kill_connections=backend.can_kill_connections,
+                restart=args.restarts and backend.can_restart,
+                autocommit_block=backend.has_autocommit_block,
+                tokenless=args.with_tokenless,
+                failover=args.failovers and backend.can_fail_over,
+            )
+            line = [
+                f"#{index} {backend.name} ttl={plan.ttl_s:g}s follow-up={plan.follow_up} "
+                f"faults={','.join(f.kind + (':' + f.point if f.point else '') for f in plan.faults)}"
+            ]
             for system in ("fencemigrate", "control"):
                 result = run_schedule(backend, system, plan, template, scratch, keep=args.keep)
                 summary.add(backend.name, index, system, result)

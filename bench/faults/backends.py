@@ -112,15 +112,26 @@ class Backend:
 
     def prepare(self, url: str, resource: str) -> None:
         """Create ``faults_history`` and the control's lease row."""
-        key = {"postgresql": "BIGSERIAL PRIMARY KEY", "sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT",
-               "mysql": "BIGINT AUTO_INCREMENT PRIMARY KEY"}[self.dialect]
+        key = {
+            "postgresql": "BIGSERIAL PRIMARY KEY",
+            "sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT",
+            "mysql": "BIGINT AUTO_INCREMENT PRIMARY KEY",
+        }[self.dialect]
         textual = "VARCHAR(255)" if self.dialect == "mysql" else "TEXT"
         engine_clause = " ENGINE=InnoDB" if self.dialect == "mysql" else ""
         with self.engine(url).begin() as conn:
-            conn.execute(text(f"CREATE TABLE faults_history (id {key}, kind {textual} NOT NULL, token BIGINT, "
-                              f"holder {textual}, revision {textual}, change_id {textual}){engine_clause}"))
-            conn.execute(text(f"CREATE TABLE faults_control_lease (resource {textual} PRIMARY KEY, holder {textual}, "
-                              f"token BIGINT NOT NULL, expires_at DOUBLE PRECISION NOT NULL){engine_clause}"))
+            conn.execute(
+                text(
+                    f"CREATE TABLE faults_history (id {key}, kind {textual} NOT NULL, token BIGINT, "
+                    f"holder {textual}, revision {textual}, change_id {textual}){engine_clause}"
+                )
+            )
+            conn.execute(
+                text(
+                    f"CREATE TABLE faults_control_lease (resource {textual} PRIMARY KEY, holder {textual}, "
+                    f"token BIGINT NOT NULL, expires_at DOUBLE PRECISION NOT NULL){engine_clause}"
+                )
+            )
             conn.execute(text("INSERT INTO faults_control_lease VALUES (:r, NULL, 0, 0)"), {"r": resource})
 
     def log_grants(self, url: str) -> None:
@@ -149,9 +160,11 @@ class Backend:
 
     def now_sql(self) -> str:
         """The database's clock in seconds since the epoch, for the control's lease."""
-        return {"postgresql": "extract(epoch from clock_timestamp())",
-                "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
-                "mysql": "UNIX_TIMESTAMP(NOW(6))"}[self.dialect]
+        return {
+            "postgresql": "extract(epoch from clock_timestamp())",
+            "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
+            "mysql": "UNIX_TIMESTAMP(NOW(6))",
+        }[self.dialect]
 
     # -- reading what happened ------------------------------------------------------------------
 
@@ -162,8 +175,10 @@ class Backend:
             order = "pg_xact_commit_timestamp(xmin), id"
         with self.engine(url).connect() as conn:
             rows = conn.execute(text(f"SELECT {HISTORY_COLUMNS} FROM faults_history ORDER BY {order}")).all()
-        return [Event(kind, None if token is None else int(token), holder or "", revision, change)
-                for kind, token, holder, revision, change in rows]
+        return [
+            Event(kind, None if token is None else int(token), holder or "", revision, change)
+            for kind, token, holder, revision, change in rows
+        ]
 
     def version_heads(self, url: str) -> list[str]:
         """Alembic's version table (empty when it does not exist)."""
@@ -179,8 +194,9 @@ class Backend:
         settled = "" if self.dialect == "sqlite" else " AND state = 'applied'"
         with self.engine(url).connect() as conn:
             try:
-                rows = conn.execute(text(f"SELECT revision FROM {table} WHERE version_table = 'alembic_version'"
-                                         f"{settled}")).all()
+                rows = conn.execute(
+                    text(f"SELECT revision FROM {table} WHERE version_table = 'alembic_version'{settled}")
+                ).all()
             except Exception:  # noqa: BLE001 - no fence schema: nothing was ever fenced
                 return []
         return sorted(row[0] for row in rows)
@@ -198,15 +214,25 @@ class Backend:
         name = make_url(url).database
         if self.dialect == "postgresql":
             with self._server_engine().connect() as conn:
-                return len(conn.execute(text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = :d AND pid <> pg_backend_pid()"), {"d": name}).all())
+                return len(
+                    conn.execute(
+                        text(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                            "WHERE datname = :d AND pid <> pg_backend_pid()"
+                        ),
+                        {"d": name},
+                    ).all()
+                )
         if self.dialect == "mysql":
             killed = 0
             with self._server_engine().connect() as conn:
-                ids = [row[0] for row in conn.execute(text(
-                    "SELECT id FROM information_schema.processlist WHERE db = :d AND id <> CONNECTION_ID()"),
-                    {"d": name})]
+                ids = [
+                    row[0]
+                    for row in conn.execute(
+                        text("SELECT id FROM information_schema.processlist WHERE db = :d AND id <> CONNECTION_ID()"),
+                        {"d": name},
+                    )
+                ]
                 for session in ids:
                     try:
                         conn.execute(text(f"KILL CONNECTION {int(session)}"))
@@ -219,8 +245,13 @@ class Backend:
     def restart_server(self) -> None:
         """Restart PostgreSQL (fast shutdown: every session ends, in-flight transactions roll back)."""
         assert self.pgdata is not None
-        subprocess.run(["bash", str(REPO / ".ci" / "postgres"), "restart", self.pgdata], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        subprocess.run(
+            ["bash", str(REPO / ".ci" / "postgres"), "restart", self.pgdata],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=120,
+        )
 
     def enable_commit_timestamps(self) -> None:
         """Make sure ``track_commit_timestamp`` is on (a restart when it is not and the server may restart)."""

@@ -47,17 +47,30 @@ def stale_commits(events: Iterable[Event]) -> list[Violation]:
     for event in events:
         if event.token is None:
             if event.kind != "grant" and highest:
-                found.append(Violation("stale-commit", f"{event.kind} {event.revision} by {event.holder} under "
-                                                       f"no token after token {highest}"))
+                found.append(
+                    Violation(
+                        "stale-commit",
+                        f"{event.kind} {event.revision} by {event.holder} under no token after token {highest}",
+                    )
+                )
             continue
         if event.kind == "grant":
             holders[event.token] = event.holder
         elif event.token < highest:
-            found.append(Violation("stale-commit", f"{event.kind} {event.revision} by {event.holder} under "
-                                                   f"token {event.token} after token {highest}"))
+            found.append(
+                Violation(
+                    "stale-commit",
+                    f"{event.kind} {event.revision} by {event.holder} under token {event.token} after token {highest}",
+                )
+            )
         elif holders.get(event.token, event.holder) != event.holder:
-            found.append(Violation("stale-commit", f"{event.kind} {event.revision} by {event.holder} under "
-                                                   f"token {event.token}, granted to {holders[event.token]}"))
+            found.append(
+                Violation(
+                    "stale-commit",
+                    f"{event.kind} {event.revision} by {event.holder} under "
+                    f"token {event.token}, granted to {holders[event.token]}",
+                )
+            )
         highest = max(highest, event.token)
     return found
 
@@ -73,8 +86,12 @@ def reissued_tokens(events: Iterable[Event], runs: Iterable[Run]) -> list[Violat
     for run in runs:
         others = grantees.get(run.granted, set()) - {run.holder} if run.granted is not None else set()
         if others:
-            found.append(Violation("token-reissued", f"token {run.granted} was granted to {run.holder} and again "
-                                                     f"to {', '.join(sorted(others))}"))
+            found.append(
+                Violation(
+                    "token-reissued",
+                    f"token {run.granted} was granted to {run.holder} and again to {', '.join(sorted(others))}",
+                )
+            )
     return found
 
 
@@ -86,13 +103,18 @@ def double_applies(events: Iterable[Event]) -> list[Violation]:
         revision = event.revision or ""
         if event.kind == "apply":
             if revision in applied:
-                found.append(Violation("applied-twice", f"{revision} applied again by {event.holder} "
-                                                        f"(token {event.token})"))
+                found.append(
+                    Violation("applied-twice", f"{revision} applied again by {event.holder} (token {event.token})")
+                )
             applied.add(revision)
         elif event.kind == "rollback":
             if revision not in applied:
-                found.append(Violation("applied-twice", f"{revision} rolled back while not applied, "
-                                                        f"by {event.holder} (token {event.token})"))
+                found.append(
+                    Violation(
+                        "applied-twice",
+                        f"{revision} rolled back while not applied, by {event.holder} (token {event.token})",
+                    )
+                )
             applied.discard(revision)
     return found
 
@@ -125,8 +147,7 @@ def ledger_mismatch(outcome: Outcome) -> list[Violation]:
     ledger = set(outcome.ledger) if outcome.ledger is not None else history_revisions(outcome.events)
     if versioned == ledger:
         return []
-    return [Violation("version-vs-ledger", f"version table implies {sorted(versioned)}, "
-                                           f"ledger has {sorted(ledger)}")]
+    return [Violation("version-vs-ledger", f"version table implies {sorted(versioned)}, ledger has {sorted(ledger)}")]
 
 
 def wait_overruns(runs: Iterable[Run], work_bound_s: float) -> list[Violation]:
@@ -136,8 +157,12 @@ def wait_overruns(runs: Iterable[Run], work_bound_s: float) -> list[Violation]:
         if run.hung:
             found.append(Violation("wait-bound", f"{run.step} ({run.holder}) hung: {' '.join(run.argv[-6:])}"))
         elif run.wait_s is not None and run.elapsed_s - run.stopped_s > run.wait_s + work_bound_s:
-            found.append(Violation("wait-bound", f"{run.step} ({run.holder}) ran {run.elapsed_s - run.stopped_s:.1f} s "
-                                                 f"with --wait {run.wait_s:g}s"))
+            found.append(
+                Violation(
+                    "wait-bound",
+                    f"{run.step} ({run.holder}) ran {run.elapsed_s - run.stopped_s:.1f} s with --wait {run.wait_s:g}s",
+                )
+            )
     return found
 
 
@@ -145,8 +170,7 @@ def did_nothing(output: str) -> bool:
     """The run found nothing to do (fencemigrate says so; plain Alembic ran no migration)."""
     if "nothing to do" in output:
         return True
-    return not any(
-        marker in output for marker in ("Running upgrade", "Running downgrade", "applied ", "rolled back "))
+    return not any(marker in output for marker in ("Running upgrade", "Running downgrade", "applied ", "rolled back "))
 
 
 def state_refusal(output: str) -> bool:
@@ -157,7 +181,8 @@ def state_refusal(output: str) -> bool:
     """
     return "Traceback" not in output and any(
         line.startswith("fencemigrate: usage:") and ("not a valid downgrade target" in line or "is not applied" in line)
-        for line in output.splitlines())
+        for line in output.splitlines()
+    )
 
 
 def undocumented_exits(runs: Iterable[Run], system: str, connection_faults: int) -> list[Violation]:
@@ -176,19 +201,31 @@ def undocumented_exits(runs: Iterable[Run], system: str, connection_faults: int)
         if run.exit_code in signalled:
             continue
         if run.expect_fenced and run.exit_code == 0 and not did_nothing(run.output):
-            found.append(Violation("exit-status", f"{run.step} ({run.holder}) wrote under superseded token "
-                                                  f"{run.token} and exited 0"))
+            found.append(
+                Violation(
+                    "exit-status", f"{run.step} ({run.holder}) wrote under superseded token {run.token} and exited 0"
+                )
+            )
             continue
         if system != "fencemigrate" or run.tokenless:
             continue
         if run.exit_code == 2 and state_refusal(run.output):
             continue  # a stale one is counted by stale_usage_refusals
         if run.exit_code not in DOCUMENTED_EXITS or "Traceback (most recent call last)" in run.output:
-            found.append(Violation("exit-status", f"{run.step} ({run.holder}) exited {run.exit_code}: "
-                                                  f"{run.output.strip().splitlines()[-1:] or ''}"))
+            found.append(
+                Violation(
+                    "exit-status",
+                    f"{run.step} ({run.holder}) exited {run.exit_code}: {run.output.strip().splitlines()[-1:] or ''}",
+                )
+            )
         elif run.expect_fenced and run.exit_code not in (0, 3, 5) and not (run.exit_code == 1 and connection_faults):
-            found.append(Violation("exit-status", f"{run.step} ({run.holder}) wrote under superseded token "
-                                                  f"{run.token} and exited {run.exit_code}, not 3 (FENCED)"))
+            found.append(
+                Violation(
+                    "exit-status",
+                    f"{run.step} ({run.holder}) wrote under superseded token "
+                    f"{run.token} and exited {run.exit_code}, not 3 (FENCED)",
+                )
+            )
     return found
 
 
@@ -198,14 +235,21 @@ def stale_usage_refusals(runs: Iterable[Run]) -> list[str]:
     Not a safety violation (nothing was written, the run exited non-zero), but the agent is told
     its command was wrong instead of that its lease is stale: reported separately.
     """
-    return [f"{run.step} ({run.holder}) under superseded token {run.token}: {' '.join(run.argv[3:5])} refused "
-            f"as usage (exit 2), not FENCED" for run in runs
-            if run.expect_fenced and run.exit_code == 2 and state_refusal(run.output)]
+    return [
+        f"{run.step} ({run.holder}) under superseded token {run.token}: {' '.join(run.argv[3:5])} refused "
+        f"as usage (exit 2), not FENCED"
+        for run in runs
+        if run.expect_fenced and run.exit_code == 2 and state_refusal(run.output)
+    ]
 
 
 def check(outcome: Outcome, work_bound_s: float) -> list[Violation]:
     """Every violation of every property in ``outcome``."""
-    return (stale_commits(outcome.events) + reissued_tokens(outcome.events, outcome.runs)
-            + double_applies(outcome.events) + ledger_mismatch(outcome)
-            + wait_overruns(outcome.runs, work_bound_s)
-            + undocumented_exits(outcome.runs, outcome.system, outcome.connection_faults))
+    return (
+        stale_commits(outcome.events)
+        + reissued_tokens(outcome.events, outcome.runs)
+        + double_applies(outcome.events)
+        + ledger_mismatch(outcome)
+        + wait_overruns(outcome.runs, work_bound_s)
+        + undocumented_exits(outcome.runs, outcome.system, outcome.connection_faults)
+    )

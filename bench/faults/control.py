@@ -22,9 +22,11 @@ from alembic.config import main as alembic_main
 from sqlalchemy import Connection, create_engine, text
 from sqlalchemy.pool import NullPool
 
-NOW = {"postgresql": "extract(epoch from clock_timestamp())",
-       "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
-       "mysql": "UNIX_TIMESTAMP(NOW(6))"}
+NOW = {
+    "postgresql": "extract(epoch from clock_timestamp())",
+    "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
+    "mysql": "UNIX_TIMESTAMP(NOW(6))",
+}
 
 
 def point(name: str) -> None:
@@ -35,8 +37,9 @@ def point(name: str) -> None:
 
 def record_grant(conn: Connection, token: int, holder: str) -> None:
     """The grant, in ``faults_history``."""
-    conn.execute(text("INSERT INTO faults_history (kind, token, holder) VALUES ('grant', :t, :h)"),
-                 {"t": token, "h": holder})
+    conn.execute(
+        text("INSERT INTO faults_history (kind, token, holder) VALUES ('grant', :t, :h)"), {"t": token, "h": holder}
+    )
 
 
 def grant_in_database(url: str, resource: str, holder: str, ttl: float) -> int | None:
@@ -44,14 +47,20 @@ def grant_in_database(url: str, resource: str, holder: str, ttl: float) -> int |
     engine = create_engine(url, poolclass=NullPool)
     now = NOW[engine.dialect.name if engine.dialect.name in NOW else "mysql"]
     with engine.begin() as conn:
-        taken = conn.execute(text(
-            f"UPDATE faults_control_lease SET holder = :h, token = token + 1, expires_at = {now} + :ttl "
-            f"WHERE resource = :r AND (expires_at < {now} OR holder = :h)"),
-            {"h": holder, "ttl": ttl, "r": resource}).rowcount
+        taken = conn.execute(
+            text(
+                f"UPDATE faults_control_lease SET holder = :h, token = token + 1, expires_at = {now} + :ttl "
+                f"WHERE resource = :r AND (expires_at < {now} OR holder = :h)"
+            ),
+            {"h": holder, "ttl": ttl, "r": resource},
+        ).rowcount
         if taken != 1:
             return None
-        token = int(conn.execute(text("SELECT token FROM faults_control_lease WHERE resource = :r"),
-                                 {"r": resource}).scalar_one())
+        token = int(
+            conn.execute(
+                text("SELECT token FROM faults_control_lease WHERE resource = :r"), {"r": resource}
+            ).scalar_one()
+        )
         record_grant(conn, token, holder)
         point("lease")
     return token
@@ -81,9 +90,13 @@ def release(url: str, lease_url: str | None, resource: str, holder: str, token: 
             client.delete(f"faults:lease:{resource}")
         return
     with create_engine(url, poolclass=NullPool).begin() as conn:
-        conn.execute(text("UPDATE faults_control_lease SET holder = NULL, expires_at = 0 "
-                          "WHERE resource = :r AND holder = :h AND token = :t"),
-                     {"r": resource, "h": holder, "t": token})
+        conn.execute(
+            text(
+                "UPDATE faults_control_lease SET holder = NULL, expires_at = 0 "
+                "WHERE resource = :r AND holder = :h AND token = :t"
+            ),
+            {"r": resource, "h": holder, "t": token},
+        )
 
 
 def acquire(args: argparse.Namespace) -> int | None:

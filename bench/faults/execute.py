@@ -70,8 +70,15 @@ class Processes:
         with self.lock:
             if self.cancelled:
                 raise Cancelled
-            process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       text=True, start_new_session=True)
+            process = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
             self.current[step] = (process, run)
         return process
 
@@ -126,8 +133,15 @@ def is_stopped(pid: int) -> bool:
 class ScheduleRun:
     """One schedule, one system, one fresh database."""
 
-    def __init__(self, backend: Backend, system: str, schedule: Schedule, template: Path, workdir: Path,
-                 failover: FailoverServers | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        system: str,
+        schedule: Schedule,
+        template: Path,
+        workdir: Path,
+        failover: FailoverServers | None = None,
+    ) -> None:
         self.backend = backend
         self.failover = failover
         self.system = system
@@ -147,10 +161,12 @@ class ScheduleRun:
         self.copy = project.renumbered_copy(self.chain[1], "r04", "r03")
         lease_url = backend.lease_url if system == "fencemigrate" else None
         self.checkouts = {
-            "main": project.checkout(template, self.workdir / "main", self.url, self.resource, self.chain,
-                                     backend.fence_table, lease_url),
-            "S": project.checkout(template, self.workdir / "agent-S", self.url, self.resource, self.chain,
-                                  backend.fence_table, lease_url),
+            "main": project.checkout(
+                template, self.workdir / "main", self.url, self.resource, self.chain, backend.fence_table, lease_url
+            ),
+            "S": project.checkout(
+                template, self.workdir / "agent-S", self.url, self.resource, self.chain, backend.fence_table, lease_url
+            ),
         }
         backend.prepare(self.url, self.resource)
         if system == "fencemigrate":
@@ -160,16 +176,27 @@ class ScheduleRun:
 
     def install_fence(self) -> None:
         """``fencemigrate install``, then the trigger that copies grants into the history."""
-        completed = subprocess.run([sys.executable, "-m", "faults.launch", "install"], cwd=self.checkouts["main"],
-                                   env=self.env("setup"), capture_output=True, text=True, timeout=120)
+        completed = subprocess.run(
+            [sys.executable, "-m", "faults.launch", "install"],
+            cwd=self.checkouts["main"],
+            env=self.env("setup"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if completed.returncode != 0:
             raise RuntimeError(f"fencemigrate install failed: {completed.stdout}{completed.stderr}")
         self.backend.log_grants(self.url)
 
     def env(self, holder: str, token: int | None = None, point: str | None = None) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(PYTHONPATH=str(BENCH), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
-                   FAULTS_RESOURCE=self.resource, FAULTS_HOLDER=holder)
+        env.update(
+            PYTHONPATH=str(BENCH),
+            PYTHONDONTWRITEBYTECODE="1",
+            PYTHONUNBUFFERED="1",
+            FAULTS_RESOURCE=self.resource,
+            FAULTS_HOLDER=holder,
+        )
         env.pop("FAULTS_TOKEN", None)
         if token is not None:
             env["FAULTS_TOKEN"] = str(token)
@@ -193,14 +220,26 @@ class ScheduleRun:
             if action.preempt:
                 options.append("--preempt")
             return [*base, *action.command.split(), "--holder", holder, *options]
-        base = [sys.executable, "-m", "faults.control", "--url", self.url, "--resource", self.resource,
-                "--holder", holder]
+        base = [
+            sys.executable,
+            "-m",
+            "faults.control",
+            "--url",
+            self.url,
+            "--resource",
+            self.resource,
+            "--holder",
+            holder,
+        ]
         if self.backend.lease_url:
             base += ["--lease-url", self.backend.lease_url]
         if action.verb == "acquire":
             return [*base, "--ttl", f"{self.schedule.ttl_s}", "--acquire-only"]
-        options = ["--token", str(token)] if token is not None else ["--ttl", f"{self.schedule.ttl_s}",
-                                                                      "--wait", f"{self.schedule.wait_s}"]
+        options = (
+            ["--token", str(token)]
+            if token is not None
+            else ["--ttl", f"{self.schedule.ttl_s}", "--wait", f"{self.schedule.wait_s}"]
+        )
         commands = ["downgrade r01", "upgrade head"] if action.command == "reapply r02" else [action.command]
         return [*base, *options, *(arg for command in commands for arg in ("--command", command))]
 
@@ -214,9 +253,15 @@ class ScheduleRun:
         env = self.env(holder, env_token, point)
         if action.verb == "tokenless":
             env["FAULTS_TOKEN"] = "none"
-        run = Run(step.name, tuple(argv), holder, token=run_token,
-                  wait_s=self.schedule.wait_s if action.leased else None, expect_fenced=expect_fenced,
-                  tokenless=action.verb == "tokenless")
+        run = Run(
+            step.name,
+            tuple(argv),
+            holder,
+            token=run_token,
+            wait_s=self.schedule.wait_s if action.leased else None,
+            expect_fenced=expect_fenced,
+            tokenless=action.verb == "tokenless",
+        )
         cwd = self.checkouts["S" if step.name == "S" else "main"]
         started = time.monotonic()
         process = self.processes.start(step.name, run, argv, cwd, env)
@@ -250,8 +295,9 @@ class ScheduleRun:
             if step.name == "S" and number == 2 and self.schedule.follow_up == "renumbered":
                 project.checkout_add(self.checkouts["S"], self.copy, self.backend.fence_table)
             with self.moving:  # not while a failover moves the database
-                expect_fenced = (step.name == "S" and number == 2 and token is not None
-                                 and self.backend.max_grant(self.url) > token)
+                expect_fenced = (
+                    step.name == "S" and number == 2 and token is not None and self.backend.max_grant(self.url) > token
+                )
             run = self.launch(step, action, token, expect_fenced)
             if action.verb == "acquire":
                 token = run.granted = parse_token(run.output) if run.exit_code == 0 else None
@@ -354,9 +400,15 @@ class ScheduleRun:
         if self.watch_error is not None:
             raise self.watch_error
         chain = {revision.rev: revision.down for revision in [*self.chain, self.copy]}
-        outcome = Outcome(self.system, self.backend.events(self.url), self.runs, self.backend.version_heads(self.url),
-                          self.backend.ledger(self.url) if self.system == "fencemigrate" else None, chain,
-                          self.connection_faults + sum(a.preempt for s in self.schedule.steps for a in s.actions))
+        outcome = Outcome(
+            self.system,
+            self.backend.events(self.url),
+            self.runs,
+            self.backend.version_heads(self.url),
+            self.backend.ledger(self.url) if self.system == "fencemigrate" else None,
+            chain,
+            self.connection_faults + sum(a.preempt for s in self.schedule.steps for a in s.actions),
+        )
         longest_pause = max((f.duration_s for f in self.schedule.faults), default=0.0)
         work_bound = sum(self.schedule.sleeps) * 3 + longest_pause + STARTUP_SLACK_S
         return Result(outcome, check(outcome, work_bound), self.injected, stale_usage_refusals(self.runs))
@@ -389,8 +441,9 @@ def parse_token(output: str) -> int | None:
     return None
 
 
-def run_schedule(backend: Backend, system: str, schedule: Schedule, template: Path, workdir: Path,
-                 keep: bool = False) -> Result:
+def run_schedule(
+    backend: Backend, system: str, schedule: Schedule, template: Path, workdir: Path, keep: bool = False
+) -> Result:
     """Run ``schedule`` for ``system`` on a fresh database of ``backend`` and check it; a schedule with a
     failover on a new primary and standby of its own instead (:mod:`faults.failover`)."""
     with ExitStack() as servers:

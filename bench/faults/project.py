@@ -92,22 +92,28 @@ def revision_source(revision: Revision, fence_table: str) -> str:
             *lines,
         ]
     lines.insert(0, f"    _point('{revision.rev}:start')")
-    lines += [f"    _record('apply', {revision.change!r})",
-              f"    _point('{revision.rev}:ddl')"]
+    lines += [f"    _record('apply', {revision.change!r})", f"    _point('{revision.rev}:ddl')"]
     if revision.sleep_s:
         lines.append(f"    time.sleep({revision.sleep_s!r})")
-    down_lines = [f"    _point('{revision.rev}:start-down')",
-                  f"    op.execute('DROP TABLE IF EXISTS {revision.table}')",
-                  f"    _record('rollback', {revision.change!r})",
-                  f"    _point('{revision.rev}:downgrade')"]
+    down_lines = [
+        f"    _point('{revision.rev}:start-down')",
+        f"    op.execute('DROP TABLE IF EXISTS {revision.table}')",
+        f"    _record('rollback', {revision.change!r})",
+        f"    _point('{revision.rev}:downgrade')",
+    ]
     if revision.autocommit_block:
         down_lines.append("    op.execute('DROP INDEX IF EXISTS t01_id')")
-    return (f'"""{revision.change}\n\nRevision ID: {revision.rev}\n"""\n'
-            f"revision = {revision.rev!r}\ndown_revision = {revision.down!r}\n"
-            "branch_labels = None\ndepends_on = None\n"
-            + _HOOKS.format(fence_table=fence_table)
-            + "\n\ndef upgrade():\n" + "\n".join(lines)
-            + "\n\n\ndef downgrade():\n" + "\n".join(down_lines) + "\n")
+    return (
+        f'"""{revision.change}\n\nRevision ID: {revision.rev}\n"""\n'
+        f"revision = {revision.rev!r}\ndown_revision = {revision.down!r}\n"
+        "branch_labels = None\ndepends_on = None\n"
+        + _HOOKS.format(fence_table=fence_table)
+        + "\n\ndef upgrade():\n"
+        + "\n".join(lines)
+        + "\n\n\ndef downgrade():\n"
+        + "\n".join(down_lines)
+        + "\n"
+    )
 
 
 def alembic_template(workdir: Path) -> Path:
@@ -116,8 +122,7 @@ def alembic_template(workdir: Path) -> Path:
     if not target.exists():
         alembic = Path(sys.executable).parent / "alembic"
         target.mkdir(parents=True)
-        subprocess.run([str(alembic), "init", "-t", "generic", SCRIPT_DIR], cwd=target, check=True,
-                       capture_output=True)
+        subprocess.run([str(alembic), "init", "-t", "generic", SCRIPT_DIR], cwd=target, check=True, capture_output=True)
     return target
 
 
@@ -126,13 +131,24 @@ def fence_aware_template(workdir: Path) -> Path:
     target = workdir / "fence-aware"
     if not target.exists():
         target.mkdir(parents=True)
-        subprocess.run([str(Path(sys.executable).parent / "fencemigrate"), "init", SCRIPT_DIR], cwd=target,
-                       check=True, capture_output=True)
+        subprocess.run(
+            [str(Path(sys.executable).parent / "fencemigrate"), "init", SCRIPT_DIR],
+            cwd=target,
+            check=True,
+            capture_output=True,
+        )
     return target
 
 
-def checkout(template: Path, target: Path, url: str, resource: str, revisions: list[Revision],
-             fence_table: str, lease_url: str | None = None) -> Path:
+def checkout(
+    template: Path,
+    target: Path,
+    url: str,
+    resource: str,
+    revisions: list[Revision],
+    fence_table: str,
+    lease_url: str | None = None,
+) -> Path:
     """A copy of the template at ``target`` pointing at ``url``, with ``revisions`` written."""
     shutil.copytree(template, target)
     ini = target / "alembic.ini"
@@ -152,8 +168,10 @@ def repoint(target: Path, url: str) -> None:
     """Point a checkout's ``sqlalchemy.url`` at ``url`` (the promoted server), in one rename: a run
     starting meanwhile reads the old file or the new one."""
     ini = target / "alembic.ini"
-    lines = [f"sqlalchemy.url = {url.replace('%', '%%')}" if line.startswith("sqlalchemy.url") else line
-             for line in ini.read_text().splitlines()]
+    lines = [
+        f"sqlalchemy.url = {url.replace('%', '%%')}" if line.startswith("sqlalchemy.url") else line
+        for line in ini.read_text().splitlines()
+    ]
     ini.with_suffix(".new").write_text("\n".join(lines) + "\n")
     ini.with_suffix(".new").replace(ini)
 

@@ -80,8 +80,17 @@ class Schedule:
     faults: tuple[Fault, ...]
 
 
-def generate(seed: int, index: int, *, preempt: bool, kill_connections: bool, restart: bool,
-             autocommit_block: bool, tokenless: bool, failover: bool = False) -> Schedule:
+def generate(
+    seed: int,
+    index: int,
+    *,
+    preempt: bool,
+    kill_connections: bool,
+    restart: bool,
+    autocommit_block: bool,
+    tokenless: bool,
+    failover: bool = False,
+) -> Schedule:
     """Schedule number ``index`` of the run seeded ``seed`` (the same arguments give the same schedule)."""
     rng = random.Random(f"{seed}:{index}")
     ttl = rng.choice((1.0, 1.5, 2.0))
@@ -89,14 +98,24 @@ def generate(seed: int, index: int, *, preempt: bool, kill_connections: bool, re
     sleeps = (0.0, rng.choice((0.2, 0.5, 1.0)), rng.choice((0.0, 0.3)))
     follow_up = rng.choice(FOLLOW_UPS)
     follow_command = {"reapply": "reapply r02", "renumbered": "upgrade head", "downgrade": "downgrade r01"}[follow_up]
-    steps = [Step("S", 0.0, (Action("acquire"), Action("write", "upgrade head"),
-                             Action("write", follow_command)),
-                  pause_before_last_s=ttl + rng.uniform(0.5, 3.0))]
+    steps = [
+        Step(
+            "S",
+            0.0,
+            (Action("acquire"), Action("write", "upgrade head"), Action("write", follow_command)),
+            pause_before_last_s=ttl + rng.uniform(0.5, 3.0),
+        )
+    ]
     for number in range(1, rng.randint(1, 3) + 1):
         commands = rng.choice((("upgrade head",), ("downgrade r01", "upgrade head")))
         use_preempt = preempt and rng.random() < 0.3
-        steps.append(Step(f"R{number}", rng.uniform(0.5, ttl + 3.0),
-                          tuple(Action("write", command, leased=True, preempt=use_preempt) for command in commands)))
+        steps.append(
+            Step(
+                f"R{number}",
+                rng.uniform(0.5, ttl + 3.0),
+                tuple(Action("write", command, leased=True, preempt=use_preempt) for command in commands),
+            )
+        )
     if tokenless:
         steps.append(Step("T", rng.uniform(ttl, ttl + 3.0), (Action("tokenless", "downgrade -1"),)))
     kinds = ["stop", "stop_at", "stop_at", "kill", "term"]
@@ -111,9 +130,13 @@ def generate(seed: int, index: int, *, preempt: bool, kill_connections: bool, re
     for _ in range(rng.randint(1, 3)):
         kind = rng.choice(kinds)
         target = rng.choice(steps).name
-        fault = Fault(kind, round(rng.uniform(0.0, ttl + 3.0), 2), None if kind in SERVER_FAULTS else target,
-                      round(rng.uniform(0.5, ttl + 1.5), 2) if kind.startswith("stop") or kind == "failover" else 0.0,
-                      rng.choice(points) if kind == "stop_at" else None)
+        fault = Fault(
+            kind,
+            round(rng.uniform(0.0, ttl + 3.0), 2),
+            None if kind in SERVER_FAULTS else target,
+            round(rng.uniform(0.5, ttl + 1.5), 2) if kind.startswith("stop") or kind == "failover" else 0.0,
+            rng.choice(points) if kind == "stop_at" else None,
+        )
         if not clashes(fault, faults):
             faults.append(fault)
     return Schedule(index, seed, ttl, wait, sleeps, autocommit_block, follow_up, tuple(steps), tuple(faults))

@@ -58,13 +58,15 @@ class Shard:
                 print(f"[{self.name}] {line.rstrip()}", flush=True)
 
 
-def start(number: int, jobs: int, argv: list[str], scratch: Path,
-          lock: threading.Lock) -> tuple[Shard, threading.Thread]:
+def start(
+    number: int, jobs: int, argv: list[str], scratch: Path, lock: threading.Lock
+) -> tuple[Shard, threading.Thread]:
     """Start shard ``number`` and the thread relaying its output."""
     result = scratch / f"shard-{number}.json"
     command = ["bash", str(RUN), *argv, "--shard", f"{number}/{jobs}", "--summary-json", str(result)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     shard = Shard(number, jobs, process, result)
     relay = threading.Thread(target=shard.relay, args=(lock,), daemon=True)
     relay.start()
@@ -93,8 +95,12 @@ def stop(shards: list[Shard]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(shard.process.pid, signal.SIGKILL)
             shard.process.wait()
-            print(f"shard {shard.name} did not stop within {STOP_GRACE_S:g} s: killed, its servers may be left "
-                  "running (/tmp/fm-pg-*, /tmp/fm-mariadb-*, /tmp/fm-redis-*)", file=sys.stderr, flush=True)
+            print(
+                f"shard {shard.name} did not stop within {STOP_GRACE_S:g} s: killed, its servers may be left "
+                "running (/tmp/fm-pg-*, /tmp/fm-mariadb-*, /tmp/fm-redis-*)",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def failure(shard: Shard) -> str | None:

@@ -53,34 +53,47 @@ class Summary:
     def lines(self) -> list[str]:
         """The report, one line each."""
         total = sum(self.schedules.values())
-        out = [f"schedules run: {total} ("
-               + ", ".join(f"{name} {count}" for name, count in sorted(self.schedules.items())) + ")",
-               "faults injected (both systems): "
-               + (", ".join(f"{kind} {count}" for kind, count in sorted(self.faults.items())) or "none")]
+        out = [
+            f"schedules run: {total} ("
+            + ", ".join(f"{name} {count}" for name, count in sorted(self.schedules.items()))
+            + ")",
+            "faults injected (both systems): "
+            + (", ".join(f"{kind} {count}" for kind, count in sorted(self.faults.items())) or "none"),
+        ]
         for system in SYSTEMS:
             per = ", ".join(f"{prop} {self.violations[system][prop]}" for prop in PROPERTIES)
-            out.append(f"{system}: {self.total(system)} violations in {self.broken_schedules[system]}/{total} "
-                       f"schedules ({per})")
+            out.append(
+                f"{system}: {self.total(system)} violations in {self.broken_schedules[system]}/{total} "
+                f"schedules ({per})"
+            )
             out += [f"  {example}" for _, example in self.examples[system]]
-        out.append(f"fencemigrate, not a violation: {len(self.notes)} stale writes refused as usage (exit 2) "
-                   "instead of FENCED (exit 3)")
+        out.append(
+            f"fencemigrate, not a violation: {len(self.notes)} stale writes refused as usage (exit 2) "
+            "instead of FENCED (exit 3)"
+        )
         out += [f"  {note}" for _, note in self.notes[:5]]
         return out
 
     def to_json(self) -> dict[str, Any]:
         """The summary as JSON data (a shard's result file)."""
-        return {"schedules": dict(self.schedules), "faults": dict(self.faults),
-                "violations": {system: dict(self.violations[system]) for system in SYSTEMS},
-                "broken_schedules": dict(self.broken_schedules),
-                "examples": {system: [list(entry) for entry in self.examples[system]] for system in SYSTEMS},
-                "notes": [list(entry) for entry in self.notes]}
+        return {
+            "schedules": dict(self.schedules),
+            "faults": dict(self.faults),
+            "violations": {system: dict(self.violations[system]) for system in SYSTEMS},
+            "broken_schedules": dict(self.broken_schedules),
+            "examples": {system: [list(entry) for entry in self.examples[system]] for system in SYSTEMS},
+            "notes": [list(entry) for entry in self.notes],
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Summary:
         """The inverse of :meth:`to_json`."""
-        summary = cls(Counter(data["schedules"]), Counter(data["faults"]),
-                      {system: Counter(data["violations"][system]) for system in SYSTEMS},
-                      Counter(data["broken_schedules"]))
+        summary = cls(
+            Counter(data["schedules"]),
+            Counter(data["faults"]),
+            {system: Counter(data["violations"][system]) for system in SYSTEMS},
+            Counter(data["broken_schedules"]),
+        )
         for system in SYSTEMS:
             summary.examples[system] = [(int(index), str(text)) for index, text in data["examples"][system]]
         summary.notes = [(int(index), str(text)) for index, text in data["notes"]]

@@ -85,14 +85,13 @@ class Trace:
 TRACES: dict[str, Trace] = {
     "happy_success": Trace((grant("A"), success("A")), ghost=False),
     "timeout_then_compensate": Trace((grant("A"), EXPIRE, grant("B"), compensate("B")), ghost=False),
-    "late_success_after_compensate": Trace((grant("A"), EXPIRE, grant("B"), success("A"), compensate("B")),
-                                           ghost=True),
+    "late_success_after_compensate": Trace((grant("A"), EXPIRE, grant("B"), success("A"), compensate("B")), ghost=True),
     "duplicate_success_same_epoch": Trace((grant("A"), success("A"), success("A")), ghost=False),
-    "compensate_then_late_success": Trace((grant("A"), EXPIRE, grant("B"), compensate("B"), success("A")),
-                                          ghost=True),
+    "compensate_then_late_success": Trace((grant("A"), EXPIRE, grant("B"), compensate("B"), success("A")), ghost=True),
     "timeout_without_compensate_result": Trace((grant("A"), EXPIRE, grant("B")), ghost=False),
-    "ghost_then_duplicate_compensate": Trace((grant("A"), EXPIRE, grant("B"), success("A"), compensate("B"),
-                                              compensate("B")), ghost=True),
+    "ghost_then_duplicate_compensate": Trace(
+        (grant("A"), EXPIRE, grant("B"), success("A"), compensate("B"), compensate("B")), ghost=True
+    ),
     "success_before_timeout_ignored": Trace((grant("A"), success("A"), EXPIRE, grant("B")), ghost=False),
 }
 
@@ -100,28 +99,62 @@ COUNTEREXAMPLES: dict[str, Trace] = {
     # A compensation that arrives before the timeout's bump is durable: B's grant stops inside its
     # lease transaction, B's compensation is sent meanwhile under the token that grant will issue,
     # then the grant commits and A's success arrives late.
-    "compensate_before_bump_durable": Trace((
-        grant("A"), success("A"), EXPIRE,
-        grant("B", label="grant-B", run_async=True, stop="lease"), Op("stopped", label="grant-B"),
-        compensate("B", label="comp-B", run_async=True, forge=True), Op("sleep", seconds=1.0),
-        Op("resume", label="grant-B"), Op("join", label="grant-B"), Op("join", label="comp-B"),
-        success("A")), ghost=True),
+    "compensate_before_bump_durable": Trace(
+        (
+            grant("A"),
+            success("A"),
+            EXPIRE,
+            grant("B", label="grant-B", run_async=True, stop="lease"),
+            Op("stopped", label="grant-B"),
+            compensate("B", label="comp-B", run_async=True, forge=True),
+            Op("sleep", seconds=1.0),
+            Op("resume", label="grant-B"),
+            Op("join", label="grant-B"),
+            Op("join", label="comp-B"),
+            success("A"),
+        ),
+        ghost=True,
+    ),
     # A success that echoes no epoch: plain `alembic upgrade head` after the timeout.
-    "success_without_epoch": Trace((grant("A"), EXPIRE, grant("B"), Op("tokenless", "A", "upgrade head")),
-                                   ghost=True),
+    "success_without_epoch": Trace((grant("A"), EXPIRE, grant("B"), Op("tokenless", "A", "upgrade head")), ghost=True),
     # A second timeout opens epoch 3 while epoch 2's compensation is in flight (stopped in its
     # transaction, right after its claim); C's grant waits at most 1 s, then epoch 2's write resumes; C is granted after it.
-    "second_timeout_while_epoch2_inflight": Trace((
-        grant("A"), success("A"), EXPIRE, grant("B"),
-        compensate("B", label="comp-B", run_async=True, stop="r07:start-down"), Op("stopped", label="comp-B"), EXPIRE,
-        grant("C", wait_s=1.0), Op("resume", label="comp-B"), Op("join", label="comp-B"),
-        grant("C", if_no_token=True), compensate("C")), ghost=True),
+    "second_timeout_while_epoch2_inflight": Trace(
+        (
+            grant("A"),
+            success("A"),
+            EXPIRE,
+            grant("B"),
+            compensate("B", label="comp-B", run_async=True, stop="r07:start-down"),
+            Op("stopped", label="comp-B"),
+            EXPIRE,
+            grant("C", wait_s=1.0),
+            Op("resume", label="comp-B"),
+            Op("join", label="comp-B"),
+            grant("C", if_no_token=True),
+            compensate("C"),
+        ),
+        ghost=True,
+    ),
     # The same with --preempt: C's grant ends epoch 2's in-flight transaction.
-    "second_timeout_preempts_epoch2": Trace((
-        grant("A"), success("A"), EXPIRE, grant("B"),
-        compensate("B", label="comp-B", run_async=True, stop="r07:start-down"), Op("stopped", label="comp-B"), EXPIRE,
-        grant("C", wait_s=1.0, preempt=True), Op("resume", label="comp-B"), Op("join", label="comp-B"),
-        grant("C", if_no_token=True), compensate("C")), ghost=True, backends=("postgresql",)),
+    "second_timeout_preempts_epoch2": Trace(
+        (
+            grant("A"),
+            success("A"),
+            EXPIRE,
+            grant("B"),
+            compensate("B", label="comp-B", run_async=True, stop="r07:start-down"),
+            Op("stopped", label="comp-B"),
+            EXPIRE,
+            grant("C", wait_s=1.0, preempt=True),
+            Op("resume", label="comp-B"),
+            Op("join", label="comp-B"),
+            grant("C", if_no_token=True),
+            compensate("C"),
+        ),
+        ghost=True,
+        backends=("postgresql",),
+    ),
 }
 
 
@@ -142,14 +175,16 @@ class TraceResult:
 class TraceRun:
     """One trace, one system, one fresh database; events in the trace's order."""
 
-    def __init__(self, backend: Backend, system: str, template: Path, workdir: Path, name: str,
-                 env_template: Path | None = None) -> None:
+    def __init__(
+        self, backend: Backend, system: str, template: Path, workdir: Path, name: str, env_template: Path | None = None
+    ) -> None:
         self.backend, self.system, self.name = backend, system, name
         self.dir = Path(tempfile.mkdtemp(prefix=f"{backend.name}-{name}-{system}-", dir=workdir))
         self.url = backend.create_database(self.dir)
         self.resource = f"calls/7-{os.getpid()}-{name}"
-        self.checkout = project.checkout(env_template or template, self.dir / "checkout", self.url, self.resource,
-                                         [CALL], backend.fence_table)
+        self.checkout = project.checkout(
+            env_template or template, self.dir / "checkout", self.url, self.resource, [CALL], backend.fence_table
+        )
         backend.prepare(self.url, self.resource)
         if system == "fencemigrate":
             self.run(["install"], "setup")
@@ -162,8 +197,12 @@ class TraceRun:
 
     def env(self, holder: str, token: int | None, stop: str | None) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(PYTHONPATH=str(BENCH), PYTHONDONTWRITEBYTECODE="1", FAULTS_RESOURCE=self.resource,
-                   FAULTS_HOLDER=f"agent-{holder}")
+        env.update(
+            PYTHONPATH=str(BENCH),
+            PYTHONDONTWRITEBYTECODE="1",
+            FAULTS_RESOURCE=self.resource,
+            FAULTS_HOLDER=f"agent-{holder}",
+        )
         env.pop("FAULTS_TOKEN", None)
         if token is not None:
             env["FAULTS_TOKEN"] = str(token)
@@ -183,15 +222,30 @@ class TraceRun:
                 extra = ["--wait", f"{op.wait_s:g}s"] + (["--preempt"] if op.preempt else [])
                 return [*base, "lease", "acquire", "--holder", holder, "--ttl", f"{TTL_S:g}s", "--json", *extra]
             return [*base, *op.command.split(), "--token", str(token), "--holder", holder]
-        base = [sys.executable, "-m", "faults.control", "--url", self.url, "--resource", self.resource,
-                "--holder", holder]
+        base = [
+            sys.executable,
+            "-m",
+            "faults.control",
+            "--url",
+            self.url,
+            "--resource",
+            self.resource,
+            "--holder",
+            holder,
+        ]
         if op.kind == "grant":
             return [*base, "--ttl", str(TTL_S), "--wait", str(op.wait_s), "--acquire-only"]
         return [*base, "--token", str(token), "--command", op.command]
 
     def run(self, args: list[str], holder: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "faults.launch", *args], cwd=self.checkout,
-                              env=self.env(holder, None, None), capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "faults.launch", *args],
+            cwd=self.checkout,
+            env=self.env(holder, None, None),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def start(self, op: Op) -> subprocess.Popen[str]:
         token = None
@@ -201,13 +255,22 @@ class TraceRun:
         env = self.env(op.holder, token, op.stop)
         if op.kind == "tokenless":
             env["FAULTS_TOKEN"] = "none"
-        return subprocess.Popen(argv, cwd=self.checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
+        return subprocess.Popen(
+            argv,
+            cwd=self.checkout,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
 
     def finish(self, process: subprocess.Popen[str], op: Op) -> None:
         output, _ = process.communicate(timeout=120)
-        self.log.append(f"{op.kind} {op.holder} {op.command} -> {process.returncode}: "
-                        + " | ".join(output.strip().splitlines()[-2:]))
+        self.log.append(
+            f"{op.kind} {op.holder} {op.command} -> {process.returncode}: "
+            + " | ".join(output.strip().splitlines()[-2:])
+        )
         if op.kind == "grant" and process.returncode == 0:
             token = parse_token(output)
             if token is not None:
@@ -261,8 +324,9 @@ class TraceRun:
         self.backend.drop_database(self.url)
 
 
-def run_trace(backend: Backend, system: str, name: str, template: Path, workdir: Path,
-              env_template: Path | None = None) -> TraceResult:
+def run_trace(
+    backend: Backend, system: str, name: str, template: Path, workdir: Path, env_template: Path | None = None
+) -> TraceResult:
     """Run trace ``name`` (of TRACES or COUNTEREXAMPLES) for ``system`` on a fresh database."""
     trace = {**TRACES, **COUNTEREXAMPLES}[name]
     runner = TraceRun(backend, system, template, workdir, name, env_template)

@@ -48,8 +48,10 @@ def _allowed(finding: Finding, item: RevisionFile | None, settings: ProjectSetti
             if _names(allow.rules, finding):
                 return Suppressed(finding, allow.reason, f"{item.display}:{allow.line}")
     for entry in settings.allows:
-        if entry.reason and _names(entry.rules, finding) and (
-            entry.revisions is None or finding.revision in entry.revisions
+        if (
+            entry.reason
+            and _names(entry.rules, finding)
+            and (entry.revisions is None or finding.revision in entry.revisions)
         ):
             where = settings.file if entry.line is None else f"{settings.file}:{entry.line}"
             return Suppressed(finding, entry.reason, str(where))

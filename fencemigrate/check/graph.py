@@ -45,8 +45,7 @@ def build_graph(files: Iterable[RevisionFile]) -> RevisionGraph:
         if revision_file.revision is not None:
             by_id.setdefault(revision_file.revision, revision_file)
     parents = {
-        revision: tuple(parent for parent in item.down_revisions if parent in by_id)
-        for revision, item in by_id.items()
+        revision: tuple(parent for parent in item.down_revisions if parent in by_id) for revision, item in by_id.items()
     }
     children = {parent for item in by_id.values() for parent in item.down_revisions}
     heads = tuple(sorted(revision for revision in by_id if revision not in children))

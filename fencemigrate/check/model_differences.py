@@ -44,8 +44,12 @@ def describe(diff: tuple[Any, ...], dialect: Dialect) -> ModelDifference:
     if operation in ("add_column", "remove_column"):
         schema, table_name, column = diff[1], diff[2], diff[3]
         subject = _name(schema, table_name, column.name)
-        return _difference(operation, subject, (schema, table_name),
-                           _present(operation, f"column {subject} ({_column(column, dialect)})"))
+        return _difference(
+            operation,
+            subject,
+            (schema, table_name),
+            _present(operation, f"column {subject} ({_column(column, dialect)})"),
+        )
     if operation.startswith("modify_"):
         return _modified(diff, dialect)
     if operation in ("add_index", "remove_index"):
@@ -100,9 +104,11 @@ def _constraint(operation: str, constraint: Constraint) -> ModelDifference:
     assert isinstance(table, Table)
     where = _name(table.schema, table.name)
     name = str(constraint.name) if constraint.name else "(unnamed)"
-    columns = ", ".join(column.name for column in constraint.columns) if isinstance(
-        constraint, ColumnCollectionConstraint
-    ) else ""
+    columns = (
+        ", ".join(column.name for column in constraint.columns)
+        if isinstance(constraint, ColumnCollectionConstraint)
+        else ""
+    )
     if isinstance(constraint, ForeignKeyConstraint):
         target = ", ".join(element.target_fullname for element in constraint.elements)
         what = f"foreign key {name} on {where} ({columns}) referencing {target}"

@@ -105,8 +105,10 @@ def body_tokens(function: ast.FunctionDef | None) -> tuple[str, ...]:
 def _is_filler(statement: ast.stmt) -> bool:
     if isinstance(statement, ast.Pass):
         return True
-    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and (
-        isinstance(statement.value.value, str) or statement.value.value is Ellipsis
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and (isinstance(statement.value.value, str) or statement.value.value is Ellipsis)
     )
 
 

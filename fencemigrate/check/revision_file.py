@@ -73,8 +73,14 @@ def read_revision_file(path: Path, display: str) -> RevisionFile:
     revision, revision_line = values.get("revision", (None, 1))
     if not isinstance(revision, str) or not revision:
         return RevisionFile(
-            path, display, digest, module, problem="has no `revision = \"...\"` string at module level",
-            problem_line=revision_line, allows=tuple(allows), bad_allows=tuple(bad_allows),
+            path,
+            display,
+            digest,
+            module,
+            problem='has no `revision = "..."` string at module level',
+            problem_line=revision_line,
+            allows=tuple(allows),
+            bad_allows=tuple(bad_allows),
         )
     down, down_line = values.get("down_revision", (None, revision_line))
     if down is None or down == "":
@@ -85,8 +91,14 @@ def read_revision_file(path: Path, display: str) -> RevisionFile:
         down_revisions = tuple(down)
     else:
         return RevisionFile(
-            path, display, digest, module, problem="has a down_revision that is not a string, a tuple of strings or None",
-            problem_line=down_line, allows=tuple(allows), bad_allows=tuple(bad_allows),
+            path,
+            display,
+            digest,
+            module,
+            problem="has a down_revision that is not a string, a tuple of strings or None",
+            problem_line=down_line,
+            allows=tuple(allows),
+            bad_allows=tuple(bad_allows),
         )
     return RevisionFile(
         path,
@@ -121,4 +133,3 @@ def _module_assignments(module: ast.Module) -> dict[str, tuple[object, int]]:
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 found[target.id] = (..., node.lineno)
     return found
-

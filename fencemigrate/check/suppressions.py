@@ -13,9 +13,7 @@ from dataclasses import dataclass
 
 MARKER = "fencemigrate:"
 _COMMENT = re.compile(r"#\s*fencemigrate:\s*(?P<body>.*)$")
-_ALLOW = re.compile(
-    r"allow\s+(?P<rules>[\w-]+(?:\s*,\s*[\w-]+)*)(?:\s+because\b(?P<reason>.*))?$", re.IGNORECASE
-)
+_ALLOW = re.compile(r"allow\s+(?P<rules>[\w-]+(?:\s*,\s*[\w-]+)*)(?:\s+because\b(?P<reason>.*))?$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

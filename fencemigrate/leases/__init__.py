@@ -14,7 +14,13 @@ from .fence_on_grant import check_preempt
 from .model import Grant, LeaseBackend, LeaseRequest, LeaseStatus
 
 __all__ = [
-    "Grant", "LeaseBackend", "LeaseRequest", "LeaseStatus", "check_lease_url", "lease_engine", "open_backend",
+    "Grant",
+    "LeaseBackend",
+    "LeaseRequest",
+    "LeaseStatus",
+    "check_lease_url",
+    "lease_engine",
+    "open_backend",
 ]
 
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
@@ -37,8 +43,12 @@ def check_lease_url(url: str | None) -> str | None:
 # Synchronous drivers for the async ones env.py may use: the lease service outlives env.py's
 # event loop (a run releases its lease after env.py has returned).
 _SYNC_DRIVERS = {
-    "asyncpg": "psycopg", "psycopg_async": "psycopg", "psycopg": "psycopg", "aiosqlite": "pysqlite",
-    "aiomysql": "pymysql", "asyncmy": "pymysql",
+    "asyncpg": "psycopg",
+    "psycopg_async": "psycopg",
+    "psycopg": "psycopg",
+    "aiosqlite": "pysqlite",
+    "aiomysql": "pymysql",
+    "asyncmy": "pymysql",
 }
 
 

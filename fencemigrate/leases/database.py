@@ -11,9 +11,10 @@ write lock on SQLite.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import Connection, Engine, Row
 from sqlalchemy.exc import DBAPIError
@@ -21,11 +22,11 @@ from sqlalchemy.exc import DBAPIError
 from ..durations import format_duration
 from ..errors import GrantNotReplicated, LeaseBusy, LeaseLost, is_lock_contention
 from ..events import log_event
+from ..progress import SILENT, LeaseWait, Progress
 from ..queries import query_dialect, statement
 from ..token_sources import LEASE_SERVICE
 from .epochs import next_token, read_incarnation
 from .fence_on_grant import LEASE_ROW_WAIT_MS, LEASE_TRANSACTION_IN_PROGRESS, fence_on_grant, lease_connection
-from ..progress import SILENT, LeaseWait, Progress
 from .model import Grant, LeaseRequest, LeaseStatus
 from .polling import StoppedWaiting, poll_for_grant
 from .standby_waits import SYNCHRONOUS_WAIT_FLOOR_MS, force_synchronous_commit
@@ -60,8 +61,12 @@ class DatabaseLeases:
         on PostgreSQL a release wakes the wait (:mod:`.wakeups`)."""
         wakeups = ReleaseWakeups(self._connection, self._schema, request.resource)
         grant = poll_for_grant(
-            request, lambda remaining_ms: self._try_grant(request, remaining_ms, stop_waiting), _busy, stop_waiting,
-            pause=wakeups.pause, longest_pause_s=wakeups.longest_pause_s,
+            request,
+            lambda remaining_ms: self._try_grant(request, remaining_ms, stop_waiting),
+            _busy,
+            stop_waiting,
+            pause=wakeups.pause,
+            longest_pause_s=wakeups.longest_pause_s,
             waiting=lambda lease, remaining_ms: progress.waiting_for_lease(LeaseWait(lease, remaining_ms)),
         )
         wakeups.stop()  # on failure the caller closes the connection, and its LISTEN with it
@@ -79,14 +84,21 @@ class DatabaseLeases:
         """
         with _busy_when_locked(resource), self._fence.in_transaction(resource, within) as connection:
             self._enter_lease(resource, within)
-            row = self._change_grant(connection, "lease_renew", resource=resource, holder=holder, token=token,
-                                     ttl_ms=ttl_ms)
+            row = self._change_grant(
+                connection, "lease_renew", resource=resource, holder=holder, token=token, ttl_ms=ttl_ms
+            )
             if row is None:
                 reason = self._why_lost(connection, resource, holder, token)
             else:
                 lease = self._peek(connection, resource)
-                self._log(connection, resource, "RENEW", holder, int(row.token),
-                          {"ttl_ms": lease.ttl_ms, "after_expiry": bool(row.was_expired)})
+                self._log(
+                    connection,
+                    resource,
+                    "RENEW",
+                    holder,
+                    int(row.token),
+                    {"ttl_ms": lease.ttl_ms, "after_expiry": bool(row.was_expired)},
+                )
         if row is None:
             raise LeaseLost(resource, holder, token, reason)
         return Grant(lease, renewed_after_expiry=bool(row.was_expired))
@@ -178,8 +190,15 @@ class DatabaseLeases:
             incarnation = read_incarnation(connection, self._schema, resource)
             token = next_token(resource, max(int(locked.token), fence_token or 0), incarnation)
             synchronous = force_synchronous_commit(connection, self._schema)
-            self._run(connection, "lease_grant", resource=resource, holder=holder, token=token,
-                      ttl_ms=request.ttl_ms, replication=_replication(connection, synchronous))
+            self._run(
+                connection,
+                "lease_grant",
+                resource=resource,
+                holder=holder,
+                token=token,
+                ttl_ms=request.ttl_ms,
+                replication=_replication(connection, synchronous),
+            )
             self._fence.advance(resource, token, LEASE_SERVICE, incarnation.current)
             previous = locked.holder if locked.holder not in (None, holder) else None
             if previous is not None:
@@ -239,11 +258,18 @@ class DatabaseLeases:
         return connection.execute(statement(name, self._schema, self._dialect), params)
 
     def _log(
-        self, connection: Connection, resource: str, kind: str, holder: str | None, token: int | None,
-        detail: dict[str, Any] | None = None, at: datetime | None = None,
+        self,
+        connection: Connection,
+        resource: str,
+        kind: str,
+        holder: str | None,
+        token: int | None,
+        detail: dict[str, Any] | None = None,
+        at: datetime | None = None,
     ) -> None:
-        log_event(connection, self._schema, resource=resource, kind=kind, holder=holder,
-                  token=token, detail=detail, at=at)
+        log_event(
+            connection, self._schema, resource=resource, kind=kind, holder=holder, token=token, detail=detail, at=at
+        )
 
 
 def _replication(connection: Connection, synchronous: bool) -> str | None:
@@ -271,9 +297,9 @@ def _moment(value: datetime | str | None) -> datetime | None:
     """A lease time in UTC: PostgreSQL returns a datetime, SQLite ISO-8601 UTC text, MySQL a
     datetime in UTC without a zone."""
     if isinstance(value, str):
-        return datetime.fromisoformat(value).astimezone(timezone.utc)
+        return datetime.fromisoformat(value).astimezone(UTC)
     if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
+        return value.replace(tzinfo=UTC)
     return value
 
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 import sqlite3
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from sqlalchemy import Connection, Engine, RootTransaction
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -174,9 +175,12 @@ class FenceOnGrant(ABC):
             lease = lease_now()
             if lease.live_holder is not None:
                 expires = lease.expires_at.isoformat() if lease.expires_at else "?"
-                raise LeaseBusy(resource, lease.holder,
-                                f"held by {lease.holder} (token {lease.token}) until {expires}; "
-                                "detach it once that lease is released or has expired")
+                raise LeaseBusy(
+                    resource,
+                    lease.holder,
+                    f"held by {lease.holder} (token {lease.token}) until {expires}; "
+                    "detach it once that lease is released or has expired",
+                )
             detach_fence(self._connection, self._schema, resource)
         return lease
 
@@ -216,13 +220,21 @@ class PostgresFenceOnGrant(FenceOnGrant):
             self.commit_cut_short = watch.cut_short
 
     def cancel_stuck_lease_transactions(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
-        rows = self._run("preempt_lease_transactions", resource=resource, idle_ms=_STUCK_LEASE_TRANSACTION_MS,
-                         wait_ms=max(remaining_ms, _PREEMPT_GRACE_MS))
+        rows = self._run(
+            "preempt_lease_transactions",
+            resource=resource,
+            idle_ms=_STUCK_LEASE_TRANSACTION_MS,
+            wait_ms=max(remaining_ms, _PREEMPT_GRACE_MS),
+        )
         return tuple(int(row.pid) for row in rows if row.terminated)
 
     def cancel_stuck_grants(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
-        rows = self._run("preempt_grant_transactions", resource=resource, idle_ms=_STUCK_LEASE_TRANSACTION_MS,
-                         wait_ms=max(remaining_ms, _PREEMPT_GRACE_MS))
+        rows = self._run(
+            "preempt_grant_transactions",
+            resource=resource,
+            idle_ms=_STUCK_LEASE_TRANSACTION_MS,
+            wait_ms=max(remaining_ms, _PREEMPT_GRACE_MS),
+        )
         return tuple(int(row.pid) for row in rows if row.terminated)
 
     def serialise_grants(self, resource: str, remaining_ms: int) -> None:
@@ -364,8 +376,12 @@ class MysqlFenceOnGrant(FenceOnGrant):
         killed: tuple[int, ...] = ()
         wait_ms = remaining_ms
         if preempt:
-            stuck = self._run("stuck_lease_session", lock_name=lock.name, resource=resource,
-                              idle_s=_STUCK_LEASE_TRANSACTION_MS // 1000).scalar()
+            stuck = self._run(
+                "stuck_lease_session",
+                lock_name=lock.name,
+                resource=resource,
+                idle_s=_STUCK_LEASE_TRANSACTION_MS // 1000,
+            ).scalar()
             if stuck is not None:
                 self._run("preempt_writer", connection_id=int(stuck))
                 killed = (int(stuck),)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from ..errors import LeaseBusy
 from ..progress import WAIT_REPORT_INTERVAL_S

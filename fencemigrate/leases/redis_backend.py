@@ -18,9 +18,10 @@ Keys and scripts: :mod:`fencemigrate.leases.redis_store`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 
@@ -35,7 +36,6 @@ from .model import Grant, LeaseRequest, LeaseStatus
 from .polling import poll_for_grant
 from .redis_store import Busy, Issued, LeaseValue, Peek, RedisLeaseStore, from_ms
 from .standby_waits import SYNCHRONOUS_WAIT_FLOOR_MS, force_synchronous_commit
-
 
 
 class RedisLeases:
@@ -96,8 +96,14 @@ class RedisLeases:
             if renewed is None:
                 reason = self._why_lost(connection, resource, holder, token)
             else:
-                self._log(connection, resource, "RENEW", holder, renewed[0],
-                          {"ttl_ms": renewed[2], "after_expiry": renewed[1], "lease_service": "redis"})
+                self._log(
+                    connection,
+                    resource,
+                    "RENEW",
+                    holder,
+                    renewed[0],
+                    {"ttl_ms": renewed[2], "after_expiry": renewed[1], "lease_service": "redis"},
+                )
                 lease = self._status(connection, resource)
         if renewed is None:
             raise LeaseLost(resource, holder, token, reason)
@@ -144,8 +150,9 @@ class RedisLeases:
                 incarnation = read_incarnation(self._connection, self._schema, resource).also(
                     "redis", self._store.run_id()
                 )
-                outcome = self._store.issue(resource, holder, self._floor(resource, fence_token, incarnation),
-                                            request.ttl_ms)
+                outcome = self._store.issue(
+                    resource, holder, self._floor(resource, fence_token, incarnation), request.ttl_ms
+                )
                 if isinstance(outcome, Busy):  # our key expired during the wait and was taken
                     transaction.rollback()
                     return outcome
@@ -162,8 +169,12 @@ class RedisLeases:
             self.release(resource, holder, issued.token)
             raise GrantNotReplicated(resource, issued.token, max(remaining_ms, SYNCHRONOUS_WAIT_FLOOR_MS))
         lease = LeaseStatus(
-            resource=resource, holder=holder, token=issued.token, ttl_ms=request.ttl_ms,
-            granted_at=from_ms(issued.granted_ms), expires_at=from_ms(issued.granted_ms + request.ttl_ms),
+            resource=resource,
+            holder=holder,
+            token=issued.token,
+            ttl_ms=request.ttl_ms,
+            granted_at=from_ms(issued.granted_ms),
+            expires_at=from_ms(issued.granted_ms + request.ttl_ms),
             fence_token=issued.token,
         )
         return Grant(lease, previous_holder=previous, preempted=preempted, new_epoch=incarnation.changed)
@@ -183,7 +194,11 @@ class RedisLeases:
         return next_token(resource, highest, incarnation) - 1
 
     def _log_grant(
-        self, request: LeaseRequest, issued: Issued, fence_token: int | None, preempted: tuple[int, ...],
+        self,
+        request: LeaseRequest,
+        issued: Issued,
+        fence_token: int | None,
+        preempted: tuple[int, ...],
         incarnation: Incarnation,
     ) -> str | None:
         """EXPIRE (the previous holder's lease ran out unreleased), PREEMPT, GRANT; returns that holder."""
@@ -192,8 +207,14 @@ class RedisLeases:
         previous = None
         if last is not None and not last.released and last.holder != holder:
             previous = last.holder
-            self._log(self._connection, resource, "EXPIRE", previous, last.token,
-                      at=from_ms(min(last.expires_ms, issued.granted_ms)))
+            self._log(
+                self._connection,
+                resource,
+                "EXPIRE",
+                previous,
+                last.token,
+                at=from_ms(min(last.expires_ms, issued.granted_ms)),
+            )
         for pid in preempted:
             self._log(self._connection, resource, "PREEMPT", holder, issued.token, {"cancelled_pid": pid})
         detail: dict[str, Any] = {"ttl_ms": request.ttl_ms, "lease_service": "redis"}
@@ -232,11 +253,18 @@ class RedisLeases:
         return _status(resource, peek, None if fence_token is None else int(fence_token))
 
     def _log(
-        self, connection: Connection, resource: str, kind: str, holder: str | None, token: int | None,
-        detail: dict[str, Any] | None = None, at: datetime | None = None,
+        self,
+        connection: Connection,
+        resource: str,
+        kind: str,
+        holder: str | None,
+        token: int | None,
+        detail: dict[str, Any] | None = None,
+        at: datetime | None = None,
     ) -> None:
-        log_event(connection, self._schema, resource=resource, kind=kind, holder=holder,
-                  token=token, detail=detail, at=at)
+        log_event(
+            connection, self._schema, resource=resource, kind=kind, holder=holder, token=token, detail=detail, at=at
+        )
 
 
 def _status(resource: str, peek: Peek, fence_token: int | None) -> LeaseStatus:

@@ -15,7 +15,7 @@ Every script runs atomically in Redis; the Lua sources live in ``lua/`` next to 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cache
 from importlib.resources import files
 from typing import Any
@@ -58,7 +58,7 @@ def last_key(resource: str) -> str:
 
 def from_ms(milliseconds: int) -> datetime:
     """A Redis-clock time in milliseconds since the epoch, as an aware UTC datetime."""
-    return datetime.fromtimestamp(milliseconds / 1000, tz=timezone.utc)
+    return datetime.fromtimestamp(milliseconds / 1000, tz=UTC)
 
 
 @dataclass(frozen=True)
@@ -78,14 +78,24 @@ class LastGrant:
         holder, token, ttl_ms, granted_ms, expires_ms, state = fields
         if holder is None or token is None:
             return None
-        return LastGrant(str(holder), int(token), int(ttl_ms), int(granted_ms), int(expires_ms),
-                         state == "released")
+        return LastGrant(str(holder), int(token), int(ttl_ms), int(granted_ms), int(expires_ms), state == "released")
 
     def as_fields(self) -> list[str]:
         """Field/value pairs to store it back."""
-        return ["holder", self.holder, "token", str(self.token), "ttl_ms", str(self.ttl_ms),
-                "granted_ms", str(self.granted_ms), "expires_ms", str(self.expires_ms),
-                "state", "released" if self.released else "held"]
+        return [
+            "holder",
+            self.holder,
+            "token",
+            str(self.token),
+            "ttl_ms",
+            str(self.ttl_ms),
+            "granted_ms",
+            str(self.granted_ms),
+            "expires_ms",
+            str(self.expires_ms),
+            "state",
+            "released" if self.released else "held",
+        ]
 
 
 @dataclass(frozen=True)
@@ -196,7 +206,8 @@ class RedisLeaseStore:
         """Issue ``max(counter, floor) + 1`` unless another holder has the lease key now (``floor``:
         the database fence's token, or the last token before a new epoch)."""
         reply = self._run(
-            "issue", [lease_key(resource), token_key(resource), last_key(resource)],
+            "issue",
+            [lease_key(resource), token_key(resource), last_key(resource)],
             [holder, floor or 0, ttl_ms],
         )
         if reply[0] == "busy":
@@ -207,17 +218,17 @@ class RedisLeaseStore:
         """Undo a grant whose database half failed (only what is still this grant's)."""
         previous = issued.previous.as_fields() if issued is not None and issued.previous else []
         self._run(
-            "give_back", [lease_key(resource), last_key(resource)],
+            "give_back",
+            [lease_key(resource), last_key(resource)],
             [str(value), "" if issued is None else issued.token, *previous],
         )
 
-    def renew(
-        self, resource: str, holder: str, token: int | None, ttl_ms: int | None
-    ) -> tuple[int, bool, int] | None:
+    def renew(self, resource: str, holder: str, token: int | None, ttl_ms: int | None) -> tuple[int, bool, int] | None:
         """PEXPIRE the holder's lease by ``ttl_ms`` (None: its grant's TTL): (token, renewed after
         expiry, the TTL it was renewed by), or None when it is not theirs."""
         reply = self._run(
-            "renew", [lease_key(resource), last_key(resource)],
+            "renew",
+            [lease_key(resource), last_key(resource)],
             [holder, _wanted(token), "" if ttl_ms is None else ttl_ms],
         )
         return None if reply is None else (int(reply[0]), bool(reply[1]), int(reply[2]))
@@ -261,4 +272,3 @@ def _busy(reply: list[Any]) -> Busy:
 
 def _wanted(token: int | None) -> str:
     return "" if token is None else str(token)
-

@@ -8,7 +8,7 @@ also on failure.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine
 

@@ -10,10 +10,11 @@ from inside a revision are left to :func:`.environment.translated_errors`.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -118,9 +119,7 @@ def shown_path(path: str) -> str:
 
 
 @contextmanager
-def revision_code(
-    revision: str, path: str, aftermath: Callable[[], str], resource: str, token: int
-) -> Iterator[None]:
+def revision_code(revision: str, path: str, aftermath: Callable[[], str], resource: str, token: int) -> Iterator[None]:
     """Run a revision's own code: what it raises becomes :class:`RevisionFailed` (``aftermath()``
     says what happened to the run's writes), except fencemigrate's own outcomes (FENCED, ...)."""
     try:

@@ -16,8 +16,8 @@ whose rollback fails. Ending a session rolls back whatever it had open, on the s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from sqlalchemy import Connection, Dialect, Engine
 from sqlalchemy.exc import SQLAlchemyError

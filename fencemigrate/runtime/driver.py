@@ -32,7 +32,10 @@ def rowcount_on_driver(connection: Connection, clause: TextClause, params: dict[
 
 
 def scalar_on_dbapi(
-    dbapi_connection: DBAPIConnection, dialect: Dialect, clause: TextClause, params: dict[str, Any],
+    dbapi_connection: DBAPIConnection,
+    dialect: Dialect,
+    clause: TextClause,
+    params: dict[str, Any],
     owner: Connection | None = None,
 ) -> Any:
     """As :func:`scalar_on_driver`, on a DBAPI connection (one SQLAlchemy may have closed already);
@@ -48,7 +51,11 @@ def _dbapi(connection: Connection) -> DBAPIConnection:
 
 
 def _execute(
-    dbapi_connection: DBAPIConnection, dialect: Dialect, clause: TextClause, params: dict[str, Any], fetch: bool,
+    dbapi_connection: DBAPIConnection,
+    dialect: Dialect,
+    clause: TextClause,
+    params: dict[str, Any],
+    fetch: bool,
     owner: Connection | None,
 ) -> tuple[Any, int]:
     key = (id(clause), f"{dialect.name}/{dialect.paramstyle}")

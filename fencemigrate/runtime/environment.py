@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import configparser
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from alembic.config import Config
 from alembic.runtime.environment import EnvironmentContext
@@ -20,7 +21,11 @@ from ..process_exit import close_at_exit
 from ..scrub import remember_password, scrub_secrets
 from .code_errors import env_py_code
 from .connections import (
-    cancel_statement_on_server, is_driver_error, note_driver, roll_back_or_invalidate, server_session_id,
+    cancel_statement_on_server,
+    is_driver_error,
+    note_driver,
+    roll_back_or_invalidate,
+    server_session_id,
 )
 from .sqlite_transactions import manages, sqlite_transactions
 

@@ -8,9 +8,10 @@ or fencemigrate. In-memory databases are let through.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from sqlalchemy import event

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
 
-from ..errors import FencemigrateError, NotTransactional
 from ..dirty import refuse_if_dirty, tracks_dirty
+from ..errors import FencemigrateError, NotTransactional
 from ..fence_schema import default_version, ensure_installed
 from ..progress import SILENT, Progress, StepStart
 from ..version_guard import clear_version_write, guard_version_table, mark_version_write
@@ -203,8 +204,13 @@ class FencedRun:
             if revision is None:
                 migration_fn(**kw)
             else:
-                with revision_code(revision.revision, revision.path, lambda: self._aftermath(context),
-                                   settings.resource, settings.token):
+                with revision_code(
+                    revision.revision,
+                    revision.path,
+                    lambda: self._aftermath(context),
+                    settings.resource,
+                    settings.token,
+                ):
                     migration_fn(**kw)
         recorded_with_claim = self._early is not None  # not taken back by an early commit
         self._early = None
@@ -328,8 +334,7 @@ class FencedRun:
         """
         if sorted(context.get_current_heads()) != self._planned_heads:
             raise HeadsMoved(
-                "another writer changed the database while this run waited for the fence; "
-                "nothing was applied"
+                "another writer changed the database while this run waited for the fence; nothing was applied"
             )
 
     def _held_claim(self, context: MigrationContext) -> int | None:
@@ -423,7 +428,6 @@ class FencedRun:
         return script
 
 
-
 def step_start(step: Any, position: int, total: int, token: int) -> StepStart:
     """The progress report of ``step`` starting, ``position`` of ``total``."""
     if isinstance(step, RevisionStep):
@@ -435,7 +439,7 @@ def step_start(step: Any, position: int, total: int, token: int) -> StepStart:
 
 
 def step_direction(step: Any, change: LedgerChange) -> str:
-    """"up" or "down", for the outcome; a stamp is "down" when it only unstamps revisions."""
+    """ "up" or "down", for the outcome; a stamp is "down" when it only unstamps revisions."""
     if not isinstance(step, RevisionStep):
         return "down" if change.removed and not change.added else "up"
     return "up" if step.is_upgrade else "down"

@@ -52,6 +52,4 @@ def ledger_change(script: ScriptDirectory, step: Any) -> LedgerChange:
         return LedgerChange("stamp", added=(), removed=step.ledger_removed())
     before = covered(script, step.from_)
     after = covered(script, step.to_)
-    return LedgerChange(
-        "stamp", added=tuple(sorted(after - before)), removed=tuple(sorted(before - after))
-    )
+    return LedgerChange("stamp", added=tuple(sorted(after - before)), removed=tuple(sorted(before - after)))

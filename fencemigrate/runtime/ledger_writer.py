@@ -12,9 +12,7 @@ from .settings import FenceSettings
 class LedgerWriter:
     """Ledger changes of the steps of one run, written in order."""
 
-    def __init__(
-        self, calls: FenceCalls, script: ScriptDirectory, settings: FenceSettings, version_table: str
-    ) -> None:
+    def __init__(self, calls: FenceCalls, script: ScriptDirectory, settings: FenceSettings, version_table: str) -> None:
         self._calls = calls
         self._script = script
         self._settings = settings
@@ -43,17 +41,20 @@ class LedgerWriter:
                     )
                 for revision in item.added:
                     calls.record_apply(
-                        self._version_table, revision, settings.resource, settings.token,
-                        settings.holder, item.method, self._sha256(item, revision),
+                        self._version_table,
+                        revision,
+                        settings.resource,
+                        settings.token,
+                        settings.holder,
+                        item.method,
+                        self._sha256(item, revision),
                     )
             return None
         rows: list[tuple[str, str, str, str | None]] = []
         for item in changes:
             rows += [("rollback", revision, item.method, None) for revision in item.removed]
             rows += [("apply", revision, item.method, self._sha256(item, revision)) for revision in item.added]
-        return calls.record_steps(
-            self._version_table, settings.resource, settings.token, settings.holder, rows
-        )
+        return calls.record_steps(self._version_table, settings.resource, settings.token, settings.holder, rows)
 
     def _sha256(self, change: LedgerChange, revision: str) -> str:
         path = change.paths.get(revision) or self._script.get_revision(revision).path

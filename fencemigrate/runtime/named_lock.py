@@ -21,8 +21,9 @@ class NamedLock:
     it behind.
     """
 
-    def __init__(self, connection: Connection, quoted_schema: str, resource: str,
-                 name_query: str = "named_lock_name") -> None:
+    def __init__(
+        self, connection: Connection, quoted_schema: str, resource: str, name_query: str = "named_lock_name"
+    ) -> None:
         """``name_query``: the statement naming the lock (the writers' lock unless told)."""
         self._connection = connection
         self._dialect = connection.dialect

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -29,7 +30,9 @@ class NothingToDoProbe:
     """
 
     def __init__(
-        self, plan: Planner, context: MigrationContext,
+        self,
+        plan: Planner,
+        context: MigrationContext,
         settled: Callable[[tuple[str, ...]], bool | None] | None = None,
     ) -> None:
         assert context.connection is not None
@@ -162,10 +165,7 @@ def reapply_plan(script: ScriptDirectory, revision: str) -> Planner:
             )
         parents = target._normalized_down_revisions
         if len(parents) > 1:
-            raise UsageError(
-                f"cannot reapply {target.revision}: it is a merge point; "
-                "downgrade and upgrade explicitly"
-            )
+            raise UsageError(f"cannot reapply {target.revision}: it is a merge point; downgrade and upgrade explicitly")
         head = branch_heads[0]
         below = parents[0] if parents else "base"
         down = list(script._downgrade_revs(below, head))

@@ -53,8 +53,11 @@ class PrecheckMarks:
     def _mark(self, step: RevisionStep, version_table: str, settings: FenceSettings) -> bool:
         revision = step.revision
         params: dict[str, Any] = {
-            "version_table": version_table, "revision": revision.revision, "resource": settings.resource,
-            "token": settings.token, "holder": settings.holder,
+            "version_table": version_table,
+            "revision": revision.revision,
+            "resource": settings.resource,
+            "token": settings.token,
+            "holder": settings.holder,
         }
         if step.is_upgrade:
             params["script_sha256"] = script_sha256(revision.path)
@@ -67,8 +70,9 @@ class PrecheckMarks:
         if query_dialect(self._dialect) != "mysql":
             sha = script_sha256(step.revision.path) if step.is_upgrade else None
             action = "apply" if step.is_upgrade else "rollback"
-            self._calls.record_steps(version_table, settings.resource, settings.token, settings.holder,
-                                     [(action, revision, "upgrade", sha)])
+            self._calls.record_steps(
+                version_table, settings.resource, settings.token, settings.holder, [(action, revision, "upgrade", sha)]
+            )
             return
         name = "settle_apply" if step.is_upgrade else "settle_rollback"
         params = {"version_table": version_table, "revision": revision, "token": settings.token}

@@ -16,7 +16,8 @@ The claim cannot share a transaction with the DDL there, so the run:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
 from sqlalchemy import Connection
@@ -25,16 +26,16 @@ from ..dirty import refuse_if_dirty, tracks_dirty
 from ..fence_schema import ensure_installed, installed_version
 from ..progress import SILENT, Progress
 from ..version_guard import guard_version_table
-from .fence_calls import FenceCalls, fence_calls_for
 from .code_errors import RevisionFailed
+from .fence_calls import FenceCalls, fence_calls_for
 from .fenced_run import HeadsMoved, Planner, step_direction, step_start
-from .superseded_plans import plan_or_fenced, refuse_if_superseded
 from .fenced_step import FencedStep
 from .ledger_changes import ledger_change, script_sha256, version_table_name
 from .named_lock import NamedLock
 from .outcome import RunOutcome, StepOutcome
 from .precheck_marks import PrecheckMarks
 from .settings import FenceSettings
+from .superseded_plans import plan_or_fenced, refuse_if_superseded
 
 
 class PrecheckRun:
@@ -104,7 +105,9 @@ class PrecheckRun:
         self._calls = fence_calls_for(context, self._quoted_schema)
         _, reapplied = plan_or_fenced(self.planner, self.settings, tuple(context.get_current_heads()), context)
         if reapplied:  # before the claim: a refused reapply leaves the fence as it was
-            self._calls.check_reapply(version_table_name(context), self.settings.resource, reapplied, self.settings.token)
+            self._calls.check_reapply(
+                version_table_name(context), self.settings.resource, reapplied, self.settings.token
+            )
         self._calls.claim(self.settings.resource, self.settings.token)
         self._marks = PrecheckMarks(connection, self._quoted_schema, self._calls, commit_marks=not self._external)
         if not self._external:
@@ -186,7 +189,9 @@ class PrecheckRun:
             )
         )
         following = self._next_step
-        if isinstance(following, RevisionStep) and self._marks.mark_ahead(following, version_table_name(context), settings):
+        if isinstance(following, RevisionStep) and self._marks.mark_ahead(
+            following, version_table_name(context), settings
+        ):
             # The next revision's mark commits with this step's version row: one commit, not two.
             self._premarked = following
         self._heartbeat(context.connection)
@@ -195,7 +200,9 @@ class PrecheckRun:
         """A revision failing in pre-check mode: part of its DDL may be committed; it is now dirty."""
         revision = step.revision.revision
         return RevisionFailed(
-            revision, step.revision.path, error,
+            revision,
+            step.revision.path,
+            error,
             f"; in pre-check mode a revision's statements can commit before it "
             f"finishes, so part of it may be in the database: {revision} is now marked dirty and fenced "
             f"writes are refused. "
@@ -205,4 +212,3 @@ class PrecheckRun:
         )
 
     # -- helpers ------------------------------------------------------------------------------
-

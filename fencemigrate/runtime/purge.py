@@ -8,7 +8,7 @@ that after the stamp the ledger holds exactly the revisions the version table ap
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from alembic.runtime.migration import MigrationContext, StampStep
 from alembic.script.revision import RevisionMap

@@ -84,16 +84,31 @@ class ResolveRun:
             connection.execute(statement("forget_revision", quoted, context.dialect.name), params)
         after = self._move_version_table(context, heads, dirty)
         log_event(
-            connection, quoted, resource=settings.resource, kind="RESOLVE", holder=settings.holder,
-            token=settings.token, revision=self.revision,
-            detail={"as": self.resolved_as, "was": dirty.state, "started_token": dirty.token,
-                    "started_by": dirty.holder},
+            connection,
+            quoted,
+            resource=settings.resource,
+            kind="RESOLVE",
+            holder=settings.holder,
+            token=settings.token,
+            revision=self.revision,
+            detail={
+                "as": self.resolved_as,
+                "was": dirty.state,
+                "started_token": dirty.token,
+                "started_by": dirty.holder,
+            },
         )
         if not self._external:
             connection.commit()
         self.outcome = ResolveOutcome(
-            settings.resource, self.revision, settings.token, settings.holder, self.resolved_as,
-            dirty.state, dirty.token, sorted(after),
+            settings.resource,
+            self.revision,
+            settings.token,
+            settings.holder,
+            self.resolved_as,
+            dirty.state,
+            dirty.token,
+            sorted(after),
         )
         return []
 
@@ -110,8 +125,7 @@ class ResolveRun:
                 return row
         listed = ", ".join(row.revision for row in dirty) or "none"
         raise UsageError(
-            f"{self.revision} is not dirty on {self.settings.resource} (dirty revisions: {listed}); "
-            "nothing was changed"
+            f"{self.revision} is not dirty on {self.settings.resource} (dirty revisions: {listed}); nothing was changed"
         )
 
     def _settle_tokenless(self, context: MigrationContext, quoted: str, dirty: Unsettled) -> None:
@@ -127,8 +141,13 @@ class ResolveRun:
             assert revision is not None and revision.path is not None
             connection.execute(
                 statement("record_apply", quoted, dialect),
-                {**params, "resource": settings.resource, "token": settings.token, "holder": settings.holder,
-                 "script_sha256": script_sha256(revision.path)},
+                {
+                    **params,
+                    "resource": settings.resource,
+                    "token": settings.token,
+                    "holder": settings.holder,
+                    "script_sha256": script_sha256(revision.path),
+                },
             )
         elif dirty.state == "rolling_back" and self.resolved_as == ROLLED_BACK:
             connection.execute(statement("forget_revision", quoted, dialect), params)
@@ -154,4 +173,3 @@ class ResolveRun:
             return current
         HeadMaintainer(context, heads).update_to_step(step)
         return set(context.get_current_heads())
-

@@ -21,8 +21,9 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.pool import ConnectionPoolEntry, Pool

@@ -99,8 +99,6 @@ def alembic_versions(url: str, table: str = "alembic_version", schema: str = "pu
         return None
     rows = query(
         url,
-        pgsql.SQL("SELECT version_num FROM {}.{} ORDER BY 1").format(
-            pgsql.Identifier(schema), pgsql.Identifier(table)
-        ),
+        pgsql.SQL("SELECT version_num FROM {}.{} ORDER BY 1").format(pgsql.Identifier(schema), pgsql.Identifier(table)),
     )
     return [row[0] for row in rows]

@@ -45,7 +45,7 @@ def mysql_server_url_from_env() -> str:
         raise MysqlUnavailable(
             f"{URL_VAR} must point at a MariaDB server (mysql+pymysql://fencemigrate:fencemigrate@127.0.0.1:PORT, "
             "no database). Run the tests with `bash .ci/test [pytest args]`, which starts a throwaway server and "
-            "sets it, or start one yourself with `eval \"$(bash .ci/mariadb start)\"` and export "
+            'sets it, or start one yourself with `eval "$(bash .ci/mariadb start)"` and export '
             f"{URL_VAR}=mysql+pymysql://fencemigrate:fencemigrate@127.0.0.1:$MYSQL_PORT."
         )
     try:

@@ -23,8 +23,12 @@ def paused_holder(script: str, timeout: float = 30.0) -> Iterator[str]:
     database rolls its transaction back.
     """
     process = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(script)], env=subprocess_env(),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env=subprocess_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert process.stdout is not None

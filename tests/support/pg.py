@@ -54,7 +54,7 @@ def server_from_env() -> PgServer:
             f"{HOST_VAR} and {PORT_VAR} must point at a PostgreSQL server "
             f"(user {USER!r}, trust auth). Run the tests with `bash .ci/test [pytest args]`, "
             "which starts a throwaway server and sets them, or start one yourself with "
-            "`eval \"$(.ci/postgres start)\"` and export "
+            '`eval "$(.ci/postgres start)"` and export '
             f"{HOST_VAR}=127.0.0.1 {PORT_VAR}=$PGPORT."
         )
     try:

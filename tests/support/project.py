@@ -59,8 +59,7 @@ class Result:
     def __str__(self) -> str:
         """Render the command, its exit status and both output streams."""
         return (
-            f"$ {' '.join(self.args)}\n[exit {self.code}]\n"
-            f"--- stdout ---\n{self.stdout}--- stderr ---\n{self.stderr}"
+            f"$ {' '.join(self.args)}\n[exit {self.code}]\n--- stdout ---\n{self.stdout}--- stderr ---\n{self.stderr}"
         )
 
 
@@ -123,8 +122,9 @@ def run_command(
 def run_all_at_once(cwd: Path, argv: Sequence[Sequence[str]], timeout: float = 300.0) -> list[tuple[int, str]]:
     """Start every command line of ``argv`` in ``cwd`` at once; their ``(exit status, stderr)``."""
     processes = [
-        subprocess.Popen(list(args), cwd=cwd, env=subprocess_env(), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            list(args), cwd=cwd, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for args in argv
     ]
     results = []
@@ -236,8 +236,13 @@ class Project:
         """Revisions ``r01`` .. ``rNN`` in a chain, each creating its table ``tNN``."""
         for number in range(1, count + 1):
             down = f"r{number - 1:02d}" if number > 1 else None
-            self.add_revision(f"r{number:02d}", down, f"CREATE TABLE t{number:02d} (id int)",
-                              f"DROP TABLE t{number:02d}", slug=f"t{number:02d}")
+            self.add_revision(
+                f"r{number:02d}",
+                down,
+                f"CREATE TABLE t{number:02d} (id int)",
+                f"DROP TABLE t{number:02d}",
+                slug=f"t{number:02d}",
+            )
 
     def remove_revision(self, rev_id: str) -> None:
         """Delete the file written by :meth:`add_revision` for ``rev_id``."""

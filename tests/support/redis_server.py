@@ -34,7 +34,7 @@ def redis_url_from_env() -> str:
         raise RedisUnavailable(
             f"{URL_VAR} must point at a redis-server (redis://127.0.0.1:PORT/0). Run the tests with "
             "`bash .ci/test [pytest args]`, which starts a throwaway server and sets it, or start one "
-            f"yourself with `eval \"$(bash .ci/redis start)\"` and export {URL_VAR}=redis://127.0.0.1:$REDIS_PORT/0."
+            f'yourself with `eval "$(bash .ci/redis start)"` and export {URL_VAR}=redis://127.0.0.1:$REDIS_PORT/0.'
         )
     wait_until_reachable(url)
     return url
@@ -95,8 +95,9 @@ class PrivateRedis:
     def __enter__(self) -> PrivateRedis:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.stop()
 
     @staticmethod

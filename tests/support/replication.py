@@ -53,8 +53,12 @@ def _ci_postgres(*args: str, options: str = "") -> subprocess.CompletedProcess[s
     """Run ``.ci/postgres ARGS`` with PostgreSQL's durability defaults and the server ``options``
     (``PG_EXTRA_OPTIONS``); ReplicationError on failure."""
     done = subprocess.run(
-        ["bash", str(CI_POSTGRES), *args], env={**os.environ, "PG_DURABLE": "1", "PG_EXTRA_OPTIONS": options},
-        capture_output=True, text=True, timeout=120, check=False,
+        ["bash", str(CI_POSTGRES), *args],
+        env={**os.environ, "PG_DURABLE": "1", "PG_EXTRA_OPTIONS": options},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     if done.returncode != 0:
         raise ReplicationError(f".ci/postgres {' '.join(args)} failed (exit {done.returncode}):\n{done.stderr}")
@@ -69,8 +73,9 @@ def _start(*args: str, options: str) -> Server:
 
 def _stop(server: Server) -> None:
     """``.ci/postgres stop``: the server stopped (fast, else immediate) and its directory deleted."""
-    subprocess.run(["bash", str(CI_POSTGRES), "stop", str(server.pgdata)], capture_output=True, timeout=120,
-                   check=False)
+    subprocess.run(
+        ["bash", str(CI_POSTGRES), "stop", str(server.pgdata)], capture_output=True, timeout=120, check=False
+    )
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
@@ -112,8 +117,10 @@ class StreamingPair:
 
     def wait_streaming(self) -> None:
         """Wait until the standby streams from the primary."""
-        wait_for(lambda: bool(query(self.primary.url(), "SELECT 1 FROM pg_stat_replication WHERE state = 'streaming'")),
-                 "the standby streams from the primary")
+        wait_for(
+            lambda: bool(query(self.primary.url(), "SELECT 1 FROM pg_stat_replication WHERE state = 'streaming'")),
+            "the standby streams from the primary",
+        )
 
     def wait_replayed(self) -> None:
         """Wait until the standby has replayed all the WAL the primary has flushed so far: every commit
@@ -122,16 +129,20 @@ class StreamingPair:
         assert self.standby is not None, "the standby was promoted"
         target = str(_scalar(self.primary.url(), "SELECT pg_current_wal_flush_lsn()"))
         standby = self.standby.url()
-        wait_for(lambda: bool(_scalar(standby, f"SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn")),
-                 f"the standby replayed the primary's WAL up to {target}")
+        wait_for(
+            lambda: bool(_scalar(standby, f"SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn")),
+            f"the standby replayed the primary's WAL up to {target}",
+        )
 
     def make_synchronous(self) -> None:
         """``synchronous_standby_names = '*'`` on the primary (reloaded); wait until the standby is ``sync``."""
         url = self.primary.url()
         query(url, "ALTER SYSTEM SET synchronous_standby_names = '*'")
         query(url, "SELECT pg_reload_conf()")
-        wait_for(lambda: bool(query(url, "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'")),
-                 "the standby is synchronous")
+        wait_for(
+            lambda: bool(query(url, "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'")),
+            "the standby is synchronous",
+        )
 
     # -- the faults --------------------------------------------------------------------------
 
@@ -156,7 +167,9 @@ class StreamingPair:
         checkpoint), the held walsender (if any) killed without running again, so it sends nothing more."""
         stopping = subprocess.Popen(
             ["bash", str(CI_POSTGRES), "crash", str(self.primary.pgdata)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         held = self._held_walsender
         if held is not None:

@@ -66,9 +66,7 @@ def rule_for(key: str) -> Rule | None:
     return next((rule for rule in RULES if rule.matches(key)), None)
 
 
-def select_rules(
-    select: str | Iterable[str] | None, ignore: str | Iterable[str] | None, db: bool
-) -> tuple[Rule, ...]:
+def select_rules(select: str | Iterable[str] | None, ignore: str | Iterable[str] | None, db: bool) -> tuple[Rule, ...]:
     """The rules to run: ``select`` (default all) minus ``ignore``; database rules only with ``db``.
 
     Each is a list of rule ids or names, or one comma-separated string. An unknown rule, an

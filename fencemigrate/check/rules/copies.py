@@ -37,11 +37,7 @@ class RenumberedCopy(Rule):
 
     def check(self, context: CheckContext) -> Iterator[Finding]:
         graph = context.graph
-        bodies = [
-            (item, tokens)
-            for item in graph.files.values()
-            if (tokens := body_tokens(item.function("upgrade")))
-        ]
+        bodies = [(item, tokens) for item in graph.files.values() if (tokens := body_tokens(item.function("upgrade")))]
         index: dict[str, list[int]] = defaultdict(list)
         for position, (_, tokens) in enumerate(bodies):
             for token in set(tokens):
@@ -66,7 +62,8 @@ class RenumberedCopy(Rule):
             assert function is not None
             how = "the same as" if identical else "nearly the same as"
             yield self.at(
-                item, function.lineno,
+                item,
+                function.lineno,
                 f"upgrade() is {how} in {original.revision} ({original.display}): a renumbered copy",
             )
 
@@ -92,7 +89,8 @@ class RenumberedSlug(Rule):
             first, *others = sorted(items, key=graph.order_key)
             for item in others:
                 yield self.at(
-                    item, item.revision_line,
+                    item,
+                    item.revision_line,
                     f"{item.revision} has the same slug as {first.revision}, {slug!r} ({first.display}): "
                     "a renumbered copy",
                 )

@@ -48,7 +48,8 @@ class ChecksumDrift(Rule):
             if item is None or row.state != "applied" or row.script_sha256 in (None, item.sha256):
                 continue
             yield self.at(
-                item, item.revision_line,
+                item,
+                item.revision_line,
                 f"{row.revision} changed after it was applied: its sha256 is now {item.sha256[:12]}, "
                 f"the ledger has {row.script_sha256[:12]} (applied under token {row.applied_token} "
                 f"by {row.holder} at {row.applied_at})",
@@ -175,12 +176,14 @@ class UnrecordedVersionWrite(Rule):
         table = state.version_table
         for revision in state.unrecorded.version_table_only:
             yield self._found(
-                context, revision,
+                context,
+                revision,
                 f"{revision} is applied by {table} but has no ledger row: it was written without a fencing token",
             )
         for revision in state.unrecorded.ledger_only:
             yield self._found(
-                context, revision,
+                context,
+                revision,
                 f"{revision} has a ledger row but {table} does not have it applied: the version table was "
                 "changed without a fencing token",
             )

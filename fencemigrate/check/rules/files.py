@@ -42,7 +42,9 @@ class BadSuppression(Rule):
                     if not context.knows(key):
                         yield self.finding(
                             f"`# fencemigrate: allow {key}` names no rule: it suppresses nothing",
-                            item.display, allow.line, item.revision,
+                            item.display,
+                            allow.line,
+                            item.revision,
                         )
         settings = context.settings
         for entry in settings.allows:
@@ -50,7 +52,9 @@ class BadSuppression(Rule):
             if not entry.reason:
                 yield self.finding(
                     f"the allow entry for {rules} gives no reason, so it suppresses nothing",
-                    settings.file, entry.line, fix="add `reason = \"...\"` to the entry: why this is safe here",
+                    settings.file,
+                    entry.line,
+                    fix='add `reason = "..."` to the entry: why this is safe here',
                 )
             for key in entry.rules:
                 if not context.knows(key):

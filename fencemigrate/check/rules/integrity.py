@@ -22,12 +22,14 @@ class MultipleHeads(Rule):
         heads = context.graph.heads
         if len(heads) < 2:
             return
-        fix = f"merge them: `alembic merge -m \"merge heads\" {' '.join(heads)}`, or rebase one onto the other"
+        fix = f'merge them: `alembic merge -m "merge heads" {" ".join(heads)}`, or rebase one onto the other'
         for head in heads:
             item = context.graph.files[head]
             yield self.at(
-                item, item.revision_line,
-                f"{head} is one of {len(heads)} heads ({', '.join(heads)}): the branches are not merged", fix,
+                item,
+                item.revision_line,
+                f"{head} is one of {len(heads)} heads ({', '.join(heads)}): the branches are not merged",
+                fix,
             )
 
 
@@ -43,7 +45,9 @@ class MissingDownRevision(Rule):
         for item in context.readable:
             for parent in item.down_revisions:
                 if parent not in context.graph.files:
-                    yield self.at(item, item.down_revision_line, f"down_revision names {parent}, which no revision file has")
+                    yield self.at(
+                        item, item.down_revision_line, f"down_revision names {parent}, which no revision file has"
+                    )
 
 
 class DuplicateRevisionId(Rule):

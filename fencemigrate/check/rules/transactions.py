@@ -57,7 +57,8 @@ class AutocommitBlock(Rule):
         for item in context.readable:
             for call in context.code(item).autocommit_blocks():
                 yield self.at(
-                    item, call.line,
+                    item,
+                    call.line,
                     f"`{call.text}` commits the migration's transaction: the fence claim cannot cover what runs in it",
                 )
 
@@ -99,7 +100,8 @@ class ExplicitCommit(Rule):
         for item in context.readable:
             for call in context.code(item).transaction_end_calls():
                 yield self.at(
-                    item, call.line,
+                    item,
+                    call.line,
                     f"`{call.text}` ends the migration's transaction: what follows is not covered by the fence claim",
                 )
 

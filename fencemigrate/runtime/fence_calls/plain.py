@@ -39,7 +39,9 @@ class PlainStatementCalls(FenceCalls):
             applied = self._run("applied_token", version_table=version_table, revision=revision).scalar()
             if applied is None:
                 raise Fenced(
-                    resource, token, fence,
+                    resource,
+                    token,
+                    fence,
                     f"{revision} has no fence record (it was applied outside fencemigrate), "
                     "so no token may re-apply it",
                 )
@@ -96,8 +98,14 @@ class PlainStatementCalls(FenceCalls):
 
     def _log(self, resource: str, kind: str, holder: str, token: int, revision: str) -> None:
         self._run(
-            "log_event", at=None, resource=resource, kind=kind, holder=holder, token=token,
-            revision=revision, detail=None,
+            "log_event",
+            at=None,
+            resource=resource,
+            kind=kind,
+            holder=holder,
+            token=token,
+            revision=revision,
+            detail=None,
         )
 
     def _run(self, name: str, **params: Any) -> CursorResult[Any]:
@@ -123,4 +131,3 @@ def claim_fence(connection: Connection, quoted_schema: str, resource: str, token
         row = run("fence_source").one()
         refuse_token(resource, token, int(row.token), row.token_source)
         raise AssertionError(f"the claim of {resource} matched no row, yet token {token} is acceptable")
-

@@ -102,8 +102,12 @@ class PostgresFenceCalls(FenceCalls):
     def record_rollback(self, version_table: str, revision: str, resource: str, token: int, holder: str) -> None:
         """Delete the ledger row of a rolled-back revision; the event names ``holder`` and ``token``."""
         self._call(
-            "record_rollback", version_table=version_table, revision=revision,
-            resource=resource, token=token, holder=holder,
+            "record_rollback",
+            version_table=version_table,
+            revision=revision,
+            resource=resource,
+            token=token,
+            holder=holder,
         )
 
     def record_steps(

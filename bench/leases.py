@@ -42,6 +42,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
@@ -350,7 +351,7 @@ def lease_pairs(loop: LeaseLoop, count: int) -> float:
     seconds = time.perf_counter() - start
     loop.pairs += count
     previous = [loop.last_token] + tokens[:-1]
-    if any(token <= before for token, before in zip(tokens, previous)):
+    if any(token <= before for token, before in zip(tokens, previous, strict=False)):
         raise BenchError(f"{loop.backend}: tokens not strictly increasing after {loop.last_token}: {tokens}")
     loop.last_token = tokens[-1]
     if held_after_release:
@@ -463,8 +464,8 @@ def measure_round_trips(
                 result, loop = results[name], loops[name]
                 try:
                     steps: list[tuple[str, Callable[[], float], list[float]]] = [
-                        ("lease pairs", lambda: lease_pairs(loop, count), result.pair_seconds),
-                        ("bare writes", lambda: bare_writes(loop, count), result.write_seconds),
+                        ("lease pairs", partial(lease_pairs, loop, count), result.pair_seconds),
+                        ("bare writes", partial(bare_writes, loop, count), result.write_seconds),
                     ]
                     if name == REDIS:
                         assert redis_url is not None
@@ -518,8 +519,8 @@ def timeline(events: Sequence[tuple[str, str, int, float]], started: float, ende
     return Timeline(
         to_first_grant=grants[0] - started,
         first_hold=releases[0] - grants[0],
-        handoffs=sum(grant - release for grant, release in zip(grants[1:], releases)),
-        other_holds=sum(release - grant for grant, release in zip(grants[1:], releases[1:])),
+        handoffs=sum(grant - release for grant, release in zip(grants[1:], releases, strict=False)),
+        other_holds=sum(release - grant for grant, release in zip(grants[1:], releases[1:], strict=False)),
         after_last_release=ended - releases[-1],
     )
 
@@ -570,7 +571,7 @@ def run_together(argv: Sequence[str], cwd: Path, env: Mapping[str, str], count: 
         ended = time.time()
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         runs = []
-        for process, (out, err) in zip(processes, outputs):
+        for process, (out, err) in zip(processes, outputs, strict=False):
             out.seek(0)
             err.seek(0)
             # Each Run carries the group's wall time; CPU time is only known for the group.
@@ -635,7 +636,7 @@ def verify_leased(store: Store, project: Project, runs: Sequence[Run]) -> list[t
         f"lease events {[k for k, *_ in events]}",
         first,
     )
-    for number, (grant, release) in enumerate(zip(events[::2], events[1::2]), start=1):
+    for number, (grant, release) in enumerate(zip(events[::2], events[1::2], strict=False), start=1):
         check(
             grant[2] == release[2] == number and grant[1] == release[1],
             f"grant {number}: {grant[:3]} released as {release[:3]}",
@@ -696,7 +697,7 @@ class RunnerResult:
 
     def paired_ratio(self) -> float:
         """Median over rounds of concurrent / single within the same round."""
-        pairs = zip(self.series[self.concurrent].seconds, self.series[SINGLE].seconds)
+        pairs = zip(self.series[self.concurrent].seconds, self.series[SINGLE].seconds, strict=False)
         return statistics.median(mine / base for mine, base in pairs)
 
     def spread(self) -> float:
@@ -706,7 +707,7 @@ class RunnerResult:
 
     def median_timeline(self, name: str) -> tuple[float, ...]:
         """Median of each timeline part of series ``name``."""
-        return tuple(statistics.median(parts) for parts in zip(*(t.parts for t in self.timelines[name])))
+        return tuple(statistics.median(parts) for parts in zip(*(t.parts for t in self.timelines[name]), strict=False))
 
 
 def runner_round(
@@ -855,7 +856,7 @@ def print_runners(results: Sequence[RunnerResult]) -> None:
         print(f"  [{result.backend}] where the time went (medians, seconds; from the event log's GRANT/RELEASE times)")
         print(f"  {'':<36} {SINGLE:>28} {result.concurrent:>28}")
         single, concurrent = result.median_timeline(SINGLE), result.median_timeline(result.concurrent)
-        for label, mine, theirs in zip(TIMELINE_LABELS, single, concurrent):
+        for label, mine, theirs in zip(TIMELINE_LABELS, single, concurrent, strict=False):
             print(f"  {label:<36} {mine:28.3f} {theirs:28.3f}")
     print()
     for result in results:

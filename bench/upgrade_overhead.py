@@ -398,7 +398,7 @@ class ModeResult:
 
     def paired_ratio(self, name: str) -> float:
         """Median over rounds of name / alembic within the same round (runs close in time)."""
-        pairs = zip(self.series[name].seconds, self.series[ALEMBIC].seconds)
+        pairs = zip(self.series[name].seconds, self.series[ALEMBIC].seconds, strict=False)
         return statistics.median(mine / base for mine, base in pairs)
 
     def cpu_ratio(self, name: str) -> float:

@@ -59,7 +59,7 @@ class MainGroup(CommandGroup):
         try:
             ctx = super().make_context(info_name, args, parent, **extra)
         except click.UsageError as error:
-            raise _in_json(error) if as_json else error
+            raise (_in_json(error) if as_json else error) from None
         ctx.meta[_JSON_REQUESTED] = as_json
         return ctx
 
@@ -67,7 +67,7 @@ class MainGroup(CommandGroup):
         try:
             return super().invoke(ctx)
         except click.UsageError as error:
-            raise _in_json(error) if ctx.meta.get(_JSON_REQUESTED) else error
+            raise (_in_json(error) if ctx.meta.get(_JSON_REQUESTED) else error) from None
 
 
 _JSON_REQUESTED = "fencemigrate.json"

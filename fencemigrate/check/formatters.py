@@ -20,10 +20,10 @@ def text_report(report: CheckReport) -> str:
     indent = " " * (sum(widths) + 2 * 3)
 
     def line(cells: tuple[str, str, str, str]) -> str:
-        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)) + "  " + cells[3]
+        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=False)) + "  " + cells[3]
 
     lines = [line(_HEADER)]
-    for row, finding in zip(rows, report.findings):
+    for row, finding in zip(rows, report.findings, strict=True):
         lines += [line(row), f"{indent}fix: {finding.fix}"]
     return "\n".join([*lines, "", report.summary()])
 

@@ -78,7 +78,7 @@ def read_project_settings(config: Config) -> ProjectSettings:
         raise UsageError(f"{where}: `allow` must be an array of tables ([[tool.fencemigrate.check.allow]])")
     headers = [text.count("\n", 0, match.start()) + 1 for match in _ENTRY_HEADER.finditer(text)]
     lines: list[int | None] = list(headers) if len(headers) == len(entries) else [None] * len(entries)
-    return ProjectSettings(shown, tuple(_allow(entry, line, where) for entry, line in zip(entries, lines)))
+    return ProjectSettings(shown, tuple(_allow(entry, line, where) for entry, line in zip(entries, lines, strict=True)))
 
 
 def _allow(entry: dict[str, Any], line: int | None, where: str) -> ProjectAllow:

@@ -151,7 +151,7 @@ class FenceOnGrant(ABC):
         resource's named lock, a stuck grant too; SQLite refuses ``--preempt``."""
         return ()
 
-    def check_clock(self) -> None:
+    def check_clock(self) -> None:  # noqa: B027 (a hook: most dialects have nothing to check)
         """Before the built-in service grants on this database's clock: ImplausibleClock when that
         clock cannot be trusted. A server's clock (PostgreSQL, MySQL) is everyone's: nothing to check."""
 
@@ -281,7 +281,7 @@ class SqliteFenceOnGrant(FenceOnGrant):
             ensure_installed(self._connection, self._schema)
             yield transaction
 
-    def check_clock(self) -> None:
+    def check_clock(self) -> None:  # noqa: B027 (a hook: most dialects have nothing to check)
         """SQLite's clock is the clock of whichever machine writes the file: refuse to grant when it
         reads more than :data:`_LARGEST_CLOCK_LEAD_DAYS` after the newest event in the fence event
         log, as a clock set years ahead does (its lease would look live to everyone until then)."""

@@ -42,8 +42,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from datetime import datetime
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import IO, Any

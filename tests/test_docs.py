@@ -34,7 +34,7 @@ def test_the_reference_command_reports_a_stale_reference(tmp_path: Path) -> None
         command = [sys.executable, "-m", "fencemigrate.reference", *args]
         return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
 
-    assert reference("--check").returncode == 0
+    assert reference("--check", "--docs", str(DOCS)).returncode == 0
     (tmp_path / "commands.md").write_text("# Commands\n")
     stale = reference("--check", "--docs", str(tmp_path))
     assert (stale.returncode, stale.stdout) == (1, "")

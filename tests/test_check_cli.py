@@ -20,7 +20,7 @@ from fencemigrate.check import RULES
 
 NOT_COMPARED = "model comparison (FM408, what alembic check does) not run: give --db"
 CASES_DIR = Path(__file__).resolve().parent / "check_cases"
-README = Path(__file__).resolve().parent.parent / "README.md"
+RULES_DOC = Path(__file__).resolve().parent.parent / "docs" / "check-rules.md"
 RULE_IDS = (
     "FM101, FM102, FM103, FM104, FM105, FM106, FM201, FM202, FM203, FM204, FM205, FM206, "
     "FM301, FM401, FM402, FM403, FM404, FM405, FM406, FM407, FM408, FM411, FM412, FM901, FM902"
@@ -425,10 +425,10 @@ def test_invalid_toml_is_a_usage_error(tmp_path: Path) -> None:
 # -- documentation -----------------------------------------------------------------------------
 
 
-def test_help_and_readme_list_every_rule(tmp_path: Path) -> None:
+def test_help_and_the_rules_doc_list_every_rule(tmp_path: Path) -> None:
     help_text = check(tmp_path, "--help").check(0).stdout
-    readme = README.read_text()
+    rules_doc = RULES_DOC.read_text()
     for rule in RULES:
         database = ", --db" if rule.needs_database else ""
         assert f"{rule.id} {rule.name} ({rule.severity.value}{database}): " in help_text
-        assert f"| {rule.id} | `{rule.name}` | {rule.severity.value} |" in readme
+        assert f"| {rule.id} | `{rule.name}` | {rule.severity.value} |" in rules_doc

@@ -22,7 +22,7 @@ from faults.history import Event, Outcome, Run
 
 PROPERTIES = ("stale-commit", "token-reissued", "applied-twice", "version-vs-ledger", "wait-bound", "exit-status")
 
-#: fencemigrate's documented exit statuses (README, "Exit statuses"); 2 (bad usage) only as
+#: fencemigrate's documented exit statuses (docs/exit-statuses.md); 2 (bad usage) only as
 #: :func:`state_refusal` allows it.
 DOCUMENTED_EXITS = frozenset({0, 1, 3, 4, 5})
 #: The statuses a signal the harness sent may end a run with: killed by it, or, for SIGTERM,
@@ -186,7 +186,7 @@ def state_refusal(output: str) -> bool:
 
 
 def undocumented_exits(runs: Iterable[Run], system: str, connection_faults: int) -> list[Violation]:
-    """Exit statuses the README does not document, and stale writes that were not refused.
+    """Exit statuses docs/exit-statuses.md does not list, and stale writes that were not refused.
 
     A stale write must be FENCED (3); DIRTY (5) also refuses it, before the claim, when pre-check
     mode left a revision unfinished (a runner killed inside its DDL on MariaDB).

@@ -25,7 +25,8 @@ _FIX = (
 
 
 class RenumberedCopy(Rule):
-    """FM105: two revisions whose upgrade() is the same, or nearly."""
+    """FM105: two revisions whose upgrade() is the same, or nearly: one is the other with a few tokens
+    added, keeping at least 80 % (``NEAR_SHARE``) of the longer one."""
 
     id = "FM105"
     name = "renumbered-copy"

@@ -33,7 +33,7 @@ class PendingRevision(Rule):
 
 
 class ChecksumDrift(Rule):
-    """FM402: a revision file changed after it was applied."""
+    """FM402: a revision file changed after it was applied: an agent rewrote an applied migration."""
 
     id = "FM402"
     name = "checksum-drift"
@@ -99,7 +99,8 @@ class FenceSchemaMissing(Rule):
 
 
 class FenceSchemaAltered(Rule):
-    """FM405: the fence schema differs from what fencemigrate installs."""
+    """FM405: the fence schema differs from the install script of its version (a neutered
+    ``agent_fence_guard()`` or ``claim()`` would let stale writers through)."""
 
     id = "FM405"
     name = "fence-schema-altered"

@@ -14,7 +14,8 @@ _FIX = (
 
 
 class LedgerAboveFence(Rule):
-    """FM411: a ledger row applied under a token above its resource's fence token."""
+    """FM411: a ledger row applied under a token above its resource's fence token: no run can leave
+    that, only a fence lowered behind the guard's back, after which stale tokens can write."""
 
     id = "FM411"
     name = "ledger-above-fence"
@@ -32,7 +33,8 @@ class LedgerAboveFence(Rule):
 
 
 class FenceBelowLease(Rule):
-    """FM412: a fence token below the last token the built-in lease service issued."""
+    """FM412: a fence token below the last token the built-in lease service issued: every grant
+    advances the fence to its token, so the fence was lowered."""
 
     id = "FM412"
     name = "fence-below-lease"

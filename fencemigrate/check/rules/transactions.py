@@ -89,7 +89,8 @@ class Concurrently(_StatementRule):
 
 
 class ExplicitCommit(Rule):
-    """FM203: ``commit()`` or ``rollback()`` on the migration's connection."""
+    """FM203: ``commit()`` or ``rollback()`` on the migration's connection (``op.get_bind()``, its
+    ``.connection``, or names assigned them)."""
 
     id = "FM203"
     name = "explicit-commit"

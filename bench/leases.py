@@ -1007,9 +1007,8 @@ def parse_backends(text_value: str, allowed: Sequence[str], option: str) -> list
     names = []
     for part in (piece.strip().lower() for piece in text_value.split(",")):
         if BACKENDS.get(part) not in allowed:
-            raise argparse.ArgumentTypeError(
-                f"{option}: unknown backend {part!r} (choose from {', '.join(k for k, v in BACKENDS.items() if v in allowed)})"
-            )
+            choices = ", ".join(k for k, v in BACKENDS.items() if v in allowed)
+            raise argparse.ArgumentTypeError(f"{option}: unknown backend {part!r} (choose from {choices})")
         names.append(BACKENDS[part])
     return list(dict.fromkeys(names))
 

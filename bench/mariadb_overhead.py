@@ -436,7 +436,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         note = ""
         if args.rounds is None and warm > SLOW_ALEMBIC_SECONDS:
             rounds = REDUCED_ROUNDS
-            note = f" Rounds reduced to {REDUCED_ROUNDS}: one alembic run took {warm:.2f} s (> {SLOW_ALEMBIC_SECONDS:g} s)."
+            note = (
+                f" Rounds reduced to {REDUCED_ROUNDS}: one alembic run took {warm:.2f} s"
+                f" (> {SLOW_ALEMBIC_SECONDS:g} s)."
+            )
             print(f"  note:{note}", flush=True)
         counts = {name: Counts() for name in SERIES}
         result = measure(server, dbs, project, rounds, counts)

@@ -26,8 +26,8 @@ EXIT_STATUSES = (
 
 
 class CommandGroup(RevisionArgumentsGroup):
-    """A group (whose commands read ``-1`` as a relative revision) whose command list shows each command's first sentence whole, wrapped to the
-    terminal (click cuts it to about 45 characters)."""
+    """A group (whose commands read ``-1`` as a relative revision) whose command list shows each
+    command's first sentence whole, wrapped to the terminal (click cuts it to about 45 characters)."""
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = []

@@ -27,8 +27,8 @@ class LeaseWait:
 
 @dataclass(frozen=True)
 class StepStart:
-    """One step of a run starting: its direction ("upgrade", "downgrade", "stamp", "unstamp": a stamp going down), its revisions,
-    its place among the run's steps (1-based) and the token it runs under."""
+    """One step of a run starting: its direction ("upgrade", "downgrade", "stamp", "unstamp": a stamp
+    going down), its revisions, its place among the run's steps (1-based) and the token it runs under."""
 
     action: str
     revisions: tuple[str, ...]

@@ -4,8 +4,8 @@
 statement whose text matches, before anything else runs: inside a lease grant's transaction
 (``lease\\s+SET holder``), for instance. (A migration's own claim does not go through an engine's
 events: the revisions' own stop points, faults.project, cover it.)
-With ``FAULTS_SQL_LOG=1`` as well, every statement is written to stderr (to find a point). The harness resumes it. Nothing in
-fencemigrate is patched: the stop comes from a SQLAlchemy event listener on every engine.
+With ``FAULTS_SQL_LOG=1`` as well, every statement is written to stderr (to find a point). The harness
+resumes it. Nothing in fencemigrate is patched: the stop comes from a SQLAlchemy event listener on every engine.
 """
 
 from __future__ import annotations

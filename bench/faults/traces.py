@@ -118,7 +118,8 @@ COUNTEREXAMPLES: dict[str, Trace] = {
     # A success that echoes no epoch: plain `alembic upgrade head` after the timeout.
     "success_without_epoch": Trace((grant("A"), EXPIRE, grant("B"), Op("tokenless", "A", "upgrade head")), ghost=True),
     # A second timeout opens epoch 3 while epoch 2's compensation is in flight (stopped in its
-    # transaction, right after its claim); C's grant waits at most 1 s, then epoch 2's write resumes; C is granted after it.
+    # transaction, right after its claim); C's grant waits at most 1 s, then epoch 2's write resumes;
+    # C is granted after it.
     "second_timeout_while_epoch2_inflight": Trace(
         (
             grant("A"),

@@ -130,7 +130,10 @@ class NoTransactionStatement(_StatementRule):
         "`REINDEX DATABASE/SYSTEM`, `CREATE/DROP SUBSCRIPTION`, `COMMIT/ROLLBACK PREPARED`: "
         "PostgreSQL refuses them in a transaction block"
     )
-    fix = f"run it outside migrations (a maintenance job), or in an autocommit_block() with {_allow_fix('FM201', 'FM205')}"
+    fix = (
+        "run it outside migrations (a maintenance job), or in an autocommit_block() with "
+        f"{_allow_fix('FM201', 'FM205')}"
+    )
     explanation = "cannot run inside a transaction block, so this revision cannot be fenced atomically"
 
     def flags(self, statement: Statement) -> bool:

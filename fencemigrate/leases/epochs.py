@@ -11,8 +11,8 @@ there that moved epochs itself (on the old primary's lower timeline, so fewer), 
 granted the resource more times than are left in an epoch (2^32, so billions). A grant that finds
 no incarnation recorded (the resource's first grant, or its fence schema, was lost with the old
 primary) still starts no lower than its WAL timeline's epoch, ``(timeline - 1) << 32``: timeline 1
-issues 1, 2, ..., a promoted standby on timeline 2 no token below 2^32. Tokens stay plain integers. SQLite and MySQL have no incarnation
-here: their grants never move epochs.
+issues 1, 2, ..., a promoted standby on timeline 2 no token below 2^32. Tokens stay plain integers.
+SQLite and MySQL have no incarnation here: their grants never move epochs.
 """
 
 from __future__ import annotations

@@ -23,15 +23,16 @@
 -- --token; the first claim seeds its row so), 'lease service' (built in) or 'redis'. A grant
 -- advances the fence to the token it issued and sets the source (grant_fence.sql), so on a leased
 -- resource the fence token is the last token issued, and claim.sql refuses any higher token
--- (FENCED: never issued).
+-- (FENCED: never issued). The statement is laid out as SQLite stores it in a database updated
+-- from 0.2 (ALTER TABLE ... ADD COLUMN appends the column to the stored text), so that `.schema`
+-- shows the same text on fresh and updated databases.
 CREATE TABLE IF NOT EXISTS @extschema@_agent_fence (
-    resource     TEXT    NOT NULL PRIMARY KEY
-                 CHECK (resource <> '' AND length(resource) <= 255),
-    token        INTEGER NOT NULL CHECK (token > 0),
-    updated_at   TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-    token_source TEXT    NOT NULL DEFAULT 'external'
-                 CHECK (token_source IN ('external', 'lease service', 'redis'))
-);
+    resource   TEXT    NOT NULL PRIMARY KEY
+               CHECK (resource <> '' AND length(resource) <= 255),
+    token      INTEGER NOT NULL CHECK (token > 0),
+    updated_at TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+, token_source TEXT NOT NULL DEFAULT 'external'
+        CHECK (token_source IN ('external', 'lease service', 'redis')));
 
 -- The monotonic guard: no client, fencemigrate or not, can lower a fence token, rename a
 -- fenced resource or delete a fence row. INSERT OR REPLACE deletes the row it replaces

@@ -15,7 +15,7 @@ from .queries import prefixes_tables, query_dialect, statement
 from .resources import sql_dir
 
 _EXTENSION = "fencemigrate"
-_BASE_VERSION = "0.1"  # the one full install script; later versions are reached by update scripts
+_BASE_VERSION = "0.1"  # the oldest install script: versions without their own are reached from it
 
 
 @cache
@@ -34,15 +34,15 @@ def _script_text(name: str) -> str:
 
 
 @cache
-def _update_path(start: str) -> tuple[str, ...] | None:
-    """The update scripts leading from version ``start`` to the default version, in order."""
+def _update_path(start: str, target: str | None = None) -> tuple[str, ...] | None:
+    """The update scripts leading from version ``start`` to ``target`` (the default version), in order."""
     steps: dict[str, tuple[str, str]] = {}
     for path in sql_dir().glob(f"{_EXTENSION}--*--*.sql"):
-        source, target = path.name[len(_EXTENSION) + 2 : -len(".sql")].split("--")
-        steps[source] = (target, path.name)
+        source, step_target = path.name[len(_EXTENSION) + 2 : -len(".sql")].split("--")
+        steps[source] = (step_target, path.name)
     names: list[str] = []
     version = start
-    while version != default_version():
+    while version != (target or default_version()):
         if version not in steps or len(names) > len(steps):
             return None
         version, name = steps[version]
@@ -50,16 +50,23 @@ def _update_path(start: str) -> tuple[str, ...] | None:
     return tuple(names)
 
 
-def install_script(quoted_schema: str) -> str:
-    """The SQL that installs the fence schema into ``quoted_schema``, for psql or the runner.
+def install_script(quoted_schema: str, version: str | None = None) -> str:
+    """The SQL that installs the fence schema at ``version`` (the default version) into ``quoted_schema``,
+    for psql or the runner.
 
-    As ``CREATE EXTENSION`` does: the base install script, then the update scripts up to the
-    default version.
+    As ``CREATE EXTENSION`` does: the version's own full install script when there is one, else the
+    oldest install script and the update scripts from it. Raises FileNotFoundError when neither exists.
     """
-    base = _script_text(f"{_EXTENSION}--{_BASE_VERSION}.sql").replace("@extschema@", quoted_schema)
-    updates = update_script(quoted_schema, _BASE_VERSION)
-    assert updates is not None, f"no update path from {_BASE_VERSION} to {default_version()}"
-    return f"CREATE SCHEMA IF NOT EXISTS {quoted_schema};\n{base}\n{updates}"
+    version = version or default_version()
+    if (sql_dir() / f"{_EXTENSION}--{version}.sql").is_file():
+        script = _script_text(f"{_EXTENSION}--{version}.sql").replace("@extschema@", quoted_schema)
+    else:
+        updates = _update_path(_BASE_VERSION, version)
+        if updates is None:
+            raise FileNotFoundError(f"no PostgreSQL fence schema script leads to version {version}")
+        script = "\n".join(_script_text(name) for name in (f"{_EXTENSION}--{_BASE_VERSION}.sql", *updates))
+        script = script.replace("@extschema@", quoted_schema)
+    return f"CREATE SCHEMA IF NOT EXISTS {quoted_schema};\n{script}"
 
 
 def offline_install_script(backend: str | None, schema: str) -> str:

@@ -12,8 +12,9 @@ VERSION = "0.5"
 """The fence schema version on MySQL."""
 
 BASE_VERSION = "0.3"
-"""The oldest MySQL fence schema (it has the ledger's ``state``, which pre-check mode needs): its
-install script, then the update scripts, make a fresh install."""
+"""The oldest MySQL fence schema (it has the ledger's ``state``, which pre-check mode needs): a version
+without its own install script (``fencemigrate--<version>.sql``) is installed from this one's and the
+update scripts."""
 
 _INSTALL_WAIT_S = 60
 

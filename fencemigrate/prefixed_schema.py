@@ -28,10 +28,13 @@ def installed_version(connection: Connection, quoted_schema: str, query: str = "
 def script_chain(dialect: str, base: str, start: str | None, target: str) -> list[str] | None:
     """The script texts of ``sql/<dialect>/`` that bring the fence schema from ``start`` to ``target``.
 
-    As on PostgreSQL: a fresh install (``start`` None) is the ``base`` version's install script,
+    As on PostgreSQL: a fresh install (``start`` None) is ``target``'s own full install script
+    ``fencemigrate--<target>.sql`` when there is one, else the ``base`` version's install script,
     then the update scripts ``fencemigrate--A--B.sql`` in order. None when there is no such path.
     """
     directory = sql_dir() / dialect
+    if start is None and (directory / f"fencemigrate--{target}.sql").is_file():
+        return [(directory / f"fencemigrate--{target}.sql").read_text(encoding="utf-8")]
     steps: dict[str, str] = {}
     for path in directory.glob("fencemigrate--*--*.sql"):
         source, step_target = path.name[len("fencemigrate--") : -len(".sql")].split("--")

@@ -29,7 +29,21 @@ def prefixes_tables(dialect_name: str) -> bool:
 def _source(dialect: str, name: str) -> str:
     path = sql_dir() / "queries" / dialect / f"{name}.sql"
     lines = path.read_text(encoding="utf-8").splitlines()
-    return "\n".join(line for line in lines if not line.lstrip().startswith("--"))
+    source = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
+    for key, value in advisory_lock_keys().items():
+        source = source.replace("{" + key + "}", value)
+    return source
+
+
+@cache
+def advisory_lock_keys() -> dict[str, str]:
+    """The PostgreSQL advisory-lock keys named in ``sql/advisory_locks.conf``: name -> SQL literal."""
+    keys: dict[str, str] = {}
+    for line in (sql_dir() / "advisory_locks.conf").read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            name, value = line.split("=", 1)
+            keys[name.strip()] = value.strip()
+    return keys
 
 
 @cache

@@ -13,7 +13,8 @@ VERSION = "0.5"
 """The fence schema version on SQLite (pre-check mode, which 0.3 adds elsewhere, is not for SQLite)."""
 
 BASE_VERSION = "0.2"
-"""The oldest SQLite fence schema: its install script, then the update scripts, make a fresh install."""
+"""The oldest SQLite fence schema: a version without its own install script (``fencemigrate--<version>.sql``)
+is installed from this one's and the update scripts."""
 
 
 def install_statements(quoted_schema: str, version: str = VERSION, start: str | None = None) -> list[str]:

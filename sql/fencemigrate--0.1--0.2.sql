@@ -1,7 +1,7 @@
 -- fencemigrate 0.1 -> 0.2: leases that issue the tokens, and the event log.
 --
 -- ALTER EXTENSION fencemigrate UPDATE TO '0.2' runs this file; the runner applies it itself
--- after fencemigrate--0.1.sql (fresh installs) or on its own (databases at 0.1).
+-- to a database at 0.1 (a fresh install runs the current version's full script instead).
 \echo Use "ALTER EXTENSION fencemigrate UPDATE TO '0.2'" to load this file. \quit
 
 CREATE OR REPLACE FUNCTION @extschema@.schema_version() RETURNS text

@@ -1,7 +1,7 @@
 -- fencemigrate 0.2 -> 0.3: pre-check mode (dirty revisions, the named lock) and `resolve`.
 --
 -- ALTER EXTENSION fencemigrate UPDATE TO '0.3' runs this file; the runner applies it itself
--- after the earlier scripts (fresh installs) or on its own (databases at 0.2).
+-- to a database at 0.2 (a fresh install runs the current version's full script instead).
 \echo Use "ALTER EXTENSION fencemigrate UPDATE TO '0.3'" to load this file. \quit
 
 CREATE OR REPLACE FUNCTION @extschema@.schema_version() RETURNS text

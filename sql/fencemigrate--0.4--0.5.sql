@@ -1,7 +1,7 @@
 -- fencemigrate 0.4 -> 0.5: direct SQL cannot forge a grant or an unissued token.
 --
 -- ALTER EXTENSION fencemigrate UPDATE TO '0.5' runs this file; the runner applies it itself
--- after the earlier scripts (fresh installs) or on its own (databases at 0.4).
+-- to a database at 0.4 (a fresh install runs the current version's full script instead).
 \echo Use "ALTER EXTENSION fencemigrate UPDATE TO '0.5'" to load this file. \quit
 
 CREATE OR REPLACE FUNCTION @extschema@.schema_version() RETURNS text

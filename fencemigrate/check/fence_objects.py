@@ -15,7 +15,7 @@ from sqlalchemy import Connection
 
 from .. import mysql_schema, sqlite_schema
 from ..errors import FencemigrateError
-from ..fence_schema import install_script, update_script
+from ..fence_schema import install_script
 from ..queries import prefixed_table_name, query_dialect, statement
 
 _EVENTS = re.compile(r"\b(BEFORE|AFTER|INSTEAD OF) (.+?) ON ", re.IGNORECASE)
@@ -110,11 +110,11 @@ def _trigger_form(definition: str, quoted_schema: str) -> str:
 
 
 def _postgresql_expected(quoted_schema: str, version: str) -> list[FenceObject] | None:
-    """Tables, triggers and final function bodies of the install script up to ``version``."""
-    rest = update_script(quoted_schema, version)
-    if rest is None:
+    """Tables, triggers and final function bodies of the script that installs ``version``."""
+    try:
+        script = install_script(quoted_schema, version)
+    except FileNotFoundError:
         return None
-    script = install_script(quoted_schema).removesuffix(rest)
     schema = re.escape(quoted_schema)
     objects: dict[tuple[str, str], FenceObject] = {}
     pattern = re.compile(

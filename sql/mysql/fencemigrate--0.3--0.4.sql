@@ -1,8 +1,8 @@
 -- fencemigrate 0.3 -> 0.4 on MySQL and MariaDB: a hardened fence (issue 12).
 --
 -- The runner applies this file one statement at a time (DELIMITER lines work as in the mysql
--- client), under the install named lock: after sql/mysql/fencemigrate--0.3.sql on a fresh
--- install, on its own on a database at 0.3.
+-- client), under the install named lock, on a database at 0.3 (a fresh install runs the current
+-- version's full script instead).
 
 -- == token sources and the token domain (issue 12, defect 3) ==
 -- Where a resource's tokens come from: 'external' (a harness's own leases pass --token; the first

@@ -1,4 +1,6 @@
--- fencemigrate 0.3 on MySQL and MariaDB: the fence schema.
+-- fencemigrate 0.3 on MySQL and MariaDB: the fence schema as it first shipped (a fresh install
+-- now runs the current version's full script, fencemigrate--0.5.sql; this file and the update
+-- scripts after it are how a database installed at 0.3 got to the current version).
 --
 -- MySQL's schemas are databases, and a migration user may not create databases: every object
 -- lives in the application's own database, named with the fence schema's name as a prefix

@@ -2,7 +2,7 @@
 -- is not for SQLite, so this update goes straight to 0.4, the version the other databases have.
 --
 -- The runner applies this file, one statement at a time, inside a fenced run's own transaction:
--- after sql/sqlite/fencemigrate--0.2.sql on a fresh install, on its own on a database at 0.2.
+-- on a database at 0.2 (a fresh install runs the current version's full script instead).
 
 -- == token sources and the token domain (issue 12, defect 3) ==
 -- Where a resource's tokens come from: 'external' (a harness's own leases pass --token; the first

@@ -1,4 +1,6 @@
--- fencemigrate 0.2 on SQLite: the fence schema.
+-- fencemigrate 0.2 on SQLite: the fence schema as it first shipped (a fresh install now runs the
+-- current version's full script, fencemigrate--0.5.sql; this file and the update scripts after
+-- it are how a database installed at 0.2 got to the current version).
 --
 -- SQLite has no schemas, so every object is named with the fence schema's name as a prefix:
 -- @extschema@_agent_fence becomes "fencemigrate_agent_fence" by default (fencemigrate_schema

@@ -1,7 +1,7 @@
 -- fencemigrate 0.4 -> 0.5 on SQLite: direct SQL cannot forge a grant or an unissued token.
 --
 -- The runner applies this file, one statement at a time, inside a fenced run's own transaction:
--- after the earlier scripts on a fresh install, on its own on a database at 0.4.
+-- on a database at 0.4 (a fresh install runs the current version's full script instead).
 
 -- == The lease guard ==
 -- The same rules as PostgreSQL's lease_grant_guard() and agent_fence_source_guard()

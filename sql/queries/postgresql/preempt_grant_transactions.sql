@@ -4,7 +4,7 @@
 -- (its process paused or stopped). A bigint advisory key shows in pg_locks as classid (high 32
 -- bits) and objid (low 32 bits), objsubid 1. pg_terminate_backend waits up to :wait_ms for each.
 SELECT a.pid, pg_terminate_backend(a.pid, :wait_ms) AS terminated
-  FROM (SELECT hashtext('fencemigrate:grant:' || :resource)::bigint AS key) k
+  FROM (SELECT hashtext({grant_lock_key_prefix} || :resource)::bigint AS key) k
   JOIN pg_locks l
     ON l.locktype = 'advisory' AND l.objsubid = 1 AND l.mode = 'ExclusiveLock' AND l.granted
    AND l.classid = ((k.key >> 32) & 4294967295)::oid AND l.objid = (k.key & 4294967295)::oid

@@ -6,7 +6,7 @@ SELECT l.pid, pg_terminate_backend(l.pid, :wait_ms) AS terminated
   FROM pg_locks l
  WHERE l.locktype = 'advisory'
    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-   AND l.classid = 1718503789
+   AND l.classid = {claim_lock_class}
    AND l.objid = hashtext(:resource)::oid
    AND l.objsubid = 2
    AND l.granted

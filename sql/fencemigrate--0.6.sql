@@ -1,0 +1,789 @@
+-- fencemigrate 0.6: the fence schema, complete.
+--
+-- CREATE EXTENSION fencemigrate (at the default version, 0.6) runs this file alone; the runner
+-- applies the same file itself when the extension is not installed on the server, putting the
+-- objects in the configured schema ("fencemigrate" by default). A database at an older version
+-- is brought here by the update scripts (fencemigrate--0.1--0.2.sql ... fencemigrate--0.5--0.6.sql,
+-- through ALTER EXTENSION fencemigrate UPDATE or the runner): 0.1 followed by those updates
+-- creates exactly what this file creates (tests/test_install_scripts.py compares the catalogs),
+-- so some objects are shaped by that history: functions renamed in an update keep doing the work
+-- under their new names (claim_fence_row, write_ledger_row, delete_ledger_row), and the token
+-- domain checks are NOT VALID.
+--
+-- Sections: the fence and the claim; the ledger and the event log; one revision per transaction;
+-- leases and their guards; pre-check mode's named lock; two roles; writes without a token.
+--
+-- Advisory locks (PostgreSQL's, two keys: classid, objid = hashtext(resource)); the keys never
+-- change, whichever version of fencemigrate or of this schema takes them (sql/advisory_locks.conf
+-- names them for the runner's queries):
+--   * 1718503789, the claim lock: claim() holds it shared until its transaction ends, pre-check
+--     mode's named_lock() shared for its session; a lease grant takes it exclusively;
+--   * 1718503790, pre-check mode's named lock: exclusive, for a writer's whole session.
+\echo Use "CREATE EXTENSION fencemigrate" to load this file. \quit
+
+-- The version of this schema, read by the runner to decide what to install.
+CREATE FUNCTION @extschema@.schema_version() RETURNS text
+LANGUAGE sql IMMUTABLE
+AS $$ SELECT '0.6'::text $$;
+
+
+-- == The fence and the claim ==
+
+-- One row per fenced resource: the highest token that has ever written to it.
+--   token_source: where the resource's tokens come from: 'external' (a harness's own leases pass
+--     --token; the first claim of a resource seeds its row so), or a lease service that grants
+--     them, 'lease service' (built in) or 'redis'. A grant advances the fence to the token it
+--     issued and sets the source (queries/postgresql/grant_fence.sql), so on a leased resource the
+--     fence token is the last token issued: claim() refuses any higher token as never issued
+--     (FENCED). `fencemigrate lease detach` sets it back to 'external'.
+--   incarnation: the incarnation of the database a lease service last granted on, written by
+--     every grant: the cluster's system identifier, the WAL timeline it wrote on and the database's
+--     OID (queries/postgresql/incarnation.sql), and for Redis grants the Redis server's run id. A
+--     grant under another incarnation (a standby promoted, a point-in-time recovery, a restore into
+--     a new cluster or database, a Redis restart or failover) may have lost the last grants issued:
+--     it issues its token from an epoch further on, ((highest >> 32) + timeline) << 32, above every
+--     token the lost history could have issued (see README, Replicated PostgreSQL). NULL: never
+--     granted since 0.6, or external tokens only.
+CREATE TABLE @extschema@.agent_fence (
+    resource     text        PRIMARY KEY
+                 CHECK (resource <> '' AND length(resource) <= 255),
+    token        bigint      NOT NULL CHECK (token > 0),
+    updated_at   timestamptz NOT NULL DEFAULT now(),
+    token_source text        NOT NULL DEFAULT 'external'
+                 CHECK (token_source IN ('external', 'lease service', 'redis')),
+    incarnation  text
+);
+COMMENT ON TABLE @extschema@.agent_fence IS
+    'Highest fencing token seen per resource. Monotonic: see agent_fence_guard().';
+
+-- Tokens are 1 .. 2^62 (4611686018427387904): a grant issues at most one above the fence, so no
+-- token can make it overflow bigint. NOT VALID, as in a database updated from 0.3, where a row
+-- already above (written with 2^63-1 before 0.4) stays readable and its next grant is refused
+-- cleanly by the lease service; every new or changed row is checked all the same.
+ALTER TABLE @extschema@.agent_fence
+    ADD CONSTRAINT agent_fence_token_domain CHECK (token <= 4611686018427387904) NOT VALID;
+
+-- Raise FM001 (FENCED). DETAIL carries the fields as JSON for programs;
+-- MESSAGE is written for whoever reads psql's output.
+CREATE FUNCTION @extschema@.raise_fenced(
+    p_resource text, p_token bigint, p_fence_token bigint, p_reason text
+) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION USING
+        ERRCODE = 'FM001',
+        MESSAGE = format('FENCED: %s (resource %s, your token %s). This is NOT a transient error: '
+                         'do not retry, rebase, renumber or re-apply; re-read the state and re-plan.',
+                         p_reason, p_resource, p_token),
+        DETAIL  = json_build_object('resource', p_resource, 'token', p_token,
+                                    'fence_token', p_fence_token, 'reason', p_reason)::text;
+END
+$$;
+
+-- The reason of a FENCED claim whose token the resource's lease service never issued.
+CREATE FUNCTION @extschema@.never_issued(
+    p_resource text, p_token bigint, p_fence_token bigint, p_source text
+) RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT format('token %s was never issued by %s for %s (the last token it issued is %s)',
+                  p_token, CASE WHEN p_source = 'redis' THEN 'the lease service (Redis)'
+                                ELSE 'the lease service' END,
+                  p_resource, p_fence_token)
+$$;
+
+-- The claim: claim(resource, token), run inside the migration's own transaction before any DDL.
+-- It has the effect of
+--   UPDATE agent_fence SET token = :t WHERE resource = :r AND token <= :t
+-- with 0 rows meaning a higher token has written: FENCED (FM001), and the caller's transaction is
+-- doomed. In two steps, both here:
+--   1. claim() takes the claim lock, advisory lock (1718503789, hashtext(resource)), shared, until
+--      its transaction ends: a lease grant with --preempt finds a stale writer's in-flight
+--      transaction in pg_locks and cancels it (queries/postgresql/preempt_writers.sql), and the
+--      version-table guard below knows this transaction claimed the fence;
+--   2. claim_fence_row() does the row work: the fence row locked first and rewritten only when the
+--      token goes up, so the usual case (the same token claiming again for its next revision)
+--      writes no new row version; the first claim on a resource seeds its row. FM001 when a higher
+--      token has written, or when a token above the fence comes to a leased resource: its service
+--      never issued it. Either way the row stays locked until the transaction ends.
+-- Both return the current transaction id, so the caller can prove its DDL ran in this transaction.
+CREATE FUNCTION @extschema@.claim_fence_row(p_resource text, p_token bigint) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_fence  bigint;
+    v_source text;
+BEGIN
+    IF p_token IS NULL OR p_token < 1 OR p_token > 4611686018427387904 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('fencing token must be an integer from 1 to 4611686018427387904, got %s', p_token);
+    END IF;
+    SELECT f.token, f.token_source INTO v_fence, v_source
+      FROM @extschema@.agent_fence f WHERE f.resource = p_resource FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO @extschema@.agent_fence (resource, token) VALUES (p_resource, p_token)
+        ON CONFLICT (resource) DO NOTHING;
+        IF FOUND THEN
+            RETURN pg_current_xact_id()::text::bigint;
+        END IF;
+        SELECT f.token, f.token_source INTO v_fence, v_source
+          FROM @extschema@.agent_fence f WHERE f.resource = p_resource FOR UPDATE;
+    END IF;
+    IF v_fence > p_token THEN
+        PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+            format('token %s has since written to %s', v_fence, p_resource));
+    ELSIF v_fence < p_token THEN
+        IF v_source <> 'external' THEN
+            PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+                @extschema@.never_issued(p_resource, p_token, v_fence, v_source));
+        END IF;
+        UPDATE @extschema@.agent_fence SET token = p_token, updated_at = now() WHERE resource = p_resource;
+    END IF;
+    RETURN pg_current_xact_id()::text::bigint;
+END
+$$;
+
+CREATE FUNCTION @extschema@.claim(p_resource text, p_token bigint) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(1718503789, hashtext(p_resource));
+    RETURN @extschema@.claim_fence_row(p_resource, p_token);
+END
+$$;
+
+-- Re-applying is legal only for revisions applied under the caller's own token. Called before
+-- claim(), so a rejection reports the fence token as committed; refused the same way as a claim
+-- before anything is rolled back.
+CREATE FUNCTION @extschema@.check_reapply(
+    p_version_table text, p_resource text, p_revisions text[], p_token bigint
+) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_revision text;
+    v_applied  bigint;
+    v_fence    bigint;
+    v_source   text;
+BEGIN
+    SELECT f.token, f.token_source INTO v_fence, v_source
+      FROM @extschema@.agent_fence f WHERE f.resource = p_resource;
+    IF v_fence > p_token THEN
+        PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+            format('token %s has since written to %s', v_fence, p_resource));
+    ELSIF v_fence < p_token AND v_source <> 'external' THEN
+        PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+            @extschema@.never_issued(p_resource, p_token, v_fence, v_source));
+    END IF;
+    FOREACH v_revision IN ARRAY p_revisions LOOP
+        SELECT a.applied_token INTO v_applied
+          FROM @extschema@.applied_revision a
+         WHERE a.version_table = p_version_table AND a.revision = v_revision;
+        IF NOT FOUND THEN
+            PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+                format('%s has no fence record (it was applied outside fencemigrate), so no token may re-apply it',
+                       v_revision));
+        ELSIF v_applied <> p_token THEN
+            PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+                format('%s was applied under token %s, not yours', v_revision, v_applied));
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- The monotonic guard: no client, fencemigrate or not, can lower a fence token,
+-- rename a fenced resource, or delete or truncate fence rows (SQLSTATE FM002).
+CREATE FUNCTION @extschema@.agent_fence_guard() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        IF NEW.resource IS DISTINCT FROM OLD.resource THEN
+            RAISE EXCEPTION USING ERRCODE = 'FM002',
+                MESSAGE = format('agent_fence is monotonic: resource %s cannot be renamed', OLD.resource);
+        END IF;
+        IF NEW.token < OLD.token THEN
+            RAISE EXCEPTION USING ERRCODE = 'FM002',
+                MESSAGE = format('agent_fence is monotonic: the token of %s cannot go down from %s to %s',
+                                 OLD.resource, OLD.token, NEW.token);
+        END IF;
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'FM002',
+        MESSAGE = format('agent_fence is monotonic: %s of fence rows is not allowed', lower(TG_OP));
+END
+$$;
+
+CREATE TRIGGER agent_fence_monotonic
+    BEFORE UPDATE OR DELETE ON @extschema@.agent_fence
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.agent_fence_guard();
+
+CREATE TRIGGER agent_fence_no_truncate
+    BEFORE TRUNCATE ON @extschema@.agent_fence
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.agent_fence_guard();
+
+
+-- == The ledger and the event log ==
+
+-- One row per revision applied (or stamped) by a fenced run, per Alembic version table.
+-- Pre-check mode (--mode precheck) cannot claim the fence in the transaction of a revision that
+-- runs outside one, so it writes the revision's ledger row before the DDL, marked 'applying'
+-- ('rolling_back' for a downgrade), commits that, and settles the row with Alembic's version row
+-- afterwards. A row left unsettled is a dirty revision: fenced writes to its resource are refused
+-- until `fencemigrate resolve` settles it. state_token / state_holder / state_since: the run that
+-- started it.
+CREATE TABLE @extschema@.applied_revision (
+    version_table text        NOT NULL,
+    revision      text        NOT NULL,
+    resource      text        NOT NULL,
+    applied_token bigint      NOT NULL CHECK (applied_token > 0),
+    holder        text        NOT NULL,
+    method        text        NOT NULL CHECK (method IN ('upgrade', 'stamp')),
+    applied_at    timestamptz NOT NULL DEFAULT now(),
+    script_sha256 text,
+    state         text        NOT NULL DEFAULT 'applied'
+                  CHECK (state IN ('applied', 'applying', 'rolling_back')),
+    state_token   bigint,
+    state_holder  text,
+    state_since   timestamptz,
+    PRIMARY KEY (version_table, revision),
+    CONSTRAINT applied_revision_settled CHECK ((state = 'applied') = (state_token IS NULL))
+);
+CREATE INDEX applied_revision_unsettled ON @extschema@.applied_revision (resource)
+    WHERE state <> 'applied';
+COMMENT ON TABLE @extschema@.applied_revision IS
+    'Ledger: which token applied each revision. Re-applying is legal only under that token.';
+-- The token domain of agent_fence, NOT VALID for the same reason.
+ALTER TABLE @extschema@.applied_revision
+    ADD CONSTRAINT applied_revision_token_domain CHECK (applied_token <= 4611686018427387904) NOT VALID;
+
+-- The story of every resource, for `fencemigrate timeline`: lease grants, renewals, releases,
+-- expiries seen, preemptions, applied and rolled-back revisions, FENCED rejections, dirty
+-- revisions resolved by hand. Times are the database's (clock_timestamp(): when it happened, not
+-- when its transaction began).
+CREATE TABLE @extschema@.fence_event (
+    id       bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    resource text        NOT NULL,
+    kind     text        NOT NULL,
+    holder   text,
+    token    bigint,
+    revision text,
+    detail   text,
+    CONSTRAINT fence_event_kind_check
+        CHECK (kind IN ('GRANT', 'RENEW', 'RELEASE', 'EXPIRE', 'PREEMPT', 'LOST', 'APPLY', 'STAMP',
+                        'ROLLBACK', 'FENCED', 'RESOLVE'))
+);
+CREATE INDEX fence_event_resource_at ON @extschema@.fence_event (resource, at);
+COMMENT ON TABLE @extschema@.fence_event IS
+    'Append-only event log: read it with fencemigrate timeline.';
+
+-- Ledger bookkeeping, called in the same transaction as the revision's DDL (directly in --sql
+-- scripts, through record_steps() and claim_and_record() online). record_apply() and
+-- record_rollback() write the ledger row (write_ledger_row(), delete_ledger_row()) and log its
+-- APPLY/STAMP or ROLLBACK event; a rollback names who rolled back under which token.
+
+-- Writing the ledger row of an applied revision settles a row marked before its DDL.
+CREATE FUNCTION @extschema@.write_ledger_row(
+    p_version_table text, p_revision text, p_resource text, p_token bigint,
+    p_holder text, p_method text, p_script_sha256 text
+) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_method = 'stamp' THEN
+        -- A stamp never overwrites the record of a revision that really ran.
+        INSERT INTO @extschema@.applied_revision
+               (version_table, revision, resource, applied_token, holder, method, script_sha256)
+        VALUES (p_version_table, p_revision, p_resource, p_token, p_holder, p_method, p_script_sha256)
+        ON CONFLICT (version_table, revision) DO NOTHING;
+    ELSE
+        INSERT INTO @extschema@.applied_revision AS a
+               (version_table, revision, resource, applied_token, holder, method, script_sha256)
+        VALUES (p_version_table, p_revision, p_resource, p_token, p_holder, p_method, p_script_sha256)
+        ON CONFLICT (version_table, revision) DO UPDATE
+            SET resource = excluded.resource, applied_token = excluded.applied_token,
+                holder = excluded.holder, method = excluded.method,
+                applied_at = now(), script_sha256 = excluded.script_sha256,
+                state = 'applied', state_token = NULL, state_holder = NULL, state_since = NULL;
+    END IF;
+END
+$$;
+
+CREATE FUNCTION @extschema@.delete_ledger_row(p_version_table text, p_revision text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM @extschema@.applied_revision
+     WHERE version_table = p_version_table AND revision = p_revision;
+END
+$$;
+
+CREATE FUNCTION @extschema@.record_apply(
+    p_version_table text, p_revision text, p_resource text, p_token bigint,
+    p_holder text, p_method text, p_script_sha256 text
+) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM @extschema@.write_ledger_row(p_version_table, p_revision, p_resource, p_token,
+                                         p_holder, p_method, p_script_sha256);
+    INSERT INTO @extschema@.fence_event (resource, kind, holder, token, revision)
+    VALUES (p_resource, CASE WHEN p_method = 'stamp' THEN 'STAMP' ELSE 'APPLY' END,
+            p_holder, p_token, p_revision);
+END
+$$;
+
+CREATE FUNCTION @extschema@.record_rollback(
+    p_version_table text, p_revision text, p_resource text, p_token bigint, p_holder text
+) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM @extschema@.delete_ledger_row(p_version_table, p_revision);
+    INSERT INTO @extschema@.fence_event (resource, kind, holder, token, revision)
+    VALUES (p_resource, 'ROLLBACK', p_holder, p_token, p_revision);
+END
+$$;
+
+-- Several ledger changes in one round trip, in order: p_actions[i] is 'apply' (record_apply
+-- with p_methods[i] and p_shas[i]) or 'rollback' (record_rollback). Returns the transaction id,
+-- which the caller compares with its claim's to prove that all of it ran in one transaction.
+CREATE FUNCTION @extschema@.record_steps(
+    p_version_table text, p_resource text, p_token bigint, p_holder text,
+    p_actions text[], p_revisions text[], p_methods text[], p_shas text[]
+) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_actions, 1), 0) LOOP
+        IF p_actions[i] = 'apply' THEN
+            PERFORM @extschema@.record_apply(p_version_table, p_revisions[i], p_resource, p_token,
+                                             p_holder, p_methods[i], p_shas[i]);
+        ELSE
+            PERFORM @extschema@.record_rollback(p_version_table, p_revisions[i], p_resource,
+                                                p_token, p_holder);
+        END IF;
+    END LOOP;
+    RETURN pg_current_xact_id()::text::bigint;
+END
+$$;
+
+
+-- == One revision per transaction ==
+
+-- One revision per transaction (transaction_per_migration): claim, write the ledger row and
+-- ask for a check at COMMIT, in one round trip before the revision's DDL. The check, a deferred
+-- constraint trigger, proves that Alembic's version row is in this same transaction; a revision
+-- that commits behind fencemigrate's back makes its COMMIT fail instead (SQLSTATE FM003).
+CREATE TABLE @extschema@.pending_version_check (
+    version_table regclass NOT NULL,
+    revision      text     NOT NULL,
+    resource      text     NOT NULL,
+    token         bigint   NOT NULL
+);
+
+CREATE FUNCTION @extschema@.claim_and_record(
+    p_resource text, p_token bigint, p_version_table text, p_version_regclass regclass,
+    p_revision text, p_holder text, p_script_sha256 text
+) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM @extschema@.claim(p_resource, p_token);
+    PERFORM @extschema@.record_apply(p_version_table, p_revision, p_resource, p_token,
+                                     p_holder, 'upgrade', p_script_sha256);
+    INSERT INTO @extschema@.pending_version_check (version_table, revision, resource, token)
+    VALUES (p_version_regclass, p_revision, p_resource, p_token);
+    RETURN pg_current_xact_id()::text::bigint;
+END
+$$;
+
+-- Take back what claim_and_record wrote, before something commits the transaction early: its
+-- ledger row and its APPLY event (nothing was applied yet). It deletes its own transaction's
+-- APPLY event, which the migration role may not do itself (see Two roles): it runs as the owner
+-- of the fence.
+CREATE FUNCTION @extschema@.undo_record(p_version_table text, p_revision text) RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM @extschema@.pending_version_check WHERE revision = p_revision;
+    PERFORM @extschema@.delete_ledger_row(p_version_table, p_revision);
+    DELETE FROM @extschema@.fence_event
+     WHERE revision = p_revision AND kind = 'APPLY' AND xmin = pg_current_xact_id()::xid;
+END
+$$;
+
+CREATE FUNCTION @extschema@.check_version_row() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_recorded boolean;
+BEGIN
+    DELETE FROM @extschema@.pending_version_check WHERE ctid = NEW.ctid;
+    IF NOT FOUND THEN
+        RETURN NULL;  -- taken back by undo_record
+    END IF;
+    -- Alembic writes the version row after the revision's DDL: if no row of the version table
+    -- was written by this transaction, it is being committed from inside the revision.
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s WHERE xmin = pg_current_xact_id()::xid)',
+                   NEW.version_table)
+       INTO v_recorded;
+    IF NOT v_recorded THEN
+        RAISE EXCEPTION USING ERRCODE = 'FM003',
+            MESSAGE = format('revision %s committed its transaction before Alembic recorded it: '
+                             'the fence claim (resource %s, token %s) cannot cover what would follow, '
+                             'so this commit is refused', NEW.revision, NEW.resource, NEW.token);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE CONSTRAINT TRIGGER version_row_in_claim_transaction
+    AFTER INSERT ON @extschema@.pending_version_check
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.check_version_row();
+
+
+-- == Leases and their guards ==
+
+-- One row per resource ever leased. token is the highest token the lease service has issued
+-- for the resource: the durable counter. It only goes up (see lease_guard()), and every grant
+-- issues greatest(token, agent_fence.token) + 1, so a token is never issued twice and is
+-- always above every token the fence has seen. holder and expires_at are NULL when released.
+-- replication: how the lease's grant was replicated: 'synchronous' (the primary had synchronous
+-- standbys; the grant committed synchronously whatever the session's synchronous_commit, and the
+-- lease service reported it granted only once a standby had confirmed it), 'asynchronous' (no
+-- synchronous standby: a failover may lose the grant, and the next grant after it starts a new
+-- epoch).
+CREATE TABLE @extschema@.lease (
+    resource    text        PRIMARY KEY
+                CHECK (resource <> '' AND length(resource) <= 255),
+    token       bigint      NOT NULL CHECK (token >= 0),
+    holder      text        CHECK (holder <> '' AND length(holder) <= 255),
+    ttl_ms      bigint      CHECK (ttl_ms > 0),
+    granted_at  timestamptz,
+    expires_at  timestamptz,
+    replication text        CHECK (replication IN ('synchronous', 'asynchronous')),
+    CHECK ((holder IS NULL) = (expires_at IS NULL))
+);
+COMMENT ON TABLE @extschema@.lease IS
+    'Lease per resource, judged by the database clock; token is the durable token counter.';
+-- The token domain of agent_fence, NOT VALID for the same reason.
+ALTER TABLE @extschema@.lease
+    ADD CONSTRAINT lease_token_domain CHECK (token <= 4611686018427387904) NOT VALID;
+
+-- The lease token counter is monotonic, like the fence (SQLSTATE FM002).
+CREATE FUNCTION @extschema@.lease_guard() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.resource = OLD.resource AND NEW.token >= OLD.token THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'FM002',
+        MESSAGE = format('the lease token counter is monotonic: %s of lease %s is not allowed',
+                         CASE WHEN TG_OP = 'UPDATE' THEN 'lowering or renaming' ELSE lower(TG_OP) END,
+                         coalesce(OLD.resource, '(all)'));
+END
+$$;
+
+CREATE TRIGGER lease_monotonic
+    BEFORE UPDATE OR DELETE ON @extschema@.lease
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.lease_guard();
+
+CREATE TRIGGER lease_no_truncate
+    BEFORE TRUNCATE ON @extschema@.lease
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.lease_guard();
+
+-- The lease guard. The role that runs migrations writes agent_fence and lease (INSERT and UPDATE,
+-- see grant_to_migration_role()); these triggers hold those writes to what a grant, renew,
+-- release, detach or claim does, so plain SQL is no more powerful than the CLI. SQLSTATE FM006,
+-- every message starting 'lease guard: '. A lease is live while it has a holder and
+-- expires_at > clock_timestamp(), the clock the lease service judges it by.
+--
+-- lease: a token is never handed to another holder (renew and release keep holder and token;
+-- release clears the holder); a new token goes to another holder only when the old lease is no
+-- longer live (a holder granted again while its lease is live keeps it), and a grant's token is
+-- above the fence token (the lease_monotonic trigger keeps it above the old one). Holder names
+-- are not credentials: a release, renew or grant naming the live holder is what the CLI allows.
+CREATE FUNCTION @extschema@.lease_grant_guard() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_fence bigint;
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.token = OLD.token THEN
+        IF NEW.holder IS NOT NULL AND NEW.holder IS DISTINCT FROM OLD.holder THEN
+            RAISE EXCEPTION USING ERRCODE = 'FM006',
+                MESSAGE = format('lease guard: token %s of %s was %s: a new holder needs a new token, which only a '
+                                 'grant issues', OLD.token, OLD.resource,
+                                 CASE WHEN OLD.holder IS NULL THEN 'released' ELSE 'issued to ' || OLD.holder END);
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'UPDATE' AND OLD.holder IS NOT NULL AND NEW.holder IS DISTINCT FROM OLD.holder
+       AND OLD.expires_at > clock_timestamp() THEN
+        RAISE EXCEPTION USING ERRCODE = 'FM006',
+            MESSAGE = format('lease guard: the lease of %s is held by %s (token %s) until %s: only a grant gives it '
+                             'to another holder, once it is released or has expired',
+                             OLD.resource, OLD.holder, OLD.token, OLD.expires_at);
+    END IF;
+    IF NEW.holder IS NOT NULL THEN
+        SELECT f.token INTO v_fence FROM @extschema@.agent_fence f WHERE f.resource = NEW.resource;
+        IF NEW.token <= v_fence THEN
+            RAISE EXCEPTION USING ERRCODE = 'FM006',
+                MESSAGE = format('lease guard: a grant of %s issues a token above its fence token %s, not %s',
+                                 NEW.resource, v_fence, NEW.token);
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER lease_no_forged_grant
+    BEFORE INSERT OR UPDATE ON @extschema@.lease
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.lease_grant_guard();
+
+-- agent_fence: while a resource takes its tokens from the built-in lease service, its fence token
+-- is at most the last token that service issued (the lease row's token: a grant writes the lease
+-- row first, then advances the fence to it), and it leaves the service (lease detach, or a grant
+-- by the Redis backend) only while no lease on it is live. For 'redis' the database cannot know
+-- the Redis counter or lease: nothing is checked here (see README, Token sources).
+CREATE FUNCTION @extschema@.agent_fence_source_guard() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_issued  bigint;
+    v_holder  text;
+    v_expires timestamptz;
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.token = OLD.token AND NEW.token_source = OLD.token_source THEN
+        RETURN NEW;
+    END IF;
+    IF NEW.token_source <> 'lease service' AND (TG_OP = 'INSERT' OR OLD.token_source <> 'lease service') THEN
+        RETURN NEW;  -- an external claim, a Redis grant: not the lease service's
+    END IF;
+    SELECT l.token, l.holder, l.expires_at INTO v_issued, v_holder, v_expires
+      FROM @extschema@.lease l WHERE l.resource = NEW.resource;
+    IF NEW.token_source = 'lease service' AND NEW.token > coalesce(v_issued, 0) THEN
+        RAISE EXCEPTION USING ERRCODE = 'FM006',
+            MESSAGE = format('lease guard: fence token %s of %s is above the last token the lease service issued '
+                             '(%s): it was never issued', NEW.token, NEW.resource, coalesce(v_issued, 0));
+    END IF;
+    IF NEW.token_source <> 'lease service' AND v_holder IS NOT NULL AND v_expires > clock_timestamp() THEN
+        RAISE EXCEPTION USING ERRCODE = 'FM006',
+            MESSAGE = format('lease guard: the lease of %s is held by %s (token %s) until %s: its fence cannot leave '
+                             'the lease service while that lease is live', NEW.resource, v_holder, v_issued, v_expires);
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER agent_fence_no_unissued_token
+    BEFORE INSERT OR UPDATE ON @extschema@.agent_fence
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.agent_fence_source_guard();
+
+
+-- == Pre-check mode's named lock ==
+
+-- Held by a writer on its own session for its whole run (session advisory locks survive its
+-- commits and go with its connection):
+--   * classid 1718503790, objid hashtext(resource), exclusive: pre-check writers never overlap;
+--   * classid 1718503789 (the claim lock, see claim()), shared: a lease grant, which takes that
+--     lock exclusively, waits for the writer or, with --preempt, finds it in pg_locks and ends it.
+-- Waits at most p_timeout_ms; false when the lock was not free by then.
+CREATE FUNCTION @extschema@.named_lock(p_resource text, p_timeout_ms bigint) RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + p_timeout_ms * interval '1 millisecond';
+BEGIN
+    LOOP
+        IF pg_try_advisory_lock(1718503790, hashtext(p_resource)) THEN
+            IF pg_try_advisory_lock_shared(1718503789, hashtext(p_resource)) THEN
+                RETURN true;
+            END IF;
+            PERFORM pg_advisory_unlock(1718503790, hashtext(p_resource));
+        END IF;
+        IF clock_timestamp() >= deadline THEN
+            RETURN false;
+        END IF;
+        PERFORM pg_sleep(0.02);
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION @extschema@.named_lock_release(p_resource text) RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_advisory_unlock_shared(1718503789, hashtext(p_resource));
+    RETURN pg_advisory_unlock(1718503790, hashtext(p_resource));
+END
+$$;
+
+
+-- == Two roles: the fence owned by a role that does not migrate ==
+
+-- The role that owns the fence tables can switch their guard triggers off (ALTER TABLE ...
+-- DISABLE TRIGGER), so the role that runs migrations should not own them. `fencemigrate install
+-- --grant-to ROLE`, run by the owner, calls grant_to_migration_role(ROLE): ROLE can then run every
+-- fencemigrate command, but cannot alter, disable, drop or truncate anything of the fence. It gets
+-- SELECT on every table, EXECUTE on every function, and only the writes the runner makes itself:
+--   * agent_fence, lease: INSERT and UPDATE (the first claim and grant seed a row; a claim locks
+--     and raises it); the guard triggers, which ROLE cannot disable, refuse lowering a token,
+--     renaming, DELETE; TRUNCATE is not granted;
+--   * applied_revision: INSERT, UPDATE, DELETE (the ledger: upgrades, rollbacks, pre-check marks,
+--     resolve); a row written above the fence is reported by check --db (FM411);
+--   * fence_event: INSERT only, the log is append-only for ROLE (undo_record() takes back its own
+--     transaction's APPLY event as the owner);
+--   * pending_version_check: INSERT and DELETE (the COMMIT check, which runs as the committing role).
+-- ROLE must not be a superuser or a member of the owner: either could act as the owner.
+CREATE FUNCTION @extschema@.grant_to_migration_role(p_role text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_owner oid := (SELECT n.nspowner FROM pg_namespace n WHERE n.oid = '@extschema@'::regnamespace);
+BEGIN
+    IF NOT pg_has_role(current_user, v_owner, 'USAGE') THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = format('only the owner of the fence schema (%s) can grant to a migration role, not %s',
+                             v_owner::regrole, current_user);
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = p_role) THEN
+        RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('role %s does not exist', p_role);
+    END IF;
+    IF (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = p_role) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('role %s is a superuser: it could switch the guard off whoever owns the fence', p_role);
+    END IF;
+    IF pg_has_role(p_role, v_owner, 'MEMBER') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('role %s owns the fence schema (or is a member of its owner %s): name the role that '
+                             'runs migrations, and install as another one', p_role, v_owner::regrole);
+    END IF;
+    EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA @extschema@ FROM %I', p_role);
+    EXECUTE format('GRANT USAGE ON SCHEMA @extschema@ TO %I', p_role);
+    EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA @extschema@ TO %I', p_role);
+    EXECUTE format('GRANT INSERT, UPDATE ON @extschema@.agent_fence, @extschema@.lease TO %I', p_role);
+    EXECUTE format('GRANT INSERT, UPDATE, DELETE ON @extschema@.applied_revision TO %I', p_role);
+    EXECUTE format('GRANT INSERT ON @extschema@.fence_event TO %I', p_role);
+    EXECUTE format('GRANT INSERT, DELETE ON @extschema@.pending_version_check TO %I', p_role);
+    EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA @extschema@ TO %I', p_role);
+END
+$$;
+
+
+-- == Writes without a token ==
+
+-- Once a database is fenced, Alembic's version table refuses every write from a transaction that
+-- has not claimed the fence: plain `alembic upgrade`, `downgrade` or `stamp` on a fenced database
+-- fails, and PostgreSQL rolls the revision's DDL back with it. claim() holds a transaction-level
+-- shared advisory lock on (1718503789, hashtext(resource)) until its transaction ends, and
+-- pre-check mode's named_lock() a session-level one on the same keys: a version-table write is
+-- allowed when this backend holds that lock for some resource. guard_version_table() puts the
+-- guard trigger on a version table (once it exists); allow_tokenless_writes() takes it off and
+-- records the opt-out, which every later run respects.
+CREATE TABLE @extschema@.tokenless_writes_allowed (
+    version_table text        PRIMARY KEY,
+    allowed_at    timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE @extschema@.tokenless_writes_allowed IS
+    'Version tables whose guard was removed on purpose (fencemigrate install --allow-tokenless-writes).';
+
+CREATE FUNCTION @extschema@.refuse_tokenless_write() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_locks l
+                    WHERE l.locktype = 'advisory' AND l.classid = 1718503789 AND l.objsubid = 2
+                      AND l.pid = pg_backend_pid() AND l.granted) THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'FM005',
+            MESSAGE = format('fencemigrate refused this %s on the Alembic version table %s.%s: the transaction '
+                             'carries no fencing token (it never claimed the fence), so nothing was applied. '
+                             'Migrate this database with fencemigrate (upgrade, downgrade, stamp: with --token N, '
+                             'or let it take a lease), not with plain alembic; to allow tokenless writes on purpose, '
+                             'run `fencemigrate install --allow-tokenless-writes`.',
+                             lower(TG_OP), TG_TABLE_SCHEMA, TG_TABLE_NAME);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Put the guard on the version table p_table (ledger name p_version_table; NULL: it does not
+-- exist yet) unless it is there already or tokenless writes were allowed on purpose. True when the
+-- table is guarded afterwards. Callers resolve the table with to_regclass() on their search_path.
+CREATE FUNCTION @extschema@.guard_version_table(p_version_table text, p_table regclass) RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_table IS NULL OR EXISTS (SELECT 1 FROM @extschema@.tokenless_writes_allowed a
+                                   WHERE a.version_table = p_version_table) THEN
+        RETURN false;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger t
+                    WHERE t.tgrelid = p_table AND t.tgname = 'fencemigrate_no_tokenless_write') THEN
+        -- Concurrent first runs: the second waits here for the first's commit, then finds the trigger.
+        EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', p_table);
+        IF NOT EXISTS (SELECT 1 FROM pg_trigger t
+                        WHERE t.tgrelid = p_table AND t.tgname = 'fencemigrate_no_tokenless_write') THEN
+            EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s '
+                           'FOR EACH STATEMENT EXECUTE FUNCTION %s()',
+                           'fencemigrate_no_tokenless_write', p_table,
+                           '@extschema@.refuse_tokenless_write');
+        END IF;
+    END IF;
+    RETURN true;
+END
+$$;
+
+-- Opt out: record that p_version_table takes tokenless writes, and remove its guard.
+CREATE FUNCTION @extschema@.allow_tokenless_writes(p_version_table text, p_table regclass) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO @extschema@.tokenless_writes_allowed (version_table) VALUES (p_version_table)
+    ON CONFLICT (version_table) DO NOTHING;
+    IF p_table IS NOT NULL THEN
+        EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', 'fencemigrate_no_tokenless_write', p_table);
+    END IF;
+END
+$$;
+
+-- Opt back in: forget the opt-out and guard the version table again.
+CREATE FUNCTION @extschema@.forbid_tokenless_writes(p_version_table text, p_table regclass) RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM @extschema@.tokenless_writes_allowed WHERE version_table = p_version_table;
+    RETURN @extschema@.guard_version_table(p_version_table, p_table);
+END
+$$;

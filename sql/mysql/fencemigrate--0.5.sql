@@ -1,0 +1,325 @@
+-- fencemigrate 0.5 on MySQL and MariaDB: the fence schema, complete.
+--
+-- MySQL's schemas are databases, and a migration user may not create databases: every object
+-- lives in the application's own database, named with the fence schema's name as a prefix
+-- (@extschema@_agent_fence becomes `fencemigrate_agent_fence` by default; fencemigrate_schema
+-- in alembic.ini changes the prefix). The runner applies this file one statement at a time
+-- (DELIMITER lines work as in the mysql client) at the start of the first fenced run, under the
+-- named lock 'fencemigrate-install:<database>'; every statement is idempotent. A database at an
+-- older version is brought here by the update scripts (fencemigrate--0.3--0.4.sql,
+-- fencemigrate--0.4--0.5.sql): 0.3 followed by those updates creates exactly what this file
+-- creates (tests/test_install_scripts.py compares the catalogs), triggers in the same order.
+--
+-- Same tables and columns as the PostgreSQL schema (sql/fencemigrate--0.6.sql), plus the ledger's
+-- `state`: MySQL commits DDL implicitly, so a revision runs in pre-check mode and its ledger row
+-- is written as 'applying' (or 'rolling_back') before its DDL and settled after it. A row left
+-- unsettled is a dirty revision: fenced writes are refused until `fencemigrate resolve`.
+-- Times are UTC (UTC_TIMESTAMP(6)), written by the statements in sql/queries/mysql/.
+-- The guards are triggers; MySQL fires the triggers of one table, event and timing in the order
+-- they were created, and that order is the one below. (TRUNCATE and DROP fire no triggers on
+-- MySQL: the guards protect against mistakes and stale writers, not against someone with DROP
+-- privilege.)
+
+
+-- == Tables ==
+
+-- One row per fenced resource: the highest token that has ever written to it.
+-- token_source: where the resource's tokens come from: 'external' (a harness's own leases pass
+-- --token; the first claim seeds its row so), 'lease service' (built in) or 'redis'. A grant
+-- advances the fence to the token it issued and sets the source (grant_fence.sql), so on a leased
+-- resource the fence token is the last token issued, and claim.sql refuses any higher token
+-- (FENCED: never issued).
+CREATE TABLE IF NOT EXISTS @extschema@_agent_fence (
+    resource     VARCHAR(255) NOT NULL PRIMARY KEY,
+    token        BIGINT       NOT NULL,
+    updated_at   DATETIME(6)  NOT NULL,
+    token_source VARCHAR(16)  NOT NULL DEFAULT 'external',
+    CONSTRAINT @extschema@_agent_fence_resource CHECK (resource <> ''),
+    CONSTRAINT @extschema@_agent_fence_token CHECK (token > 0),
+    CONSTRAINT @extschema@_agent_fence_token_source
+        CHECK (token_source IN ('external', 'lease service', 'redis'))
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- One row per revision applied (or stamped) by a fenced run, per Alembic version table.
+-- Re-applying a revision is legal only under the token that applied it. state is 'applied'
+-- once the revision's DDL and Alembic's version row are in; 'applying' / 'rolling_back' while
+-- its DDL runs (state_token: the token of the run that started it, state_since: when).
+CREATE TABLE IF NOT EXISTS @extschema@_applied_revision (
+    version_table VARCHAR(255) NOT NULL,
+    revision      VARCHAR(255) NOT NULL,
+    resource      VARCHAR(255) NOT NULL,
+    applied_token BIGINT       NOT NULL,
+    holder        VARCHAR(255) NOT NULL,
+    method        VARCHAR(16)  NOT NULL,
+    applied_at    DATETIME(6)  NOT NULL,
+    script_sha256 CHAR(64)     NULL,
+    state         VARCHAR(16)  NOT NULL DEFAULT 'applied',
+    state_token   BIGINT       NULL,
+    state_holder  VARCHAR(255) NULL,
+    state_since   DATETIME(6)  NULL,
+    PRIMARY KEY (version_table, revision),
+    KEY @extschema@_applied_revision_unsettled (resource, state),
+    CONSTRAINT @extschema@_applied_revision_token CHECK (applied_token > 0),
+    CONSTRAINT @extschema@_applied_revision_method CHECK (method IN ('upgrade', 'stamp')),
+    CONSTRAINT @extschema@_applied_revision_state
+        CHECK (state IN ('applied', 'applying', 'rolling_back')),
+    CONSTRAINT @extschema@_applied_revision_settled
+        CHECK ((state = 'applied') = (state_token IS NULL))
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- One row per resource ever leased. token is the highest token the lease service has issued
+-- for the resource: the durable counter, which only goes up. holder and expires_at are NULL
+-- when the lease is released.
+CREATE TABLE IF NOT EXISTS @extschema@_lease (
+    resource   VARCHAR(255) NOT NULL PRIMARY KEY,
+    token      BIGINT       NOT NULL,
+    holder     VARCHAR(255) NULL,
+    ttl_ms     BIGINT       NULL,
+    granted_at DATETIME(6)  NULL,
+    expires_at DATETIME(6)  NULL,
+    CONSTRAINT @extschema@_lease_resource CHECK (resource <> ''),
+    CONSTRAINT @extschema@_lease_token CHECK (token >= 0),
+    CONSTRAINT @extschema@_lease_holder CHECK (holder <> ''),
+    CONSTRAINT @extschema@_lease_ttl CHECK (ttl_ms > 0),
+    CONSTRAINT @extschema@_lease_held CHECK ((holder IS NULL) = (expires_at IS NULL))
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- The story of every resource, for `fencemigrate timeline`: lease grants, renewals, releases,
+-- expiries seen, preemptions, applied and rolled-back revisions, FENCED rejections, and dirty
+-- revisions resolved by hand.
+CREATE TABLE IF NOT EXISTS @extschema@_fence_event (
+    id       BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    at       DATETIME(6)  NOT NULL,
+    resource VARCHAR(255) NOT NULL,
+    kind     VARCHAR(16)  NOT NULL,
+    holder   VARCHAR(255) NULL,
+    token    BIGINT       NULL,
+    revision VARCHAR(255) NULL,
+    detail   TEXT         NULL,
+    KEY @extschema@_fence_event_resource_at (resource, at),
+    CONSTRAINT @extschema@_fence_event_kind
+        CHECK (kind IN ('GRANT', 'RENEW', 'RELEASE', 'EXPIRE', 'PREEMPT', 'LOST', 'APPLY',
+                        'STAMP', 'ROLLBACK', 'FENCED', 'RESOLVE'))
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- Version tables whose guard was removed on purpose (fencemigrate install --allow-tokenless-writes).
+CREATE TABLE IF NOT EXISTS @extschema@_tokenless_writes_allowed (
+    version_table VARCHAR(255) NOT NULL PRIMARY KEY,
+    allowed_at    DATETIME(6)  NOT NULL
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- Writes without a token: once a database is fenced, Alembic's version table refuses writes from
+-- a session that holds no fencemigrate named lock (pre-check mode and `resolve` hold it for their
+-- whole run): triggers created per version table from sql/queries/mysql/guard_version_table.sql.
+-- MySQL has already committed the revision's DDL by then, so the refused write is recorded here as
+-- a dirty revision: this table is MyISAM, not transactional, so the row stays although the refused
+-- statement is rolled back. `fencemigrate resolve` settles it like any dirty revision.
+CREATE TABLE IF NOT EXISTS @extschema@_tokenless_write (
+    id            BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    at            DATETIME(6)  NOT NULL,
+    version_table VARCHAR(255) NOT NULL,
+    revision      VARCHAR(255) NOT NULL,
+    state         VARCHAR(16)  NOT NULL
+) ENGINE = MyISAM DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+
+-- == The fence's guards ==
+
+DELIMITER //
+-- The monotonic guard: no client, fencemigrate or not, can lower a fence token, rename a
+-- fenced resource or delete a fence row (SQLSTATE FM002, as on PostgreSQL).
+CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_monotonic
+BEFORE UPDATE ON @extschema@_agent_fence FOR EACH ROW
+BEGIN
+    IF NEW.resource <> OLD.resource OR NEW.token < OLD.token THEN
+        SIGNAL SQLSTATE 'FM002'
+            SET MESSAGE_TEXT = 'agent_fence is monotonic: a fence token cannot go down and a fenced resource cannot be renamed';
+    END IF;
+END//
+CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_no_delete
+BEFORE DELETE ON @extschema@_agent_fence FOR EACH ROW
+BEGIN
+    SIGNAL SQLSTATE 'FM002'
+        SET MESSAGE_TEXT = 'agent_fence is monotonic: deleting fence rows is not allowed';
+END//
+-- Tokens are 1 .. 2^62 (4611686018427387904; lease counters from 0): a grant issues one above
+-- the fence, which must not overflow. Triggers, checked on every write (as in a database updated
+-- from 0.3, where rows already there, written with 2^63-1 before 0.4, stay readable, and their
+-- next grant is refused cleanly).
+CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_token_domain_insert
+BEFORE INSERT ON @extschema@_agent_fence FOR EACH ROW
+BEGIN
+    IF NEW.token < 1 OR NEW.token > 4611686018427387904 THEN
+        SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'fence tokens are integers from 1 to 4611686018427387904';
+    END IF;
+END//
+CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_token_domain_update
+BEFORE UPDATE ON @extschema@_agent_fence FOR EACH ROW
+BEGIN
+    IF NEW.token <> OLD.token AND (NEW.token < 1 OR NEW.token > 4611686018427387904) THEN
+        SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'fence tokens are integers from 1 to 4611686018427387904';
+    END IF;
+END//
+-- The lease guard: the same rules as PostgreSQL's agent_fence_source_guard() and
+-- lease_grant_guard() (sql/fencemigrate--0.6.sql): SQLSTATE FM006, every message starting
+-- 'lease guard: '. A lease is live while it has a holder and expires_at is after
+-- UTC_TIMESTAMP(6), the server's clock that the lease service judges it by (at the start of the
+-- statement). REPLACE fires the delete guard; INSERT ... ON DUPLICATE KEY UPDATE fires the UPDATE
+-- triggers for the row it updates.
+-- agent_fence: while a resource takes its tokens from the built-in lease service, its fence token
+-- is at most the last token that service issued, and it leaves the service only while no lease
+-- on it is live. 'redis': nothing the database can check. The lease row is read with a locking
+-- read: the latest committed row, not the snapshot of a REPEATABLE READ transaction begun earlier.
+CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_no_unissued_token
+BEFORE UPDATE ON @extschema@_agent_fence FOR EACH ROW
+BEGIN
+    DECLARE v_issued BIGINT DEFAULT NULL;
+    DECLARE v_live BOOLEAN DEFAULT FALSE;
+    IF (NEW.token <> OLD.token OR NEW.token_source <> OLD.token_source)
+       AND (NEW.token_source = 'lease service' OR OLD.token_source = 'lease service') THEN
+        SELECT l.token, l.holder IS NOT NULL AND l.expires_at > UTC_TIMESTAMP(6) INTO v_issued, v_live
+          FROM @extschema@_lease l WHERE l.resource = NEW.resource LOCK IN SHARE MODE;
+        IF NEW.token_source = 'lease service' AND NEW.token > COALESCE(v_issued, 0) THEN
+            SIGNAL SQLSTATE 'FM006'
+                SET MESSAGE_TEXT = 'lease guard: this fence token is above the last token the lease service issued: it was never issued';
+        END IF;
+        IF NEW.token_source <> 'lease service' AND v_live THEN
+            SIGNAL SQLSTATE 'FM006'
+                SET MESSAGE_TEXT = 'lease guard: the lease of this resource is live: its fence cannot leave the lease service while that lease is live';
+        END IF;
+    END IF;
+END//
+CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_insert_unissued_token
+BEFORE INSERT ON @extschema@_agent_fence FOR EACH ROW
+BEGIN
+    DECLARE v_issued BIGINT DEFAULT NULL;
+    IF NEW.token_source = 'lease service' THEN
+        SELECT l.token INTO v_issued FROM @extschema@_lease l WHERE l.resource = NEW.resource LOCK IN SHARE MODE;
+        IF NEW.token > COALESCE(v_issued, 0) THEN
+            SIGNAL SQLSTATE 'FM006'
+                SET MESSAGE_TEXT = 'lease guard: this fence token is above the last token the lease service issued: it was never issued';
+        END IF;
+    END IF;
+END//
+DELIMITER ;
+
+
+-- == The lease's guards ==
+
+DELIMITER //
+-- The monotonic guard of the lease token counter (SQLSTATE FM002).
+CREATE TRIGGER IF NOT EXISTS @extschema@_lease_monotonic
+BEFORE UPDATE ON @extschema@_lease FOR EACH ROW
+BEGIN
+    IF NEW.resource <> OLD.resource OR NEW.token < OLD.token THEN
+        SIGNAL SQLSTATE 'FM002'
+            SET MESSAGE_TEXT = 'the lease token counter is monotonic: lowering or renaming a lease is not allowed';
+    END IF;
+END//
+CREATE TRIGGER IF NOT EXISTS @extschema@_lease_no_delete
+BEFORE DELETE ON @extschema@_lease FOR EACH ROW
+BEGIN
+    SIGNAL SQLSTATE 'FM002'
+        SET MESSAGE_TEXT = 'the lease token counter is monotonic: deleting a lease is not allowed';
+END//
+-- The token domain of lease counters (see agent_fence's).
+CREATE TRIGGER IF NOT EXISTS @extschema@_lease_token_domain_insert
+BEFORE INSERT ON @extschema@_lease FOR EACH ROW
+BEGIN
+    IF NEW.token < 0 OR NEW.token > 4611686018427387904 THEN
+        SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'lease tokens are integers from 0 to 4611686018427387904';
+    END IF;
+END//
+CREATE TRIGGER IF NOT EXISTS @extschema@_lease_token_domain_update
+BEFORE UPDATE ON @extschema@_lease FOR EACH ROW
+BEGIN
+    IF NEW.token <> OLD.token AND (NEW.token < 0 OR NEW.token > 4611686018427387904) THEN
+        SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'lease tokens are integers from 0 to 4611686018427387904';
+    END IF;
+END//
+-- The lease guard (see agent_fence's): a token is never handed to another holder; a new token
+-- goes to another holder only when the old lease is no longer live; a grant's token is above the
+-- fence token.
+CREATE TRIGGER IF NOT EXISTS @extschema@_lease_no_forged_grant
+BEFORE UPDATE ON @extschema@_lease FOR EACH ROW
+BEGIN
+    DECLARE v_fence BIGINT DEFAULT NULL;
+    IF NEW.token = OLD.token THEN
+        IF NEW.holder IS NOT NULL AND NOT (NEW.holder <=> OLD.holder) THEN
+            SIGNAL SQLSTATE 'FM006'
+                SET MESSAGE_TEXT = 'lease guard: this token was issued to another holder or released: a new holder needs a new token, which only a grant issues';
+        END IF;
+    ELSEIF OLD.holder IS NOT NULL AND NOT (NEW.holder <=> OLD.holder) AND OLD.expires_at > UTC_TIMESTAMP(6) THEN
+        SIGNAL SQLSTATE 'FM006'
+            SET MESSAGE_TEXT = 'lease guard: the lease is held by another holder until it expires: only a grant gives it to another holder, once it is released or has expired';
+    ELSEIF NEW.holder IS NOT NULL THEN
+        SELECT f.token INTO v_fence FROM @extschema@_agent_fence f WHERE f.resource = NEW.resource LOCK IN SHARE MODE;
+        IF NEW.token <= v_fence THEN
+            SIGNAL SQLSTATE 'FM006' SET MESSAGE_TEXT = 'lease guard: a grant issues a token above the fence token';
+        END IF;
+    END IF;
+END//
+CREATE TRIGGER IF NOT EXISTS @extschema@_lease_insert_above_fence
+BEFORE INSERT ON @extschema@_lease FOR EACH ROW
+BEGIN
+    DECLARE v_fence BIGINT DEFAULT NULL;
+    IF NEW.holder IS NOT NULL THEN
+        SELECT f.token INTO v_fence FROM @extschema@_agent_fence f WHERE f.resource = NEW.resource LOCK IN SHARE MODE;
+        IF NEW.token <= v_fence THEN
+            SIGNAL SQLSTATE 'FM006' SET MESSAGE_TEXT = 'lease guard: a grant issues a token above the fence token';
+        END IF;
+    END IF;
+END//
+DELIMITER ;
+
+
+-- == The ledger's triggers ==
+
+DELIMITER //
+-- The token domain of ledger rows (see agent_fence's).
+CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_token_domain_insert
+BEFORE INSERT ON @extschema@_applied_revision FOR EACH ROW
+BEGIN
+    IF NEW.applied_token < 1 OR NEW.applied_token > 4611686018427387904 THEN
+        SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'ledger tokens are integers from 1 to 4611686018427387904';
+    END IF;
+END//
+CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_token_domain_update
+BEFORE UPDATE ON @extschema@_applied_revision FOR EACH ROW
+BEGIN
+    IF NEW.applied_token <> OLD.applied_token AND (NEW.applied_token < 1 OR NEW.applied_token > 4611686018427387904) THEN
+        SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'ledger tokens are integers from 1 to 4611686018427387904';
+    END IF;
+END//
+-- Pre-check mode's ledger writes log their own events, in the same statement's transaction: a
+-- revision marked 'applying' that becomes 'applied' is an APPLY; a row marked 'rolling_back' that
+-- goes is a ROLLBACK (by the run that marked it). Other ledger writes are logged by the runner.
+CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_settled
+AFTER UPDATE ON @extschema@_applied_revision FOR EACH ROW
+BEGIN
+    IF OLD.state = 'applying' AND NEW.state = 'applied' THEN
+        INSERT INTO @extschema@_fence_event (at, resource, kind, holder, token, revision)
+        VALUES (UTC_TIMESTAMP(6), NEW.resource, 'APPLY', NEW.holder, NEW.applied_token, NEW.revision);
+    END IF;
+END//
+CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_rolled_back
+AFTER DELETE ON @extschema@_applied_revision FOR EACH ROW
+BEGIN
+    IF OLD.state = 'rolling_back' THEN
+        INSERT INTO @extschema@_fence_event (at, resource, kind, holder, token, revision)
+        VALUES (UTC_TIMESTAMP(6), OLD.resource, 'ROLLBACK', OLD.state_holder, OLD.state_token, OLD.revision);
+    END IF;
+END//
+DELIMITER ;
+
+
+-- == The version ==
+
+-- The version of this schema, read by the runner to decide what to install (one row): written
+-- last, once every other object is in (MySQL commits each DDL statement on its own).
+CREATE TABLE IF NOT EXISTS @extschema@_schema_version (
+    one_row TINYINT     NOT NULL PRIMARY KEY,
+    version VARCHAR(16) NOT NULL,
+    CONSTRAINT @extschema@_schema_version_one_row CHECK (one_row = 1)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+INSERT IGNORE INTO @extschema@_schema_version (one_row, version) VALUES (1, '0.5');

@@ -1,7 +1,7 @@
 -- fencemigrate 0.6 -> 0.7: a transaction per revision costs less on the server.
 --
 -- ALTER EXTENSION fencemigrate UPDATE TO '0.7' runs this file; the runner applies it itself
--- after the earlier scripts (fresh installs) or on its own (databases at 0.6).
+-- to a database at 0.6 (a fresh install runs the current version's full script instead).
 \echo Use "ALTER EXTENSION fencemigrate UPDATE TO '0.7'" to load this file. \quit
 
 CREATE OR REPLACE FUNCTION @extschema@.schema_version() RETURNS text

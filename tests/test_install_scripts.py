@@ -1,6 +1,6 @@
 """Each database's full install script creates exactly what its oldest script and the update chain create.
 
-A fresh install runs the current version's full script (``sql/fencemigrate--0.6.sql``,
+A fresh install runs the current version's full script (``sql/fencemigrate--0.7.sql``,
 ``sql/sqlite/fencemigrate--0.5.sql``, ``sql/mysql/fencemigrate--0.5.sql``); a database installed
 at an older version is brought to the current one by the update scripts. Both must end with the
 same catalog: tables, columns and their types, defaults and constraints, indexes, functions with
@@ -189,7 +189,7 @@ def second_database(pg_conn: psycopg.Connection[Any], pg_server: PgServer, pg_db
 def test_create_extension_runs_the_full_script_and_alter_extension_update_reaches_the_same_schema(
     extension_files: Path, pg_conn: psycopg.Connection[Any], second_database: str
 ) -> None:
-    """CREATE EXTENSION at the default version runs fencemigrate--0.6.sql alone; CREATE EXTENSION at
+    """CREATE EXTENSION at the default version runs fencemigrate--0.7.sql alone; CREATE EXTENSION at
     0.1 and ALTER EXTENSION UPDATE run the chain: the same catalog, the same extension members."""
     pg_conn.execute("CREATE SCHEMA fencemigrate")
     pg_conn.execute("CREATE EXTENSION fencemigrate SCHEMA fencemigrate")

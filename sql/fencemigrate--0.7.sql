@@ -1,9 +1,9 @@
--- fencemigrate 0.6: the fence schema, complete.
+-- fencemigrate 0.7: the fence schema, complete.
 --
--- CREATE EXTENSION fencemigrate (at the default version, 0.6) runs this file alone; the runner
+-- CREATE EXTENSION fencemigrate (at the default version, 0.7) runs this file alone; the runner
 -- applies the same file itself when the extension is not installed on the server, putting the
 -- objects in the configured schema ("fencemigrate" by default). A database at an older version
--- is brought here by the update scripts (fencemigrate--0.1--0.2.sql ... fencemigrate--0.5--0.6.sql,
+-- is brought here by the update scripts (fencemigrate--0.1--0.2.sql ... fencemigrate--0.6--0.7.sql,
 -- through ALTER EXTENSION fencemigrate UPDATE or the runner): 0.1 followed by those updates
 -- creates exactly what this file creates (tests/test_install_scripts.py compares the catalogs),
 -- so some objects are shaped by that history: functions renamed in an update keep doing the work
@@ -24,7 +24,7 @@
 -- The version of this schema, read by the runner to decide what to install.
 CREATE FUNCTION @extschema@.schema_version() RETURNS text
 LANGUAGE sql IMMUTABLE
-AS $$ SELECT '0.6'::text $$;
+AS $$ SELECT '0.7'::text $$;
 
 
 -- == The fence and the claim ==
@@ -147,13 +147,19 @@ BEGIN
 END
 $$;
 
+-- claim() also notes its transaction in the setting fencemigrate.claimed_xact, local to the
+-- transaction: the version table's guard reads it (see "Writes without a token").
 CREATE FUNCTION @extschema@.claim(p_resource text, p_token bigint) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_xact bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock_shared(1718503789, hashtext(p_resource));
-    RETURN @extschema@.claim_fence_row(p_resource, p_token);
+    v_xact := @extschema@.claim_fence_row(p_resource, p_token);
+    PERFORM set_config('fencemigrate.claimed_xact', v_xact::text, true);
+    RETURN v_xact;
 END
 $$;
 
@@ -701,10 +707,15 @@ $$;
 
 -- Once a database is fenced, Alembic's version table refuses every write from a transaction that
 -- has not claimed the fence: plain `alembic upgrade`, `downgrade` or `stamp` on a fenced database
--- fails, and PostgreSQL rolls the revision's DDL back with it. claim() holds a transaction-level
--- shared advisory lock on (1718503789, hashtext(resource)) until its transaction ends, and
--- pre-check mode's named_lock() a session-level one on the same keys: a version-table write is
--- allowed when this backend holds that lock for some resource. guard_version_table() puts the
+-- fails, and PostgreSQL rolls the revision's DDL back with it. A version-table write is allowed
+-- after a claim in the same transaction (claim() notes it in the transaction-local setting
+-- fencemigrate.claimed_xact, cheap to read), or while this backend holds the claim lock
+-- (1718503789, hashtext(resource)) for some resource: pre-check mode's named_lock() holds it for
+-- its session, across that mode's commits (pg_locks, read only when the setting does not match).
+-- Neither proof stops a session that forges it on purpose (any role can take an advisory lock or
+-- set a setting): the guard keeps out writers that never claimed, plain `alembic` among them.
+-- A write the guard lets through is also the proof claim_and_record's COMMIT check waits for: the
+-- pending check is dropped here, so check_version_row() has nothing left to search for. guard_version_table() puts the
 -- guard trigger on a version table (once it exists); allow_tokenless_writes() takes it off and
 -- records the opt-out, which every later run respects.
 CREATE TABLE @extschema@.tokenless_writes_allowed (
@@ -719,9 +730,10 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_locks l
-                    WHERE l.locktype = 'advisory' AND l.classid = 1718503789 AND l.objsubid = 2
-                      AND l.pid = pg_backend_pid() AND l.granted) THEN
+    IF current_setting('fencemigrate.claimed_xact', true) IS DISTINCT FROM pg_current_xact_id()::text
+       AND NOT EXISTS (SELECT 1 FROM pg_locks l
+                        WHERE l.locktype = 'advisory' AND l.classid = 1718503789 AND l.objsubid = 2
+                          AND l.pid = pg_backend_pid() AND l.granted) THEN
         RAISE EXCEPTION USING
             ERRCODE = 'FM005',
             MESSAGE = format('fencemigrate refused this %s on the Alembic version table %s.%s: the transaction '
@@ -730,6 +742,9 @@ BEGIN
                              'or let it take a lease), not with plain alembic; to allow tokenless writes on purpose, '
                              'run `fencemigrate install --allow-tokenless-writes`.',
                              lower(TG_OP), TG_TABLE_SCHEMA, TG_TABLE_NAME);
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        DELETE FROM @extschema@.pending_version_check WHERE version_table = TG_RELID::regclass;
     END IF;
     RETURN NULL;
 END

@@ -28,7 +28,7 @@ import psycopg
 import pymysql
 import pytest
 from fence_rows import stderr_lines
-from pg_roles import MakeRole, make_role, role_url, two_roles  # noqa: F401 (make_role: a fixture)
+from pg_roles import MakeRole, role_url, two_roles
 from sqlite_rows import make_sqlite_project
 from support.db import execute, query
 from support.mysql_server import mysql_rows

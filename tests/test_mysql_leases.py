@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import time
 
+from background_runs import SLOW_UPGRADE, finish, lock_holder, start, wait_for
 from mysql_rows import app_tables, events, fence_tokens, ledger, versions
 from support.mysql_server import create_test_database, drop_test_database, mysql_rows
 from support.paused import paused_holder, renewal_script, stopped_lease_call
 from support.project import MakeProject, run_all_at_once, script_command
-from test_mysql_precheck import SLOW_UPGRADE, finish, lock_holder, start, wait_for
 
 
 def test_run_without_token_takes_renews_and_releases_its_lease(make_project: MakeProject, mysql_url: str) -> None:

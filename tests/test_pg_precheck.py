@@ -13,10 +13,10 @@ import re
 import sqlite3
 from pathlib import Path
 
+from background_runs import finish, start, wait_for
 from fence_rows import ledger
 from support.db import alembic_versions, query, table_names
 from support.project import MakeProject, Project, sqlite_url
-from test_mysql_precheck import finish, start, wait_for
 
 ESCAPING_THEN_FAILING = """\
 with op.get_context().autocommit_block():

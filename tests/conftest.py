@@ -15,8 +15,11 @@ Fixtures:
 * ``pg_dbname`` / ``pg_url`` -- that database's name and SQLAlchemy URL
   (``postgresql+psycopg://postgres@127.0.0.1:<port>/<db>``).
 * ``make_project`` -- factory ``(template="generic", url=None, name="project")``
-  returning a :class:`support.project.Project` made by the real ``alembic init``.
+  returning a :class:`support.project.Project` with what the real ``alembic init`` writes (run
+  once per template and process, then copied: :func:`support.project.alembic_init`).
 * ``project`` -- ``make_project()`` with the defaults.
+* ``backend`` / ``backend_url`` -- a test using them runs once per database (``postgresql``,
+  ``mysql``, ``sqlite``) on a fresh, empty one: ``pg_url``, ``mysql_url`` or ``tmp_path / "db.sqlite"``.
 * ``redis_server_url`` (session) / ``redis_url`` -- the test redis-server
   (``FENCEMIGRATE_TEST_REDIS_URL``, started by ``bash .ci/test``; a pytest-xdist worker's own
   server); ``redis_url`` is emptied with FLUSHALL for each test. A missing server fails those tests.
@@ -30,6 +33,7 @@ Fixtures:
 
 from __future__ import annotations
 
+import compileall
 import itertools
 import os
 import sys
@@ -42,17 +46,26 @@ import pytest
 from hypothesis import settings
 from pytest_postgresql import factories
 
+import fencemigrate
+
 # Make `from support.xxx import ...` work however pytest is invoked.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pg_roles import MakeRole  # noqa: E402
 from support.db import execute  # noqa: E402
 from support.pg import PgServer, PgServerUnavailable, server_from_env, wait_until_reachable  # noqa: E402
-from support.project import MakeProject, Project, create_project  # noqa: E402
+from support.project import MakeProject, Project, create_project, sqlite_url  # noqa: E402
 
 # Database tests talk to a real server: wall-clock deadlines only cause flakiness.
 settings.register_profile("fencemigrate", deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fencemigrate"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Byte-compile fencemigrate once: the commands under test run in subprocesses that never write
+    bytecode (``PYTHONDONTWRITEBYTECODE``, see support.project), so each would compile it again."""
+    compileall.compile_dir(Path(fencemigrate.__file__).parent, quiet=1)
+
 
 # pytest-postgresql takes host/port when the fixture factory is called, i.e. now.
 # If the variables are missing, placeholders are used: `pg_server` stops the run
@@ -141,6 +154,25 @@ def make_project(tmp_path: Path, request: pytest.FixtureRequest) -> MakeProject:
 def project(make_project: MakeProject) -> Project:
     """A "generic"-template Alembic project pointing at this test's database."""
     return make_project()
+
+
+#: The databases a backend-parametrised test runs on (the ``backend`` fixture's parameters).
+BACKENDS = ("postgresql", "mysql", "sqlite")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend of a test that runs once per database. Narrow it for one test with
+    ``@pytest.mark.parametrize("backend", ["sqlite", "mysql"], indirect=True)``."""
+    return str(request.param)
+
+
+@pytest.fixture
+def backend_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty database of ``backend``: ``pg_url``, ``mysql_url`` or the SQLite file ``tmp_path/db.sqlite``."""
+    if backend == "sqlite":
+        return sqlite_url(tmp_path / "db.sqlite")
+    return str(request.getfixturevalue("pg_url" if backend == "postgresql" else "mysql_url"))
 
 
 @pytest.fixture(scope="session")

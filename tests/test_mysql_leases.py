@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from background_runs import SLOW_UPGRADE, finish, lock_holder, start, wait_for
 from mysql_rows import app_tables, events, fence_tokens, ledger, versions
 from support.mysql_server import create_test_database, drop_test_database, mysql_rows
@@ -158,6 +159,7 @@ def test_a_holder_paused_inside_its_renewal_blocks_nobody_beyond_wait(
     assert mysql_rows(mysql_url, "SELECT holder, token FROM fencemigrate_lease") == [("agent-A", 1)]
 
 
+@pytest.mark.serial
 def test_preempt_kills_a_holder_stopped_inside_its_renewal_once_its_lease_expired(
     make_project: MakeProject, mysql_url: str
 ) -> None:

@@ -101,6 +101,7 @@ def test_eight_runners_at_once_on_an_empty_database(
     assert failures, "plain alembic never failed with eight concurrent runners"
 
 
+@pytest.mark.serial
 def test_grant_waits_for_an_in_flight_writer_or_preempts_it(make_project: MakeProject, mysql_url: str) -> None:
     """A grant never slips under a writer holding the named lock: busy after --wait; --preempt kills
     the writer's session, and its unfinished revision is reported dirty."""

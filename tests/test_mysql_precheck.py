@@ -115,6 +115,7 @@ def test_control_plain_alembic_lets_the_stale_writes_through(make_project: MakeP
 # -- the named lock ----------------------------------------------------------------------------
 
 
+@pytest.mark.serial
 def test_two_writers_are_serialised_by_the_named_lock(make_project: MakeProject, mysql_url: str) -> None:
     """A second writer waits for the first's named lock (busy after --wait), then finds the work done."""
     project = make_project(url=mysql_url)
@@ -142,6 +143,7 @@ def test_two_writers_are_serialised_by_the_named_lock(make_project: MakeProject,
     assert fence_tokens(mysql_url) == {"db/migrations": 6}
 
 
+@pytest.mark.serial
 def test_control_two_plain_alembic_writers_collide(make_project: MakeProject, mysql_url: str) -> None:
     """CONTROL: two plain ``alembic upgrade head`` at once both run the revision; one fails midway."""
     project = make_project(url=mysql_url)

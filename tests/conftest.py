@@ -15,11 +15,14 @@ Fixtures:
 * ``pg_dbname`` / ``pg_url`` -- that database's name and SQLAlchemy URL
   (``postgresql+psycopg://postgres@127.0.0.1:<port>/<db>``).
 * ``make_project`` -- factory ``(template="generic", url=None, name="project")``
-  returning a :class:`support.project.Project` made by the real ``alembic init``.
+  returning a :class:`support.project.Project` with what the real ``alembic init`` writes (run
+  once per template and process, then copied: :func:`support.project.alembic_init`).
 * ``project`` -- ``make_project()`` with the defaults.
+* ``backend`` / ``backend_url`` -- a test using them runs once per database (``postgresql``,
+  ``mysql``, ``sqlite``) on a fresh, empty one: ``pg_url``, ``mysql_url`` or ``tmp_path / "db.sqlite"``.
 * ``redis_server_url`` (session) / ``redis_url`` -- the test redis-server
-  (``FENCEMIGRATE_TEST_REDIS_URL``, started by ``bash .ci/test``); ``redis_url`` is
-  emptied with FLUSHALL for each test. A missing server fails those tests.
+  (``FENCEMIGRATE_TEST_REDIS_URL``, started by ``bash .ci/test``; a pytest-xdist worker's own
+  server); ``redis_url`` is emptied with FLUSHALL for each test. A missing server fails those tests.
 * ``mysql_server_url`` (session) -- the test MariaDB server's URL without a database
   (``FENCEMIGRATE_TEST_MYSQL_URL``, started by ``bash .ci/test``); a missing server fails
   those tests. ``mysql_url`` -- a fresh, empty database ``fm_test_<pid>_<n>`` on it
@@ -30,6 +33,8 @@ Fixtures:
 
 from __future__ import annotations
 
+import compileall
+import itertools
 import os
 import sys
 from collections.abc import Iterator
@@ -41,15 +46,26 @@ import pytest
 from hypothesis import settings
 from pytest_postgresql import factories
 
+import fencemigrate
+
 # Make `from support.xxx import ...` work however pytest is invoked.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from pg_roles import MakeRole  # noqa: E402
+from support.db import execute  # noqa: E402
 from support.pg import PgServer, PgServerUnavailable, server_from_env, wait_until_reachable  # noqa: E402
-from support.project import MakeProject, Project, create_project  # noqa: E402
+from support.project import MakeProject, Project, create_project, sqlite_url  # noqa: E402
 
 # Database tests talk to a real server: wall-clock deadlines only cause flakiness.
 settings.register_profile("fencemigrate", deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fencemigrate"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Byte-compile fencemigrate once: the commands under test run in subprocesses that never write
+    bytecode (``PYTHONDONTWRITEBYTECODE``, see support.project), so each would compile it again."""
+    compileall.compile_dir(Path(fencemigrate.__file__).parent, quiet=1)
+
 
 # pytest-postgresql takes host/port when the fixture factory is called, i.e. now.
 # If the variables are missing, placeholders are used: `pg_server` stops the run
@@ -62,6 +78,9 @@ except PgServerUnavailable:
 # Database names are per pytest process, so runs sharing one server (or leftovers
 # of a killed run) cannot collide. pytest-postgresql appends the xdist worker id.
 _DBNAME = f"fm_test_{os.getpid()}"
+
+# Role names of `make_role`, unique per pytest process like the database names.
+_ROLE_NUMBERS = itertools.count(1)
 
 _postgresql_noproc_raw = factories.postgresql_noproc(
     host=_SERVER.host if _SERVER else "127.0.0.1",
@@ -137,19 +156,44 @@ def project(make_project: MakeProject) -> Project:
     return make_project()
 
 
+#: The databases a backend-parametrised test runs on (the ``backend`` fixture's parameters).
+BACKENDS = ("postgresql", "mysql", "sqlite")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend of a test that runs once per database. Narrow it for one test with
+    ``@pytest.mark.parametrize("backend", ["sqlite", "mysql"], indirect=True)``."""
+    return str(request.param)
+
+
+@pytest.fixture
+def backend_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty database of ``backend``: ``pg_url``, ``mysql_url`` or the SQLite file ``tmp_path/db.sqlite``."""
+    if backend == "sqlite":
+        return sqlite_url(tmp_path / "db.sqlite")
+    return str(request.getfixturevalue("pg_url" if backend == "postgresql" else "mysql_url"))
+
+
 @pytest.fixture(scope="session")
-def redis_server_url() -> str:
+def redis_server_url() -> Iterator[str]:
     """URL of the test redis-server (``FENCEMIGRATE_TEST_REDIS_URL``, set by ``bash .ci/test``).
 
     Fails every test that needs it when the variable is unset or the server does not answer:
-    Redis tests are never skipped.
+    Redis tests are never skipped. Under pytest-xdist each worker gets a server of its own (started
+    through ``.ci/redis`` like the shared one), since the tests empty their server with FLUSHALL.
     """
-    from support.redis_server import RedisUnavailable, redis_url_from_env
+    from support.redis_server import PrivateRedis, RedisUnavailable, redis_url_from_env
 
     try:
-        return redis_url_from_env()
+        url = redis_url_from_env()
     except RedisUnavailable as exc:
         pytest.fail(f"Redis for the tests is unavailable: {exc}", pytrace=False)
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield url
+        return
+    with PrivateRedis() as private:
+        yield private.url
 
 
 @pytest.fixture
@@ -195,3 +239,23 @@ def mariadb_url(mysql_url: str) -> str:
     from support.mysql_server import as_mariadb_url
 
     return as_mariadb_url(mysql_url)
+
+
+@pytest.fixture
+def make_role(pg_server: PgServer, pg_dbname: str, pg_url: str) -> Iterator[MakeRole]:
+    """Factory of non-superuser login roles, unique per test, that may create schemas and tables in
+    the test database; what they own there goes with them after the test."""
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"fm_role_{os.getpid()}_{next(_ROLE_NUMBERS)}"
+        execute(pg_url, f'CREATE ROLE "{name}" LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB')
+        execute(pg_url, f'GRANT CREATE, CONNECT ON DATABASE "{pg_dbname}" TO "{name}"')
+        execute(pg_url, f'GRANT ALL ON SCHEMA public TO "{name}"')
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        execute(pg_url, f'DROP OWNED BY "{name}" CASCADE')
+        execute(pg_url, f'DROP ROLE "{name}"')

@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from model_projects import apply, model_project, tables
 from support.project import MakeProject, Project, sqlite_url
-from test_check_autogenerate import apply, model_project, tables
 
 from fencemigrate.resources import template_dir
 

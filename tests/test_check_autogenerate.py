@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from model_projects import MODELS, apply, model_project, tables
 from sqlalchemy import create_engine, inspect
 from support.project import MakeProject, Project, sqlite_url
 
@@ -26,18 +27,6 @@ FIX = (
 )
 EMAIL = "add_column users.email: column users.email (VARCHAR(255)) is in the models but not in the database"
 NO_METADATA = "model comparison: env.py has no target_metadata"
-
-MODELS = """\
-import sqlalchemy as sa
-
-metadata = sa.MetaData()
-sa.Table(
-    "users", metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("name", sa.String(50), nullable=False),
-    sa.Column("email", sa.String(255)),
-)
-"""
 
 # A different schema in every way autogenerate looks: a table and its index the models do not
 # have, a column missing, a column too many, a column of another type and nullability.
@@ -86,41 +75,6 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return sqlite_url(tmp_path / "db.sqlite")
     return str(request.getfixturevalue("pg_url" if request.param == "postgresql" else "mariadb_url"))
-
-
-def model_project(
-    make_project: MakeProject, url: str, models: str = MODELS, template: str | Path = "generic"
-) -> Project:
-    """A project whose env.py compares ``models.py`` (beside alembic.ini) with the database, and
-    whose revision 0001 creates users without the email column."""
-    project = make_project(template=template, url=url)
-    (project.path / "models.py").write_text(models)
-    project.edit_env("target_metadata = None", "from models import metadata as target_metadata")
-    project.add_revision(
-        "0001",
-        None,
-        "CREATE TABLE users (id INTEGER NOT NULL PRIMARY KEY, name VARCHAR(50) NOT NULL)",
-        "DROP TABLE users",
-        slug="users",
-    )
-    return project
-
-
-def apply(project: Project) -> None:
-    project.run_cli("upgrade", "head", "--token", "7", "--holder", "agent-A").check(0)
-
-
-def tables(url: str) -> list[str]:
-    """Every table of the database, schema-qualified on PostgreSQL (the fence schema is its own)."""
-    engine = create_engine(url)
-    try:
-        inspector = inspect(engine)
-        if engine.dialect.name != "postgresql":
-            return sorted(inspector.get_table_names())
-        schemas = [name for name in inspector.get_schema_names() if name != "information_schema"]
-        return sorted(f"{schema}.{table}" for schema in schemas for table in inspector.get_table_names(schema))
-    finally:
-        engine.dispose()
 
 
 def versions(url: str) -> list[str] | None:

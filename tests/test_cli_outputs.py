@@ -21,6 +21,7 @@ import psycopg
 import pytest
 from fence_rows import FENCE_TABLES
 from support.db import alembic_versions, execute, query, schema_names, table_names
+from support.in_process import run_in_process
 from support.pg import PgServer
 from support.project import MakeProject, Project, Result, create_project, run_command, script_command
 
@@ -80,14 +81,18 @@ LEDGER_ROW_KEYS = {
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def cli(project: Project, *args: str, env: Mapping[str, str | None] | None = None) -> Result:
-    """Run ``fencemigrate *args`` in the project, without inherited token or config variables."""
-    return project.run_cli(*args, env={**_CLEAN_ENV, **(env or {})})
+def cli(project: Project, *args: str, env: Mapping[str, str | None] | None = None, in_process: bool = False) -> Result:
+    """Run ``fencemigrate *args`` in the project, without inherited token or config variables
+    (``in_process``: inside this process, for tests of what a command prints)."""
+    environment = {**_CLEAN_ENV, **(env or {})}
+    if in_process:
+        return run_in_process(project.path, *args, env=environment)
+    return project.run_cli(*args, env=environment)
 
 
-def cli_json(project: Project, *args: str, code: int = 0) -> dict[str, Any]:
+def cli_json(project: Project, *args: str, code: int = 0, in_process: bool = False) -> dict[str, Any]:
     """Run ``fencemigrate *args --json``, check the exit status, return the one JSON object printed."""
-    result = cli(project, *args, "--json").check(code)
+    result = cli(project, *args, "--json", in_process=in_process).check(code)
     assert len(result.stdout.splitlines()) == 1, result
     payload = json.loads(result.stdout)
     assert isinstance(payload, dict)
@@ -323,9 +328,9 @@ def test_state_before_any_fenced_run(two: Project) -> None:
     """After a plain alembic upgrade, state shows the heads and says the fence schema is not installed."""
     two.run_alembic("upgrade", "head").check()
 
-    result = cli(two, "state").check()
+    result = cli(two, "state", in_process=True).check()
     assert result.stdout == "heads: 0002\nfence schema: not installed (no fenced run has written here yet)\n"
-    assert cli_json(two, "state") == {
+    assert cli_json(two, "state", in_process=True) == {
         "status": "ok",
         "version_table": "alembic_version",
         "heads": ["0002"],
@@ -345,8 +350,8 @@ def test_state_before_any_fenced_run(two: Project) -> None:
 
 def test_state_on_empty_database(two: Project) -> None:
     """On a database nothing ran on, state reports no heads and creates nothing."""
-    assert cli(two, "state").check().stdout.splitlines()[0] == "heads: (none)"
-    assert cli_json(two, "state")["heads"] == []
+    assert cli(two, "state", in_process=True).check().stdout.splitlines()[0] == "heads: (none)"
+    assert cli_json(two, "state", in_process=True)["heads"] == []
     assert table_names(two.url) == [] and schema_names(two.url) == ["public"]
 
 
@@ -355,7 +360,7 @@ def test_state_after_runs(two: Project) -> None:
     cli(two, "upgrade", "0001", "--token", "7", "--holder", "h1").check()
     cli(two, "upgrade", "head", "--token", "8", "--holder", "h2").check()
 
-    payload = cli_json(two, "state")
+    payload = cli_json(two, "state", in_process=True)
     assert set(payload) == STATE_KEYS
     (updated_at,) = query(two.url, "SELECT updated_at FROM fencemigrate.agent_fence")[0]
     applied = dict(query(two.url, "SELECT revision, applied_at FROM fencemigrate.applied_revision"))
@@ -399,7 +404,7 @@ def test_state_after_runs(two: Project) -> None:
     assert all(set(row) == FENCE_ROW_KEYS for row in payload["fences"])
     assert all(set(row) == LEDGER_ROW_KEYS for row in payload["ledger"])
 
-    result = cli(two, "state").check()
+    result = cli(two, "state", in_process=True).check()
     assert result.stdout.splitlines() == [
         "heads: 0002",
         "fence schema: 0.7",
@@ -544,16 +549,20 @@ def _bare(tmp_path: Path, *args: str) -> Result:
     return run_command(script_command("fencemigrate") + list(args), tmp_path, _CLEAN_ENV)
 
 
+def _bare_in_process(tmp_path: Path, *args: str) -> Result:
+    return run_in_process(tmp_path, *args, env=_CLEAN_ENV)
+
+
 def test_version(tmp_path: Path) -> None:
     """--version prints the installed distribution's version and exits 0."""
-    result = _bare(tmp_path, "--version").check()
+    result = _bare_in_process(tmp_path, "--version").check()
     assert result.stdout == f"fencemigrate, version {version('fencemigrate')}\n"
 
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_help_lists_every_command(tmp_path: Path, flag: str) -> None:
     """--help / -h exit 0 and list every command."""
-    result = _bare(tmp_path, flag).check()
+    result = _bare_in_process(tmp_path, flag).check()
     assert result.stdout.startswith("Usage: fencemigrate")
     for command in (
         "upgrade",
@@ -575,7 +584,7 @@ def test_help_lists_every_command(tmp_path: Path, flag: str) -> None:
 
 def test_command_help_documents_token(tmp_path: Path) -> None:
     """`upgrade --help` exits 0 and documents --token and its environment variable."""
-    result = _bare(tmp_path, "upgrade", "--help").check()
+    result = _bare_in_process(tmp_path, "upgrade", "--help").check()
     assert "--token" in result.stdout and "FENCEMIGRATE_TOKEN" in result.stdout
 
 

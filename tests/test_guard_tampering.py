@@ -21,7 +21,7 @@ import psycopg
 import pymysql
 import pytest
 from mysql_rows import fence_tokens as mysql_fence_tokens
-from pg_roles import MakeRole, make_role, role_url, two_roles  # noqa: F401 (make_role: a fixture)
+from pg_roles import MakeRole, role_url, two_roles
 from sqlite_rows import make_sqlite_project
 from support.db import execute, query
 from support.mysql_server import connect, mysql_rows

@@ -186,6 +186,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.serial
 def test_a_held_walsender_keeps_a_commit_from_the_promoted_standby() -> None:
     """What commits while the walsender is held is not on the standby; the immediate stop does not
     wait for the postmaster's 5-second SIGKILL of the stopped walsender; promotion moves the WAL

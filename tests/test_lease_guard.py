@@ -28,8 +28,7 @@ import psycopg
 import pymysql
 import pytest
 from fence_rows import stderr_lines
-from pg_roles import MakeRole, make_role, role_url, two_roles  # noqa: F401 (make_role: a fixture)
-from sqlite_rows import make_sqlite_project
+from pg_roles import MakeRole, role_url, two_roles
 from support.db import execute, query
 from support.mysql_server import mysql_rows
 from support.pg import PgServer
@@ -72,8 +71,8 @@ def pg_target(project: Project, url: str) -> Target:
     )
 
 
-def sqlite_target(tmp_path: Path) -> Target:
-    database = tmp_path / "db.sqlite"
+def sqlite_target(project: Project, url: str) -> Target:
+    database = Path(url.removeprefix("sqlite:///"))
 
     def run(sql: str) -> None:
         with closing(sqlite3.connect(database, isolation_level=None)) as connection:
@@ -87,7 +86,7 @@ def sqlite_target(tmp_path: Path) -> Target:
             )
 
     return Target(
-        make_sqlite_project(tmp_path),
+        project,
         run,
         rows,
         sqlite3.DatabaseError,
@@ -209,11 +208,6 @@ def test_pg_two_roles(
 
 
 @pytest.mark.parametrize("which", ATTACKS)
-def test_pg_control(which: str, project: Project, pg_url: str) -> None:
-    control(pg_target(project, pg_url), which)
-
-
-@pytest.mark.parametrize("which", ATTACKS)
 def test_pg_two_roles_control(
     which: str, make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str
 ) -> None:
@@ -221,24 +215,24 @@ def test_pg_two_roles_control(
     control(pg_target(project, url), which)
 
 
-@pytest.mark.parametrize("which", ATTACKS)
-def test_sqlite(which: str, tmp_path: Path) -> None:
-    attack(sqlite_target(tmp_path), which)
+TARGETS = {"postgresql": pg_target, "mysql": mysql_target, "sqlite": sqlite_target}
+
+
+@pytest.fixture
+def target(backend: str, backend_url: str, make_project: MakeProject) -> Target:
+    """A project on a fresh database of each backend (on PostgreSQL as the superuser)."""
+    return TARGETS[backend](make_project(url=backend_url), backend_url)
 
 
 @pytest.mark.parametrize("which", ATTACKS)
-def test_sqlite_control(which: str, tmp_path: Path) -> None:
-    control(sqlite_target(tmp_path), which)
+@pytest.mark.parametrize("backend", ["sqlite", "mysql"], indirect=True)
+def test_attack(which: str, target: Target) -> None:
+    attack(target, which)
 
 
 @pytest.mark.parametrize("which", ATTACKS)
-def test_mariadb(which: str, make_project: MakeProject, mysql_url: str) -> None:
-    attack(mysql_target(make_project(url=mysql_url), mysql_url), which)
-
-
-@pytest.mark.parametrize("which", ATTACKS)
-def test_mariadb_control(which: str, make_project: MakeProject, mysql_url: str) -> None:
-    control(mysql_target(make_project(url=mysql_url), mysql_url), which)
+def test_control(which: str, target: Target) -> None:
+    control(target, which)
 
 
 # -- through the CLI: a Redis grant behind a live built-in lease ----------------------------------

@@ -247,6 +247,7 @@ def test_preempt_cancels_a_stale_in_flight_migration(project: Project, pg_url: s
     ]
 
 
+@pytest.mark.serial
 def test_preempt_never_touches_another_databases_runs(
     make_project: MakeProject, pg_url: str, pg_conn: Any, pg_server: PgServer
 ) -> None:
@@ -298,6 +299,7 @@ def _lease_row_locked_by_a_paused_process(url: str) -> str:
     """
 
 
+@pytest.mark.serial
 def test_a_holder_paused_inside_a_lease_transaction_blocks_nobody_beyond_wait(project: Project, pg_url: str) -> None:
     """agent-A's renewal is stopped with SIGSTOP inside its transaction, the lease row changed and
     locked (as a grant, renew or release leaves it until it commits). While A's lease is live, --preempt is busy and cancels nothing. Once
@@ -389,6 +391,7 @@ def _wait_for_connected_waiter(url: str) -> None:
     _wait_for_backend(url, "datname = current_database() AND state = 'idle'", "the waiting grant never connected")
 
 
+@pytest.mark.serial
 def test_runner_heartbeats_while_it_makes_progress_and_releases(project: Project, pg_url: str) -> None:
     """Without --token the run takes a lease with a 1-second TTL, renews it between revisions
     (the run outlives the TTL) and releases it at the end; a failing run releases it too."""

@@ -169,6 +169,7 @@ def test_lease_renew_keeps_the_ttl_of_a_redis_lease(project: Project, redis_url:
 # -- a run says how often it renewed its lease --------------------------------------------------
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
 def test_a_run_says_how_often_it_renewed_its_lease(backend: str, make_project: MakeProject, tmp_path: Path) -> None:
     """A quick run never renews: it says nothing about renewing (lease_renewals 0, no RENEW

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+from background_runs import SLOW_UPGRADE, finish, lock_holder, start, wait_for
 from mysql_rows import app_tables, events, fence_tokens, ledger, versions
 from support.mysql_server import create_test_database, drop_test_database, mysql_rows
 from support.paused import paused_holder, renewal_script, stopped_lease_call
 from support.project import MakeProject, run_all_at_once, script_command
-from test_mysql_precheck import SLOW_UPGRADE, finish, lock_holder, start, wait_for
 
 
 def test_run_without_token_takes_renews_and_releases_its_lease(make_project: MakeProject, mysql_url: str) -> None:
@@ -100,6 +101,7 @@ def test_eight_runners_at_once_on_an_empty_database(
     assert failures, "plain alembic never failed with eight concurrent runners"
 
 
+@pytest.mark.serial
 def test_grant_waits_for_an_in_flight_writer_or_preempts_it(make_project: MakeProject, mysql_url: str) -> None:
     """A grant never slips under a writer holding the named lock: busy after --wait; --preempt kills
     the writer's session, and its unfinished revision is reported dirty."""
@@ -158,6 +160,7 @@ def test_a_holder_paused_inside_its_renewal_blocks_nobody_beyond_wait(
     assert mysql_rows(mysql_url, "SELECT holder, token FROM fencemigrate_lease") == [("agent-A", 1)]
 
 
+@pytest.mark.serial
 def test_preempt_kills_a_holder_stopped_inside_its_renewal_once_its_lease_expired(
     make_project: MakeProject, mysql_url: str
 ) -> None:

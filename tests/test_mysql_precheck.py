@@ -8,20 +8,15 @@ before its DDL and settled after it. Each safety test keeps a plain-alembic cont
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
-import time
 from typing import Any
 
 import pytest
+from background_runs import SLOW_UPGRADE, finish, lock_holder, start, wait_for
 from fence_rows import assert_fenced
-from mysql_rows import app_tables, columns, events, fence_tokens, ledger, snapshot, versions
-from sqlalchemy.engine import make_url
-from support.mysql_server import connect, create_test_database, drop_test_database, mysql_rows, mysql_table_names
-from support.project import MakeProject, Project, Result, run_command, script_command
-from test_incident import (
+from incident_story import (
     A_COLUMNS,
     B_COLUMNS,
     assert_fenced_text,
@@ -31,6 +26,10 @@ from test_incident import (
     write_a_0043,
     write_b_0042,
 )
+from mysql_rows import app_tables, columns, events, fence_tokens, ledger, snapshot, versions
+from sqlalchemy.engine import make_url
+from support.mysql_server import connect, create_test_database, drop_test_database, mysql_rows, mysql_table_names
+from support.project import MakeProject, Project, Result, run_command, script_command
 
 from fencemigrate import mysql_schema
 
@@ -115,40 +114,8 @@ def test_control_plain_alembic_lets_the_stale_writes_through(make_project: MakeP
 
 # -- the named lock ----------------------------------------------------------------------------
 
-SLOW_UPGRADE = "import time\ntime.sleep({seconds})\nop.execute('CREATE TABLE {table} (id int PRIMARY KEY)')"
 
-
-def start(project: Project, *args: str) -> subprocess.Popen[str]:
-    """``fencemigrate ARGS`` in the background."""
-    return subprocess.Popen(
-        script_command("fencemigrate") + list(args),
-        cwd=project.path,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )
-
-
-def lock_holder(url: str, resource: str = "db/migrations") -> int | None:
-    """The connection id holding the resource's named lock in ``url``'s database."""
-    database = url.rsplit("/", 1)[1]
-    value = mysql_rows(url, "SELECT IS_USED_LOCK(%s)", (f"fencemigrate:{database}/{resource}",))[0][0]
-    return None if value is None else int(value)
-
-
-def wait_for(condition: object, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
-def finish(process: subprocess.Popen[str]) -> Result:
-    stdout, stderr = process.communicate(timeout=120)
-    return Result(tuple(process.args), process.returncode, stdout, stderr)  # type: ignore[arg-type]
-
-
+@pytest.mark.serial
 def test_two_writers_are_serialised_by_the_named_lock(make_project: MakeProject, mysql_url: str) -> None:
     """A second writer waits for the first's named lock (busy after --wait), then finds the work done."""
     project = make_project(url=mysql_url)
@@ -176,6 +143,7 @@ def test_two_writers_are_serialised_by_the_named_lock(make_project: MakeProject,
     assert fence_tokens(mysql_url) == {"db/migrations": 6}
 
 
+@pytest.mark.serial
 def test_control_two_plain_alembic_writers_collide(make_project: MakeProject, mysql_url: str) -> None:
     """CONTROL: two plain ``alembic upgrade head`` at once both run the revision; one fails midway."""
     project = make_project(url=mysql_url)

@@ -13,10 +13,11 @@ import re
 import sqlite3
 from pathlib import Path
 
+import pytest
+from background_runs import finish, start, wait_for
 from fence_rows import ledger
 from support.db import alembic_versions, query, table_names
 from support.project import MakeProject, Project, sqlite_url
-from test_mysql_precheck import finish, start, wait_for
 
 ESCAPING_THEN_FAILING = """\
 with op.get_context().autocommit_block():
@@ -80,6 +81,7 @@ def test_precheck_on_postgresql_marks_an_escaped_failure_dirty(project: Project,
     assert alembic_versions(pg_url) == ["0001"]
 
 
+@pytest.mark.serial
 def test_precheck_writer_holds_the_named_lock_and_a_grant_waits_or_preempts(project: Project, pg_url: str) -> None:
     project.add_revision(
         "0001", None, extra_upgrade_code="import time\ntime.sleep(4)\nop.execute('CREATE TABLE late (id int)')"

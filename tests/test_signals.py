@@ -29,6 +29,9 @@ from support.db import alembic_versions, query
 from support.mysql_server import mysql_rows
 from support.project import MakeProject, Project, script_command, subprocess_env
 
+# Each test bounds how long a stopped run takes to exit: run alone, not beside other tests.
+pytestmark = pytest.mark.serial
+
 EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}
 
 

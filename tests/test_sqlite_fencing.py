@@ -13,6 +13,18 @@ from typing import Any
 
 import pytest
 from fence_rows import stderr_lines, without_progress
+from incident_story import (
+    A_COLUMNS,
+    B_COLUMNS,
+    STALE_REASON,
+    assert_fenced_json,
+    assert_fenced_text,
+    clone_checkout,
+    fm,
+    write_a_0042,
+    write_a_0043,
+    write_b_0042,
+)
 from sqlite_rows import (
     alembic_versions,
     column_names,
@@ -27,18 +39,6 @@ from sqlite_rows import (
     user_tables,
 )
 from support.project import Project, Result, sqlite_url
-from test_incident import (
-    A_COLUMNS,
-    B_COLUMNS,
-    STALE_REASON,
-    assert_fenced_json,
-    assert_fenced_text,
-    clone_checkout,
-    fm,
-    write_a_0042,
-    write_a_0043,
-    write_b_0042,
-)
 
 INVALID_SQL = "CREATE TABLE broken_syntax (id int,)"
 

@@ -513,6 +513,7 @@ def test_a_run_queued_behind_a_migration_in_flight_leaves_without_the_lease(tmp_
 # -- the run's own lease ------------------------------------------------------------------------------
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("per_migration", [False, True], ids=["one-transaction", "transaction-per-migration"])
 def test_runner_heartbeats_inside_its_transaction_and_releases(tmp_path: Path, per_migration: bool) -> None:
     """Without --token the run takes a lease with a 1-second TTL, renews it after each revision
@@ -581,6 +582,7 @@ def test_eight_runners_at_once_on_an_empty_file(tmp_path: Path) -> None:
 # -- Redis leases with a SQLite fence ---------------------------------------------------------------
 
 
+@pytest.mark.serial
 def test_redis_leases_with_a_sqlite_fence(tmp_path: Path, redis_url: str) -> None:
     """`--lease-url redis://` on a SQLite project: Redis issues the tokens, every grant advances the
     fence in the SQLite file, a run heartbeats (the RENEW events go into its migration transaction)

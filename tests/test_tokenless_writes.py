@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from incident_story import fm
 from mysql_rows import app_tables
 from mysql_rows import ledger as mysql_ledger
 from mysql_rows import versions as mysql_versions
@@ -21,7 +22,6 @@ from sqlite_rows import make_sqlite_project
 from sqlite_rows import table_names as sqlite_tables
 from support.db import alembic_versions, table_names
 from support.project import MakeProject, Project, Result
-from test_incident import fm
 
 REFUSED = "fencemigrate refused this"
 HOW_TO = "Migrate this database with fencemigrate"

@@ -1,7 +1,7 @@
 """Real Alembic projects on disk, and the command lines that run against them.
 
-:func:`create_project` runs the real ``alembic init`` (so the env.py under test is
-exactly what users get), points ``alembic.ini`` at a database and returns a
+:func:`create_project` lays out what the real ``alembic init`` writes (so the env.py under
+test is exactly what users get; run once per template and copied), points ``alembic.ini`` at a database and returns a
 :class:`Project`. Revisions are written as ordinary revision files whose
 ``upgrade()`` / ``downgrade()`` call ``op.execute(...)``.
 
@@ -13,11 +13,13 @@ always re-read from source.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -344,20 +346,49 @@ def sqlite_url(database: Path) -> str:
     return f"sqlite:///{database.resolve()}"
 
 
-def create_project(path: Path, url: str, template: str | Path = "generic") -> Project:
-    """Create an Alembic project in ``path`` with the real ``alembic init``.
+#: What the real ``alembic init`` wrote for each template in this process, to copy (see :func:`alembic_init`).
+_PRISTINE_INITS: dict[str, Path] = {}
 
-    Runs ``alembic init -t <template> migrations`` with ``path`` as working
-    directory, so ``alembic.ini`` lands in ``path`` and scripts in
+
+def _run_alembic_init(path: Path, template: str) -> None:
+    """Run ``alembic init -t <template> migrations`` in ``path``; fail the test if it fails."""
+    result = run_command(script_command("alembic") + ["init", "-t", template, SCRIPT_DIR], path)
+    assert result.ok, f"alembic init failed\n{result}"
+
+
+def alembic_init(path: Path, template: str) -> None:
+    """Lay out in the empty directory ``path`` what ``alembic init -t <template> migrations`` writes there.
+
+    The real ``alembic init`` runs once per template and test process, in a directory of its own;
+    each later project is a copy of that output, which is relocatable (``alembic.ini`` names
+    ``%(here)s/migrations``). This spares a subprocess per project. A ``path`` that already
+    holds files gets the real ``alembic init``, whose checks then decide.
+    """
+    if any(path.iterdir()):
+        _run_alembic_init(path, template)
+        return
+    pristine = _PRISTINE_INITS.get(template)
+    if pristine is None:
+        pristine = Path(tempfile.mkdtemp(prefix="fm-alembic-init-"))
+        atexit.register(shutil.rmtree, pristine, True)
+        _run_alembic_init(pristine, template)
+        _PRISTINE_INITS[template] = pristine
+    shutil.copytree(pristine, path, dirs_exist_ok=True)
+
+
+def create_project(path: Path, url: str, template: str | Path = "generic") -> Project:
+    """Create an Alembic project in ``path`` with what the real ``alembic init`` writes.
+
+    ``alembic init -t <template> migrations`` with ``path`` as working directory (see
+    :func:`alembic_init`), so ``alembic.ini`` lands in ``path`` and scripts in
     ``path/migrations``. ``template`` is an Alembic template name ("generic",
     "async", "pyproject", ...) or the absolute path of a template directory.
     ``sqlalchemy.url`` is then set to ``url``.
     """
     path.mkdir(parents=True, exist_ok=True)
-    result = run_command(script_command("alembic") + ["init", "-t", str(template), SCRIPT_DIR], path)
-    assert result.ok, f"alembic init failed\n{result}"
+    alembic_init(path, str(template))
     project = Project(path=path, url=url, template=str(template))
-    assert project.ini.is_file(), f"alembic init did not write {project.ini}\n{result}"
+    assert project.ini.is_file(), f"alembic init did not write {project.ini}"
     project.set_url(url)
     return project
 

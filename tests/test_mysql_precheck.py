@@ -32,7 +32,7 @@ from test_incident import (
     write_b_0042,
 )
 
-from fencemigrate import mysql_schema
+from fencemigrate.dialects import mysql_schema
 
 PRECHECK_LINE = (
     "  pre-check mode: the fence was checked before each revision under the resource's named lock; "

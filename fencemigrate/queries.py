@@ -21,11 +21,6 @@ def _directory(dialect_name: str) -> str:
     return _DIRECTORIES.get(dialect_name, dialect_name)
 
 
-def prefixes_tables(dialect_name: str) -> bool:
-    """True where the fence tables are prefixed instead of living in their own schema."""
-    return _directory(dialect_name) in _QUOTES
-
-
 @cache
 def _source(dialect: str, name: str) -> str:
     path = sql_dir() / "queries" / dialect / f"{name}.sql"

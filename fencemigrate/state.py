@@ -12,7 +12,7 @@ from sqlalchemy import Connection, inspect
 
 from .dialects import dialect_for, installed_version, version_at_least
 from .dirty import Unsettled, unsettled_revisions
-from .queries import prefixes_tables, statement
+from .queries import statement
 from .runtime.ledger_changes import version_table_name
 from .tampering import FenceBelowLease, LedgerAboveFence, fence_below_lease, installed_tables, ledger_above_fence
 from .version_guard import GuardState, guard_state
@@ -121,7 +121,7 @@ def _grant_replication(
 ) -> dict[str, tuple[str | None, str | None]]:
     """``{resource: (incarnation, replication)}`` of the last grants; PostgreSQL from fence schema 0.6
     (none when its lease table was dropped: ``check --db`` reports that)."""
-    if prefixes_tables(connection.dialect.name) or not version_at_least(schema_version, (0, 6)):
+    if dialect_for(connection).prefixes_tables or not version_at_least(schema_version, (0, 6)):
         return {}
     if "lease" not in installed_tables(connection, quoted_schema):
         return {}
@@ -183,7 +183,7 @@ def _has_event_log(connection: Connection, schema: str, version: str) -> bool:
     """The event log exists: installed from 0.2 on, and not dropped (`check --db` reports that)."""
     if not version_at_least(version, (0, 2)):
         return False
-    if prefixes_tables(connection.dialect.name):
+    if dialect_for(connection).prefixes_tables:
         return inspect(connection).has_table(f"{schema}_fence_event")
     return inspect(connection).has_table("fence_event", schema=schema)
 

@@ -63,6 +63,8 @@ class Dialect(ABC):
     aliases: ClassVar[tuple[str, ...]] = ()
     display_name: ClassVar[str]
     """How messages name the database."""
+    prefixes_tables: ClassVar[bool] = False
+    """The fence tables are named ``<schema>_<table>`` beside the application's, not in a schema of their own."""
     default_mode: ClassVar[str] = TRANSACTIONAL
     refused_modes: ClassVar[dict[str, str]] = {}
     """``--mode`` values this database cannot run, with the reason given."""

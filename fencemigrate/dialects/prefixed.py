@@ -24,6 +24,7 @@ class PrefixedDialect(Dialect):
     dropping them.
     """
 
+    prefixes_tables = True
     identifier_quote: ClassVar[str]
     """How the database quotes identifiers in its install scripts."""
 

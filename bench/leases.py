@@ -70,9 +70,9 @@ from upgrade_overhead import (
     server_from_args,
 )
 
+from fencemigrate.dialects.sqlite_transactions import sqlite_transactions
 from fencemigrate.leases import LeaseBackend, LeaseRequest, open_backend
 from fencemigrate.leases.redis_store import last_key, lease_key, token_key
-from fencemigrate.runtime.sqlite_transactions import sqlite_transactions
 
 REDIS_VAR = "FENCEMIGRATE_TEST_REDIS_URL"
 

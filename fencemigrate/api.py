@@ -24,11 +24,11 @@ from .authoring import BranchPoint, WrittenRevision, branch_points, new_revision
 from .authoring import merge as authoring_merge
 from .config import configured_backend, configured_lease_url, configured_resource, fence_schema
 from .demo import DemoResult, run_demo
+from .dialects import ensure_installed, installed_version, offline_install_script
 from .durations import parse_ttl_ms, parse_wait_ms
 from .ensure_version import EnsuredVersionTable, ensure_version_table
 from .errors import DatabaseError, Fenced, FencemigrateError, LeaseLost, UsageError
 from .events import log_event
-from .fence_schema import ensure_installed, installed_version, offline_install_script
 from .install_outcome import InstallOutcome
 from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, lease_engine, open_backend
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL

@@ -22,6 +22,7 @@ from alembic.config import Config
 from . import api
 from .cli_group import CommandGroup, MainGroup
 from .config import config_error, init_config, load_config
+from .dialects import MODES, PRECHECK
 from .durations import format_duration
 from .errors import EXIT_ERROR, FencemigrateError, Interrupted, UsageError
 from .leases import Grant, LeaseStatus
@@ -29,7 +30,6 @@ from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .process_exit import exit_process
 from .progress import SILENT, LeaseWait, Progress, StepStart
 from .revision_listing import RevisionListing
-from .runtime.modes import MODES, PRECHECK
 from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .scrub import scrub_secrets

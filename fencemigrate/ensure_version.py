@@ -12,7 +12,7 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 
-from .fence_schema import installed_version
+from .dialects import installed_version
 from .version_guard import ALLOWED, GUARDED, VersionTable, guard_first_write, guard_state
 
 

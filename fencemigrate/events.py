@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection
 
+from .dialects import dialect_for
 from .queries import statement
 
 
@@ -25,11 +26,10 @@ def log_event(
 ) -> None:
     """Insert one event in the connection's current transaction (dated now by the database's clock,
     or ``at``). ``detail`` is stored as JSON text."""
-    dialect = connection.dialect.name
     connection.execute(
-        statement("log_event", quoted_schema, dialect),
+        statement("log_event", quoted_schema, connection.dialect.name),
         {
-            "at": _sqlite_time(at) if dialect == "sqlite" and at is not None else at,
+            "at": None if at is None else dialect_for(connection).time_param(at),
             "resource": resource,
             "kind": kind,
             "holder": holder,
@@ -38,10 +38,3 @@ def log_event(
             "detail": None if detail is None else json.dumps(detail, sort_keys=True),
         },
     )
-
-
-def _sqlite_time(moment: datetime) -> str:
-    """``moment`` as SQLite stores every fence time: UTC text of the one form its own clock writes,
-    ``strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`` (``2026-11-29T14:26:00.123Z``), so times sort as text."""
-    utc = moment.astimezone(UTC)
-    return f"{utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z"

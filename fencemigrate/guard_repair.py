@@ -10,24 +10,17 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from .check.fence_objects import expected_fence_objects, installed_fence_objects
-from .queries import query_dialect, statement
+from .check.fence_objects import installed_fence_objects
+from .dialects import dialect_for
 
 
 def restore_guards(connection: Connection, quoted_schema: str, version: str) -> list[str]:
     """Recreate missing guard triggers and enable disabled ones; one line per trigger put back."""
-    expected = expected_fence_objects(connection.dialect.name, quoted_schema, version) or []
+    dialect = dialect_for(connection)
+    expected = dialect.expected_fence_objects(quoted_schema, version) or []
     installed = installed_fence_objects(connection, quoted_schema)
     triggers = {item.name: item for item in expected if item.kind == "trigger"}
-    done: dict[str, str] = {}
-    if query_dialect(connection.dialect.name) == "postgresql":
-        disabled = connection.execute(
-            statement("enable_trigger_statements", quoted_schema), {"quoted_schema": quoted_schema}
-        ).all()
-        for row in disabled:
-            if row.name in triggers:
-                connection.exec_driver_sql(row.statement, execution_options={"no_parameters": True})
-                done[row.name] = "disabled"
+    done = dict.fromkeys(dialect.enable_disabled_triggers(connection, quoted_schema, set(triggers)), "disabled")
     for name, trigger in triggers.items():
         if ("trigger", name) not in installed and trigger.definition is not None:
             connection.exec_driver_sql(trigger.definition, execution_options={"no_parameters": True})

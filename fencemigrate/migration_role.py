@@ -6,8 +6,9 @@ from __future__ import annotations
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
+from .dialects import dialect_for
 from .errors import UsageError
-from .queries import query_dialect, statement
+from .queries import statement
 
 
 def check_grant_to(role: str | None, backend: str | None, sql: bool) -> None:
@@ -21,7 +22,7 @@ def check_grant_to(role: str | None, backend: str | None, sql: bool) -> None:
             "--grant-to changes the database and --sql only prints: run the printed script, then "
             "`SELECT <schema>.grant_to_migration_role('ROLE');` as the owner of the fence schema"
         )
-    if backend is not None and query_dialect(backend) != "postgresql":
+    if backend is not None and not dialect_for(backend).grants_to_roles:
         raise UsageError(f"--grant-to is for PostgreSQL: {backend} has no roles that can own the fence apart")
 
 

@@ -13,16 +13,12 @@ from .resources import sql_dir
 # the fence schema as a prefix.
 _PREFIXED_FENCE_NAME = r"_(\w+)"
 _QUOTES = {"sqlite": '"', "mysql": "`"}
+_DIRECTORIES = {"mariadb": "mysql"}  # SQLAlchemy dialect names whose statements are another's
 
 
-def query_dialect(dialect_name: str) -> str:
+def _directory(dialect_name: str) -> str:
     """The directory of ``sql/queries/`` for a SQLAlchemy dialect name (MariaDB uses MySQL's)."""
-    return "mysql" if dialect_name == "mariadb" else dialect_name
-
-
-def prefixes_tables(dialect_name: str) -> bool:
-    """True where the fence tables are prefixed instead of living in their own schema."""
-    return query_dialect(dialect_name) in _QUOTES
+    return _DIRECTORIES.get(dialect_name, dialect_name)
 
 
 @cache
@@ -52,7 +48,7 @@ def statement(name: str, schema: str, dialect: str = "postgresql") -> TextClause
 
     On SQLite and MySQL, ``{schema}_agent_fence`` becomes the quoted table name ``"<schema>_agent_fence"``.
     """
-    dialect = query_dialect(dialect)
+    dialect = _directory(dialect)
     return text(with_fence_names(_source(dialect, name), "{schema}", schema, dialect).strip())
 
 
@@ -63,7 +59,7 @@ def with_fence_names(source: str, placeholder: str, quoted_schema: str, dialect:
     tables are prefixed: ``placeholder_agent_fence`` -> ``"schema_agent_fence"`` (backquotes on
     MySQL), one quoted identifier.
     """
-    dialect = query_dialect(dialect)
+    dialect = _directory(dialect)
     if dialect not in _QUOTES:
         return source.replace(placeholder, quoted_schema)
     quote = _QUOTES[dialect]

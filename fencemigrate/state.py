@@ -10,9 +10,9 @@ from typing import Any
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect
 
-from .dirty import Unsettled, tracks_dirty, unsettled_revisions, utc_text
-from .fence_schema import installed_version, version_at_least
-from .queries import prefixes_tables, statement
+from .dialects import dialect_for, installed_version, version_at_least
+from .dirty import Unsettled, unsettled_revisions
+from .queries import statement
 from .runtime.ledger_changes import version_table_name
 from .tampering import FenceBelowLease, LedgerAboveFence, fence_below_lease, installed_tables, ledger_above_fence
 from .version_guard import GuardState, guard_state
@@ -121,7 +121,7 @@ def _grant_replication(
 ) -> dict[str, tuple[str | None, str | None]]:
     """``{resource: (incarnation, replication)}`` of the last grants; PostgreSQL from fence schema 0.6
     (none when its lease table was dropped: ``check --db`` reports that)."""
-    if prefixes_tables(connection.dialect.name) or not version_at_least(schema_version, (0, 6)):
+    if dialect_for(connection).prefixes_tables or not version_at_least(schema_version, (0, 6)):
         return {}
     if "lease" not in installed_tables(connection, quoted_schema):
         return {}
@@ -140,13 +140,14 @@ def read_state(context: MigrationContext, schema: str) -> State:
     if state.fence_schema_version is None:
         return state
     dialect = connection.dialect.name
+    database = dialect_for(connection)
     sources = _token_sources(connection, quoted, state.fence_schema_version)
     grants = _grant_replication(connection, quoted, state.fence_schema_version)
     state.fences = [
         FenceRow(
             row.resource,
             int(row.token),
-            utc_text(row.updated_at),
+            database.time_text(row.updated_at),
             sources.get(row.resource, NOT_RECORDED),
             *grants.get(row.resource, (None, None)),
         )
@@ -159,7 +160,7 @@ def read_state(context: MigrationContext, schema: str) -> State:
             int(row.applied_token),
             row.holder,
             row.method,
-            utc_text(row.applied_at),
+            database.time_text(row.applied_at),
             row.script_sha256,
             row._mapping.get("state", "applied"),
         )
@@ -171,7 +172,7 @@ def read_state(context: MigrationContext, schema: str) -> State:
     if version_at_least(state.fence_schema_version, (0, 4)):  # the guard came with fence schema 0.4
         state.tokenless_writes = guard_state(context, quoted)
     state.unrecorded = reconcile(context, state.heads, state.ledger)
-    if tracks_dirty(dialect, state.fence_schema_version):
+    if database.tracks_dirty(state.fence_schema_version):
         # Pre-check mode (MySQL/MariaDB, --mode precheck on PostgreSQL) leaves revisions dirty.
         state.dirty = [row for fence in state.fences for row in unsettled_revisions(connection, quoted, fence.resource)]
     _read_tampering(connection, quoted, state)
@@ -182,7 +183,7 @@ def _has_event_log(connection: Connection, schema: str, version: str) -> bool:
     """The event log exists: installed from 0.2 on, and not dropped (`check --db` reports that)."""
     if not version_at_least(version, (0, 2)):
         return False
-    if prefixes_tables(connection.dialect.name):
+    if dialect_for(connection).prefixes_tables:
         return inspect(connection).has_table(f"{schema}_fence_event")
     return inspect(connection).has_table("fence_event", schema=schema)
 
@@ -205,7 +206,7 @@ def _autocommit_leftovers(
     applied_at = {row.revision: _moment(row.applied_at) for row in ledger}
     found = []
     for row in connection.execute(statement("autocommit_fenced", quoted, dialect)):
-        at = utc_text(row.at)
+        at = dialect_for(connection).time_text(row.at)
         try:
             named = json.loads(row.detail).get("autocommitted", [])
         except (ValueError, AttributeError):  # not a detail fencemigrate wrote

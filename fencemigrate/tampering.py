@@ -15,7 +15,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from .queries import prefixed_table_name, prefixes_tables, statement
+from .dialects import dialect_for
+from .queries import prefixed_table_name, statement
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def installed_tables(connection: Connection, quoted_schema: str) -> set[str]:
     """The fence tables in the database, without SQLite's and MySQL's prefix."""
     from .check.fence_objects import installed_fence_objects
 
-    prefix = prefixed_table_name(quoted_schema, "") if prefixes_tables(connection.dialect.name) else ""
+    prefix = prefixed_table_name(quoted_schema, "") if dialect_for(connection).prefixes_tables else ""
     return {
         name.removeprefix(prefix)
         for kind, name in installed_fence_objects(connection, quoted_schema)

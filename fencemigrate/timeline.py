@@ -10,10 +10,10 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 
+from .dialects import dialect_for, installed_version, version_at_least
 from .durations import format_duration, parse_duration_ms
 from .errors import UsageError
-from .fence_schema import installed_version, version_at_least
-from .queries import query_dialect, statement
+from .queries import statement
 
 _FIRST_VERSION_WITH_EVENTS = (0, 2)
 _LONGEST_SINCE_MS = 876_000 * 3_600_000  # 100 years: further back, give a date-time
@@ -89,17 +89,18 @@ def read_timeline(context: MigrationContext, schema: str, resource: str | None, 
     version = installed_version(connection, quoted)
     if version is None or not version_at_least(version, _FIRST_VERSION_WITH_EVENTS):
         return []
+    dialect = dialect_for(connection)
     rows = connection.execute(
         statement("timeline_events", quoted, connection.dialect.name),
         {
             "resource": resource,
-            "since_at": _since_at(since, connection.dialect.name),
+            "since_at": None if since is None or since.moment is None else dialect.time_param(since.moment),
             "since_ms": since.ago_ms if since else None,
         },
     )
     return [
         Event(
-            at=_utc(row.at),
+            at=dialect.utc(row.at),
             resource=row.resource,
             kind=row.kind,
             holder=row.holder,
@@ -109,21 +110,6 @@ def read_timeline(context: MigrationContext, schema: str, resource: str | None, 
         )
         for row in rows
     ]
-
-
-def _since_at(since: Since | None, dialect: str) -> str | datetime | None:
-    """``--since`` as a moment the dialect compares with its event times (MySQL: UTC without a zone)."""
-    if since is None or since.moment is None:
-        return None
-    if query_dialect(dialect) == "mysql":
-        return since.moment.astimezone(UTC).replace(tzinfo=None)
-    return since.moment.isoformat()
-
-
-def _utc(value: datetime | str) -> datetime:
-    """An event's time in UTC: PostgreSQL returns it as a datetime, SQLite as ISO-8601 UTC text."""
-    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _detail(text: str | None) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from support.mysql_server import mysql_rows
 from support.project import MakeProject, Project, Result
 
 from fencemigrate.check.fence_objects import fence_schema_problems
-from fencemigrate.fence_schema import default_version, install_script, update_script
+from fencemigrate.dialects.postgresql_schema import default_version, install_script, update_script
 
 NO_MODELS = "; model comparison: env.py has no target_metadata"  # the generic env.py: FM408 says so
 NOT_COMPARED = "; model comparison (FM408, what alembic check does) not run: give --db"  # no --db

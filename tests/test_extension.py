@@ -24,7 +24,7 @@ from fence_rows import assert_fenced, fence_token
 from support.db import alembic_versions, query, table_names
 from support.project import Project
 
-from fencemigrate.fence_schema import install_script
+from fencemigrate.dialects.postgresql_schema import install_script
 from fencemigrate.resources import sql_dir
 
 RESOURCE = "db/migrations"

@@ -26,8 +26,8 @@ from sqlalchemy import create_engine, text
 from support.db import connect
 from support.pg import PgServer
 
-from fencemigrate import mysql_schema, sqlite_schema
-from fencemigrate.fence_schema import default_version, install_script, update_script
+from fencemigrate.dialects import mysql_schema, sqlite_schema
+from fencemigrate.dialects.postgresql_schema import default_version, install_script, update_script
 from fencemigrate.resources import sql_dir
 
 PG_OLDEST = "0.1"

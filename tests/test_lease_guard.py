@@ -294,7 +294,7 @@ def test_pg_schema_at_0_4_is_updated_to_0_5(project: Project, pg_url: str, pg_co
 
 
 def test_sqlite_file_at_0_4_is_updated_to_0_5(tmp_path: Path) -> None:
-    from fencemigrate.sqlite_schema import install_statements
+    from fencemigrate.dialects.sqlite_schema import install_statements
 
     target = sqlite_target(tmp_path)
     with closing(sqlite3.connect(tmp_path / "db.sqlite", isolation_level=None)) as connection:

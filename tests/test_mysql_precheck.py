@@ -31,7 +31,7 @@ from sqlalchemy.engine import make_url
 from support.mysql_server import connect, create_test_database, drop_test_database, mysql_rows, mysql_table_names
 from support.project import MakeProject, Project, Result, run_command, script_command
 
-from fencemigrate import mysql_schema
+from fencemigrate.dialects import mysql_schema
 
 PRECHECK_LINE = (
     "  pre-check mode: the fence was checked before each revision under the resource's named lock; "

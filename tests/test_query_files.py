@@ -25,8 +25,9 @@ from pathlib import Path
 import pytest
 
 import fencemigrate
-from fencemigrate.fence_schema import default_version
-from fencemigrate.queries import advisory_lock_keys, query_dialect
+from fencemigrate.dialects.postgresql_schema import default_version
+from fencemigrate.dialects import dialect_for
+from fencemigrate.queries import advisory_lock_keys
 from fencemigrate.resources import sql_dir
 
 PACKAGE = Path(fencemigrate.__file__).resolve().parent
@@ -225,7 +226,7 @@ def collect_loads() -> list[Load]:
         if callee == LOADER and isinstance(call.func, ast.Name):
             dialect = _argument(call, 2, "dialect")
             literal = _strings(dialect) if dialect is not None else {"postgresql"}
-            return Loader(0, "name", None, None if literal is None else frozenset(query_dialect(d) for d in literal))
+            return Loader(0, "name", None, None if literal is None else frozenset(dialect_for(d).name for d in literal))
         if callee is None:
             return None
         if isinstance(call.func, ast.Attribute):

@@ -26,7 +26,7 @@ from support.project import run_command, script_command, sqlite_url, subprocess_
 
 import fencemigrate
 import fencemigrate.api
-from fencemigrate import sqlite_schema
+from fencemigrate.dialects import sqlite_schema
 
 
 def test_install_is_idempotent_and_the_first_run_installs_in_its_transaction(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 
-from ..queries import prefixes_tables
+from ..dialects import dialect_for
 from .fence_objects import installed_fence_objects
 
 
@@ -31,7 +31,7 @@ class FenceObjects:
 
 def fence_objects(context: MigrationContext, schema: str) -> FenceObjects:
     """The fence objects in the database ``context`` is connected to (fence schema ``schema``)."""
-    if not prefixes_tables(context.dialect.name):
+    if not dialect_for(context).prefixes_tables:
         return FenceObjects(schema, frozenset())
     connection = context.connection
     assert connection is not None, "autogenerate needs a connection"

@@ -13,17 +13,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row
 from sqlalchemy.exc import DBAPIError
 
+from ..dialects import Dialect, dialect_for
 from ..durations import format_duration
 from ..errors import GrantNotReplicated, LeaseBusy, LeaseLost, is_lock_contention
 from ..events import log_event
 from ..progress import SILENT, LeaseWait, Progress
-from ..queries import query_dialect, statement
+from ..queries import statement
 from ..token_sources import LEASE_SERVICE
 from .epochs import next_token, read_incarnation
 from .fence_on_grant import LEASE_ROW_WAIT_MS, LEASE_TRANSACTION_IN_PROGRESS, fence_on_grant, lease_connection
@@ -235,7 +236,7 @@ class DatabaseLeases:
         the database's write lock, so nothing comes in between. MySQL (no RETURNING on UPDATE)
         does the same, ``lease_held`` locking the row.
         """
-        if query_dialect(self._dialect) == "postgresql":
+        if dialect_for(self._dialect).returning_updates:
             row: Row[Any] | None = self._run(connection, name, **params).one_or_none()
             return row
         held: Row[Any] | None = self._run(
@@ -252,7 +253,9 @@ class DatabaseLeases:
         return reason
 
     def _peek(self, connection: Connection, resource: str) -> LeaseStatus:
-        return _status(resource, self._run(connection, "lease_peek", resource=resource).one())
+        return _status(
+            dialect_for(self._dialect), resource, self._run(connection, "lease_peek", resource=resource).one()
+        )
 
     def _run(self, connection: Connection, name: str, **params: Any) -> Any:
         return connection.execute(statement(name, self._schema, self._dialect), params)
@@ -274,33 +277,28 @@ class DatabaseLeases:
 
 def _replication(connection: Connection, synchronous: bool) -> str | None:
     """How a grant is replicated (``lease.replication``): known on PostgreSQL only."""
-    if query_dialect(connection.dialect.name) != "postgresql":
+    if not dialect_for(connection).replication_known:
         return None
     return "synchronous" if synchronous else "asynchronous"
 
 
-def _status(resource: str, row: Row[Any]) -> LeaseStatus:
+def _status(dialect: Dialect, resource: str, row: Row[Any]) -> LeaseStatus:
     return LeaseStatus(
         resource=resource,
         holder=row.holder,
         token=int(row.token),
         ttl_ms=None if row.ttl_ms is None else int(row.ttl_ms),
-        granted_at=_moment(row.granted_at),
-        expires_at=_moment(row.expires_at),
+        granted_at=_moment(dialect, row.granted_at),
+        expires_at=_moment(dialect, row.expires_at),
         expired=bool(row.expired),
         fence_token=None if row.fence_token is None else int(row.fence_token),
         replication=row.replication,
     )
 
 
-def _moment(value: datetime | str | None) -> datetime | None:
-    """A lease time in UTC: PostgreSQL returns a datetime, SQLite ISO-8601 UTC text, MySQL a
-    datetime in UTC without a zone."""
-    if isinstance(value, str):
-        return datetime.fromisoformat(value).astimezone(UTC)
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
+def _moment(dialect: Dialect, value: datetime | str | None) -> datetime | None:
+    """A lease time in UTC (None: none), as the dialect reads it (:meth:`Dialect.utc`)."""
+    return None if value is None else dialect.utc(value)
 
 
 @contextmanager

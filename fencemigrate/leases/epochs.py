@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
+from ..dialects import dialect_for
 from ..errors import TokensExhausted
-from ..queries import query_dialect, statement
+from ..queries import statement
 from ..token_sources import check_room
 from ..validation import MAX_TOKEN
 
@@ -71,7 +72,7 @@ def _parts(incarnation: str) -> dict[str, str]:
 def read_incarnation(connection: Connection, quoted_schema: str, resource: str) -> Incarnation:
     """The database's incarnation now and the one recorded on ``resource``'s fence row (PostgreSQL;
     elsewhere unknown). Inside the grant's transaction, which holds the fence row."""
-    if query_dialect(connection.dialect.name) != "postgresql":
+    if not dialect_for(connection).replication_known:
         return Incarnation(None, None)
     row = connection.execute(statement("incarnation", quoted_schema), {"resource": resource}).one()
     return Incarnation(str(row.current), None if row.recorded is None else str(row.recorded), int(row.timeline))

@@ -23,18 +23,17 @@ import sqlite3
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, ClassVar
 
 from sqlalchemy import Connection, Engine, RootTransaction
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from ..dialects import dialect_for, ensure_installed
+from ..dialects.named_lock import NamedLock
 from ..errors import ImplausibleClock, LeaseBusy, UsageError, sqlstate_of
-from ..fence_schema import ensure_installed
-from ..queries import query_dialect, statement
+from ..queries import statement
 from ..runtime.connections import own_connection
-from ..runtime.named_lock import NamedLock
-from ..runtime.sqlite_transactions import sqlite_transactions
 from ..token_sources import advance_fence, detach_fence
 from .model import LeaseStatus
 from .standby_waits import SYNCHRONOUS_WAIT_FLOOR_MS, CommitWatch
@@ -67,10 +66,12 @@ PREEMPT_ON_SQLITE = (
     "transaction; wait for the migration in flight with --wait instead (nothing was changed)"
 )
 
+_by_dialect: dict[str, type[FenceOnGrant]] = {}
+
 
 def check_preempt(engine: Engine, preempt: bool) -> None:
     """Refuse ``--preempt`` on SQLite, before the lease service touches the database."""
-    if preempt and engine.dialect.name == "sqlite":
+    if preempt and not dialect_for(engine).can_preempt:
         raise UsageError(PREEMPT_ON_SQLITE)
 
 
@@ -78,28 +79,32 @@ def check_preempt(engine: Engine, preempt: bool) -> None:
 def lease_connection(engine: Engine) -> Iterator[Connection]:
     """The lease service's own connection on ``engine``.
 
-    On SQLite every transaction on it is ``BEGIN IMMEDIATE`` (:mod:`..runtime.sqlite_transactions`)
-    until it is closed, also after env.py has finished (a run releases its lease then). Other
-    dialects get no listeners. Closed rolled back, or invalidated when its session is gone
-    (:func:`..runtime.connections.own_connection`).
+    On SQLite every transaction on it is ``BEGIN IMMEDIATE`` (:mod:`..dialects.sqlite_transactions`)
+    until it is closed, also after env.py has finished (a run releases its lease then): the
+    dialect's :meth:`~fencemigrate.dialects.Dialect.managed_transactions`. Closed rolled back, or
+    invalidated when its session is gone (:func:`..runtime.connections.own_connection`).
     """
-    with sqlite_transactions() if engine.dialect.name == "sqlite" else nullcontext():
+    with dialect_for(engine).managed_transactions():
         with own_connection(engine) as connection:
             yield connection
 
 
 def fence_on_grant(connection: Connection, quoted_schema: str) -> FenceOnGrant:
     """The grant's database half for the connection's dialect."""
-    dialect = query_dialect(connection.dialect.name)
-    if dialect == "sqlite":
-        return SqliteFenceOnGrant(connection, quoted_schema)
-    if dialect == "mysql":
-        return MysqlFenceOnGrant(connection, quoted_schema)
-    return PostgresFenceOnGrant(connection, quoted_schema)
+    return _by_dialect[dialect_for(connection).name](connection, quoted_schema)
 
 
 class FenceOnGrant(ABC):
-    """Transactions, waits and the fence advance of grants, on a lease service's own connection."""
+    """Transactions, waits and the fence advance of grants, on a lease service's own connection.
+
+    A subclass names the dialect it serves in ``dialect`` and is found by :func:`fence_on_grant`.
+    """
+
+    dialect: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _by_dialect[cls.dialect] = cls
 
     def __init__(self, connection: Connection, quoted_schema: str) -> None:
         self._connection = connection
@@ -197,6 +202,8 @@ class FenceOnGrant(ABC):
 class PostgresFenceOnGrant(FenceOnGrant):
     """Row and advisory locks, bounded by ``lock_timeout``; ``--preempt`` terminates stale writers."""
 
+    dialect = "postgresql"
+
     def install(self) -> None:
         with self._connection.begin():
             ensure_installed(self._connection, self._schema)
@@ -269,6 +276,8 @@ class PostgresFenceOnGrant(FenceOnGrant):
 class SqliteFenceOnGrant(FenceOnGrant):
     """One writer at a time: every transaction is ``BEGIN IMMEDIATE``; a grant's waits for it are bounded."""
 
+    dialect = "sqlite"
+
     def install(self) -> None:
         """Nothing at open: on SQLite every transaction takes the write lock, so installing now would
         wait for a migration in flight beyond ``--wait``. Each :meth:`transaction` installs instead."""
@@ -340,6 +349,8 @@ class SqliteFenceOnGrant(FenceOnGrant):
 class MysqlFenceOnGrant(FenceOnGrant):
     """The resource's named lock, held by every pre-check writer for its whole run; ``--preempt``
     kills the session holding it."""
+
+    dialect = "mysql"
 
     def __init__(self, connection: Connection, quoted_schema: str) -> None:
         super().__init__(connection, quoted_schema)

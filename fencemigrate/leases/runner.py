@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine
 
+from ..dialects import dialect_for
 from ..errors import FencemigrateError
 from ..progress import SILENT, Progress
 from ..runtime.environment import translated_errors
@@ -76,7 +77,7 @@ class RunnerLease:
             return
         if time.monotonic() - self._renewed_at < self.request.ttl_ms / 3000:
             return
-        within = migration if migration is not None and migration.dialect.name == "sqlite" else None
+        within = migration if migration is not None and dialect_for(migration).renews_in_migration_transaction else None
         self._grant = self._backend.renew(
             self.request.resource, self.request.holder, self._grant.token, self.request.ttl_ms, within=within
         )

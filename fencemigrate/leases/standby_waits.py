@@ -22,8 +22,9 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from ..dialects import dialect_for
 from ..errors import UsageError
-from ..queries import query_dialect, statement
+from ..queries import statement
 
 SYNCHRONOUS_WAIT_FLOOR_MS = 5000
 """A lease transaction's COMMIT waits at least this long for a synchronous standby."""
@@ -33,7 +34,7 @@ def force_synchronous_commit(connection: Connection, quoted_schema: str) -> bool
     """In a grant's transaction: commit durably, and synchronously when the server has synchronous
     standbys, whatever the session set (``synchronous_grant.sql``). Whether the COMMIT waits for a
     standby."""
-    if query_dialect(connection.dialect.name) != "postgresql":
+    if not dialect_for(connection).replication_known:
         return False
     waits = bool(connection.execute(statement("synchronous_grant", quoted_schema)).one().waits_for_standby)
     if waits:

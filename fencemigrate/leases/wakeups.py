@@ -10,12 +10,11 @@ which the runner tries again anyway.
 
 from __future__ import annotations
 
-import sys
 import time
-from typing import Any
 
 from sqlalchemy import Connection
 
+from ..dialects import dialect_for
 from ..queries import statement
 
 #: How long a woken wait may last at most: a lease that expires (its holder paused or died) sends
@@ -31,7 +30,7 @@ class ReleaseWakeups:
         self._schema = quoted_schema
         self._resource = resource
         self._listening = False
-        self._driver = _notifying_driver(connection)
+        self._driver = dialect_for(connection).notifying_driver(connection)
 
     @property
     def longest_pause_s(self) -> float | None:
@@ -64,14 +63,3 @@ class ReleaseWakeups:
             self._listening = False
             self._connection.execute(statement("lease_unlisten", self._schema))
             self._connection.commit()
-
-
-def _notifying_driver(connection: Connection) -> Any:
-    """The psycopg 3 connection under ``connection`` when it can wait for notifications, else None."""
-    if connection.dialect.name != "postgresql":
-        return None
-    psycopg = sys.modules.get("psycopg")
-    driver = connection.connection.driver_connection
-    if psycopg is None or not isinstance(driver, psycopg.Connection):
-        return None  # psycopg2, asyncpg, pg8000: no notification wait here, poll
-    return driver

@@ -3,7 +3,7 @@
 A session ends under a run when the server kills it (``KILL CONNECTION``, ``pg_terminate_backend``,
 ``--preempt``) or restarts. SQLAlchemy learns it from the statements it runs itself, and then
 invalidates the connection: closing it only drops it. It cannot learn it from the statements
-fencemigrate sends straight to the driver (:mod:`.driver`, the named locks, psycopg's wait for
+fencemigrate sends straight to the driver (:mod:`..dialects.driver`, the named locks, psycopg's wait for
 notifications), nor for a connection that sat idle meanwhile (env.py's, while the run waits for its
 lease). Closing such a connection makes the pool roll it back (its reset on return), which fails;
 the pool logs "Exception during reset or similar" with a traceback, and the
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from sqlalchemy import Connection, Dialect, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..queries import query_dialect, statement
+from ..queries import statement
 
 _driver_errors: set[type[Exception]] = set()
 
@@ -35,18 +35,6 @@ def note_driver(dialect: Dialect) -> None:
 def is_driver_error(error: BaseException) -> bool:
     """Whether ``error`` is the own exception of a driver fencemigrate has connected through."""
     return isinstance(error, tuple(_driver_errors))
-
-
-def invalidate_if_lost(connection: Connection, error: BaseException) -> None:
-    """After ``error`` from a statement sent straight to ``connection``'s driver: invalidate the
-    connection when the dialect says its session is gone, as SQLAlchemy does after its own."""
-    if connection.closed or connection.invalidated:
-        return
-    dialect = connection.dialect
-    if isinstance(error, dialect.loaded_dbapi.Error) and dialect.is_disconnect(
-        error, connection.connection.dbapi_connection, None
-    ):
-        connection.invalidate(error)
 
 
 def roll_back_or_invalidate(connection: Connection) -> None:
@@ -75,16 +63,6 @@ def own_connection(engine: Engine) -> Iterator[Connection]:
         yield connection
     finally:
         close(connection)
-
-
-def server_session_id(connection: Connection) -> int | None:
-    """The server's id of ``connection``'s session on MySQL/MariaDB (what ``KILL`` takes), read
-    from the driver without a round trip (PyMySQL's and mysqlclient's ``thread_id()``); None on
-    other databases and drivers."""
-    if query_dialect(connection.dialect.name) != "mysql":
-        return None
-    thread_id = getattr(connection.connection.dbapi_connection, "thread_id", None)
-    return int(thread_id()) if callable(thread_id) else None
 
 
 def cancel_statement_on_server(engine: Engine, session_id: int) -> None:

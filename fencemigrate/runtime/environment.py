@@ -16,18 +16,13 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ..config import check_url_password
+from ..dialects import dialect_for
+from ..dialects.sqlite_transactions import sqlite_transactions
 from ..errors import DatabaseError, FencemigrateError, NotTransactional, from_database_error, sqlstate_of
 from ..process_exit import close_at_exit
 from ..scrub import remember_password, scrub_secrets
 from .code_errors import env_py_code
-from .connections import (
-    cancel_statement_on_server,
-    is_driver_error,
-    note_driver,
-    roll_back_or_invalidate,
-    server_session_id,
-)
-from .sqlite_transactions import manages, sqlite_transactions
+from .connections import cancel_statement_on_server, is_driver_error, note_driver, roll_back_or_invalidate
 
 FENCED_RUN_ATTRIBUTE = "fencemigrate.run"
 """``config.attributes`` key telling the fence-aware env.py template that fencing is on."""
@@ -56,7 +51,7 @@ def run_env(
     ``on_connection`` gets env.py's migration context once configured with a connection, before
     Alembic uses it (the
     run's lease is acquired there, before Alembic creates its version table).
-    SQLite connections env.py opens get transactional DDL (:mod:`.sqlite_transactions`), and
+    SQLite connections env.py opens get transactional DDL (:mod:`..dialects.sqlite_transactions`), and
     Alembic is told so. What env.py raises itself is :class:`.code_errors.EnvPyFailed`.
     When what fencemigrate runs inside env.py fails, env.py's connections are rolled back before
     env.py closes them, and invalidated if their sessions are gone (:mod:`.connections`).
@@ -74,15 +69,16 @@ def run_env(
         elif single_transaction and kw.get("transaction_per_migration"):
             kw["transaction_per_migration"] = False
             forced.append(True)
-        if isinstance(given, Connection) and given.dialect.name == "sqlite":
-            kw.setdefault("transactional_ddl", True)  # Alembic's SQLiteImpl assumes pysqlite's autocommit
+        if isinstance(given, Connection):
+            for option, value in dialect_for(given).context_options.items():
+                kw.setdefault(option, value)
         configure(*args, **kw)
         connection = context.get_context().connection
         if isinstance(connection, Connection):  # not --sql's mock connection
             close_at_exit(connection.engine)
             remember_password(connection.engine.url.password)  # env.py may have it from elsewhere
             note_driver(connection.dialect)
-            configured.append((connection, server_session_id(connection)))
+            configured.append((connection, dialect_for(connection).session_id(connection)))
         with _rolled_back_on_failure(configured):
             if writes and connection is not None and autocommits(connection):
                 raise NotTransactional(
@@ -129,16 +125,8 @@ def check_configured_url(config: Config) -> None:
 
 
 def autocommits(connection: Connection) -> bool:
-    """True when the DBAPI connection commits every statement on its own.
-
-    On SQLite: unless :mod:`.sqlite_transactions` manages it (pysqlite's own transaction control
-    commits every DDL statement on its own).
-    """
-    if connection.dialect.name == "sqlite":
-        return not manages(connection)
-    dbapi_connection = connection.connection.dbapi_connection
-    assert dbapi_connection is not None
-    return bool(connection.dialect.detect_autocommit_setting(dbapi_connection))
+    """True when the DBAPI connection commits every statement on its own (:meth:`Dialect.autocommits`)."""
+    return dialect_for(connection).autocommits(connection)
 
 
 @contextmanager

@@ -11,14 +11,14 @@ from alembic.runtime.migration import MigrationContext, RevisionStep
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
 
-from ..dirty import refuse_if_dirty, tracks_dirty
+from ..dialects import dialect_for, ensure_installed
+from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls
+from ..dirty import refuse_if_dirty
 from ..errors import FencemigrateError, NotTransactional
-from ..fence_schema import default_version, ensure_installed
 from ..progress import SILENT, Progress, StepStart
-from ..version_guard import clear_version_write, guard_version_table, mark_version_write
+from ..version_guard import guard_version_table
 from .code_errors import revision_code
 from .environment import autocommits
-from .fence_calls import FenceCalls, PostgresFenceCalls, fence_calls_for
 from .fenced_step import FencedStep
 from .ledger_changes import LedgerChange, ledger_change, script_sha256, version_table_name
 from .ledger_writer import LedgerWriter
@@ -96,7 +96,7 @@ class FencedRun:
         self.outcome.heads = sorted(heads)
         self._context = context
         self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
-        self._calls = fence_calls_for(context, self._quoted_schema)
+        self._calls = dialect_for(context).fence_calls(context, self._quoted_schema)
         self._writer = LedgerWriter(self._calls, self._script(context), self.settings, version_table_name(context))
         self._steps_left = self._steps_total = len(steps)
         # In one transaction for all steps, ledger rows wait for the last step (or for anything
@@ -133,12 +133,12 @@ class FencedRun:
         self.outcome.heads = sorted(heads)
         if self._marks_version_writes(self._context):
             assert self._context is not None and self._context.connection is not None
-            clear_version_write(self._context.connection, self._quoted_schema)
+            dialect_for(self._context).clear_version_write(self._context.connection, self._quoted_schema)
 
     @staticmethod
     def _marks_version_writes(context: MigrationContext | None) -> bool:
-        """SQLite's guard has no claim to look for: the run marks each version write itself."""
-        return context is not None and not context.as_sql and context.dialect.name == "sqlite"
+        """Online: where the guard has no claim to look for (SQLite), the run marks each version write itself."""
+        return context is not None and not context.as_sql
 
     # -- one step ------------------------------------------------------------------------
 
@@ -147,9 +147,9 @@ class FencedRun:
         try:
             self._execute_step(step, migration_fn, kw)
             if self._marks_version_writes(self._context):
-                # SQLite: Alembic writes the version row next; the guard lets it through (cleared after).
+                # Alembic writes the version row next; the guard lets it through (cleared after).
                 assert self._context is not None and self._context.connection is not None
-                mark_version_write(self._context.connection, self._quoted_schema)
+                dialect_for(self._context).mark_version_write(self._context.connection, self._quoted_schema)
             # Progress: keep the run's own lease alive (on SQLite, renewed in this transaction).
             assert self._context is not None
             self._heartbeat(self._context.connection)
@@ -170,7 +170,8 @@ class FencedRun:
         if self._first_step and not context.as_sql:
             self._install_fence_schema(context)
             assert context.connection is not None
-            if tracks_dirty(context.dialect.name, default_version()):
+            dialect = dialect_for(context)
+            if dialect.tracks_dirty(dialect.schema_version()):
                 # A revision pre-check mode left unfinished blocks transactional runs too.
                 refuse_if_dirty(context.connection, self._quoted_schema, settings.resource)
         if self._first_step and self._reapplied:

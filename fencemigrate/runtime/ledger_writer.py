@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic.script import ScriptDirectory
 
-from .fence_calls import FenceCalls
+from ..dialects.fence_calls import FenceCalls
 from .ledger_changes import LedgerChange, script_sha256
 from .settings import FenceSettings
 

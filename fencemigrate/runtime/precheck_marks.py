@@ -7,10 +7,11 @@ from typing import Any
 from alembic.runtime.migration import RevisionStep
 from sqlalchemy import Connection
 
+from ..dialects import dialect_for
+from ..dialects.driver import rowcount_on_driver, scalar_on_driver
+from ..dialects.fence_calls import FenceCalls
 from ..errors import DatabaseError, Fenced, newer_token_wrote
-from ..queries import query_dialect, statement
-from .driver import rowcount_on_driver, scalar_on_driver
-from .fence_calls import FenceCalls
+from ..queries import statement
 from .ledger_changes import script_sha256
 from .settings import FenceSettings
 
@@ -30,7 +31,7 @@ class PrecheckMarks:
         self._connection = connection
         self._schema = quoted_schema
         self._calls = calls
-        self._dialect = connection.dialect.name
+        self._dialect = dialect_for(connection)
         self._commit_marks = commit_marks  # False when env.py holds a transaction of its own
 
     def begin(self, step: RevisionStep, version_table: str, settings: FenceSettings) -> None:
@@ -38,7 +39,7 @@ class PrecheckMarks:
         if not self._mark(step, version_table, settings):
             fence = scalar_on_driver(self._connection, self._statement("fence_token"), {"resource": settings.resource})
             raise Fenced(settings.resource, settings.token, fence, newer_token_wrote(int(fence), settings.resource))
-        if self._commit_marks and query_dialect(self._dialect) != "mysql":
+        if self._commit_marks and not self._dialect.commits_ddl:
             dbapi_connection = self._connection.connection.dbapi_connection
             assert dbapi_connection is not None
             dbapi_connection.commit()
@@ -67,7 +68,7 @@ class PrecheckMarks:
     def settle(self, step: RevisionStep, version_table: str, settings: FenceSettings) -> None:
         """Settle the mark of ``step``'s revision after its DDL."""
         revision = step.revision.revision
-        if query_dialect(self._dialect) != "mysql":
+        if self._dialect.ledger_functions:
             sha = script_sha256(step.revision.path) if step.is_upgrade else None
             action = "apply" if step.is_upgrade else "rollback"
             self._calls.record_steps(
@@ -83,4 +84,4 @@ class PrecheckMarks:
             )
 
     def _statement(self, name: str) -> Any:
-        return statement(name, self._schema, self._dialect)
+        return statement(name, self._schema, self._dialect.name)

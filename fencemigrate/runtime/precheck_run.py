@@ -22,16 +22,16 @@ from typing import Any
 from alembic.runtime.migration import MigrationContext, RevisionStep
 from sqlalchemy import Connection
 
-from ..dirty import refuse_if_dirty, tracks_dirty
-from ..fence_schema import ensure_installed, installed_version
+from ..dialects import dialect_for, ensure_installed, installed_version
+from ..dialects.fence_calls import FenceCalls
+from ..dialects.named_lock import NamedLock
+from ..dirty import refuse_if_dirty
 from ..progress import SILENT, Progress
 from ..version_guard import guard_version_table
 from .code_errors import RevisionFailed
-from .fence_calls import FenceCalls, fence_calls_for
 from .fenced_run import HeadsMoved, Planner, step_direction, step_start
 from .fenced_step import FencedStep
 from .ledger_changes import ledger_change, script_sha256, version_table_name
-from .named_lock import NamedLock
 from .outcome import RunOutcome, StepOutcome
 from .precheck_marks import PrecheckMarks
 from .settings import FenceSettings
@@ -87,7 +87,7 @@ class PrecheckRun:
         self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
         if self._idle:
             # Nothing to do, so nothing written; but a dirty revision is never "nothing to do" (a read).
-            if tracks_dirty(context.dialect.name, installed_version(connection, self._quoted_schema)):
+            if dialect_for(context).tracks_dirty(installed_version(connection, self._quoted_schema)):
                 refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
             return
         if self.settings.token == 0:
@@ -102,7 +102,7 @@ class PrecheckRun:
         lock.take(self._lock_wait_ms)
         self._lock = lock
         refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
-        self._calls = fence_calls_for(context, self._quoted_schema)
+        self._calls = dialect_for(context).fence_calls(context, self._quoted_schema)
         _, reapplied = plan_or_fenced(self.planner, self.settings, tuple(context.get_current_heads()), context)
         if reapplied:  # before the claim: a refused reapply leaves the fence as it was
             self._calls.check_reapply(

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from alembic.runtime.migration import MigrationContext, StampStep
 from alembic.script.revision import RevisionMap
 
-from ..fence_schema import installed_version
+from ..dialects import installed_version
 from ..queries import statement
 from ..version_guard import VersionTable
 

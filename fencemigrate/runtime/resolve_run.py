@@ -7,14 +7,14 @@ from typing import Any
 
 from alembic.runtime.migration import HeadMaintainer, MigrationContext, StampStep
 
-from ..dirty import Unsettled, tracks_dirty, unsettled_revisions
+from ..dialects import dialect_for, installed_version
+from ..dialects.fence_calls import claim_fence
+from ..dialects.named_lock import NamedLock
+from ..dirty import Unsettled, unsettled_revisions
 from ..errors import UsageError
 from ..events import log_event
-from ..fence_schema import installed_version
 from ..queries import statement
-from .fence_calls.plain import claim_fence
 from .ledger_changes import script_sha256, version_table_name
-from .named_lock import NamedLock
 from .settings import FenceSettings
 
 APPLIED = "applied"
@@ -64,7 +64,7 @@ class ResolveRun:
         assert connection is not None and context.script is not None
         settings = self.settings
         quoted = context.dialect.identifier_preparer.quote(settings.schema)
-        if not tracks_dirty(context.dialect.name, installed_version(connection, quoted)):
+        if not dialect_for(context).tracks_dirty(installed_version(connection, quoted)):
             raise UsageError(
                 f"{self.revision} is not dirty: only pre-check mode (MySQL/MariaDB, or --mode precheck "
                 "on PostgreSQL) marks revisions dirty, and this database has none (nothing was changed)"

@@ -9,10 +9,11 @@ from typing import Any
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
+from ..dialects import PRECHECK
 from ..errors import UsageError
 from ..progress import SILENT, Progress
 from .fenced_run import FencedRun, Planner
-from .modes import PRECHECK, mode_for
+from .modes import mode_for
 from .outcome import RunOutcome
 from .precheck_run import PrecheckRun
 from .settings import FenceSettings

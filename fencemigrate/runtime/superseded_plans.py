@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from alembic.runtime.migration import MigrationContext
 
+from ..dialects import installed_version, version_at_least
 from ..errors import TokenRequired, UsageError
-from ..fence_schema import installed_version, version_at_least
 from ..queries import statement
 from ..token_sources import EXTERNAL, refuse_token
 from .settings import FenceSettings

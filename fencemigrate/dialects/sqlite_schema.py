@@ -6,8 +6,8 @@ import sqlite3
 
 from sqlalchemy import Connection
 
+from ..queries import with_fence_names
 from .prefixed_schema import installed_version, require_no_other_version, script_chain
-from .queries import with_fence_names
 
 VERSION = "0.5"
 """The fence schema version on SQLite (pre-check mode, which 0.3 adds elsewhere, is not for SQLite)."""

@@ -1,4 +1,4 @@
-"""Install the fence schema from the same scripts ``CREATE EXTENSION`` would run."""
+"""Install the fence schema on PostgreSQL from the same scripts ``CREATE EXTENSION`` would run."""
 
 from __future__ import annotations
 
@@ -6,13 +6,10 @@ import re
 from functools import cache
 
 from sqlalchemy import Connection
-from sqlalchemy.dialects import mysql, postgresql, sqlite
 
-from . import mysql_schema, sqlite_schema
-from .errors import DatabaseError
-from .prefixed_schema import installed_version as prefixed_installed_version
-from .queries import prefixes_tables, query_dialect, statement
-from .resources import sql_dir
+from ..errors import DatabaseError
+from ..queries import statement
+from ..resources import sql_dir
 
 _EXTENSION = "fencemigrate"
 _BASE_VERSION = "0.1"  # the oldest install script: versions without their own are reached from it
@@ -69,16 +66,6 @@ def install_script(quoted_schema: str, version: str | None = None) -> str:
     return f"CREATE SCHEMA IF NOT EXISTS {quoted_schema};\n{script}"
 
 
-def offline_install_script(backend: str | None, schema: str) -> str:
-    """The install script to run by hand for the database ``backend`` names (SQLAlchemy's backend
-    name): for the sqlite3 shell on SQLite, the mysql client on MySQL and MariaDB, psql otherwise."""
-    if backend == "sqlite":
-        return sqlite_schema.install_script(sqlite.dialect().identifier_preparer.quote(schema))
-    if backend is not None and query_dialect(backend) == "mysql":
-        return mysql_schema.install_script(mysql.dialect().identifier_preparer.quote(schema))
-    return install_script(postgresql.dialect().identifier_preparer.quote(schema))  # type: ignore[no-untyped-call]
-
-
 def update_script(quoted_schema: str, start: str) -> str | None:
     """The SQL that brings a fence schema at version ``start`` to the default version, or None."""
     update = _update_path(start)
@@ -87,15 +74,8 @@ def update_script(quoted_schema: str, start: str) -> str | None:
     return "\n".join(_script_text(name) for name in update).replace("@extschema@", quoted_schema)
 
 
-def version_at_least(version: str, minimum: tuple[int, ...]) -> bool:
-    """Whether fence schema ``version`` ("0.6") is ``minimum`` ((0, 6)) or later."""
-    return tuple(int(part) for part in version.split(".")) >= minimum
-
-
 def installed_version(connection: Connection, quoted_schema: str) -> str | None:
     """The fence schema version in the database, or None when it is not installed."""
-    if prefixes_tables(connection.dialect.name):
-        return prefixed_installed_version(connection, quoted_schema)
     probe = connection.execute(statement("installed_probe", quoted_schema), {"quoted_schema": quoted_schema}).scalar()
     if probe is None:
         return None
@@ -106,12 +86,7 @@ def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
     """Install (or update) the fence schema inside the caller's transaction unless current. True if it ran.
 
     Concurrent first runs serialise on a transaction-level advisory lock, so exactly one installs.
-    SQLite and MySQL: see :func:`sqlite_schema.ensure_installed`, :func:`mysql_schema.ensure_installed`.
     """
-    if connection.dialect.name == "sqlite":
-        return sqlite_schema.ensure_installed(connection, quoted_schema)
-    if query_dialect(connection.dialect.name) == "mysql":
-        return mysql_schema.ensure_installed(connection, quoted_schema)
     if installed_version(connection, quoted_schema) == default_version():
         return False
     connection.execute(statement("install_lock", quoted_schema))

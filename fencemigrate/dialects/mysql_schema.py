@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from .errors import DatabaseError
+from ..errors import DatabaseError
+from ..queries import statement, with_fence_names
 from .prefixed_schema import installed_version, require_no_other_version, script_chain
-from .queries import statement, with_fence_names
 
 VERSION = "0.5"
 """The fence schema version on MySQL."""

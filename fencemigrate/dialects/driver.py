@@ -4,7 +4,7 @@ The fence calls run once or more per migration step; going to the driver with a 
 compiled once keeps their cost close to a bare round trip. They run in whatever transaction the
 DBAPI connection is in. Errors are the driver's own: ``translated_errors`` maps them. One that says
 the session is gone invalidates the SQLAlchemy connection, as SQLAlchemy's own statements do
-(:func:`.connections.invalidate_if_lost`).
+(:func:`invalidate_if_lost`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from typing import Any
 from sqlalchemy import Connection, Dialect, TextClause
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.sql.compiler import Compiled
-
-from .connections import invalidate_if_lost
 
 _compiled: dict[tuple[int, str], Compiled] = {}
 
@@ -42,6 +40,18 @@ def scalar_on_dbapi(
     ``owner``: the SQLAlchemy connection it belongs to."""
     row, _ = _execute(dbapi_connection, dialect, clause, params, fetch=True, owner=owner)
     return None if row is None else row[0]
+
+
+def invalidate_if_lost(connection: Connection, error: BaseException) -> None:
+    """After ``error`` from a statement sent straight to ``connection``'s driver: invalidate the
+    connection when the dialect says its session is gone, as SQLAlchemy does after its own."""
+    if connection.closed or connection.invalidated:
+        return
+    dialect = connection.dialect
+    if isinstance(error, dialect.loaded_dbapi.Error) and dialect.is_disconnect(
+        error, connection.connection.dbapi_connection, None
+    ):
+        connection.invalidate(error)
 
 
 def _dbapi(connection: Connection) -> DBAPIConnection:

@@ -1,0 +1,230 @@
+"""What fencemigrate needs of a database, one subclass per dialect, found by name.
+
+As Alembic's ``ddl/impl.py`` finds its impls: a subclass that names its SQLAlchemy dialect in
+``__dialect__`` registers itself, and :func:`dialect_for` finds it (MariaDB is MySQL's). Code
+elsewhere asks the dialect instead of comparing dialect names.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any, ClassVar, Protocol
+
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection, Engine
+
+from ..errors import UsageError
+from .fence_calls import FenceCalls
+
+TRANSACTIONAL = "transactional"
+PRECHECK = "precheck"
+MODES = (TRANSACTIONAL, PRECHECK)
+
+_registry: dict[str, type[Dialect]] = {}
+
+
+@dataclass(frozen=True)
+class FenceObject:
+    """A table, trigger or function of the fence schema; ``definition`` is None for a table."""
+
+    kind: str
+    name: str
+    definition: str | None = None
+    enabled: bool = True
+
+
+class GuardedTable(Protocol):
+    """Alembic's version table as the guard names it (``version_guard.VersionTable``)."""
+
+    @property
+    def name(self) -> str:
+        """The ledger's name for it: ``schema.table`` or ``table``."""
+
+    @property
+    def table(self) -> str:
+        """The table's own name."""
+
+    def relation(self, context: MigrationContext) -> str:
+        """The table's quoted, schema-qualified name."""
+
+
+class Dialect(ABC):
+    """One database fencemigrate fences: its fence schema, fence calls, modes, guard and times.
+
+    Subclasses set ``__dialect__`` (the SQLAlchemy dialect name, which is also the directory of
+    ``sql/queries/``) and register themselves; ``aliases`` are other SQLAlchemy names they serve.
+    """
+
+    __dialect__: ClassVar[str]
+    aliases: ClassVar[tuple[str, ...]] = ()
+    display_name: ClassVar[str]
+    """How messages name the database."""
+    prefixes_tables: ClassVar[bool] = False
+    """The fence tables are named ``<schema>_<table>`` beside the application's, not in a schema of their own."""
+    default_mode: ClassVar[str] = TRANSACTIONAL
+    refused_modes: ClassVar[dict[str, str]] = {}
+    """``--mode`` values this database cannot run, with the reason given."""
+    commits_ddl: ClassVar[bool] = False
+    """Every DDL statement commits the open transaction (MySQL): a pre-check mark is committed so."""
+    ledger_functions: ClassVar[bool] = False
+    """The fence schema has stored functions that write the ledger (PostgreSQL)."""
+    replication_known: ClassVar[bool] = False
+    """The server tells whether a COMMIT waits for a synchronous standby, and its incarnation, which
+    changes when a standby is promoted (PostgreSQL)."""
+    returning_updates: ClassVar[bool] = False
+    """A lease renew or release changes the lease row and returns it in one statement (RETURNING)."""
+    grants_to_roles: ClassVar[bool] = False
+    """The fence schema can be owned by one role and used by another (``install --grant-to``)."""
+    can_preempt: ClassVar[bool] = True
+    """A grant can cancel another session's migration (``--preempt``)."""
+    renews_in_migration_transaction: ClassVar[bool] = False
+    """A run's lease is renewed inside the migration's own transaction (SQLite's single writer)."""
+    context_options: ClassVar[dict[str, Any]] = {}
+    """``EnvironmentContext.configure`` defaults for a connection to this database."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__dialect__" in vars(cls):
+            for name in (cls.__dialect__, *cls.aliases):
+                _registry[name] = cls
+
+    @property
+    def name(self) -> str:
+        """The SQLAlchemy dialect name (``mysql`` for MariaDB too)."""
+        return self.__dialect__
+
+    # -- the fence schema ------------------------------------------------------------------
+
+    @abstractmethod
+    def schema_version(self) -> str:
+        """The fence schema version this fencemigrate installs here."""
+
+    @abstractmethod
+    def installed_version(self, connection: Connection, quoted_schema: str) -> str | None:
+        """The fence schema version in the database, or None when it is not installed."""
+
+    @abstractmethod
+    def ensure_installed(self, connection: Connection, quoted_schema: str) -> bool:
+        """Install (or update) the fence schema inside the caller's transaction unless current. True if it ran."""
+
+    @abstractmethod
+    def offline_install_script(self, schema: str) -> str:
+        """The install script to run by hand with this database's own client."""
+
+    @abstractmethod
+    def expected_fence_objects(self, quoted_schema: str, version: str) -> list[FenceObject] | None:
+        """The tables, triggers and functions fencemigrate's scripts create at ``version`` (None: unknown)."""
+
+    @abstractmethod
+    def fence_object_parameters(self, quoted_schema: str) -> dict[str, str]:
+        """The parameters of ``check_fence_objects.sql``, which lists the installed ones."""
+
+    def enable_disabled_triggers(self, connection: Connection, quoted_schema: str, triggers: set[str]) -> list[str]:
+        """Enable those of ``triggers`` that were disabled; their names (only PostgreSQL disables triggers)."""
+        return []
+
+    # -- runs ------------------------------------------------------------------------------
+
+    @abstractmethod
+    def fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
+        """The claim, re-apply check and ledger writes for a run on ``context``."""
+
+    def mode(self, requested: str | None) -> str:
+        """The mode of a run here: ``requested``, else the default; UsageError if it cannot run here."""
+        if requested in self.refused_modes:
+            raise UsageError(self.refused_modes[requested])
+        return requested or self.default_mode
+
+    def tracks_dirty(self, schema_version: str | None) -> bool:
+        """True when the fence schema at ``schema_version`` has the ledger's ``state`` (from 0.3)."""
+        return schema_version is not None and version_at_least(schema_version, (0, 3))
+
+    def records_tokenless_writes(self, connection: Connection, quoted_schema: str) -> bool:
+        """True when the fence schema records the version-table writes its guard refused (MySQL from 0.4)."""
+        return False
+
+    def autocommits(self, connection: Connection) -> bool:
+        """True when the DBAPI connection commits every statement on its own."""
+        dbapi_connection = connection.connection.dbapi_connection
+        assert dbapi_connection is not None
+        return bool(connection.dialect.detect_autocommit_setting(dbapi_connection))
+
+    def managed_transactions(self) -> AbstractContextManager[None]:
+        """What connections opened inside need for fencemigrate's transactions (nothing unless told)."""
+        return nullcontext()
+
+    def notifying_driver(self, connection: Connection) -> Any:
+        """The driver connection under ``connection`` when it can wait for notifications (``LISTEN``),
+        else None: a lease waiter then polls."""
+        return None
+
+    def session_id(self, connection: Connection) -> int | None:
+        """The server's id of ``connection``'s session, where a ``KILL`` takes one (None elsewhere)."""
+        return None
+
+    # -- the version table's guard ---------------------------------------------------------
+
+    @abstractmethod
+    def guard_version_table(self, context: MigrationContext, quoted_schema: str, table: GuardedTable) -> None:
+        """Put the guard on ``table`` unless it is there, the table does not exist yet, or tokenless
+        writes were allowed. In the caller's transaction; offline, written to the script."""
+
+    @abstractmethod
+    def allow_tokenless_writes(self, context: MigrationContext, quoted_schema: str, table: GuardedTable) -> None:
+        """Record that ``table`` takes writes without a token and remove its guard."""
+
+    @abstractmethod
+    def forbid_tokenless_writes(self, context: MigrationContext, quoted_schema: str, table: GuardedTable) -> None:
+        """Forget the opt-out and guard ``table`` again (once it exists)."""
+
+    @abstractmethod
+    def guard_state(self, context: MigrationContext, quoted_schema: str, table: GuardedTable) -> tuple[Any, bool]:
+        """When tokenless writes were allowed (None: never), and whether ``table`` is guarded now."""
+
+    def mark_version_write(self, connection: Connection, quoted_schema: str) -> None:  # noqa: B027 (a hook)
+        """Before a fenced run writes the version table: let the guard know (SQLite; nothing elsewhere)."""
+
+    def clear_version_write(self, connection: Connection, quoted_schema: str) -> None:  # noqa: B027 (a hook)
+        """After the version row is written: writes without a mark are refused again (SQLite)."""
+
+    # -- times -----------------------------------------------------------------------------
+
+    def utc(self, value: datetime | str) -> datetime:
+        """A time the database returned, in UTC: a datetime with a zone (PostgreSQL), one without
+        that is UTC (MySQL's DATETIME) or ISO-8601 text (SQLite)."""
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+    def time_text(self, value: datetime | str) -> str:
+        """ISO 8601 text of a time the database returned, for ``state``; text as the database wrote it."""
+        return value if isinstance(value, str) else self.utc(value).isoformat()
+
+    def time_param(self, moment: datetime) -> datetime | str:
+        """``moment`` as a statement parameter compared with (or stored as) this database's times."""
+        return moment
+
+
+def version_at_least(version: str, minimum: tuple[int, ...]) -> bool:
+    """Whether fence schema ``version`` ("0.6") is ``minimum`` ((0, 6)) or later."""
+    return tuple(int(part) for part in version.split(".")) >= minimum
+
+
+def dialect_for(database: str | Connection | Engine | MigrationContext) -> Dialect:
+    """The dialect of ``database`` (a SQLAlchemy dialect name, or what has one); UsageError when
+    fencemigrate does not know it."""
+    name = database if isinstance(database, str) else database.dialect.name
+    found = _registry.get(name)
+    if found is None:
+        raise UsageError(
+            f"fencemigrate does not support the {name!r} database: it fences {', '.join(sorted(_registry))}"
+        )
+    return _instance(found)
+
+
+@cache
+def _instance(cls: type[Dialect]) -> Dialect:
+    return cls()

@@ -1,0 +1,72 @@
+"""MySQL and MariaDB: DDL commits on its own, so runs are pre-check runs under a named lock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import ClassVar
+
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection
+from sqlalchemy.dialects import mysql
+
+from . import mysql_schema
+from .base import PRECHECK, TRANSACTIONAL, version_at_least
+from .fence_calls import FenceCalls, PlainStatementCalls
+from .prefixed import PrefixedDialect
+
+
+class MysqlDialect(PrefixedDialect):
+    """Prefixed fence tables in the application's database, guard triggers that record refused
+    writes, the writers' named lock (:class:`.named_lock.NamedLock`); MariaDB speaks the same SQL."""
+
+    __dialect__ = "mysql"
+    aliases = ("mariadb",)
+    display_name = "MySQL/MariaDB"
+    identifier_quote = "`"
+    default_mode = PRECHECK
+    refused_modes: ClassVar[dict[str, str]] = {
+        TRANSACTIONAL: (
+            "--mode transactional is impossible on MySQL/MariaDB: they commit every DDL statement on "
+            "their own, so the fence claim cannot share a transaction with the migration; leave "
+            "--mode out (pre-check mode is the default there). Nothing was changed"
+        )
+    }
+    commits_ddl = True
+
+    def schema_version(self) -> str:
+        return mysql_schema.VERSION
+
+    def ensure_installed(self, connection: Connection, quoted_schema: str) -> bool:
+        return mysql_schema.ensure_installed(connection, quoted_schema)
+
+    def offline_install_script(self, schema: str) -> str:
+        """For the mysql (or mariadb) client, ``DELIMITER`` lines included."""
+        return mysql_schema.install_script(mysql.dialect().identifier_preparer.quote(schema))
+
+    def install_statements(self, quoted_schema: str, version: str) -> list[str]:
+        return mysql_schema.install_statements(quoted_schema, version)
+
+    def online_fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
+        """The plain statements as they are: DDL commits on its own, so no transaction id is compared."""
+        return PlainStatementCalls(context, quoted_schema)
+
+    def records_tokenless_writes(self, connection: Connection, quoted_schema: str) -> bool:
+        """MySQL's fence schema records refused writes without a token from 0.4 on."""
+        version = self.installed_version(connection, quoted_schema)
+        return version is not None and version_at_least(version, (0, 4))
+
+    def session_id(self, connection: Connection) -> int | None:
+        """What ``KILL`` takes, read from the driver without a round trip (PyMySQL's and
+        mysqlclient's ``thread_id()``); None with another driver."""
+        thread_id = getattr(connection.connection.dbapi_connection, "thread_id", None)
+        return int(thread_id()) if callable(thread_id) else None
+
+    def run_script(self, connection: Connection, script: str) -> None:
+        """Statements end with ``//``."""
+        for sql in script.split("//"):
+            if sql.strip():
+                connection.exec_driver_sql(sql.strip(), execution_options={"no_parameters": True})
+
+    def time_param(self, moment: datetime) -> datetime:
+        """MySQL's DATETIME columns hold UTC without a zone."""
+        return moment.astimezone(UTC).replace(tzinfo=None)

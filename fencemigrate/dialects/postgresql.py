@@ -1,0 +1,131 @@
+"""PostgreSQL: the fence schema's own functions, transactional DDL, offline scripts, two roles."""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection
+from sqlalchemy.dialects import postgresql
+
+from ..queries import statement
+from . import postgresql_schema
+from .base import Dialect, FenceObject, GuardedTable
+from .fence_calls import FenceCalls, PostgresFenceCalls
+
+
+class PostgresqlDialect(Dialect):
+    """The fence schema is a schema of its own (or the ``fencemigrate`` extension); claims and ledger
+    writes are calls of its functions, so a --sql script can carry them; the version table's guard
+    is a trigger that checks for the claim's advisory lock."""
+
+    __dialect__ = "postgresql"
+    display_name = "PostgreSQL"
+    ledger_functions = True
+    replication_known = True
+    returning_updates = True
+    grants_to_roles = True
+
+    def schema_version(self) -> str:
+        return postgresql_schema.default_version()
+
+    def installed_version(self, connection: Connection, quoted_schema: str) -> str | None:
+        return postgresql_schema.installed_version(connection, quoted_schema)
+
+    def ensure_installed(self, connection: Connection, quoted_schema: str) -> bool:
+        return postgresql_schema.ensure_installed(connection, quoted_schema)
+
+    def offline_install_script(self, schema: str) -> str:
+        """For psql."""
+        quoted = postgresql.dialect().identifier_preparer.quote(schema)  # type: ignore[no-untyped-call]
+        return postgresql_schema.install_script(quoted)
+
+    def expected_fence_objects(self, quoted_schema: str, version: str) -> list[FenceObject] | None:
+        """Tables, triggers and final function bodies of the script that installs ``version``."""
+        try:
+            script = postgresql_schema.install_script(quoted_schema, version)
+        except FileNotFoundError:
+            return None
+        schema = re.escape(quoted_schema)
+        objects: dict[tuple[str, str], FenceObject] = {}
+        pattern = re.compile(
+            rf"CREATE TABLE {schema}\.(?P<table>\w+)"
+            rf"|(?P<trigger_sql>CREATE (?:CONSTRAINT )?TRIGGER (?P<trigger>\w+)\b[^;]*)"
+            rf"|CREATE (?:OR REPLACE )?FUNCTION {schema}\.(?P<function>\w+)\(.*?\bAS \$\$(?P<body>.*?)\$\$"
+            rf"|ALTER FUNCTION {schema}\.(?P<old>\w+)\([^)]*\)\s+RENAME TO (?P<new>\w+)",
+            re.DOTALL,
+        )
+        for match in pattern.finditer(script):
+            if match.group("table"):
+                objects[("table", match.group("table"))] = FenceObject("table", match.group("table"))
+            elif match.group("trigger"):
+                name = match.group("trigger")
+                objects[("trigger", name)] = FenceObject("trigger", name, match.group("trigger_sql"))
+            elif match.group("function"):
+                name = match.group("function")
+                objects[("function", name)] = FenceObject("function", name, match.group("body"))
+            else:
+                renamed = objects.pop(("function", match.group("old")))
+                objects[("function", match.group("new"))] = FenceObject(
+                    "function", match.group("new"), renamed.definition
+                )
+        return sorted(objects.values(), key=lambda item: (item.kind, item.name))
+
+    def fence_object_parameters(self, quoted_schema: str) -> dict[str, str]:
+        return {"quoted_schema": quoted_schema}
+
+    def enable_disabled_triggers(self, connection: Connection, quoted_schema: str, triggers: set[str]) -> list[str]:
+        """``ALTER TABLE ... ENABLE TRIGGER`` for those of ``triggers`` that were disabled."""
+        disabled = connection.execute(
+            statement("enable_trigger_statements", quoted_schema), {"quoted_schema": quoted_schema}
+        ).all()
+        enabled: list[str] = []
+        for row in disabled:
+            if row.name in triggers:
+                connection.exec_driver_sql(row.statement, execution_options={"no_parameters": True})
+                enabled.append(row.name)
+        return enabled
+
+    def notifying_driver(self, connection: Connection) -> Any:
+        """The psycopg 3 connection under ``connection``."""
+        psycopg = sys.modules.get("psycopg")
+        driver = connection.connection.driver_connection
+        if psycopg is None or not isinstance(driver, psycopg.Connection):
+            return None  # psycopg2, asyncpg, pg8000: no notification wait here, poll
+        return driver
+
+    def fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
+        """The fence schema's functions, called online or written to a --sql script."""
+        return PostgresFenceCalls(context, quoted_schema)
+
+    # -- the version table's guard: a trigger that looks for the claim ---------------------
+
+    def guard_version_table(self, context: MigrationContext, quoted_schema: str, table: GuardedTable) -> None:
+        params = {"version_table": table.name, "relation": table.relation(context)}
+        clause = statement("guard_version_table", quoted_schema).bindparams(**params)
+        if context.as_sql:
+            compiled = clause.compile(dialect=context.dialect, compile_kwargs={"literal_binds": True})
+            context.impl.static_output(str(compiled) + context.impl.command_terminator)
+        else:
+            assert context.connection is not None
+            context.connection.execute(clause)
+
+    def allow_tokenless_writes(self, context: MigrationContext, quoted_schema: str, table: GuardedTable) -> None:
+        self._run_guard_statement("allow_tokenless_writes", context, quoted_schema, table)
+
+    def forbid_tokenless_writes(self, context: MigrationContext, quoted_schema: str, table: GuardedTable) -> None:
+        self._run_guard_statement("forbid_tokenless_writes", context, quoted_schema, table)
+
+    def guard_state(self, context: MigrationContext, quoted_schema: str, table: GuardedTable) -> tuple[Any, bool]:
+        row = self._run_guard_statement("version_guard_state", context, quoted_schema, table).one()
+        return row.allowed_at, bool(row.guarded)
+
+    def _run_guard_statement(
+        self, name: str, context: MigrationContext, quoted_schema: str, table: GuardedTable
+    ) -> Any:
+        assert context.connection is not None
+        return context.connection.execute(
+            statement(name, quoted_schema), {"version_table": table.name, "relation": table.relation(context)}
+        )

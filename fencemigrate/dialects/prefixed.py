@@ -1,0 +1,127 @@
+"""What SQLite and MySQL share: prefixed fence tables, no stored functions, the guard as triggers."""
+
+from __future__ import annotations
+
+import re
+from abc import abstractmethod
+from typing import Any, ClassVar
+
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection
+
+from ..errors import UsageError
+from ..queries import prefixed_table_name, statement
+from .base import Dialect, FenceObject, GuardedTable
+from .fence_calls import FenceCalls
+from .prefixed_schema import installed_version
+
+
+class PrefixedDialect(Dialect):
+    """A database whose fence tables are named ``<schema>_<table>`` beside the application's.
+
+    The fence calls are plain statements run by the runner itself, so offline scripts (``--sql``)
+    are refused. The version table's guard is a set of triggers; tokenless writes are allowed by
+    dropping them.
+    """
+
+    prefixes_tables = True
+    identifier_quote: ClassVar[str]
+    """How the database quotes identifiers in its install scripts."""
+
+    def installed_version(self, connection: Connection, quoted_schema: str) -> str | None:
+        return installed_version(connection, quoted_schema)
+
+    @abstractmethod
+    def install_statements(self, quoted_schema: str, version: str) -> list[str]:
+        """The statements of a fresh install at ``version``; FileNotFoundError when there is no such version."""
+
+    def expected_fence_objects(self, quoted_schema: str, version: str) -> list[FenceObject] | None:
+        """Tables and triggers of the install script for ``version``."""
+        try:
+            sql = self.install_statements(quoted_schema, version)
+        except FileNotFoundError:
+            return None
+        quote = self.identifier_quote
+        name = re.compile(rf"CREATE (TABLE|TRIGGER) (?:IF NOT EXISTS )?{quote}((?:[^{quote}]|{quote}{quote})+){quote}")
+        objects: list[FenceObject] = []
+        for text in sql:
+            match = name.match(text)
+            if match:
+                kind, created = match.group(1).lower(), match.group(2).replace(quote * 2, quote)
+                objects.append(FenceObject(kind, created, text if kind == "trigger" else None))
+        return sorted(objects, key=lambda item: (item.kind, item.name))
+
+    def fence_object_parameters(self, quoted_schema: str) -> dict[str, str]:
+        return {"prefix": prefixed_table_name(quoted_schema, "")}
+
+    def fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
+        """Refuses --sql before anything is written: an offline script could not claim the fence."""
+        if context.as_sql:
+            raise UsageError(
+                f"offline fencing (--sql) needs PostgreSQL: on {self.display_name} the fence is claimed by the "
+                "runner itself, not by statements a script could carry; run the command without --sql "
+                "(nothing was written)"
+            )
+        return self.online_fence_calls(context, quoted_schema)
+
+    @abstractmethod
+    def online_fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
+        """The fence calls of an online run."""
+
+    # -- the version table's guard: triggers -----------------------------------------------
+
+    def guard_version_table(self, context: MigrationContext, quoted_schema: str, table: GuardedTable) -> None:
+        if context.as_sql:
+            return
+        connection = context.connection
+        assert connection is not None
+        state = self._guard_row(connection, quoted_schema, table)
+        if state["table_exists"] and state["allowed_at"] is None and not state["guarded"]:
+            self.run_script(connection, self._trigger_script("guard_version_table", quoted_schema, table, context))
+
+    def allow_tokenless_writes(self, context: MigrationContext, quoted_schema: str, table: GuardedTable) -> None:
+        connection = context.connection
+        assert connection is not None
+        connection.execute(statement("allow_tokenless_writes", quoted_schema, self.name), {"version_table": table.name})
+        self.run_script(connection, self._trigger_script("unguard_version_table", quoted_schema, table, context))
+
+    def forbid_tokenless_writes(self, context: MigrationContext, quoted_schema: str, table: GuardedTable) -> None:
+        connection = context.connection
+        assert connection is not None
+        connection.execute(
+            statement("forbid_tokenless_writes", quoted_schema, self.name), {"version_table": table.name}
+        )
+        self.guard_version_table(context, quoted_schema, table)
+
+    def guard_state(self, context: MigrationContext, quoted_schema: str, table: GuardedTable) -> tuple[Any, bool]:
+        assert context.connection is not None
+        found = self._guard_row(context.connection, quoted_schema, table)
+        return found["allowed_at"], bool(found["guarded"])
+
+    @abstractmethod
+    def run_script(self, connection: Connection, script: str) -> None:
+        """Run a trigger script one statement at a time."""
+
+    def _guard_row(self, connection: Connection, quoted_schema: str, table: GuardedTable) -> dict[str, Any]:
+        row = connection.execute(
+            statement("version_guard_state", quoted_schema, self.name),
+            {
+                "version_table": table.name,
+                "table_name": table.table,
+                "trigger_name": _trigger_names(table)["insert_guard"],
+            },
+        ).one()
+        return dict(row._mapping)
+
+    def _trigger_script(self, name: str, quoted_schema: str, table: GuardedTable, context: MigrationContext) -> str:
+        preparer = context.dialect.identifier_preparer
+        text = statement(name, quoted_schema, self.name).text
+        text = text.replace("{version_table}", table.relation(context))
+        text = text.replace("{version_table_name}", "'" + table.name.replace("\\", "\\\\").replace("'", "''") + "'")
+        for placeholder, trigger in _trigger_names(table).items():
+            text = text.replace("{" + placeholder + "}", preparer.quote(trigger))
+        return text
+
+
+def _trigger_names(table: GuardedTable) -> dict[str, str]:
+    return {f"{op}_guard": f"{table.table}_no_tokenless_{op}" for op in ("insert", "update", "delete")}

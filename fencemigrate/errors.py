@@ -501,8 +501,11 @@ class EnvPyFailed(CodeFailed):
 
 
 def sqlstate_of(error: BaseException) -> str | None:
-    """The SQLSTATE of a DBAPI error (psycopg 3, psycopg2, asyncpg), if it has one."""
+    """The SQLSTATE of a DBAPI error (psycopg 3, psycopg2, asyncpg), if it has one; None for
+    fencemigrate's own outcomes, whose ``sqlstate`` names the code they stand for."""
     original = getattr(error, "orig", error)
+    if isinstance(original, FencemigrateError):
+        return None
     for attribute in ("sqlstate", "pgcode"):
         code = getattr(original, attribute, None)
         if isinstance(code, str):

@@ -22,7 +22,15 @@ import pytest
 from support.db import alembic_versions, execute, query
 from support.project import Project, Result, run_command, script_command
 
-from fencemigrate.errors import FencemigrateError, MonotonicGuardRefused, Refusal, from_database_error, lookup
+from fencemigrate.errors import (
+    Fenced,
+    FencemigrateError,
+    MonotonicGuardRefused,
+    Refusal,
+    from_database_error,
+    lookup,
+    sqlstate_of,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 SQL_FILES = sorted((REPO / "sql").rglob("*.sql"))
@@ -85,6 +93,7 @@ def test_every_sqlstate_the_sql_raises_has_its_class() -> None:
         assert issubclass(outcome, FencemigrateError) and not issubclass(outcome, psycopg.Error)
         with pytest.raises(KeyError):
             psycopg.errors.lookup(code)  # psycopg has no class for our codes: it raises a generic one
+    assert sqlstate_of(Fenced(RESOURCE, 4, 7, "token 7 has since written")) is None  # an outcome, not a database error
 
 
 def test_each_outcome_keeps_its_exit_status_and_status() -> None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import sys
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
 from .config import configured_resource, fence_schema
 from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired
+from .rendering import render
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, autocommits, translated_errors
 from .runtime.fenced_news import with_newer_token_news
 from .runtime.fenced_run import FencedRun
@@ -59,11 +60,16 @@ def run_migrations(context: ModuleType | Any) -> None:
         with translated_errors(settings.resource, settings.token):
             context.run_migrations()
     except Fenced as fenced:
-        print(_with_news(migration_context, settings.schema, fenced), file=sys.stderr)
-        raise SystemExit(fenced.exit_status) from None
+        _exit_with(_with_news(migration_context, settings.schema, fenced))
     except FencemigrateError as error:
-        print(f"fencemigrate: {error}", file=sys.stderr)
-        raise SystemExit(error.exit_status) from None
+        _exit_with(error)
+
+
+def _exit_with(error: FencemigrateError) -> NoReturn:
+    """Print ``error`` as ``fencemigrate`` prints it (:func:`.rendering.render`) and exit with its status."""
+    shown = render(error, as_json=False)
+    print(shown.text, file=sys.stderr if shown.to_stderr else sys.stdout)
+    raise SystemExit(shown.exit_status) from None
 
 
 def _refuse_early_if_autocommit(context: MigrationContext) -> None:

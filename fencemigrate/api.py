@@ -27,7 +27,7 @@ from .demo import DemoResult, run_demo
 from .dialects import ensure_installed, installed_version, offline_install_script
 from .durations import parse_ttl_ms, parse_wait_ms
 from .ensure_version import EnsuredVersionTable, ensure_version_table
-from .errors import DatabaseError, Fenced, FencemigrateError, LeaseLost, UsageError
+from .errors import DatabaseError, Fenced, FencemigrateError, HeadsMoved, LeaseLost, UsageError
 from .events import log_event
 from .install_outcome import InstallOutcome
 from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, lease_engine, open_backend
@@ -48,7 +48,7 @@ from .revision_listing import (
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, check_configured_url, run_env, translated_errors
 from .runtime.existing_databases import existing_sqlite_files_only
 from .runtime.fenced_news import with_newer_token_news
-from .runtime.fenced_run import HeadsMoved, Planner
+from .runtime.fenced_run import Planner
 from .runtime.modes import check_mode
 from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, RunOutcome
 from .runtime.plans import NothingToDoProbe, downgrade_plan, reapply_plan, stamp_plan, upgrade_plan, upgrade_settled

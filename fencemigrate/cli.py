@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import configparser
 import contextlib
-import json
 import sys
 import traceback
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from .leases import Grant, LeaseStatus
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .process_exit import exit_process
 from .progress import SILENT, LeaseWait, Progress, StepStart
+from .rendering import json_text, render
 from .revision_listing import RevisionListing
 from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
@@ -789,18 +789,15 @@ def _guarded(as_json: bool, call: Callable[[], Any]) -> Any:
 def _fail(as_json: bool, error: FencemigrateError, raised: BaseException | None = None) -> NoReturn:
     """Print ``error`` (one line, or the JSON object) and exit with its status; with --raiseerr, then
     the stack trace of what was ``raised`` (default: ``error``) on stderr, as Alembic's --raiseerr shows it."""
-    if as_json:
-        _print_json(error.as_json())
-    else:
-        prefix = "" if error.status in ("fenced", "dirty") else f"fencemigrate: {error.status}: "
-        click.echo(prefix + scrub_secrets(str(error)), err=True)
+    shown = render(error, as_json)
+    click.echo(shown.text, err=shown.to_stderr)
     context = click.get_current_context(silent=True)
     options = context.find_object(_Context) if context is not None else None
     if options is not None and options.raiseerr:
         trace = _traceback_text(raised or error)
         if trace:
             click.echo(scrub_secrets(trace), err=True, nl=False)
-    sys.exit(error.exit_status)
+    sys.exit(shown.exit_status)
 
 
 def _traceback_text(raised: BaseException) -> str:
@@ -848,18 +845,7 @@ def _seconds(milliseconds: int) -> str:
 
 
 def _print_json(payload: dict[str, Any], err: bool = False) -> None:
-    click.echo(json.dumps(_scrubbed(payload), sort_keys=True), err=err)
-
-
-def _scrubbed(value: Any) -> Any:
-    """``value`` with every string in it scrubbed of passwords."""
-    if isinstance(value, str):
-        return scrub_secrets(value)
-    if isinstance(value, dict):
-        return {key: _scrubbed(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_scrubbed(item) for item in value]
-    return value
+    click.echo(json_text(payload), err=err)
 
 
 def _outcome_text(outcome: RunOutcome) -> str:

@@ -1,13 +1,16 @@
-"""One exception per outcome, each with its exit status.
+"""One exception per outcome, each with its exit status; the database's refusals found by SQLSTATE.
 
-Only ``cli.py`` turns these into output. Database errors raised by the fence schema
-carry our own SQLSTATE codes and are mapped here explicitly (``from_database_error``).
+Only :mod:`.rendering` turns these into output. fencemigrate's own SQL (``sql/``) refuses with its
+own SQLSTATEs (FM001, FM002, ...): each has one class here, registered by ``sqlstate=`` when the
+class is defined (as psycopg's ``errors.py`` registers PostgreSQL's), found by :func:`lookup` and
+built by :func:`from_database_error`.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -15,20 +18,50 @@ EXIT_FENCED = 3
 EXIT_BUSY = 4
 EXIT_DIRTY = 5
 
-SQLSTATE_FENCED = "FM001"  # raised by claim() and check_reapply(); FM002 (monotonic guard) is not ours to catch
-SQLSTATE_ESCAPED = "FM003"  # a revision committed its transaction before Alembic recorded it
-SQLSTATE_LEASE_GUARD = (
-    "FM006"  # the lease guard: a write to agent_fence or lease no grant, renew, release or detach makes
-)
-LEASE_GUARD_PREFIX = "lease guard: "  # how its messages start on every database (SQLite's have no SQLSTATE)
+LEASE_GUARD_PREFIX = "lease guard: "  # how the lease guard's messages start on every database
 _MYSQL_SIGNAL = 1644  # MySQL's error number for SIGNAL SQLSTATE '...'
+
+_BY_SQLSTATE: dict[str, type[FencemigrateError]] = {}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """What fencemigrate's own SQL said when it refused: its SQLSTATE, message and DETAIL (if any)."""
+
+    sqlstate: str
+    message: str
+    detail: str | None = None
 
 
 class FencemigrateError(Exception):
-    """Base class: a failure that fencemigrate reports as one clear line."""
+    """Base class: a failure that fencemigrate reports as one clear line.
+
+    A subclass defined with ``sqlstate="FM..."`` is the outcome of that SQLSTATE; ``message_prefixes``
+    are how its messages start, which is how it is told on MySQL and SQLite, whose drivers do not
+    report the SQLSTATE of a ``SIGNAL`` or ``RAISE``.
+    """
 
     exit_status = EXIT_ERROR
     status = "error"
+    sqlstate: ClassVar[str | None] = None
+    message_prefixes: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(
+        cls, sqlstate: str | None = None, message_prefixes: tuple[str, ...] = (), **kwargs: Any
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        if sqlstate is None:
+            return
+        if sqlstate in _BY_SQLSTATE:
+            raise TypeError(f"SQLSTATE {sqlstate} is already the outcome {_BY_SQLSTATE[sqlstate].__name__}")
+        cls.sqlstate, cls.message_prefixes = sqlstate, message_prefixes
+        _BY_SQLSTATE[sqlstate] = cls
+
+    @classmethod
+    def from_refusal(cls, refusal: Refusal, resource: str, token: int) -> FencemigrateError:
+        """This outcome for ``refusal``, raised while ``token`` wrote to ``resource``: by default
+        the database's message as it is."""
+        return cls(refusal.message)
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object the CLI prints for this outcome."""
@@ -45,6 +78,18 @@ class UsageError(FencemigrateError):
 class TokenRequired(UsageError):
     """A command that would change the database was run without a fencing token (plain ``alembic``
     through a fenced env.py): bad usage under any fence, never a stale writer's FENCED."""
+
+
+class TokenlessWriteRefused(
+    TokenRequired,
+    sqlstate="FM005",
+    message_prefixes=(
+        "fencemigrate refused a version-table write without a fencing token",  # MySQL
+        "fencemigrate refused this write to the Alembic version table",  # SQLite
+    ),
+):
+    """The version table's guard (FM005) refused a write that carries no fencing token: as
+    :class:`TokenRequired`, told by the database; its message says what to do."""
 
 
 class DatabaseError(FencemigrateError):
@@ -66,18 +111,40 @@ class ImplausibleClock(FencemigrateError):
     implausibly far ahead of the database's own record of time."""
 
 
-class LeaseGuardRefused(DatabaseError):
+class LeaseGuardRefused(DatabaseError, sqlstate="FM006", message_prefixes=(LEASE_GUARD_PREFIX,)):
     """The fence's lease guard (FM006) refused a write to agent_fence or lease that would forge a
     grant or an unissued token: nothing was changed."""
 
     status = "refused"
 
+    @classmethod
+    def from_refusal(cls, refusal: Refusal, resource: str, token: int) -> LeaseGuardRefused:
+        return cls(
+            f"the fence's lease guard (FM006) refused this write: {refusal.message.removeprefix(LEASE_GUARD_PREFIX)}; "
+            "nothing was changed"
+        )
 
-class NotTransactional(FencemigrateError):
-    """The claim could not be proven to share a transaction with the DDL: refused, nothing ran."""
+
+class NotTransactional(FencemigrateError, sqlstate="FM003"):
+    """The claim could not be proven to share a transaction with the DDL: refused, nothing ran
+    (FM003: a revision committed its transaction before Alembic recorded it)."""
+
+    @classmethod
+    def from_refusal(cls, refusal: Refusal, resource: str, token: int) -> NotTransactional:
+        return cls(f"refused: {refusal.message}; nothing of that revision was applied")
 
 
-class Fenced(FencemigrateError):
+_STALE_PLAN = [
+    "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply.",
+    "Your plan and your memory of this resource are probably stale, including anything",
+    "your context summary says you 'hold'.",
+    "Next step: run `fencemigrate state` and re-plan from what is actually there.",
+    "If your goal is already met by the current state, report that and stop.",
+]
+"""What a fenced agent is told to do: stop and re-plan, never retry."""
+
+
+class Fenced(FencemigrateError, sqlstate="FM001"):
     """A newer token has written to the resource, or the revision is not ours to re-apply."""
 
     exit_status = EXIT_FENCED
@@ -144,17 +211,22 @@ class Fenced(FencemigrateError):
             if self.autocommitted
             else []
         )
-        return "\n".join(
-            [
-                headline,
-                cause,
-                *left,
-                "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply.",
-                "Your plan and your memory of this resource are probably stale, including anything",
-                "your context summary says you 'hold'.",
-                "Next step: run `fencemigrate state` and re-plan from what is actually there.",
-                "If your goal is already met by the current state, report that and stop.",
-            ]
+        return "\n".join([headline, cause, *left, *_STALE_PLAN])
+
+    @classmethod
+    def from_refusal(cls, refusal: Refusal, resource: str, token: int) -> Fenced:
+        """The claim's refusal, its fields read from the JSON of its DETAIL."""
+        fields: dict[str, Any] = {}
+        if refusal.detail:
+            try:
+                fields = json.loads(refusal.detail)
+            except ValueError:
+                fields = {}
+        return cls(
+            resource=str(fields.get("resource", resource)),
+            token=int(fields.get("token", token)),
+            fence_token=fields.get("fence_token"),
+            reason=str(fields.get("reason", "a newer token has written")),
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -165,6 +237,65 @@ class Fenced(FencemigrateError):
             "fence_token": self.fence_token,
             "reason": self.reason,
             "autocommitted": list(self.autocommitted),
+            "message": str(self),
+        }
+
+
+class MonotonicGuardRefused(
+    FencemigrateError,
+    sqlstate="FM002",
+    message_prefixes=("agent_fence is monotonic: ", "the lease token counter is monotonic: "),
+):
+    """The fence's monotonic guard (FM002) refused a write that would lower a fence token or the
+    lease token counter, or rename or delete their rows.
+
+    A fencing refusal (exit 3, the FENCED guidance): the guard is there so that no write, by a
+    revision, env.py or any client, can hand a resource back to older tokens, and a writer that
+    tries is working from a stale picture of who owns it; retrying cannot succeed.
+    """
+
+    exit_status = EXIT_FENCED
+    status = "fenced"
+
+    def __init__(self, resource: str, reason: str, writer: str = "", aftermath: str = "") -> None:
+        """``writer``: who wrote, when known (a revision and its line); ``aftermath``: what became of
+        the run's writes, after the reason."""
+        self.resource = resource
+        self.reason = reason
+        self.writer = writer
+        self.aftermath = aftermath
+        headline = (
+            f"FENCED: this write to {resource} is not yours to make."
+            if resource
+            else "FENCED: this write is not yours to make."
+        )
+        by = f" by {writer}" if writer else ""
+        super().__init__(
+            "\n".join(
+                [
+                    headline,
+                    f"The fence's monotonic guard (FM002) refused a write{by}: {reason}{aftermath}.",
+                    "No client may lower a fence token or the lease token counter, or rename or delete their rows:",
+                    "that would let older tokens write again.",
+                    *_STALE_PLAN,
+                ]
+            )
+        )
+
+    @classmethod
+    def from_refusal(cls, refusal: Refusal, resource: str, token: int) -> MonotonicGuardRefused:
+        return cls(resource, refusal.message)
+
+    def written_by(self, writer: str, aftermath: str) -> MonotonicGuardRefused:
+        """The same refusal, naming who made the write and what became of the run's writes."""
+        return MonotonicGuardRefused(self.resource, self.reason, writer, aftermath)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "resource": self.resource,
+            "reason": self.reason,
+            "writer": self.writer or None,
             "message": str(self),
         }
 
@@ -309,9 +440,72 @@ class Dirty(FencemigrateError):
         }
 
 
+class HeadsMoved(FencemigrateError):
+    """The heads changed between planning and the first claim; the run rolled back and can re-plan."""
+
+
+@dataclass(frozen=True)
+class CodeLocation:
+    """Where in a file of the project an error passed last: its path as shown, line and function."""
+
+    file: str
+    line: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.file}, line {self.line}, in {self.function}"
+
+
+class CodeFailed(FencemigrateError):
+    """The project's own code raised: ``what`` (a revision, env.py) at ``location``, if it was found;
+    ``cause`` is the error in one line."""
+
+    def __init__(self, what: str, location: CodeLocation | None, cause: str, aftermath: str, how: str = "") -> None:
+        self.location = location
+        self.cause = cause
+        where = f" ({location})" if location is not None else ""
+        super().__init__(f"{what}{where} failed{how}: {cause}{aftermath}")
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            **super().as_json(),
+            "file": None if self.location is None else self.location.file,
+            "line": None if self.location is None else self.location.line,
+            "function": None if self.location is None else self.location.function,
+            "error": self.cause,
+        }
+
+
+class RevisionFailed(CodeFailed):
+    """A revision's ``upgrade()`` or ``downgrade()`` raised."""
+
+    def __init__(self, revision: str, location: CodeLocation | None, cause: str, aftermath: str, how: str = "") -> None:
+        """``aftermath`` follows the error (what became of the run's writes); ``how`` follows "failed"."""
+        self.revision = revision
+        super().__init__(f"revision {revision}", location, cause, aftermath, how)
+
+    def as_json(self) -> dict[str, Any]:
+        return {**super().as_json(), "revision": self.revision}
+
+
+class RevisionDatabaseFailed(RevisionFailed, DatabaseError):
+    """A revision's statement failed in the database (still a database error: a grant with
+    ``--preempt`` may have ended the run's session)."""
+
+
+class EnvPyFailed(CodeFailed):
+    """env.py itself raised (not a revision, not the database)."""
+
+    def __init__(self, location: CodeLocation | None, cause: str) -> None:
+        super().__init__("env.py", location, cause, "")
+
+
 def sqlstate_of(error: BaseException) -> str | None:
-    """The SQLSTATE of a DBAPI error (psycopg 3, psycopg2, asyncpg), if it has one."""
+    """The SQLSTATE of a DBAPI error (psycopg 3, psycopg2, asyncpg), if it has one; None for
+    fencemigrate's own outcomes, whose ``sqlstate`` names the code they stand for."""
     original = getattr(error, "orig", error)
+    if isinstance(original, FencemigrateError):
+        return None
     for attribute in ("sqlstate", "pgcode"):
         code = getattr(original, attribute, None)
         if isinstance(code, str):
@@ -331,52 +525,40 @@ def is_lock_contention(error: BaseException) -> bool:
     return len(args) > 0 and args[0] in _CONTENDED_MYSQL_ERRORS
 
 
-def _detail_of(error: BaseException) -> str | None:
-    original = getattr(error, "orig", error)
-    diag = getattr(original, "diag", None)
-    detail = getattr(diag, "message_detail", None) or getattr(original, "detail", None)
-    return detail if isinstance(detail, str) else None
+def lookup(sqlstate: str) -> type[FencemigrateError]:
+    """The outcome of one of fencemigrate's SQLSTATEs; ``KeyError`` for any other."""
+    return _BY_SQLSTATE[sqlstate]
 
 
-def _lease_guard_message(error: BaseException) -> str | None:
-    """The message of a lease guard refusal (FM006 on PostgreSQL and MySQL, its prefix on SQLite), else None."""
+def refusal_of(error: BaseException) -> Refusal | None:
+    """What fencemigrate's own SQL said, if ``error`` is one of its refusals: told by its SQLSTATE
+    (PostgreSQL), else by how its message starts (a MySQL ``SIGNAL``, a SQLite ``RAISE``)."""
     original = getattr(error, "orig", error)
+    sqlstate = sqlstate_of(error)
+    if sqlstate is not None:
+        if sqlstate not in _BY_SQLSTATE:
+            return None
+        diag = getattr(original, "diag", None)
+        message = getattr(diag, "message_primary", None) or str(original)
+        detail = getattr(diag, "message_detail", None) or getattr(original, "detail", None)
+        return Refusal(sqlstate, message, detail if isinstance(detail, str) else None)
     args: tuple[Any, ...] = tuple(getattr(original, "args", ()))
-    if sqlstate_of(error) == SQLSTATE_LEASE_GUARD:
-        text = getattr(getattr(original, "diag", None), "message_primary", None) or str(original)
-    elif len(args) == 2 and args[0] == _MYSQL_SIGNAL and isinstance(args[1], str):
-        text = args[1]
+    if len(args) == 2 and args[0] == _MYSQL_SIGNAL and isinstance(args[1], str):
+        message = args[1]
     elif len(args) == 1 and isinstance(args[0], str):
-        text = args[0]
+        message = args[0]
     else:
         return None
-    return text if text.startswith(LEASE_GUARD_PREFIX) else None
+    for sqlstate, outcome in _BY_SQLSTATE.items():
+        if outcome.message_prefixes and message.startswith(outcome.message_prefixes):
+            return Refusal(sqlstate, message)
+    return None
 
 
 def from_database_error(error: BaseException, resource: str, token: int) -> FencemigrateError | None:
-    """Map an error raised with one of our SQLSTATEs to its outcome; None for anything else."""
-    guard = _lease_guard_message(error)
-    if guard is not None:
-        return LeaseGuardRefused(
-            f"the fence's lease guard (FM006) refused this write: {guard.removeprefix(LEASE_GUARD_PREFIX)}; "
-            "nothing was changed"
-        )
-    if sqlstate_of(error) == SQLSTATE_ESCAPED:
-        original = getattr(error, "orig", error)
-        primary = getattr(getattr(original, "diag", None), "message_primary", None) or str(original)
-        return NotTransactional(f"refused: {primary}; nothing of that revision was applied")
-    if sqlstate_of(error) != SQLSTATE_FENCED:
+    """The outcome of an error raised by fencemigrate's own SQL (:func:`refusal_of`), raised while
+    ``token`` wrote to ``resource``; None for any other error."""
+    refusal = refusal_of(error)
+    if refusal is None:
         return None
-    fields: dict[str, Any] = {}
-    detail = _detail_of(error)
-    if detail:
-        try:
-            fields = json.loads(detail)
-        except ValueError:
-            fields = {}
-    return Fenced(
-        resource=str(fields.get("resource", resource)),
-        token=int(fields.get("token", token)),
-        fence_token=fields.get("fence_token"),
-        reason=str(fields.get("reason", "a newer token has written")),
-    )
+    return lookup(refusal.sqlstate).from_refusal(refusal, resource, token)

@@ -36,7 +36,7 @@ HOLDER = "agent-A"
 NO_LEASE = "  no lease taken: there was nothing to do"
 DONE_BY_ANOTHER = "  no lease taken: another runner finished the work while this one waited for the lease"
 NOT_TRANSACTIONAL = (
-    "fencemigrate: refusing to migrate: the connection env.py gave Alembic is in autocommit mode or outside "
+    "fencemigrate: error: refusing to migrate: the connection env.py gave Alembic is in autocommit mode or outside "
     "a transaction, so the fence claim could not share a transaction with the DDL; nothing was applied"
 )
 

@@ -20,7 +20,7 @@ from fencemigrate.resources import template_dir
 
 RESOURCE = "db/migrations"
 TOKEN_REQUIRED = (
-    "fencemigrate: refusing to migrate without a fencing token: run `fencemigrate upgrade REV --token N`, "
+    "fencemigrate: usage: refusing to migrate without a fencing token: run `fencemigrate upgrade REV --token N`, "
     "or pass `-x fence_token=N` to alembic"
 )
 
@@ -194,7 +194,7 @@ def test_plain_alembic_bad_token_is_refused(fenced_project: Project, pg_url: str
     fenced_project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     result = fenced_project.run_alembic("-x", f"fence_token={token}", "upgrade", "head")
     assert result.code == 2, result
-    assert f"fencemigrate: invalid token {token!r}" in result.stderr, result
+    assert f"fencemigrate: usage: invalid token {token!r}" in result.stderr, result
     assert snapshot(pg_url) == EMPTY
 
 

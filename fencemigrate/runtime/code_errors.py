@@ -1,10 +1,12 @@
 """Failures of the project's own code, a revision's or env.py's: named with the file and line.
 
-A revision that raises gives :class:`RevisionFailed` (one for a database error, which stays a
-:class:`DatabaseError`), naming the revision and the innermost line of its file on the traceback;
-env.py failing gives :class:`EnvPyFailed`. The original exception is the ``__cause__``
+A revision that raises gives :class:`~fencemigrate.errors.RevisionFailed` (one for a database
+error, which stays a :class:`~fencemigrate.errors.DatabaseError`), naming the revision and the
+innermost line of its file on the traceback; env.py failing gives
+:class:`~fencemigrate.errors.EnvPyFailed`. The original exception is the ``__cause__``
 (``--raiseerr`` prints its traceback). FENCED and the other outcomes fencemigrate's own SQL raises
-from inside a revision are left to :func:`.environment.translated_errors`.
+from inside a revision are left to :func:`.environment.translated_errors`; the monotonic guard's
+is told which revision wrote.
 """
 
 from __future__ import annotations
@@ -12,72 +14,22 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..errors import DatabaseError, FencemigrateError, from_database_error, sqlstate_of
+from ..errors import (
+    CodeLocation,
+    EnvPyFailed,
+    FencemigrateError,
+    MonotonicGuardRefused,
+    RevisionDatabaseFailed,
+    RevisionFailed,
+    from_database_error,
+    sqlstate_of,
+)
 from ..scrub import scrub_secrets
 from .connections import is_driver_error
-
-
-@dataclass(frozen=True)
-class CodeLocation:
-    """Where in a file of the project an error passed last: its path as shown, line and function."""
-
-    file: str
-    line: int
-    function: str
-
-    def __str__(self) -> str:
-        return f"{self.file}, line {self.line}, in {self.function}"
-
-
-class CodeFailed(FencemigrateError):
-    """The project's own code raised: ``what`` (a revision, env.py) at ``location``, if it was found."""
-
-    def __init__(
-        self, what: str, location: CodeLocation | None, error: BaseException, aftermath: str, how: str = ""
-    ) -> None:
-        self.location = location
-        self.cause = describe(error)
-        where = f" ({location})" if location is not None else ""
-        super().__init__(f"{what}{where} failed{how}: {self.cause}{aftermath}")
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            **super().as_json(),
-            "file": None if self.location is None else self.location.file,
-            "line": None if self.location is None else self.location.line,
-            "function": None if self.location is None else self.location.function,
-            "error": self.cause,
-        }
-
-
-class RevisionFailed(CodeFailed):
-    """A revision's ``upgrade()`` or ``downgrade()`` raised."""
-
-    def __init__(self, revision: str, path: str, error: BaseException, aftermath: str, how: str = "") -> None:
-        """``aftermath`` follows the error (what became of the run's writes); ``how`` follows "failed"."""
-        self.revision = revision
-        super().__init__(f"revision {revision}", locate(error, path), error, aftermath, how)
-
-    def as_json(self) -> dict[str, Any]:
-        return {**super().as_json(), "revision": self.revision}
-
-
-class RevisionDatabaseFailed(RevisionFailed, DatabaseError):
-    """A revision's statement failed in the database (still a database error: a grant with
-    ``--preempt`` may have ended the run's session)."""
-
-
-class EnvPyFailed(CodeFailed):
-    """env.py itself raised (not a revision, not the database)."""
-
-    def __init__(self, path: str, error: BaseException) -> None:
-        super().__init__("env.py", locate(error, path), error, "")
 
 
 def describe(error: BaseException) -> str:
@@ -128,10 +80,14 @@ def revision_code(revision: str, path: str, aftermath: Callable[[], str], resour
         raise
     except Exception as error:
         if not is_database_error(error):
-            raise RevisionFailed(revision, path, error, aftermath()) from error
-        if from_database_error(error, resource, token) is not None:
+            raise RevisionFailed(revision, locate(error, path), describe(error), aftermath()) from error
+        refused = from_database_error(error, resource, token)
+        if isinstance(refused, MonotonicGuardRefused):
+            writer = f"revision {revision}" + (f" ({where})" if (where := locate(error, path)) else "")
+            raise refused.written_by(writer, aftermath()) from error
+        if refused is not None:
             raise  # FENCED and the other refusals of fencemigrate's SQL, translated as ever
-        raise RevisionDatabaseFailed(revision, path, error, aftermath()) from error
+        raise RevisionDatabaseFailed(revision, locate(error, path), describe(error), aftermath()) from error
 
 
 @contextmanager
@@ -147,7 +103,7 @@ def env_py_code(path: str) -> Iterator[None]:
     except Exception as error:
         if is_database_error(error) or isinstance(error, CommandError) or not _raised_by(error, path):
             raise
-        raise EnvPyFailed(path, error) from error
+        raise EnvPyFailed(locate(error, path), describe(error)) from error
 
 
 def _raised_by(error: BaseException, path: str) -> bool:

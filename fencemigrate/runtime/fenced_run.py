@@ -14,7 +14,7 @@ from sqlalchemy import Connection
 from ..dialects import dialect_for, ensure_installed
 from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls
 from ..dirty import refuse_if_dirty
-from ..errors import FencemigrateError, NotTransactional
+from ..errors import HeadsMoved, NotTransactional
 from ..progress import SILENT, Progress, StepStart
 from ..version_guard import guard_version_table
 from .code_errors import revision_code
@@ -27,11 +27,6 @@ from .outcome import RunOutcome, StepOutcome
 from .settings import FenceSettings
 from .superseded_plans import plan_or_fenced, refuse_if_superseded
 from .transaction_ends import TransactionEndWatch, ends_transaction_in_script
-
-
-class HeadsMoved(FencemigrateError):
-    """The heads changed between planning and the first claim; the run rolled back and can re-plan."""
-
 
 Planner = Callable[[tuple[str, ...], MigrationContext], tuple[list[Any], list[str]]]
 """Given the current heads, the steps to run and the revisions a reapply rolls back."""

@@ -26,10 +26,11 @@ from ..dialects import dialect_for, ensure_installed, installed_version
 from ..dialects.fence_calls import FenceCalls
 from ..dialects.named_lock import NamedLock
 from ..dirty import refuse_if_dirty
+from ..errors import HeadsMoved, RevisionFailed
 from ..progress import SILENT, Progress
 from ..version_guard import guard_version_table
-from .code_errors import RevisionFailed
-from .fenced_run import HeadsMoved, Planner, step_direction, step_start
+from .code_errors import describe, locate
+from .fenced_run import Planner, step_direction, step_start
 from .fenced_step import FencedStep
 from .ledger_changes import ledger_change, script_sha256, version_table_name
 from .outcome import RunOutcome, StepOutcome
@@ -201,8 +202,8 @@ class PrecheckRun:
         revision = step.revision.revision
         return RevisionFailed(
             revision,
-            step.revision.path,
-            error,
+            locate(error, step.revision.path),
+            describe(error),
             f"; in pre-check mode a revision's statements can commit before it "
             f"finishes, so part of it may be in the database: {revision} is now marked dirty and fenced "
             f"writes are refused. "

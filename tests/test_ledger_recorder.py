@@ -264,3 +264,22 @@ def test_precheck_marks_and_resolve_write_the_ledger_rows_they_wrote_before(
     assert ledger(url, project) == {"0001": (5, "agent-A", "upgrade", "applied", True)}
     forgotten = [*([("ROLLBACK", "agent-B", 7, "0002")] if on_mariadb else []), ("RESOLVE", "ops", 8, "0002")]
     assert events(url) == resolved + forgotten
+
+
+def test_resolving_a_refused_tokenless_upgrade_records_it_under_the_resolving_token(
+    make_project: MakeProject, mariadb_url: str
+) -> None:
+    """MariaDB commits a plain ``alembic upgrade``'s DDL before its version write is refused: the
+    revision resolved as applied gets its ledger row under the resolving token, and RESOLVE only."""
+    url = mariadb_url
+    project = make_project(url=url)
+    project.add_chain(2)
+    project.run_cli("upgrade", "r01", "--token", "5", "--holder", "agent-A").check()
+    refused = project.run_alembic("upgrade", "head")
+    assert "fencemigrate refused a version-table write without a fencing token" in refused.stderr, refused
+    project.run_cli("resolve", "r02", "--token", "6", "--as", "applied", "--holder", "ops").check()
+    assert ledger(url, project) == {
+        "r01": (5, "agent-A", "upgrade", "applied", True),
+        "r02": (6, "ops", "upgrade", "applied", True),
+    }
+    assert events(url) == [("APPLY", "agent-A", 5, "r01"), ("RESOLVE", "ops", 6, "r02")]

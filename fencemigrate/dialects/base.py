@@ -70,8 +70,6 @@ class Dialect(ABC):
     """``--mode`` values this database cannot run, with the reason given."""
     commits_ddl: ClassVar[bool] = False
     """Every DDL statement commits the open transaction (MySQL): a pre-check mark is committed so."""
-    ledger_functions: ClassVar[bool] = False
-    """The fence schema has stored functions that write the ledger (PostgreSQL)."""
     replication_known: ClassVar[bool] = False
     """The server tells whether a COMMIT waits for a synchronous standby, and its incarnation, which
     changes when a standby is promoted (PostgreSQL)."""

@@ -23,7 +23,6 @@ class PostgresqlDialect(Dialect):
 
     __dialect__ = "postgresql"
     display_name = "PostgreSQL"
-    ledger_functions = True
     replication_known = True
     returning_updates = True
     grants_to_roles = True

@@ -12,7 +12,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
 
 from ..dialects import dialect_for, ensure_installed
-from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls
+from ..dialects.fence_calls import FenceCalls
 from ..dirty import refuse_if_dirty
 from ..errors import HeadsMoved, NotTransactional
 from ..progress import SILENT, Progress, StepStart
@@ -20,8 +20,8 @@ from ..version_guard import guard_version_table
 from .code_errors import revision_code
 from .environment import autocommits
 from .fenced_step import FencedStep
-from .ledger_changes import LedgerChange, ledger_change, script_sha256, version_table_name
-from .ledger_writer import LedgerWriter
+from .ledger_changes import LedgerChange, ledger_change, version_table_name
+from .ledger_recorder import LedgerRecorder
 from .offline_version_table import create_version_table_if_missing
 from .outcome import RunOutcome, StepOutcome
 from .settings import FenceSettings
@@ -57,7 +57,7 @@ class FencedRun:
         self._held: tuple[object, int | None] | None = None
         self._planned_heads: list[str] = []
         self._quoted_schema = ""
-        self._writer: LedgerWriter | None = None
+        self._recorder: LedgerRecorder | None = None
         self._steps_left = 0
         self._batching = False
         self._unverified: list[int] = []  # outcome.steps whose ledger rows are not yet proven
@@ -92,7 +92,9 @@ class FencedRun:
         self._context = context
         self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
         self._calls = dialect_for(context).fence_calls(context, self._quoted_schema)
-        self._writer = LedgerWriter(self._calls, self._script(context), self.settings, version_table_name(context))
+        self._recorder = LedgerRecorder(
+            context, self._quoted_schema, self._calls, self.settings.resource, self.settings.holder
+        )
         self._steps_left = self._steps_total = len(steps)
         # In one transaction for all steps, ledger rows wait for the last step (or for anything
         # that may end the transaction) and go in one round trip, proven by one transaction id.
@@ -174,7 +176,7 @@ class FencedRun:
         change = ledger_change(self._script(context), step)
         claim_xact = self._held_claim(context)
         if claim_xact is None and self._records_with_claim(context, step):
-            claim_xact = self._claim_and_record(context, calls, change)
+            claim_xact = self._claim_and_record(change)
         elif claim_xact is None:
             claim_xact = calls.claim(settings.resource, settings.token)
         if self._first_step and not context.as_sql:
@@ -229,7 +231,7 @@ class FencedRun:
                 atomic=not self._escaped,
             )
         )
-        assert self._writer is not None
+        assert self._recorder is not None
         still_in_claim = connection is not None and connection.get_transaction() is claim_transaction
         settled = still_in_claim and not (self._escaped or ended)
         if recorded_with_claim and settled:
@@ -238,7 +240,7 @@ class FencedRun:
             self._remember_claim(context, claim_xact)
             return
         if self._batching and self._steps_left and settled:
-            self._writer.defer(change)
+            self._recorder.defer(change)
             self._remember_claim(context, claim_xact)
             return
         self._remember_claim(context, self._flush(context, claim_xact, change))
@@ -265,30 +267,19 @@ class FencedRun:
 
         PostgreSQL only: its COMMIT then proves the version row. SQLite claims, then records.
         """
+        assert self._recorder is not None
         return (
-            isinstance(self._calls, PostgresFenceCalls)
+            self._recorder.records_with_claim
             and not self._batching
             and not context.as_sql
             and isinstance(step, RevisionStep)
             and step.is_upgrade
         )
 
-    def _claim_and_record(self, context: MigrationContext, calls: FenceCalls, change: LedgerChange) -> int | None:
-        assert isinstance(calls, PostgresFenceCalls)
-        (revision,) = change.added
-        preparer = context.dialect.identifier_preparer
-        relation = ".".join(
-            preparer.quote(part) for part in (context.version_table_schema, context.version_table) if part
-        )
-        xact = calls.claim_and_record(
-            self.settings.resource,
-            self.settings.token,
-            version_table_name(context),
-            relation,
-            revision,
-            self.settings.holder,
-            script_sha256(change.paths[revision]),
-        )
+    def _claim_and_record(self, change: LedgerChange) -> int | None:
+        assert self._recorder is not None
+        (row,) = self._recorder.rows(change)
+        xact = self._recorder.record_with_claim(row, self.settings.token)
         self._early = change
         return xact
 
@@ -298,13 +289,13 @@ class FencedRun:
         then writes it again after its DDL, in the transaction it ends up in)."""
         self._flush_deferred(context, self._claim_xact)
         if self._early is not None:
-            assert isinstance(self._calls, PostgresFenceCalls)  # only PostgreSQL records with the claim
-            self._calls.undo_record(version_table_name(context), self._early.added[0])
+            assert self._recorder is not None
+            self._recorder.undo_with_claim(self._early.added[0])
             self._early = None
 
     def _flush_deferred(self, context: MigrationContext, claim_xact: int | None) -> None:
         """Write deferred ledger rows now, before something may end their transaction."""
-        if self._writer is not None and self._writer.has_deferred():
+        if self._recorder is not None and self._recorder.has_deferred():
             self._flush(context, claim_xact)
 
     def _flush(self, context: MigrationContext, claim_xact: int | None, change: Any = None) -> int | None:
@@ -313,8 +304,8 @@ class FencedRun:
         If they do not, something committed since the claim: claim again in the transaction now
         open before Alembic writes the version row, and report the steps as non-atomic.
         """
-        assert self._writer is not None and self._calls is not None
-        last_xact = self._writer.flush(change)
+        assert self._recorder is not None and self._calls is not None
+        last_xact = self._recorder.flush(self.settings.token, change)
         if not self._calls.offline and last_xact != claim_xact:
             last_xact = self._calls.claim(self.settings.resource, self.settings.token)
             for index in self._unverified:

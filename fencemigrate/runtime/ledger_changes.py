@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
 from alembic.script import ScriptDirectory
 
 from .purge import PurgeStep
 
+LedgerMethod = Literal["upgrade", "stamp"]
+"""How a revision came to be recorded: it ran, or it was stamped."""
+
 
 @dataclass(frozen=True)
 class LedgerChange:
     """Revisions that become applied, and revisions that stop being applied, with a step."""
 
-    method: str  # "upgrade" or "stamp"
+    method: LedgerMethod
     added: tuple[str, ...]
     removed: tuple[str, ...]
     paths: dict[str, str] = field(default_factory=dict)  # revision files already at hand

@@ -23,7 +23,6 @@ from alembic.runtime.migration import MigrationContext, RevisionStep
 from sqlalchemy import Connection
 
 from ..dialects import dialect_for, ensure_installed, installed_version
-from ..dialects.fence_calls import FenceCalls
 from ..dialects.named_lock import NamedLock
 from ..dirty import refuse_if_dirty
 from ..errors import HeadsMoved, RevisionFailed
@@ -32,7 +31,8 @@ from ..version_guard import guard_version_table
 from .code_errors import describe, locate
 from .fenced_run import Planner, step_direction, step_start
 from .fenced_step import FencedStep
-from .ledger_changes import ledger_change, script_sha256, version_table_name
+from .ledger_changes import ledger_change, version_table_name
+from .ledger_recorder import LedgerRecorder
 from .outcome import RunOutcome, StepOutcome
 from .precheck_marks import PrecheckMarks
 from .settings import FenceSettings
@@ -58,10 +58,10 @@ class PrecheckRun:
         self._progress = progress
         self._lock_wait_ms = lock_wait_ms
         self._lock: NamedLock | None = None
-        self._calls: FenceCalls | None = None
         self._quoted_schema = ""
         self._context: MigrationContext | None = None
         self._external = False  # env.py began a transaction of its own: it commits, not this run
+        self._recorder: LedgerRecorder | None = None
         self._marks: PrecheckMarks | None = None
         self._next_step: Any = None  # the step after the one running
         self._premarked: Any = None  # a step whose mark the previous step's transaction wrote
@@ -103,14 +103,15 @@ class PrecheckRun:
         lock.take(self._lock_wait_ms)
         self._lock = lock
         refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
-        self._calls = dialect_for(context).fence_calls(context, self._quoted_schema)
+        calls = dialect_for(context).fence_calls(context, self._quoted_schema)
         _, reapplied = plan_or_fenced(self.planner, self.settings, tuple(context.get_current_heads()), context)
         if reapplied:  # before the claim: a refused reapply leaves the fence as it was
-            self._calls.check_reapply(
-                version_table_name(context), self.settings.resource, reapplied, self.settings.token
-            )
-        self._calls.claim(self.settings.resource, self.settings.token)
-        self._marks = PrecheckMarks(connection, self._quoted_schema, self._calls, commit_marks=not self._external)
+            calls.check_reapply(version_table_name(context), self.settings.resource, reapplied, self.settings.token)
+        calls.claim(self.settings.resource, self.settings.token)
+        self._recorder = LedgerRecorder(
+            context, self._quoted_schema, calls, self.settings.resource, self.settings.holder
+        )
+        self._marks = PrecheckMarks(connection, self._quoted_schema, self._recorder, commit_marks=not self._external)
         if not self._external:
             connection.commit()
 
@@ -139,18 +140,18 @@ class PrecheckRun:
 
     def _checked_steps(self, steps: list[Any], context: MigrationContext) -> Iterator[Any]:
         for index, step in enumerate(steps):
-            self._before_step(step, context)
+            self._before_step(step)
             if not context.as_sql:  # checked and marked: the step's own code starts now
                 self._progress.step_started(step_start(step, index + 1, len(steps), self.settings.token))
             self._next_step = steps[index + 1] if index + 1 < len(steps) else None
             yield FencedStep(step, self)
 
-    def _before_step(self, step: Any, context: MigrationContext) -> None:
+    def _before_step(self, step: Any) -> None:
         """The fence must still hold our token; the revision's ledger row is marked before its DDL
         (unless the previous step's transaction marked it already)."""
         if isinstance(step, RevisionStep) and self._premarked is not step:
             assert self._marks is not None
-            self._marks.begin(step, version_table_name(context), self.settings)
+            self._marks.begin(step, self.settings.token)
         self._premarked = None
 
     # -- one step, inside Alembic's transaction for it ----------------------------------------
@@ -167,20 +168,14 @@ class PrecheckRun:
             if not isinstance(step, RevisionStep):
                 raise
             raise self._failure(step, error) from error
-        context, calls, settings = self._context, self._calls, self.settings
-        assert context is not None and calls is not None and context.script is not None
+        context, recorder, settings = self._context, self._recorder, self.settings
+        assert context is not None and recorder is not None and context.script is not None
         change = ledger_change(context.script, step)
         assert self._marks is not None
         if isinstance(step, RevisionStep):
-            self._marks.settle(step, version_table_name(context), settings)
+            self._marks.settle(step, settings.token)
         else:  # a stamp: no DDL, nothing to mark
-            rows: list[tuple[str, str, str, str | None]] = [
-                ("rollback", revision, change.method, None) for revision in change.removed
-            ]
-            for revision in change.added:
-                path = change.paths.get(revision) or context.script.get_revision(revision).path
-                rows.append(("apply", revision, change.method, script_sha256(path)))
-            calls.record_steps(version_table_name(context), settings.resource, settings.token, settings.holder, rows)
+            recorder.record(recorder.rows(change), settings.token)
         self.outcome.steps.append(
             StepOutcome(
                 revisions=change.added or change.removed,
@@ -190,9 +185,7 @@ class PrecheckRun:
             )
         )
         following = self._next_step
-        if isinstance(following, RevisionStep) and self._marks.mark_ahead(
-            following, version_table_name(context), settings
-        ):
+        if isinstance(following, RevisionStep) and self._marks.mark_ahead(following, settings.token):
             # The next revision's mark commits with this step's version row: one commit, not two.
             self._premarked = following
         self._heartbeat(context.connection)

@@ -15,6 +15,7 @@ from ..errors import UsageError
 from ..events import log_event
 from ..queries import statement
 from .ledger_changes import script_sha256, version_table_name
+from .ledger_recorder import LedgerRecorder
 from .settings import FenceSettings
 
 APPLIED = "applied"
@@ -74,14 +75,15 @@ class ResolveRun:
         self._lock = lock
         dirty = self._dirty_row(unsettled_revisions(connection, quoted, settings.resource), context)
         claim_fence(connection, quoted, settings.resource, settings.token)
-        version_table = version_table_name(context)
-        params = {"version_table": version_table, "revision": self.revision}
+        recorder = LedgerRecorder(
+            context, quoted, dialect_for(context).fence_calls(context, quoted), settings.resource, settings.holder
+        )
         if dirty.token == 0:  # left by a refused write without a token: no ledger row was marked
-            self._settle_tokenless(context, quoted, dirty)
+            self._settle_tokenless(context, quoted, recorder, dirty)
         elif self.resolved_as == APPLIED:
-            connection.execute(statement("settle_revision", quoted, context.dialect.name), params)
+            recorder.resolve_applied(self.revision)
         else:
-            connection.execute(statement("forget_revision", quoted, context.dialect.name), params)
+            recorder.forget(self.revision)
         after = self._move_version_table(context, heads, dirty)
         log_event(
             connection,
@@ -128,30 +130,22 @@ class ResolveRun:
             f"{self.revision} is not dirty on {self.settings.resource} (dirty revisions: {listed}); nothing was changed"
         )
 
-    def _settle_tokenless(self, context: MigrationContext, quoted: str, dirty: Unsettled) -> None:
+    def _settle_tokenless(
+        self, context: MigrationContext, quoted: str, recorder: LedgerRecorder, dirty: Unsettled
+    ) -> None:
         """A revision whose version write was refused for want of a token: an upgrade resolved as
         applied gets its ledger row now (under the resolving token); a downgrade resolved as rolled
         back loses it; either way its refused writes are forgotten."""
         connection = context.connection
         assert connection is not None and context.script is not None
-        dialect, settings = context.dialect.name, self.settings
-        params = {"version_table": dirty.version_table, "revision": self.revision}
         if dirty.state == "applying" and self.resolved_as == APPLIED:
             revision = context.script.get_revision(self.revision)
             assert revision is not None and revision.path is not None
-            connection.execute(
-                statement("record_apply", quoted, dialect),
-                {
-                    **params,
-                    "resource": settings.resource,
-                    "token": settings.token,
-                    "holder": settings.holder,
-                    "script_sha256": script_sha256(revision.path),
-                },
-            )
+            recorder.adopt(self.revision, script_sha256(revision.path), self.settings.token)
         elif dirty.state == "rolling_back" and self.resolved_as == ROLLED_BACK:
-            connection.execute(statement("forget_revision", quoted, dialect), params)
-        connection.execute(statement("forget_tokenless_write", quoted, dialect), params)
+            recorder.forget(self.revision)
+        params = {"version_table": dirty.version_table, "revision": self.revision}
+        connection.execute(statement("forget_tokenless_write", quoted, context.dialect.name), params)
 
     def _move_version_table(self, context: MigrationContext, heads: tuple[str, ...], dirty: Unsettled) -> set[str]:
         """Alembic's version table as the settled revision says: an upgrade resolved as applied moves

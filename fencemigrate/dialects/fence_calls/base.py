@@ -8,7 +8,8 @@ from alembic.runtime.migration import MigrationContext
 
 
 class FenceCalls(ABC):
-    """Claim, re-apply check and ledger writes, in the migration context's current transaction.
+    """Claim and re-apply check, in the migration context's current transaction (ledger rows:
+    :class:`.LedgerRecorder`).
 
     A "transaction id" returned here identifies the transaction the call ran in: two calls that
     return different ids were separated by a commit.
@@ -30,34 +31,3 @@ class FenceCalls(ABC):
     @abstractmethod
     def check_reapply(self, version_table: str, resource: str, revisions: list[str], token: int) -> None:
         """FENCED unless the fence and every revision's applied token allow ``token`` to re-apply."""
-
-    @abstractmethod
-    def record_apply(
-        self,
-        version_table: str,
-        revision: str,
-        resource: str,
-        token: int,
-        holder: str,
-        method: str,
-        script_sha256: str | None,
-    ) -> None:
-        """Write the ledger row of an applied or stamped revision and log APPLY or STAMP."""
-
-    @abstractmethod
-    def record_rollback(self, version_table: str, revision: str, resource: str, token: int, holder: str) -> None:
-        """Delete the ledger row of a rolled-back revision; the ROLLBACK event names ``holder`` and ``token``."""
-
-    @abstractmethod
-    def record_steps(
-        self,
-        version_table: str,
-        resource: str,
-        token: int,
-        holder: str,
-        rows: list[tuple[str, str, str, str | None]],
-    ) -> int | None:
-        """Apply ``(action, revision, method, sha256)`` ledger changes in order ("apply" or "rollback").
-
-        Returns the transaction id, to compare with the claim's.
-        """

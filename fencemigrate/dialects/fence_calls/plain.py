@@ -24,7 +24,7 @@ class PlainStatementCalls(FenceCalls):
     def claim(self, resource: str, token: int) -> int | None:
         """Claim ``resource`` with ``token``; returns the transaction id. FENCED if a higher token wrote."""
         claim_fence(self._connection(), self._schema, resource, token)
-        return self._transaction_id()
+        return self.transaction_id()
 
     def check_reapply(self, version_table: str, resource: str, revisions: list[str], token: int) -> None:
         """FENCED unless the fence and every revision's applied token allow ``token`` to re-apply.
@@ -48,65 +48,9 @@ class PlainStatementCalls(FenceCalls):
             if applied != token:
                 raise Fenced(resource, token, fence, f"{revision} was applied under token {applied}, not yours")
 
-    def record_apply(
-        self,
-        version_table: str,
-        revision: str,
-        resource: str,
-        token: int,
-        holder: str,
-        method: str,
-        script_sha256: str | None,
-    ) -> None:
-        """Write the ledger row of an applied or stamped revision and log APPLY or STAMP."""
-        stamp = method == "stamp"
-        self._run(
-            "record_stamp" if stamp else "record_apply",
-            version_table=version_table,
-            revision=revision,
-            resource=resource,
-            token=token,
-            holder=holder,
-            script_sha256=script_sha256,
-        )
-        self._log(resource, "STAMP" if stamp else "APPLY", holder, token, revision)
-
-    def record_rollback(self, version_table: str, revision: str, resource: str, token: int, holder: str) -> None:
-        """Delete the ledger row of a rolled-back revision and log ROLLBACK."""
-        self._run("record_rollback", version_table=version_table, revision=revision)
-        self._log(resource, "ROLLBACK", holder, token, revision)
-
-    def record_steps(
-        self,
-        version_table: str,
-        resource: str,
-        token: int,
-        holder: str,
-        rows: list[tuple[str, str, str, str | None]],
-    ) -> int | None:
-        """Apply ``(action, revision, method, sha256)`` ledger changes in order; returns the transaction id."""
-        for action, revision, method, sha256 in rows:
-            if action == "apply":
-                self.record_apply(version_table, revision, resource, token, holder, method, sha256)
-            else:
-                self.record_rollback(version_table, revision, resource, token, holder)
-        return self._transaction_id()
-
-    def _transaction_id(self) -> int | None:
+    def transaction_id(self) -> int | None:
         """The id of the current transaction, where the dialect has one to compare (None: MySQL)."""
         return None
-
-    def _log(self, resource: str, kind: str, holder: str, token: int, revision: str) -> None:
-        self._run(
-            "log_event",
-            at=None,
-            resource=resource,
-            kind=kind,
-            holder=holder,
-            token=token,
-            revision=revision,
-            detail=None,
-        )
 
     def _run(self, name: str, **params: Any) -> CursorResult[Any]:
         connection = self._connection()

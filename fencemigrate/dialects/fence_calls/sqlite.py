@@ -1,4 +1,4 @@
-"""SQLite: the claim and the ledger writes as plain statements (SQLite has no stored functions)."""
+"""SQLite: the claim as plain statements (SQLite has no stored functions)."""
 
 from __future__ import annotations
 
@@ -12,5 +12,5 @@ class SqliteFenceCalls(PlainStatementCalls):
     Transaction ids are :func:`transaction_number`s. Online only: offline scripts are refused on SQLite.
     """
 
-    def _transaction_id(self) -> int:
+    def transaction_id(self) -> int:
         return transaction_number(self._connection())

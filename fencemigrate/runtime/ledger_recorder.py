@@ -1,0 +1,291 @@
+"""The ledger's one writer: every row of ``applied_revision`` fencemigrate writes, in every mode.
+
+The ledger records, per version table, each revision fencemigrate applied or stamped, with the
+token it was written under (``applied_token``); rolled-back revisions lose their row. Transactional
+runs, pre-check runs, ``stamp`` (``--purge`` too) and ``resolve`` all write it through
+:class:`LedgerRecorder`, as Django's ``MigrationRecorder`` owns its table: no other module runs a
+statement that inserts, updates or deletes ledger rows (``tests/test_ledger_recorder.py`` checks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from alembic.runtime.migration import MigrationContext, RevisionStep
+from sqlalchemy import Connection, TextClause
+
+from ..dialects.driver import rowcount_on_driver
+from ..dialects.fence_calls import FenceCalls, PlainStatementCalls, PostgresFenceCalls
+from ..errors import DatabaseError
+from ..events import log_event
+from ..queries import statement
+from .ledger_changes import LedgerChange, LedgerMethod, script_sha256, version_table_name
+
+
+class LedgerAction(Enum):
+    """What a ledger row change does."""
+
+    APPLY = "apply"  # the revision's row is written (applied or stamped)
+    ROLLBACK = "rollback"  # the revision's row goes
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """One change to the ledger: ``revision`` recorded (with its file's sha256), or its row removed."""
+
+    action: LedgerAction
+    revision: str
+    method: LedgerMethod = "upgrade"
+    script_sha256: str | None = None  # APPLY only
+
+
+def revision_row(step: RevisionStep) -> LedgerRow:
+    """The ledger change of one revision's upgrade or downgrade."""
+    revision = step.revision
+    if step.is_upgrade:
+        return LedgerRow(LedgerAction.APPLY, revision.revision, "upgrade", script_sha256(revision.path))
+    return LedgerRow(LedgerAction.ROLLBACK, revision.revision)
+
+
+class LedgerRecorder:
+    """Writes the ledger rows of one run (or one ``resolve``) on the migration context's connection.
+
+    ``resource`` and ``holder`` name who writes; each write takes the token it is made under. In one
+    transaction for all steps, rows can wait (:meth:`defer`) and go in one round trip (:meth:`flush`).
+    """
+
+    def __init__(
+        self, context: MigrationContext, quoted_schema: str, calls: FenceCalls, resource: str, holder: str
+    ) -> None:
+        self.context = context
+        self._schema = quoted_schema
+        self.resource = resource
+        self.holder = holder
+        self._writes: _FunctionWrites | _StatementWrites
+        if isinstance(calls, PostgresFenceCalls):
+            self._writes = _FunctionWrites(self, calls)
+        else:
+            assert isinstance(calls, PlainStatementCalls)
+            self._writes = _StatementWrites(self, calls)
+        self._pending: list[LedgerChange] = []
+
+    @property
+    def version_table(self) -> str:
+        """Alembic's version table, as the ledger keys its rows."""
+        return version_table_name(self.context)
+
+    @property
+    def records_with_claim(self) -> bool:
+        """True where one call can claim and record (the fence schema's functions, on PostgreSQL)."""
+        return isinstance(self._writes, _FunctionWrites)
+
+    # -- transactional runs, stamp and purge ------------------------------------------------
+
+    def rows(self, change: LedgerChange) -> list[LedgerRow]:
+        """The ledger rows of a step's change: rollbacks first, then the revisions it records."""
+        rows = [LedgerRow(LedgerAction.ROLLBACK, revision, change.method) for revision in change.removed]
+        for revision in change.added:
+            path = change.paths.get(revision) or self._script_path(revision)
+            rows.append(LedgerRow(LedgerAction.APPLY, revision, change.method, script_sha256(path)))
+        return rows
+
+    def record(self, rows: Sequence[LedgerRow], token: int) -> int | None:
+        """Write ``rows`` in order under ``token``; returns the transaction id (None offline, or on MySQL)."""
+        return self._writes.record(rows, token)
+
+    def defer(self, change: LedgerChange) -> None:
+        """Keep ``change`` for the next flush (the caller holds the claim in this transaction)."""
+        self._pending.append(change)
+
+    def has_deferred(self) -> bool:
+        """True when deferred changes wait to be written."""
+        return bool(self._pending)
+
+    def flush(self, token: int, change: LedgerChange | None = None) -> int | None:
+        """Write every deferred change, then ``change``; returns the transaction id (None offline)."""
+        changes = [*self._pending, *([change] if change is not None else [])]
+        self._pending = []
+        return self.record([row for item in changes for row in self.rows(item)], token)
+
+    def record_with_claim(self, row: LedgerRow, token: int) -> int | None:
+        """Claim the resource, write ``row`` and have COMMIT prove Alembic's version row, in one call
+        (:attr:`records_with_claim` only). Returns the transaction id."""
+        assert isinstance(self._writes, _FunctionWrites)
+        return self._writes.record_with_claim(row, token)
+
+    def undo_with_claim(self, revision: str) -> None:
+        """Take back what :meth:`record_with_claim` wrote (the claim stays)."""
+        assert isinstance(self._writes, _FunctionWrites)
+        self._writes.undo_with_claim(revision)
+
+    # -- pre-check mode ---------------------------------------------------------------------
+
+    def mark(self, row: LedgerRow, token: int) -> bool:
+        """Mark ``row``'s revision 'applying' (APPLY) or 'rolling_back' (ROLLBACK) under ``token``,
+        while the fence still holds ``token``. False (nothing written) when a newer token has written."""
+        params: dict[str, Any] = {**self._identity(row.revision, token)}
+        if row.action is LedgerAction.APPLY:
+            params["script_sha256"] = row.script_sha256
+        name = "begin_apply" if row.action is LedgerAction.APPLY else "begin_rollback"
+        return rowcount_on_driver(self.connection, self.statement(name), params) > 0
+
+    def settle(self, row: LedgerRow, token: int) -> None:
+        """Settle the mark of ``row``'s revision after its DDL, in the transaction of its version row."""
+        self._writes.settle(row, token)
+
+    # -- resolve ----------------------------------------------------------------------------
+
+    def resolve_applied(self, revision: str) -> None:
+        """``resolve --as applied``: the dirty row of ``revision`` is settled as applied."""
+        self._execute("settle_revision", {"version_table": self.version_table, "revision": revision})
+
+    def forget(self, revision: str) -> None:
+        """``resolve --as rolled-back``: the dirty row of ``revision`` goes."""
+        self._execute("forget_revision", {"version_table": self.version_table, "revision": revision})
+
+    def adopt(self, revision: str, sha256: str, token: int) -> None:
+        """An upgrade whose version write was refused for want of a token, resolved as applied: its
+        ledger row, under the resolving ``token`` (the RESOLVE event tells, no APPLY event)."""
+        self._execute("record_apply", {**self._identity(revision, token), "script_sha256": sha256})
+
+    # -- shared -----------------------------------------------------------------------------
+
+    @property
+    def connection(self) -> Connection:
+        """The migration's connection (online only)."""
+        connection = self.context.connection
+        assert connection is not None
+        return connection
+
+    def statement(self, name: str) -> TextClause:
+        """The ledger statement ``name`` for this connection's dialect and fence schema."""
+        return statement(name, self._schema, self.context.dialect.name)
+
+    def log(self, kind: str, token: int, revision: str) -> None:
+        """Log a ledger event (APPLY, STAMP, ROLLBACK) in the current transaction."""
+        log_event(
+            self.connection,
+            self._schema,
+            resource=self.resource,
+            kind=kind,
+            holder=self.holder,
+            token=token,
+            revision=revision,
+        )
+
+    def _identity(self, revision: str, token: int) -> dict[str, Any]:
+        return {
+            "version_table": self.version_table,
+            "revision": revision,
+            "resource": self.resource,
+            "token": token,
+            "holder": self.holder,
+        }
+
+    def _execute(self, name: str, params: dict[str, Any]) -> Any:
+        return self.connection.execute(self.statement(name), params)
+
+    def _script_path(self, revision: str) -> str:
+        script = self.context.script
+        assert script is not None
+        path = script.get_revision(revision).path
+        assert path is not None
+        return path
+
+
+class _FunctionWrites:
+    """PostgreSQL: the fence schema's ledger functions (which log the events themselves); offline,
+    one readable call per revision in the script."""
+
+    def __init__(self, recorder: LedgerRecorder, calls: PostgresFenceCalls) -> None:
+        self._recorder = recorder
+        self._calls = calls
+
+    def record(self, rows: Sequence[LedgerRow], token: int) -> int | None:
+        recorder, calls = self._recorder, self._calls
+        who = {"resource": recorder.resource, "token": token, "holder": recorder.holder}
+        if calls.offline:
+            for row in rows:
+                where = {"version_table": recorder.version_table, "revision": row.revision}
+                if row.action is LedgerAction.ROLLBACK:
+                    calls.call("record_rollback", **where, **who)
+                else:
+                    calls.call("record_apply", **where, **who, method=row.method, script_sha256=row.script_sha256)
+            return None
+        return calls.call_for_xact(
+            "record_steps",
+            version_table=recorder.version_table,
+            **who,
+            actions=[row.action.value for row in rows],
+            revisions=[row.revision for row in rows],
+            methods=[row.method for row in rows],
+            shas=[row.script_sha256 for row in rows],
+        )
+
+    def settle(self, row: LedgerRow, token: int) -> None:
+        self.record([row], token)
+
+    def record_with_claim(self, row: LedgerRow, token: int) -> int | None:
+        recorder = self._recorder
+        context = recorder.context
+        preparer = context.dialect.identifier_preparer
+        relation = ".".join(
+            preparer.quote(part) for part in (context.version_table_schema, context.version_table) if part
+        )
+        return self._calls.call_for_xact(
+            "claim_and_record",
+            resource=recorder.resource,
+            token=token,
+            version_table=recorder.version_table,
+            version_relation=relation,
+            revision=row.revision,
+            holder=recorder.holder,
+            script_sha256=row.script_sha256,
+        )
+
+    def undo_with_claim(self, revision: str) -> None:
+        self._calls.call("undo_record", version_table=self._recorder.version_table, revision=revision)
+
+
+class _StatementWrites:
+    """SQLite and MySQL: plain statements, and the events logged beside them."""
+
+    def __init__(self, recorder: LedgerRecorder, calls: PlainStatementCalls) -> None:
+        self._recorder = recorder
+        self._calls = calls
+
+    def record(self, rows: Sequence[LedgerRow], token: int) -> int | None:
+        recorder = self._recorder
+        for row in rows:
+            where = {"version_table": recorder.version_table, "revision": row.revision}
+            if row.action is LedgerAction.ROLLBACK:
+                recorder.connection.execute(recorder.statement("record_rollback"), where)
+                recorder.log("ROLLBACK", token, row.revision)
+                continue
+            stamp = row.method == "stamp"
+            recorder.connection.execute(
+                recorder.statement("record_stamp" if stamp else "record_apply"),
+                {
+                    **where,
+                    "resource": recorder.resource,
+                    "token": token,
+                    "holder": recorder.holder,
+                    "script_sha256": row.script_sha256,
+                },
+            )
+            recorder.log("STAMP" if stamp else "APPLY", token, row.revision)
+        return self._calls.transaction_id()
+
+    def settle(self, row: LedgerRow, token: int) -> None:
+        """MySQL: the ledger's triggers write the events of the settled rows."""
+        recorder = self._recorder
+        name = "settle_apply" if row.action is LedgerAction.APPLY else "settle_rollback"
+        params = {"version_table": recorder.version_table, "revision": row.revision, "token": token}
+        if rowcount_on_driver(recorder.connection, recorder.statement(name), params) != 1:
+            raise DatabaseError(
+                f"the ledger row of {row.revision} is no longer marked by this run (token {token}): "
+                "another writer changed it while the revision ran; see `fencemigrate state`"
+            )

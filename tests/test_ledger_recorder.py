@@ -75,6 +75,7 @@ def test_the_sql_files_name_the_ledger_writes() -> None:
     """The search below finds the ledger writes of every mode, on every dialect, and no claim."""
     assert ledger_functions() == {
         "claim_and_record",
+        "delete_ledger_row",
         "record_apply",
         "record_rollback",
         "record_steps",

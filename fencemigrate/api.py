@@ -20,9 +20,11 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError, asbool
 from sqlalchemy import Engine
 
+from .alembic_internals import per_migration_transaction
 from .authoring import BranchPoint, WrittenRevision, branch_points, new_revisions, open_in_editor, revision_files
 from .authoring import merge as authoring_merge
 from .config import configured_backend, configured_lease_url, configured_resource, fence_schema
+from .connections import separate_connection
 from .demo import DemoResult, run_demo
 from .durations import parse_ttl_ms, parse_wait_ms
 from .ensure_version import EnsuredVersionTable, ensure_version_table
@@ -460,7 +462,7 @@ def install(
     def do_install(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         assert context.connection is not None
         quoted = context.dialect.identifier_preparer.quote(schema)
-        with context.begin_transaction(_per_migration=True):
+        with per_migration_transaction(context):
             outcome.installed = ensure_installed(context.connection, quoted)
             if not outcome.installed:
                 version = installed_version(context.connection, quoted)
@@ -887,7 +889,7 @@ def _told_and_logged(
         return fenced
     target = ", ".join(destination) if isinstance(destination, tuple) else str(destination)
     try:
-        with engines[-1].connect() as connection, connection.begin():
+        with separate_connection(engines[-1]) as connection, connection.begin():
             quoted_schema = connection.dialect.identifier_preparer.quote(settings.schema)
             fenced = with_newer_token_news(connection, quoted_schema, fenced)
             log_event(

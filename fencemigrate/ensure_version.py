@@ -12,6 +12,7 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 
+from .alembic_internals import per_migration_transaction
 from .fence_schema import installed_version
 from .version_guard import ALLOWED, GUARDED, VersionTable, guard_first_write, guard_state
 
@@ -55,7 +56,7 @@ def ensure_version_table(context: MigrationContext, quoted_schema: str) -> Ensur
         context._ensure_version_table()
         return EnsuredVersionTable(table.name, offline=True)
     assert context.connection is not None
-    with context.begin_transaction(_per_migration=True):
+    with per_migration_transaction(context):
         created = not context._has_version_table()
         context._ensure_version_table()
         guard_first_write(context, quoted_schema)

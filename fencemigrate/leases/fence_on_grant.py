@@ -29,10 +29,10 @@ from typing import Any
 from sqlalchemy import Connection, Engine, RootTransaction
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from ..connections import own_connection
 from ..errors import ImplausibleClock, LeaseBusy, UsageError, sqlstate_of
 from ..fence_schema import ensure_installed
 from ..queries import query_dialect, statement
-from ..runtime.connections import own_connection
 from ..runtime.named_lock import NamedLock
 from ..runtime.sqlite_transactions import sqlite_transactions
 from ..token_sources import advance_fence, detach_fence
@@ -81,7 +81,7 @@ def lease_connection(engine: Engine) -> Iterator[Connection]:
     On SQLite every transaction on it is ``BEGIN IMMEDIATE`` (:mod:`..runtime.sqlite_transactions`)
     until it is closed, also after env.py has finished (a run releases its lease then). Other
     dialects get no listeners. Closed rolled back, or invalidated when its session is gone
-    (:func:`..runtime.connections.own_connection`).
+    (:func:`..connections.own_connection`).
     """
     with sqlite_transactions() if engine.dialect.name == "sqlite" else nullcontext():
         with own_connection(engine) as connection:

@@ -18,9 +18,9 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..connections import is_driver_error
 from ..errors import DatabaseError, FencemigrateError, from_database_error, sqlstate_of
 from ..scrub import scrub_secrets
-from .connections import is_driver_error
 
 
 @dataclass(frozen=True)

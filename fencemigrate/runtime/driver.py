@@ -4,7 +4,7 @@ The fence calls run once or more per migration step; going to the driver with a 
 compiled once keeps their cost close to a bare round trip. They run in whatever transaction the
 DBAPI connection is in. Errors are the driver's own: ``translated_errors`` maps them. One that says
 the session is gone invalidates the SQLAlchemy connection, as SQLAlchemy's own statements do
-(:func:`.connections.invalidate_if_lost`).
+(:func:`..connections.invalidate_if_lost`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Dialect, TextClause
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.sql.compiler import Compiled
 
-from .connections import invalidate_if_lost
+from ..connections import invalidate_if_lost
 
 _compiled: dict[tuple[int, str], Compiled] = {}
 

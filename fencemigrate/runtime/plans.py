@@ -10,8 +10,8 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..connections import close, probe_connection
 from ..errors import FencemigrateError, UsageError
-from .connections import close
 from .declared_heads import declared_heads, has_revision_files
 from .fenced_run import Planner
 from .ledger_changes import covered
@@ -45,7 +45,7 @@ class NothingToDoProbe:
     def __call__(self) -> bool:
         try:
             if self._probe is None:
-                connection = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+                connection = probe_connection(self._engine)
                 opts = {
                     "version_table": self._context.version_table,
                     "version_table_schema": self._context.version_table_schema,
@@ -70,7 +70,7 @@ class NothingToDoProbe:
             return False
 
     def close(self) -> None:
-        """Close the probe's connection (invalidated when its session is gone: :mod:`.connections`)."""
+        """Close the probe's connection (invalidated when its session is gone: :mod:`..connections`)."""
         if self._probe is not None and self._probe.connection is not None:
             close(self._probe.connection)
         self._probe = None

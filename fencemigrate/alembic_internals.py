@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext
+from alembic.script import Script, ScriptDirectory
+from alembic.script.revision import Revision
 from sqlalchemy import Connection, Engine
 
 MigrationsFn = Callable[[tuple[str, ...], MigrationContext], Iterable[Any]]
@@ -75,6 +78,94 @@ def per_migration_transaction(context: MigrationContext) -> AbstractContextManag
     outer one, which env.py has already entered (or skipped, with ``transaction_per_migration``).
     """
     return context.begin_transaction(_per_migration=True)
+
+
+def create_version_table(context: MigrationContext) -> None:
+    """Create Alembic's version table, empty, unless it exists (``MigrationContext._ensure_version_table``).
+
+    Why not public: Alembic creates it only as a side effect of ``run_migrations`` or ``stamp``;
+    fencemigrate creates it in the transaction that guards it, before any version is written.
+    """
+    context._ensure_version_table()
+
+
+# Alembic's command.py builds its migration functions from ScriptDirectory._upgrade_revs,
+# _downgrade_revs and _stamp_revs; there is no public planner. They are annotated with str but
+# command.py passes the heads tuple, as fencemigrate does.
+
+
+def upgrade_steps(script: ScriptDirectory, destination: str, heads: str | tuple[str, ...]) -> list[Any]:
+    """The steps ``alembic upgrade destination`` runs from ``heads`` (``ScriptDirectory._upgrade_revs``)."""
+    return list(script._upgrade_revs(destination, heads))  # type: ignore[arg-type]
+
+
+def downgrade_steps(script: ScriptDirectory, destination: str, heads: str | tuple[str, ...]) -> list[Any]:
+    """The steps ``alembic downgrade destination`` runs from ``heads`` (``ScriptDirectory._downgrade_revs``)."""
+    return list(script._downgrade_revs(destination, heads))  # type: ignore[arg-type]
+
+
+def stamp_steps(script: ScriptDirectory, revisions: tuple[str, ...], heads: tuple[str, ...]) -> list[Any]:
+    """The steps ``alembic stamp revisions`` takes from ``heads`` (``ScriptDirectory._stamp_revs``)."""
+    return list(script._stamp_revs(revisions, heads))
+
+
+def relative_revision(script: ScriptDirectory, start: str, steps: int, branch: str | None) -> Any:
+    """The revision ``steps`` away from ``start`` (``start+N``, ``start-N``), None past the end of
+    the graph (``RevisionMap._walk``).
+
+    Why not public: Alembic resolves relative revisions only inside its planners, which fail with
+    a message that does not say the graph ended.
+    """
+    return script.revision_map._walk(start, steps, branch_label=branch)
+
+
+def parent_revisions(revision: Revision) -> tuple[str, ...]:
+    """The revisions right below ``revision`` as Alembic's planners walk them: its down revisions,
+    and the dependencies no ancestor already has (``Revision._normalized_down_revisions``).
+
+    Why not public: ``down_revision`` leaves dependencies out, and ``depends_on`` is as written
+    (branch labels, partial ids); Alembic resolves and prunes them in private.
+    """
+    return tuple(revision._normalized_down_revisions)
+
+
+def revisions_below(revision: Revision) -> tuple[str, ...]:
+    """The revisions right below ``revision``: its down revisions and every dependency, resolved
+    (``Revision._all_down_revisions``); what the version table moves to when stamped below it.
+    Why not public: as for :func:`parent_revisions`."""
+    return tuple(revision._all_down_revisions)
+
+
+def listed_dependencies(revision: Revision) -> tuple[str, ...]:
+    """``depends_on`` resolved to revision ids (``Revision._resolved_dependencies``).
+    Why not public: ``depends_on`` is as written (branch labels, partial ids)."""
+    return tuple(revision._resolved_dependencies)
+
+
+def mark_current(script: Script, current: bool) -> None:
+    """Have ``script.cmd_format()`` say ``(current)`` as ``alembic history -i`` does
+    (``Script._db_current_indicator``). Why not public: Alembic's own command sets it the same way;
+    ``cmd_format`` takes no such argument."""
+    script._db_current_indicator = current
+
+
+def script_by_id(script: ScriptDirectory, rev_id: str) -> Script | None:
+    """The revision file whose id or branch label is exactly ``rev_id``, if there is one
+    (``RevisionMap._revision_map``).
+
+    Why not public: ``get_revision`` also resolves partial ids and ``head``, and raises when
+    ``rev_id`` is ambiguous.
+    """
+    found = script.revision_map._revision_map.get(rev_id)
+    return found if isinstance(found, Script) else None
+
+
+def version_directories(script: ScriptDirectory) -> list[Path]:
+    """The directories Alembic reads revision files from, resolved (``ScriptDirectory._version_locations``).
+
+    Why not public: ``version_locations`` is the configured text (relative, or a package resource).
+    """
+    return list(script._version_locations)
 
 
 def around_autocommit_blocks(

@@ -20,7 +20,7 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError, asbool
 from sqlalchemy import Engine
 
-from .alembic_internals import per_migration_transaction
+from .alembic_internals import per_migration_transaction, relative_revision
 from .authoring import BranchPoint, WrittenRevision, branch_points, new_revisions, open_in_editor, revision_files
 from .authoring import merge as authoring_merge
 from .config import configured_backend, configured_lease_url, configured_resource, fence_schema
@@ -1026,7 +1026,7 @@ def _require_walkable(script: ScriptDirectory, revision: str) -> None:
         return
     steps = int(match["steps"])
     try:
-        walked = script.revision_map._walk(match["start"], steps, branch_label=match["branch"])
+        walked = relative_revision(script, match["start"], steps, match["branch"])
     except Exception as error:  # alembic raises several resolution error types
         raise UsageError(f"unknown revision {revision!r}: {error}") from None
     if walked is None:

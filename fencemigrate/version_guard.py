@@ -18,6 +18,7 @@ from typing import Any
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
+from .alembic_internals import create_version_table
 from .dirty import utc_text
 from .fence_schema import installed_version
 from .queries import query_dialect, statement
@@ -93,7 +94,7 @@ def guard_first_write(context: MigrationContext, quoted_schema: str) -> None:
     state = guard_state(context, quoted_schema)
     if state is None or state.status == ALLOWED:
         return
-    context._ensure_version_table()
+    create_version_table(context)
     guard_version_table(context, quoted_schema)
 
 

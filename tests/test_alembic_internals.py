@@ -22,20 +22,34 @@ from alembic.config import Config
 from alembic.operations import Operations
 from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.script import base as script_base
 from sqlalchemy import Connection, Engine, create_engine, event, text
 
 from fencemigrate.alembic_internals import (
     BlockFactory,
     around_autocommit_blocks,
     around_env_py_calls,
+    create_version_table,
+    downgrade_steps,
     engines_dispatch_events,
     in_autocommit_isolation,
+    listed_dependencies,
+    mark_current,
     migration_function,
+    parent_revisions,
     per_migration_transaction,
+    relative_revision,
     replace_migration_function,
+    revisions_below,
     rewrite_offline_output,
+    script_by_id,
     set_engines_dispatch_events,
+    stamp_steps,
+    upgrade_steps,
+    version_directories,
 )
+from fencemigrate.runtime import declared_heads
 
 
 def require(holds: bool, name: str, expected: str) -> None:
@@ -196,3 +210,111 @@ def test_engine_class_listeners_set_the_dispatch_flag() -> None:
         event.remove(Engine, "begin", on_begin)
         set_engines_dispatch_events(before)
     require(engines_dispatch_events() is before, name, "can be put back")
+
+
+def test_create_version_table_creates_it_empty_once(engine: Engine, connection: Connection) -> None:
+    name = "MigrationContext._ensure_version_table()"
+    context = MigrationContext.configure(connection, opts={"version_table": "versions_here"})
+    require(callable(getattr(context, "_ensure_version_table", None)), name, "exists")
+    with connection.begin():
+        create_version_table(context)
+        create_version_table(context)  # checkfirst: a second call changes nothing
+    require(has_table(engine, "versions_here"), name, "creates the configured version table")
+    require(context.get_current_heads() == (), name, "creates it empty")
+
+
+_REVISIONS = {
+    "a": "down_revision = None",
+    "b": 'down_revision = "a"',
+    "x": 'down_revision = None\nbranch_labels = ("other",)',
+    "c": 'down_revision = "b"\ndepends_on = "other"',
+}
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> ScriptDirectory:
+    """A script directory: a -> b -> c on one branch, x (labelled ``other``) on another, c depends on it."""
+    versions = tmp_path / "scripts" / "versions"
+    versions.mkdir(parents=True)
+    for revision, lines in _REVISIONS.items():
+        source = f'revision = "{revision}"\n{lines}\n\ndef upgrade():\n    pass\n\ndef downgrade():\n    pass\n'
+        (versions / f"{revision}_rev.py").write_text(source, encoding="utf-8")
+    (versions / "__init__.py").write_text("", encoding="utf-8")
+    (versions / ".#a_rev.py").write_text("an editor's lock file", encoding="utf-8")
+    return ScriptDirectory(str(tmp_path / "scripts"))
+
+
+def _revisions(steps: list[Any]) -> list[tuple[str, bool]]:
+    return [(step.revision.revision, step.is_upgrade) for step in steps]
+
+
+def test_planners_are_alembics_commands(script: ScriptDirectory) -> None:
+    for private in ("_upgrade_revs", "_downgrade_revs", "_stamp_revs"):
+        require(callable(getattr(script, private, None)), f"ScriptDirectory.{private}", "exists")
+    up = _revisions(upgrade_steps(script, "b", ()))
+    require(up == [("a", True), ("b", True)], "ScriptDirectory._upgrade_revs", f"plans base -> b as a, b ({up})")
+    up_from_str = _revisions(upgrade_steps(script, "b", "a"))
+    require(
+        up_from_str == [("b", True)], "ScriptDirectory._upgrade_revs", f"takes one head as a string ({up_from_str})"
+    )
+    down = _revisions(downgrade_steps(script, "a", ("b",)))
+    require(down == [("b", False)], "ScriptDirectory._downgrade_revs", f"plans b -> a as b down ({down})")
+    stamp = stamp_steps(script, ("b",), ())
+    stamped = [(tuple(step.from_revisions), tuple(step.to_revisions)) for step in stamp]
+    require(stamped == [((), ("b",))], "ScriptDirectory._stamp_revs", f"stamps b from base ({stamped})")
+
+
+def test_relative_revisions_walk_the_graph(script: ScriptDirectory) -> None:
+    name = "RevisionMap._walk"
+    require(callable(getattr(script.revision_map, "_walk", None)), name, "exists")
+    above = relative_revision(script, "a", 1, None)
+    require(getattr(above, "revision", None) == "b", name, f"walks a+1 to b ({above})")
+    below = relative_revision(script, "b", -1, None)
+    require(getattr(below, "revision", None) == "a", name, f"walks b-1 to a ({below})")
+    require(relative_revision(script, "a", 5, None) is None, name, "answers None past the end of the graph")
+
+
+def test_resolved_down_revisions_and_dependencies(script: ScriptDirectory) -> None:
+    c = script.get_revision("c")
+    assert c is not None
+    parents = parent_revisions(c)
+    require(
+        parents == ("b", "x"),
+        "Revision._normalized_down_revisions",
+        f"lists down revisions and dependencies ({parents})",
+    )
+    below = revisions_below(c)
+    require(below == ("b", "x"), "Revision._all_down_revisions", f"lists down revisions and dependencies ({below})")
+    dependencies = listed_dependencies(c)
+    require(dependencies == ("x",), "Revision._resolved_dependencies", f"resolves branch labels ({dependencies})")
+
+
+def test_history_marks_current(script: ScriptDirectory) -> None:
+    name = "Script._db_current_indicator"
+    c = script.get_revision("c")
+    assert c is not None
+    mark_current(c, True)
+    require("(current)" in c.cmd_format(verbose=False), name, "makes cmd_format() say (current)")
+    mark_current(c, False)
+    require("(current)" not in c.cmd_format(verbose=False), name, "is read by cmd_format() each time")
+
+
+def test_scripts_by_exact_id_or_label(script: ScriptDirectory) -> None:
+    name = "RevisionMap._revision_map"
+    found = script_by_id(script, "c")
+    require(found is not None and found.revision == "c", name, "maps revision ids to their scripts")
+    labelled = script_by_id(script, "other")
+    require(labelled is not None and labelled.revision == "x", name, "maps branch labels to their scripts")
+    require(script_by_id(script, "zz") is None, name, "has no entry for an unknown id")
+
+
+def test_version_directories_and_revision_files(tmp_path: Path, script: ScriptDirectory) -> None:
+    name = "ScriptDirectory._version_locations"
+    directories = version_directories(script)
+    require(directories == [tmp_path / "scripts" / "versions"], name, f"lists the resolved directories ({directories})")
+    pattern = getattr(script_base, "_only_source_rev_file", None)
+    require(
+        pattern is not None and pattern.pattern == declared_heads._REVISION_FILE.pattern,
+        "alembic.script.base._only_source_rev_file",
+        "is the rule fencemigrate/runtime/declared_heads.py copies",
+    )

@@ -18,7 +18,25 @@ OPENS = {"create_engine", "create_async_engine", "engine_from_config", "async_en
 OPENING_METHODS = {"connect", "raw_connection"}
 """Methods that open a connection (an engine's, or a driver's: ``psycopg.connect``, ``sqlite3.connect``...)."""
 
-PRIVATE_NAMES = {"_migrations_fn", "_has_events", "_is_autocommit_isolation"}
+PRIVATE_NAMES = {
+    "_migrations_fn",
+    "_ensure_version_table",
+    "_has_version_table",
+    "_upgrade_revs",
+    "_downgrade_revs",
+    "_stamp_revs",
+    "_walk",
+    "_revision_map",
+    "_version_locations",
+    "_normalized_down_revisions",
+    "_all_down_revisions",
+    "_versioned_down_revisions",
+    "_resolved_dependencies",
+    "_db_current_indicator",
+    "_has_events",
+    "_is_autocommit_isolation",
+}
+"""Attributes of Alembic's and SQLAlchemy's objects that are not their public API."""
 PRIVATE_KEYWORDS = {"_per_migration"}
 REPLACED_METHODS = {"configure", "run_migrations", "autocommit_block", "static_output"}
 """Methods of Alembic's objects that fencemigrate replaces on an instance."""

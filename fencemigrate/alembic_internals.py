@@ -24,6 +24,9 @@ MigrationsFn = Callable[[tuple[str, ...], MigrationContext], Iterable[Any]]
 BlockFactory = Callable[[], AbstractContextManager[None]]
 
 
+# -- Alembic: env.py and the migration context -------------------------------------------------
+
+
 def around_env_py_calls(
     context: EnvironmentContext,
     configure: Callable[..., None],
@@ -88,6 +91,45 @@ def create_version_table(context: MigrationContext) -> None:
     """
     context._ensure_version_table()
 
+
+def around_autocommit_blocks(
+    context: MigrationContext, block: Callable[[BlockFactory], AbstractContextManager[None]]
+) -> None:
+    """Make every ``autocommit_block()`` a revision opens on ``context`` be ``block(original)``.
+
+    Why not public: Alembic has no hook for a revision leaving its transaction, and SQLAlchemy's
+    events come too late or too early (the commit of the step's transaction, then the change of
+    isolation level) to claim again between them.
+    """
+    original = context.autocommit_block
+
+    def autocommit_block() -> Any:  # Alembic's annotation names contextlib's private generator class
+        return block(original)
+
+    context.autocommit_block = autocommit_block  # type: ignore[method-assign]
+
+
+def rewrite_offline_output(context: MigrationContext, rewrite: Callable[[str], str]) -> Callable[[], None]:
+    """From now on, every text Alembic writes to a ``--sql`` script goes through ``rewrite``
+    (``impl.static_output``); returns what undoes it.
+
+    Why not public: the output buffer is fixed when env.py configures the context (under plain
+    ``alembic`` fencemigrate is not there then), and no hook sees the statements written.
+    """
+    impl = context.impl
+    write = impl.static_output
+
+    def output(text: str) -> None:
+        write(rewrite(text))
+
+    def restore() -> None:
+        impl.static_output = write  # type: ignore[method-assign]
+
+    impl.static_output = output  # type: ignore[method-assign]
+    return restore
+
+
+# -- Alembic: the script directory and its revisions ---------------------------------------
 
 # Alembic's command.py builds its migration functions from ScriptDirectory._upgrade_revs,
 # _downgrade_revs and _stamp_revs; there is no public planner. They are annotated with str but
@@ -168,41 +210,7 @@ def version_directories(script: ScriptDirectory) -> list[Path]:
     return list(script._version_locations)
 
 
-def around_autocommit_blocks(
-    context: MigrationContext, block: Callable[[BlockFactory], AbstractContextManager[None]]
-) -> None:
-    """Make every ``autocommit_block()`` a revision opens on ``context`` be ``block(original)``.
-
-    Why not public: Alembic has no hook for a revision leaving its transaction, and SQLAlchemy's
-    events come too late or too early (the commit of the step's transaction, then the change of
-    isolation level) to claim again between them.
-    """
-    original = context.autocommit_block
-
-    def autocommit_block() -> Any:  # Alembic's annotation names contextlib's private generator class
-        return block(original)
-
-    context.autocommit_block = autocommit_block  # type: ignore[method-assign]
-
-
-def rewrite_offline_output(context: MigrationContext, rewrite: Callable[[str], str]) -> Callable[[], None]:
-    """From now on, every text Alembic writes to a ``--sql`` script goes through ``rewrite``
-    (``impl.static_output``); returns what undoes it.
-
-    Why not public: the output buffer is fixed when env.py configures the context (under plain
-    ``alembic`` fencemigrate is not there then), and no hook sees the statements written.
-    """
-    impl = context.impl
-    write = impl.static_output
-
-    def output(text: str) -> None:
-        write(rewrite(text))
-
-    def restore() -> None:
-        impl.static_output = write  # type: ignore[method-assign]
-
-    impl.static_output = output  # type: ignore[method-assign]
-    return restore
+# -- SQLAlchemy -------------------------------------------------------------------------------
 
 
 def in_autocommit_isolation(connection: Connection) -> bool:

@@ -14,7 +14,9 @@ from typing import Any, NoReturn
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
+from .alembic_internals import migration_function, replace_migration_function
 from .config import configured_resource, fence_schema
+from .connections import separate_connection
 from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired
 from .rendering import render
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, autocommits, translated_errors
@@ -34,7 +36,7 @@ def run_migrations(context: ModuleType | Any) -> None:
     token = x_arguments.get("fence_token")
     resource = x_arguments.get("fence_resource") or configured_resource(context.config)
     migration_context: MigrationContext = context.get_context()
-    original = migration_context._migrations_fn
+    original = migration_function(migration_context)
 
     def planner(heads: tuple[str, ...], ctx: MigrationContext) -> tuple[list[Any], list[str]]:
         assert original is not None
@@ -56,7 +58,7 @@ def run_migrations(context: ModuleType | Any) -> None:
         )
         outcome = RunOutcome("upgrade", settings.resource, settings.token, settings.holder)
         run = FencedRun(settings, planner, outcome)
-        migration_context._migrations_fn = run.migrations_fn
+        replace_migration_function(migration_context, run.migrations_fn)
         with translated_errors(settings.resource, settings.token):
             context.run_migrations()
     except Fenced as fenced:
@@ -94,7 +96,7 @@ def _with_news(migration_context: MigrationContext, schema: str, fenced: Fenced)
     if migration_context.connection is None:
         return fenced
     try:
-        with migration_context.connection.engine.connect() as connection:
+        with separate_connection(migration_context.connection.engine) as connection:
             return with_newer_token_news(connection, connection.dialect.identifier_preparer.quote(schema), fenced)
     except Exception:  # noqa: BLE001 - the rejection stands, whatever the event log says
         return fenced

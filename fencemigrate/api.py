@@ -20,9 +20,11 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError, asbool
 from sqlalchemy import Engine
 
+from .alembic_internals import per_migration_transaction, relative_revision
 from .authoring import BranchPoint, WrittenRevision, branch_points, new_revisions, open_in_editor, revision_files
 from .authoring import merge as authoring_merge
 from .config import configured_backend, configured_lease_url, configured_resource, fence_schema
+from .connections import separate_connection
 from .demo import DemoResult, run_demo
 from .dialects import ensure_installed, installed_version, offline_install_script
 from .durations import parse_ttl_ms, parse_wait_ms
@@ -460,7 +462,7 @@ def install(
     def do_install(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         assert context.connection is not None
         quoted = context.dialect.identifier_preparer.quote(schema)
-        with context.begin_transaction(_per_migration=True):
+        with per_migration_transaction(context):
             outcome.installed = ensure_installed(context.connection, quoted)
             if not outcome.installed:
                 version = installed_version(context.connection, quoted)
@@ -887,7 +889,7 @@ def _told_and_logged(
         return fenced
     target = ", ".join(destination) if isinstance(destination, tuple) else str(destination)
     try:
-        with engines[-1].connect() as connection, connection.begin():
+        with separate_connection(engines[-1]) as connection, connection.begin():
             quoted_schema = connection.dialect.identifier_preparer.quote(settings.schema)
             fenced = with_newer_token_news(connection, quoted_schema, fenced)
             log_event(
@@ -1024,7 +1026,7 @@ def _require_walkable(script: ScriptDirectory, revision: str) -> None:
         return
     steps = int(match["steps"])
     try:
-        walked = script.revision_map._walk(match["start"], steps, branch_label=match["branch"])
+        walked = relative_revision(script, match["start"], steps, match["branch"])
     except Exception as error:  # alembic raises several resolution error types
         raise UsageError(f"unknown revision {revision!r}: {error}") from None
     if walked is None:

@@ -26,6 +26,7 @@ from alembic.script import Script, ScriptDirectory
 from alembic.script.revision import RevisionError
 from alembic.util import CommandError
 
+from .alembic_internals import script_by_id, version_directories
 from .check.fence_filter import fence_left_out
 from .config import fence_schema
 from .errors import FencemigrateError, UsageError
@@ -226,8 +227,8 @@ def _require_new_id(script: ScriptDirectory, rev_id: str) -> None:
         Script.verify_rev_id(rev_id)
     except RevisionError as error:
         raise UsageError(str(error.args[0])) from None
-    existing = script.revision_map._revision_map.get(rev_id)
-    if isinstance(existing, Script):
+    existing = script_by_id(script, rev_id)
+    if existing is not None:
         raise UsageError(
             f"revision id {rev_id!r} already exists ({Path(existing.path).resolve()}); choose another --rev-id"
         )
@@ -267,7 +268,7 @@ def _nothing_left_on_failure(script: ScriptDirectory) -> Iterator[None]:
 def _version_files(script: ScriptDirectory) -> set[str]:
     return {
         os.path.join(root, name)
-        for location in script._version_locations
+        for location in version_directories(script)
         if location.is_dir()
         for root, _, names in os.walk(location)
         for name in names

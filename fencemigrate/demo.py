@@ -26,12 +26,13 @@ from pathlib import Path
 
 from alembic import command as alembic_command
 from alembic.config import Config
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from . import api
 from .config import load_config
+from .connections import one_off_connection
 from .errors import Fenced, UsageError
 from .state import State
 from .timeline import timeline_lines
@@ -269,11 +270,8 @@ class _Project:
         shutil.rmtree(self.versions / "__pycache__", ignore_errors=True)  # never run a stale .pyc
 
     def invoice_columns(self) -> list[str]:
-        engine = create_engine(self.url)
-        try:
-            return [column["name"] for column in inspect(engine).get_columns("invoice")]
-        finally:
-            engine.dispose()
+        with one_off_connection(self.url) as connection:
+            return [column["name"] for column in inspect(connection).get_columns("invoice")]
 
 
 @contextmanager
@@ -300,12 +298,10 @@ def _databases(url: str | None, workdir: Path) -> Iterator[tuple[str, str]]:
 
 @contextmanager
 def _scratch_database(base: URL, name: str) -> Iterator[str]:
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
     try:
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        with one_off_connection(base, autocommit=True) as admin:
+            admin.execute(text(f'CREATE DATABASE "{name}"'))
         yield base.set(database=name).render_as_string(hide_password=False)
     finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+        with one_off_connection(base, autocommit=True) as admin:
+            admin.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
 
+from .alembic_internals import create_version_table, per_migration_transaction
 from .dialects import installed_version
 from .version_guard import ALLOWED, GUARDED, VersionTable, guard_first_write, guard_state
 
@@ -52,12 +54,12 @@ def ensure_version_table(context: MigrationContext, quoted_schema: str) -> Ensur
     guard); offline, write its ``CREATE TABLE`` to the script as Alembic does."""
     table = VersionTable.of(context)
     if context.as_sql:
-        context._ensure_version_table()
+        create_version_table(context)
         return EnsuredVersionTable(table.name, offline=True)
     assert context.connection is not None
-    with context.begin_transaction(_per_migration=True):
-        created = not context._has_version_table()
-        context._ensure_version_table()
+    with per_migration_transaction(context):
+        created = not inspect(context.connection).has_table(context.version_table, context.version_table_schema)
+        create_version_table(context)
         guard_first_write(context, quoted_schema)
         fenced = installed_version(context.connection, quoted_schema) is not None
         state = guard_state(context, quoted_schema) if fenced else None

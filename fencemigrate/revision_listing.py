@@ -11,6 +11,15 @@ from typing import Any
 from alembic.script import Script, ScriptDirectory
 from alembic.util import CommandError, DatabaseNotAtHead
 
+from .alembic_internals import listed_dependencies, mark_current
+
+
+def _as_tuple(ids: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
+    """``down_revision`` as a tuple, as Alembic lists it: none, one id, or several."""
+    if ids is None:
+        return ()
+    return (ids,) if isinstance(ids, str) else tuple(ids)
+
 
 @dataclass(frozen=True)
 class RevisionInfo:
@@ -32,9 +41,9 @@ class RevisionInfo:
         """``script``'s facts; ``is_current`` when the database's heads ``current`` are given."""
         return cls(
             revision=script.revision,
-            down_revisions=tuple(script._versioned_down_revisions),
+            down_revisions=_as_tuple(script.down_revision),
             branch_labels=tuple(sorted(script.branch_labels)),
-            depends_on=tuple(script._resolved_dependencies),
+            depends_on=listed_dependencies(script),
             is_head=script.is_head,
             is_branch_point=script.is_branch_point,
             is_merge_point=script.is_merge_point,
@@ -124,7 +133,7 @@ def history_lines(
     lines = []
     for sc in script.walk_revisions(base=start or "base", head=end or "heads"):  # type: ignore[arg-type]  # as Alembic passes them
         if indicate_current:
-            sc._db_current_indicator = sc.revision in heads
+            mark_current(sc, sc.revision in heads)
         lines.append(sc.cmd_format(verbose=verbose, include_branches=True, include_doc=True, include_parents=True))
     return lines
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 
+from .alembic_internals import create_version_table
 from .dialects import dialect_for, installed_version
 
 GUARDED = "refused"
@@ -72,7 +73,7 @@ def guard_first_write(context: MigrationContext, quoted_schema: str) -> None:
         return
     if guard_state(context, quoted_schema).status == ALLOWED:
         return
-    context._ensure_version_table()
+    create_version_table(context)
     guard_version_table(context, quoted_schema)
 
 

@@ -231,7 +231,10 @@ def collect_loads() -> list[Load]:
             return None
         if isinstance(call.func, ast.Attribute):
             if not (isinstance(call.func.value, ast.Name) and call.func.value.id in ("self", "cls")):
-                return None
+                # another object's method (``recorder.statement(...)``): a loader when no other method
+                # in the package has that name
+                named = [f for f in functions if f.node.name == callee and ":" in f.owner]
+                return loaders.get((named[0].owner, callee)) if len(named) == 1 else None
             classes = [function.owner.partition(":")[2]]
             while classes:  # the method of the class, or of a base class
                 name = classes.pop(0)

@@ -28,6 +28,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.pool import ConnectionPoolEntry, Pool
 
+from ..alembic_internals import engines_dispatch_events, in_autocommit_isolation, set_engines_dispatch_events
+
 _BEGIN = "BEGIN IMMEDIATE"
 _STARTS_TRANSACTION = re.compile(r"\s*BEGIN\b", re.IGNORECASE)
 _MIN_BUSY_TIMEOUT_MS = 60_000  # wait for another writer at least this long (pysqlite's default is 5 s)
@@ -47,7 +49,7 @@ class _Listeners:
         with self._lock:
             self._users += 1
             if self._users == 1:
-                self._had_events = Engine._has_events
+                self._had_events = engines_dispatch_events()
                 event.listen(Pool, "connect", _on_connect)
                 event.listen(Engine, "begin", _on_begin)
                 event.listen(Engine, "before_cursor_execute", _before_cursor_execute)
@@ -59,7 +61,7 @@ class _Listeners:
                 event.remove(Engine, "before_cursor_execute", _before_cursor_execute)
                 event.remove(Engine, "begin", _on_begin)
                 event.remove(Pool, "connect", _on_connect)
-                Engine._has_events = self._had_events  # listening on the class set it for every engine
+                set_engines_dispatch_events(self._had_events)  # listening on the class set it for every engine
 
 
 _LISTENERS = _Listeners()
@@ -78,7 +80,7 @@ def sqlite_transactions() -> Iterator[None]:
 
 def manages(connection: Connection) -> bool:
     """True when the recipe controls this connection's transactions (so DDL cannot autocommit)."""
-    return bool(connection.connection.info.get(_MANAGED)) and not connection._is_autocommit_isolation()
+    return bool(connection.connection.info.get(_MANAGED)) and not in_autocommit_isolation(connection)
 
 
 def transaction_number(connection: Connection) -> int:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from sqlalchemy import Engine, create_engine
-from sqlalchemy.pool import NullPool
+from sqlalchemy import Engine
 
+from ..connections import unpooled_engine
 from ..errors import UsageError
 from ..scrub import remember_url_password, scrub_secrets
 from .database import DatabaseLeases
@@ -64,7 +64,7 @@ def lease_engine(engine: Engine) -> Engine:
             f"fencemigrate cannot take a lease through the async driver {url.drivername!r}: "
             "pass --token N from your own lease service"
         )
-    return create_engine(url.set(drivername=f"{url.get_backend_name()}+{driver}"), poolclass=NullPool)
+    return unpooled_engine(url.set(drivername=f"{url.get_backend_name()}+{driver}"))
 
 
 def open_backend(

@@ -29,11 +29,11 @@ from typing import Any, ClassVar
 from sqlalchemy import Connection, Engine, RootTransaction
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from ..connections import own_connection
 from ..dialects import dialect_for, ensure_installed
 from ..dialects.named_lock import NamedLock
 from ..errors import ImplausibleClock, LeaseBusy, UsageError, sqlstate_of
 from ..queries import statement
-from ..runtime.connections import own_connection
 from ..token_sources import advance_fence, detach_fence
 from .model import LeaseStatus
 from .standby_waits import SYNCHRONOUS_WAIT_FLOOR_MS, CommitWatch
@@ -82,7 +82,7 @@ def lease_connection(engine: Engine) -> Iterator[Connection]:
     On SQLite every transaction on it is ``BEGIN IMMEDIATE`` (:mod:`..dialects.sqlite_transactions`)
     until it is closed, also after env.py has finished (a run releases its lease then): the
     dialect's :meth:`~fencemigrate.dialects.Dialect.managed_transactions`. Closed rolled back, or
-    invalidated when its session is gone (:func:`..runtime.connections.own_connection`).
+    invalidated when its session is gone (:func:`..connections.own_connection`).
     """
     with dialect_for(engine).managed_transactions():
         with own_connection(engine) as connection:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..connections import is_driver_error
 from ..errors import (
     CodeLocation,
     EnvPyFailed,
@@ -29,7 +30,6 @@ from ..errors import (
     sqlstate_of,
 )
 from ..scrub import scrub_secrets
-from .connections import is_driver_error
 
 
 def describe(error: BaseException) -> str:

@@ -22,6 +22,8 @@ from weakref import WeakKeyDictionary
 
 from alembic.script import ScriptDirectory
 
+from ..alembic_internals import version_directories
+
 # Alembic's own rule for which files of a version location are revisions
 # (alembic.script.base._only_source_rev_file): *.py, but not __init__.py nor editor lock files.
 _REVISION_FILE = re.compile(r"(?!\.\#|__init__)(.*\.py)$")
@@ -75,7 +77,7 @@ def _revision_paths(script: ScriptDirectory) -> list[str] | None:
     if script.sourceless or script.recursive_version_locations:
         return None
     paths: list[str] = []
-    for location in script._version_locations:
+    for location in version_directories(script):
         if location.is_dir():
             with os.scandir(location) as entries:
                 paths += sorted(entry.path for entry in entries if _REVISION_FILE.match(entry.name) and entry.is_file())

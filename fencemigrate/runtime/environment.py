@@ -1,4 +1,4 @@
-"""Run the project's own env.py with a fenced migration function: the one place connections open."""
+"""Run the project's own env.py with a fenced migration function, and turn its failures into outcomes."""
 
 from __future__ import annotations
 
@@ -15,14 +15,15 @@ from alembic.util import CommandError
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
+from ..alembic_internals import around_env_py_calls
 from ..config import check_url_password
+from ..connections import cancel_statement_on_server, is_driver_error, note_driver, roll_back_or_invalidate
 from ..dialects import dialect_for
 from ..dialects.sqlite_transactions import sqlite_transactions
 from ..errors import DatabaseError, FencemigrateError, NotTransactional, from_database_error, sqlstate_of
 from ..process_exit import close_at_exit
 from ..scrub import remember_password, scrub_secrets
 from .code_errors import env_py_code
-from .connections import cancel_statement_on_server, is_driver_error, note_driver, roll_back_or_invalidate
 
 FENCED_RUN_ATTRIBUTE = "fencemigrate.run"
 """``config.attributes`` key telling the fence-aware env.py template that fencing is on."""
@@ -54,15 +55,14 @@ def run_env(
     SQLite connections env.py opens get transactional DDL (:mod:`..dialects.sqlite_transactions`), and
     Alembic is told so. What env.py raises itself is :class:`.code_errors.EnvPyFailed`.
     When what fencemigrate runs inside env.py fails, env.py's connections are rolled back before
-    env.py closes them, and invalidated if their sessions are gone (:mod:`.connections`).
+    env.py closes them, and invalidated if their sessions are gone (:mod:`..connections`).
     """
     check_configured_url(config)
     context = EnvironmentContext(config, script, fn=fn, **context_options)
     forced: list[bool] = []
     configured: list[tuple[Connection, int | None]] = []  # with the server's id of the session
-    configure, run_migrations = context.configure, context.run_migrations
 
-    def guarded_configure(*args: Any, **kw: Any) -> None:
+    def guarded_configure(configure: Callable[..., None], *args: Any, **kw: Any) -> None:
         given = kw.get("connection", args[0] if args else None)
         if isinstance(given, Connection) and per_migration(given):
             kw["transaction_per_migration"] = True
@@ -88,12 +88,11 @@ def run_env(
             if on_connection is not None and connection is not None:
                 on_connection(context.get_context())
 
-    def guarded_run_migrations(**kw: Any) -> None:
+    def guarded_run_migrations(run_migrations: Callable[..., None], **kw: Any) -> None:
         with _rolled_back_on_failure(configured):
             run_migrations(**kw)
 
-    context.configure = guarded_configure  # type: ignore[method-assign]
-    context.run_migrations = guarded_run_migrations  # type: ignore[method-assign]
+    around_env_py_calls(context, guarded_configure, guarded_run_migrations)
     with translated_errors(resource, token), sqlite_transactions(), context, env_py_code(script.env_py_location):
         script.run_env()
     return bool(forced)

@@ -11,6 +11,7 @@ from alembic.runtime.migration import MigrationContext, RevisionStep
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
 
+from ..alembic_internals import BlockFactory, around_autocommit_blocks, rewrite_offline_output
 from ..dialects import dialect_for, ensure_installed
 from ..dialects.fence_calls import FenceCalls
 from ..dirty import refuse_if_dirty
@@ -368,11 +369,10 @@ class FencedRun:
 
     def _guard_autocommit_blocks(self, context: MigrationContext) -> None:
         """Claim again inside every ``autocommit_block()`` and mark the step as non-atomic."""
-        original = context.autocommit_block
         run = self
 
         @contextmanager
-        def fenced_autocommit_block() -> Iterator[None]:
+        def fenced_autocommit_block(original: BlockFactory) -> Iterator[None]:
             run._escaped = True
             # Earlier steps' deferred rows must commit with their DDL, which the block commits.
             run._before_early_commit(context)
@@ -384,7 +384,7 @@ class FencedRun:
                 run._calls.claim(run.settings.resource, run.settings.token)
                 yield
 
-        context.autocommit_block = fenced_autocommit_block  # type: ignore[method-assign]
+        around_autocommit_blocks(context, fenced_autocommit_block)
 
     @contextmanager
     def _watching_offline_commits(self, context: MigrationContext) -> Iterator[None]:
@@ -392,19 +392,17 @@ class FencedRun:
         if not context.as_sql:
             yield
             return
-        impl = context.impl
-        write = impl.static_output
 
-        def watched(text: str) -> None:
+        def watched(text: str) -> str:
             if ends_transaction_in_script(text):
                 self._escaped = True
-            write(text)
+            return text
 
-        impl.static_output = watched  # type: ignore[method-assign]
+        restore = rewrite_offline_output(context, watched)
         try:
             yield
         finally:
-            impl.static_output = write  # type: ignore[method-assign]
+            restore()
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.schema import CreateTable
 
+from ..alembic_internals import rewrite_offline_output
+
 
 def create_version_table_if_missing(context: MigrationContext) -> None:
     """From now on, write Alembic's ``CREATE TABLE`` of its version table to the script as
@@ -29,9 +31,4 @@ def create_version_table_if_missing(context: MigrationContext) -> None:
 
     plain = as_script(CreateTable(table))
     if_not_exists = as_script(CreateTable(table, if_not_exists=True))
-    write = impl.static_output
-
-    def output(text: str) -> None:
-        write(if_not_exists if text == plain else text)
-
-    impl.static_output = output  # type: ignore[method-assign]
+    rewrite_offline_output(context, lambda text: if_not_exists if text == plain else text)

@@ -10,8 +10,9 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..alembic_internals import downgrade_steps, parent_revisions, stamp_steps, upgrade_steps
+from ..connections import close, probe_connection
 from ..errors import FencemigrateError, UsageError
-from .connections import close
 from .declared_heads import declared_heads, has_revision_files
 from .fenced_run import Planner
 from .ledger_changes import covered
@@ -45,7 +46,7 @@ class NothingToDoProbe:
     def __call__(self) -> bool:
         try:
             if self._probe is None:
-                connection = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+                connection = probe_connection(self._engine)
                 opts = {
                     "version_table": self._context.version_table,
                     "version_table_schema": self._context.version_table_schema,
@@ -70,7 +71,7 @@ class NothingToDoProbe:
             return False
 
     def close(self) -> None:
-        """Close the probe's connection (invalidated when its session is gone: :mod:`.connections`)."""
+        """Close the probe's connection (invalidated when its session is gone: :mod:`..connections`)."""
         if self._probe is not None and self._probe.connection is not None:
             close(self._probe.connection)
         self._probe = None
@@ -86,10 +87,6 @@ def _as_usage_errors(plan: Planner) -> Planner:
             raise UsageError(str(error)) from None
 
     return planner
-
-
-# ScriptDirectory._upgrade_revs/_downgrade_revs are annotated with str, but alembic's own
-# command.py passes the heads tuple, as we do.
 
 
 def upgrade_settled(script: ScriptDirectory, revision: str, heads: tuple[str, ...]) -> bool | None:
@@ -116,7 +113,7 @@ def upgrade_plan(script: ScriptDirectory, revision: str) -> Planner:
         if heads and upgrade_settled(script, revision, heads):
             return [], []
         try:
-            return list(script._upgrade_revs(revision, heads)), []  # type: ignore[arg-type]
+            return upgrade_steps(script, revision, heads), []
         except AssertionError:  # Alembic's is_revision(): the target resolved to nothing above base
             raise UsageError(
                 f"{revision!r} is not above the current heads ({', '.join(heads) or 'none'}): "
@@ -130,7 +127,7 @@ def downgrade_plan(script: ScriptDirectory, revision: str) -> Planner:
     """Steps from the current heads down to ``revision``."""
 
     def plan(heads: tuple[str, ...], _: MigrationContext) -> tuple[list[Any], list[str]]:
-        return list(script._downgrade_revs(revision, heads)), []  # type: ignore[arg-type]
+        return downgrade_steps(script, revision, heads), []
 
     return _as_usage_errors(plan)
 
@@ -142,8 +139,8 @@ def stamp_plan(script: ScriptDirectory, revisions: tuple[str, ...], purge_schema
 
     def plan(heads: tuple[str, ...], context: MigrationContext) -> tuple[list[Any], list[str]]:
         if purge_schema is None:
-            return list(script._stamp_revs(revisions, heads)), []
-        return [*purge_steps(heads, context, purge_schema), *script._stamp_revs(revisions, ())], []
+            return stamp_steps(script, revisions, heads), []
+        return [*purge_steps(heads, context, purge_schema), *stamp_steps(script, revisions, ())], []
 
     return _as_usage_errors(plan)
 
@@ -163,13 +160,13 @@ def reapply_plan(script: ScriptDirectory, revision: str) -> Planner:
                 f"cannot reapply {target.revision}: more than one applied head sits above it "
                 f"({', '.join(branch_heads)}); downgrade and upgrade each branch explicitly"
             )
-        parents = target._normalized_down_revisions
+        parents = parent_revisions(target)
         if len(parents) > 1:
             raise UsageError(f"cannot reapply {target.revision}: it is a merge point; downgrade and upgrade explicitly")
         head = branch_heads[0]
         below = parents[0] if parents else "base"
-        down = list(script._downgrade_revs(below, head))
-        up = list(script._upgrade_revs(head, tuple(parents)))  # type: ignore[arg-type]
+        down = downgrade_steps(script, below, head)
+        up = upgrade_steps(script, head, parents)
         return down + up, [step.revision.revision for step in down]
 
     return _as_usage_errors(plan)

@@ -7,6 +7,7 @@ from typing import Any
 
 from alembic.runtime.migration import HeadMaintainer, MigrationContext, StampStep
 
+from ..alembic_internals import revisions_below
 from ..dialects import dialect_for, installed_version
 from ..dialects.fence_calls import claim_fence
 from ..dialects.named_lock import NamedLock
@@ -153,7 +154,7 @@ class ResolveRun:
         assert context.script is not None
         revision = context.script.get_revision(self.revision)
         assert revision is not None
-        below = tuple(revision._all_down_revisions)
+        below = revisions_below(revision)
         current = set(heads)
         step: StampStep | None = None
         if dirty.state == "applying" and self.resolved_as == APPLIED and self.revision not in current:

@@ -1,9 +1,17 @@
-"""Connections whose server session may be gone: invalidated, never reset into the pool.
+"""Every engine and connection fencemigrate opens itself, and how it lets go of them.
 
+env.py opens the migration's own connection; everything else is opened here, by a function named
+for what it is for: the lease service's connection (:func:`own_connection`), the read-only probe
+of the heads (:func:`probe_connection`), a connection beside env.py's whose transaction is doomed
+(:func:`separate_connection`), the synchronous engine of a lease taken through an async driver
+(:func:`unpooled_engine`), and the demo's short-lived ones (:func:`one_off_connection`).
+``tests/test_code_layout.py`` fails on any other module that opens one.
+
+Connections whose server session may be gone are invalidated, never reset into the pool.
 A session ends under a run when the server kills it (``KILL CONNECTION``, ``pg_terminate_backend``,
 ``--preempt``) or restarts. SQLAlchemy learns it from the statements it runs itself, and then
 invalidates the connection: closing it only drops it. It cannot learn it from the statements
-fencemigrate sends straight to the driver (:mod:`..dialects.driver`, the named locks, psycopg's wait for
+fencemigrate sends straight to the driver (:mod:`.dialects.driver`, the named locks, psycopg's wait for
 notifications), nor for a connection that sat idle meanwhile (env.py's, while the run waits for its
 lease). Closing such a connection makes the pool roll it back (its reset on return), which fails;
 the pool logs "Exception during reset or similar" with a traceback, and the
@@ -19,10 +27,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import Connection, Dialect, Engine
+from sqlalchemy import Connection, Dialect, Engine, create_engine
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
-from ..queries import statement
+from .queries import statement
 
 _driver_errors: set[type[Exception]] = set()
 
@@ -52,6 +62,36 @@ def close(connection: Connection) -> None:
     """Close a connection fencemigrate opened itself, rolled back (or invalidated) first."""
     roll_back_or_invalidate(connection)
     connection.close()
+
+
+def probe_connection(engine: Engine) -> Connection:
+    """A connection of its own on env.py's ``engine`` in autocommit mode, for reads that must
+    neither wait for env.py's transaction nor take SQLite's write lock (close it with :func:`close`)."""
+    return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+
+def separate_connection(engine: Engine) -> Connection:
+    """A connection of its own on env.py's ``engine``, beside env.py's (whose transaction is doomed
+    after FENCED); use it in a ``with`` block."""
+    return engine.connect()
+
+
+def unpooled_engine(url: URL) -> Engine:
+    """An engine on ``url`` without a pool: each connection ends with its use (the lease service's
+    synchronous engine when env.py's driver is async, which outlives env.py's event loop)."""
+    return create_engine(url, poolclass=NullPool)
+
+
+@contextmanager
+def one_off_connection(url: str | URL, autocommit: bool = False) -> Iterator[Connection]:
+    """A connection on an engine of its own for ``url``, disposed of afterwards (the demo's: its
+    scratch databases' admin connection, with ``autocommit``, and its look at a replay's schema)."""
+    engine = create_engine(url, isolation_level="AUTOCOMMIT") if autocommit else create_engine(url)
+    try:
+        with engine.connect() as connection:
+            yield connection
+    finally:
+        engine.dispose()
 
 
 @contextmanager

@@ -20,8 +20,9 @@ from .runtime.environment import FENCED_RUN_ATTRIBUTE, autocommits, translated_e
 from .runtime.fenced_news import with_newer_token_news
 from .runtime.fenced_run import FencedRun
 from .runtime.outcome import RunOutcome
+from .runtime.run_token import TokenSource
 from .runtime.settings import FenceSettings
-from .validation import check_holder, check_resource, check_schema, parse_token
+from .validation import check_holder, check_resource, parse_token
 
 
 def run_migrations(context: ModuleType | Any) -> None:
@@ -47,16 +48,17 @@ def run_migrations(context: ModuleType | Any) -> None:
 
     try:
         _refuse_early_if_autocommit(migration_context)
+        tokens = TokenSource(given=parse_token(token) if token is not None else None)  # None: no step is planned
         settings = FenceSettings(
-            token=parse_token(token) if token is not None else 0,  # 0: no step gets past the planner
             holder=check_holder(x_arguments.get("fence_holder")),
             resource=check_resource(resource),
-            schema=check_schema(fence_schema(context.config)),
+            schema=fence_schema(context.config),
+            tokens=tokens,
         )
-        outcome = RunOutcome("upgrade", settings.resource, settings.token, settings.holder)
+        outcome = RunOutcome("upgrade", settings.resource, settings.holder, settings.tokens)
         run = FencedRun(settings, planner, outcome)
         migration_context._migrations_fn = run.migrations_fn
-        with translated_errors(settings.resource, settings.token):
+        with translated_errors(settings.resource, settings.tokens):
             context.run_migrations()
     except Fenced as fenced:
         print(_with_news(migration_context, settings.schema, fenced), file=sys.stderr)

@@ -27,6 +27,7 @@ from .connections import (
     roll_back_or_invalidate,
     server_session_id,
 )
+from .run_token import TokenSource
 from .sqlite_transactions import manages, sqlite_transactions
 
 FENCED_RUN_ATTRIBUTE = "fencemigrate.run"
@@ -39,7 +40,7 @@ def run_env(
     fn: Callable[..., Any],
     *,
     resource: str = "",
-    token: int = 0,
+    tokens: TokenSource | None = None,
     writes: bool = False,
     single_transaction: bool = False,
     on_connection: Callable[[MigrationContext], None] | None = None,
@@ -98,7 +99,7 @@ def run_env(
 
     context.configure = guarded_configure  # type: ignore[method-assign]
     context.run_migrations = guarded_run_migrations  # type: ignore[method-assign]
-    with translated_errors(resource, token), sqlite_transactions(), context, env_py_code(script.env_py_location):
+    with translated_errors(resource, tokens), sqlite_transactions(), context, env_py_code(script.env_py_location):
         script.run_env()
     return bool(forced)
 
@@ -142,14 +143,15 @@ def autocommits(connection: Connection) -> bool:
 
 
 @contextmanager
-def translated_errors(resource: str = "", token: int = 0) -> Iterator[None]:
-    """Turn database and Alembic errors into fencemigrate outcomes (FENCED by its SQLSTATE)."""
+def translated_errors(resource: str = "", tokens: TokenSource | None = None) -> Iterator[None]:
+    """Turn database and Alembic errors into fencemigrate outcomes (FENCED by its SQLSTATE); a FENCED
+    without the claim's own detail names the token ``tokens`` holds when it is raised."""
     try:
         yield
     except FencemigrateError:
         raise
     except DBAPIError as error:
-        mapped = from_database_error(error, resource, token)
+        mapped = from_database_error(error, resource, _fallback_token(tokens))
         if mapped is not None:
             raise mapped from None
         raise DatabaseError(_one_line(error)) from None
@@ -162,8 +164,14 @@ def translated_errors(resource: str = "", token: int = 0) -> Iterator[None]:
         # told by their SQLSTATE; one without (a lost session, any on MySQL) is a database error.
         if sqlstate_of(error) is None and not is_driver_error(error):
             raise
-        mapped = from_database_error(error, resource, token)
+        mapped = from_database_error(error, resource, _fallback_token(tokens))
         raise (mapped or DatabaseError(_one_line(error))) from None
+
+
+def _fallback_token(tokens: TokenSource | None) -> int:
+    """The token a FENCED error names when the database's detail does not (0: none is known)."""
+    token = tokens.token if tokens is not None else None
+    return 0 if token is None else token
 
 
 def _one_line(error: BaseException) -> str:

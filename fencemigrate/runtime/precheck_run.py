@@ -15,12 +15,10 @@ The claim cannot share a transaction with the DDL there, so the run:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
-from sqlalchemy import Connection
 
 from ..dirty import refuse_if_dirty, tracks_dirty
 from ..fence_schema import ensure_installed, installed_version
@@ -46,14 +44,12 @@ class PrecheckRun:
         settings: FenceSettings,
         planner: Planner,
         outcome: RunOutcome,
-        heartbeat: Callable[[Connection | None], None],
         lock_wait_ms: int,
         progress: Progress = SILENT,
     ) -> None:
         self.settings = settings
         self.planner = planner
         self.outcome = outcome
-        self._heartbeat = heartbeat
         self._progress = progress
         self._lock_wait_ms = lock_wait_ms
         self._lock: NamedLock | None = None
@@ -66,11 +62,6 @@ class PrecheckRun:
         self._premarked: Any = None  # a step whose mark the previous step's transaction wrote
         self._guarded = False  # the version table's guard is on (or was allowed off on purpose)
         self._idle = False  # nothing to do when env.py connected (see expect_nothing_to_do)
-
-    def use_token(self, token: int) -> None:
-        """Write under ``token`` (the run's own lease was granted it once env.py connected)."""
-        self.settings = dataclasses.replace(self.settings, token=token)
-        self.outcome.token = token
 
     def expect_nothing_to_do(self, context: MigrationContext) -> None:
         """The heads read when env.py connected left nothing to do: no fence schema, named lock or
@@ -90,7 +81,7 @@ class PrecheckRun:
             if tracks_dirty(context.dialect.name, installed_version(connection, self._quoted_schema)):
                 refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
             return
-        if self.settings.token == 0:
+        if self.settings.tokens.token is None:
             return  # another runner finished the work while this one waited for the lease
         self._external = connection.in_transaction()
         # Installed first: the named lock is a function of the fence schema on PostgreSQL. Concurrent
@@ -124,7 +115,7 @@ class PrecheckRun:
     def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> Iterator[Any]:
         """Plan the steps; each is checked and marked before Alembic begins it."""
         steps, _ = plan_or_fenced(self.planner, self.settings, heads, context)
-        if steps and (self.settings.token == 0 or self._idle):
+        if steps and (self.settings.tokens.token is None or self._idle):
             raise HeadsMoved("the database changed since this run found nothing to do; nothing was applied")
         if not steps:
             refuse_if_superseded(self.settings, context)  # a stale token learns it, with nothing written
@@ -194,7 +185,7 @@ class PrecheckRun:
         ):
             # The next revision's mark commits with this step's version row: one commit, not two.
             self._premarked = following
-        self._heartbeat(context.connection)
+        self.settings.tokens.heartbeat(context.connection)
 
     def _failure(self, step: RevisionStep, error: Exception) -> RevisionFailed:
         """A revision failing in pre-check mode: part of its DDL may be committed; it is now dirty."""

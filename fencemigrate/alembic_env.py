@@ -17,14 +17,16 @@ from sqlalchemy import Connection
 from .alembic_internals import migration_function, replace_migration_function
 from .config import configured_resource, fence_schema
 from .connections import separate_connection
+from .error_translation import translated_errors
 from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired
 from .rendering import render
-from .runtime.environment import FENCED_RUN_ATTRIBUTE, autocommits, translated_errors
+from .runtime.environment import FENCED_RUN_ATTRIBUTE, autocommits
 from .runtime.fenced_news import with_newer_token_news
 from .runtime.fenced_run import FencedRun
 from .runtime.outcome import RunOutcome
+from .runtime.run_token import TokenSource
 from .runtime.settings import FenceSettings
-from .validation import check_holder, check_resource, check_schema, parse_token
+from .validation import check_holder, check_resource, parse_token
 
 
 def run_migrations(context: ModuleType | Any) -> None:
@@ -50,16 +52,17 @@ def run_migrations(context: ModuleType | Any) -> None:
 
     try:
         _refuse_early_if_autocommit(migration_context)
+        tokens = TokenSource(given=parse_token(token) if token is not None else None)  # None: no step is planned
         settings = FenceSettings(
-            token=parse_token(token) if token is not None else 0,  # 0: no step gets past the planner
             holder=check_holder(x_arguments.get("fence_holder")),
             resource=check_resource(resource),
-            schema=check_schema(fence_schema(context.config)),
+            schema=fence_schema(context.config),
+            tokens=tokens,
         )
-        outcome = RunOutcome("upgrade", settings.resource, settings.token, settings.holder)
+        outcome = RunOutcome("upgrade", settings.resource, settings.holder, settings.tokens)
         run = FencedRun(settings, planner, outcome)
         replace_migration_function(migration_context, run.migrations_fn)
-        with translated_errors(settings.resource, settings.token):
+        with translated_errors(settings.resource, settings.tokens):
             context.run_migrations()
     except Fenced as fenced:
         _exit_with(_with_news(migration_context, settings.schema, fenced))

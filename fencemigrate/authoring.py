@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from alembic import util as alembic_util
 from alembic.autogenerate import RevisionContext
@@ -30,7 +30,6 @@ from .alembic_internals import script_by_id, version_directories
 from .check.fence_filter import fence_left_out
 from .config import fence_schema
 from .errors import FencemigrateError, UsageError
-from .validation import check_schema
 
 RunEnv = Callable[..., None]
 """Runs env.py with a migration function and extra EnvironmentContext options (``api`` passes
@@ -85,20 +84,41 @@ class BranchPoint:
         return {"revision": self.revision, "children": list(self.children)}
 
 
+class RevisionKeywords(TypedDict, total=False):
+    """The keywords of ``revision`` besides its message: its command's options."""
+
+    autogenerate: bool
+    sql: bool
+    head: str
+    splice: bool
+    branch_label: str | Sequence[str] | None
+    version_path: str | None
+    rev_id: str | None
+    depends_on: str | Sequence[str] | None
+
+
+class MergeKeywords(TypedDict, total=False):
+    """The keywords of ``merge`` besides its revisions and message."""
+
+    branch_label: str | Sequence[str] | None
+    rev_id: str | None
+    splice: bool
+
+
 def new_revisions(
     config: Config,
     script: ScriptDirectory,
     run_env: RunEnv,
     *,
-    message: str | None,
-    autogenerate: bool,
-    sql: bool,
-    head: str,
-    splice: bool,
-    branch_label: str | Sequence[str] | None,
-    version_path: str | None,
-    rev_id: str | None,
-    depends_on: str | Sequence[str] | None,
+    message: str | None = None,
+    autogenerate: bool = False,
+    sql: bool = False,
+    head: str = "head",
+    splice: bool = False,
+    branch_label: str | Sequence[str] | None = None,
+    version_path: str | None = None,
+    rev_id: str | None = None,
+    depends_on: str | Sequence[str] | None = None,
 ) -> list[WrittenRevision]:
     """``alembic revision``: the files written (one, unless env.py's ``process_revision_directives``
     makes it none or several). With ``autogenerate`` (or ``revision_environment`` set), env.py
@@ -131,7 +151,7 @@ def new_revisions(
 
         def retrieve_migrations(heads: tuple[str, ...], migration_context: MigrationContext) -> list[Any]:
             if autogenerate:
-                with fence_left_out(migration_context, check_schema(fence_schema(config))):
+                with fence_left_out(migration_context, fence_schema(config)):
                     context.run_autogenerate(heads, migration_context)
             else:
                 context.run_no_autogenerate(heads, migration_context)
@@ -148,10 +168,10 @@ def merge(
     run_env: RunEnv,
     revisions: Sequence[str],
     *,
-    message: str | None,
-    branch_label: str | Sequence[str] | None,
-    rev_id: str | None,
-    splice: bool,
+    message: str | None = None,
+    branch_label: str | Sequence[str] | None = None,
+    rev_id: str | None = None,
+    splice: bool = False,
 ) -> WrittenRevision:
     """``alembic merge``: one revision whose parents are ``revisions`` (at least two, after
     resolving symbols such as ``heads``)."""

@@ -14,6 +14,7 @@ from sqlalchemy.exc import ArgumentError
 
 from .errors import UsageError
 from .scrub import remember_url_password, url_password
+from .validation import check_resource, check_schema
 
 DEFAULT_SCHEMA = "fencemigrate"
 
@@ -105,8 +106,14 @@ def _config_paths(config_files: Sequence[str]) -> tuple[Path, Path]:
 
 
 def fence_schema(config: Config) -> str:
-    """The schema the fence tables live in: ``fencemigrate_schema`` in the config, or ``fencemigrate``."""
-    return config.get_alembic_option("fencemigrate_schema") or DEFAULT_SCHEMA
+    """The schema the fence tables live in: ``fencemigrate_schema`` in the config, or ``fencemigrate``;
+    a name fencemigrate cannot use is a UsageError."""
+    return check_schema(config.get_alembic_option("fencemigrate_schema") or DEFAULT_SCHEMA)
+
+
+def checked_resource(config: Config, resource: str | None) -> str:
+    """``resource``, or without it the configured one (:func:`configured_resource`), checked."""
+    return check_resource(resource if resource is not None else configured_resource(config))
 
 
 def configured_backend(config: Config) -> str | None:

@@ -41,7 +41,10 @@ class EnsuredVersionTable:
         """One line for the terminal."""
         done = "created" if self.created else "already there"
         if self.guard == GUARDED:
-            return f"version table {self.version_table}: {done}; guarded (the database refuses writes to it without a fencing token)"
+            return (
+                f"version table {self.version_table}: {done}; "
+                "guarded (the database refuses writes to it without a fencing token)"
+            )
         if self.guard == ALLOWED:
             return f"version table {self.version_table}: {done}; tokenless writes allowed (opted out)"
         if self.guard is not None:

@@ -2,11 +2,12 @@
 version-table write from a transaction that did not claim the fence (plain ``alembic``); a fenced
 database gets an empty version table before its first write (:func:`guard_first_write`).
 
-PostgreSQL: a trigger checks that the backend holds claim()'s advisory lock (the fence schema's
-``guard_version_table()``). SQLite: triggers refuse the write unless a fenced run marked it in the
-same transaction (``Dialect.mark_version_write``). MySQL and MariaDB: triggers refuse it unless the
-session holds a fenced resource's named lock, and record the refused revision as dirty. Opting out (:func:`allow_tokenless_writes`) removes
-the guard and is recorded, so no later run puts it back.
+PostgreSQL: a trigger checks that this transaction claimed the fence, or that the backend holds
+claim()'s advisory lock (the fence schema's ``guard_version_table()``). SQLite: triggers refuse the
+write unless a fenced run marked it in the same transaction (``Dialect.mark_version_write``). MySQL
+and MariaDB: triggers refuse it unless the session holds a fenced resource's named lock, and record
+the refused revision as dirty. Opting out (:func:`allow_tokenless_writes`) removes the guard and is
+recorded, so no later run puts it back.
 """
 
 from __future__ import annotations

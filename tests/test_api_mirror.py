@@ -1,6 +1,7 @@
 """The Python API mirrors the command line: every command (``lease acquire`` too) is a function at
 the package top level with the command's name (``lease_acquire``), whose parameters take every
-option and argument of the command. The walk reads the click group itself, so a command added
+option and argument of the command, as a parameter of its own or as a key of the typed options it
+takes through ``**options: Unpack[...]``. The walk reads the click group itself, so a command added
 later without its function fails here.
 """
 
@@ -9,7 +10,8 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, Unpack, get_args, get_origin
 
 import click
 
@@ -19,8 +21,18 @@ from fencemigrate.cli import main
 # Options that only shape the output, and so have no parameter in the API.
 OUTPUT_ONLY = {"as_json", "output"}  # --json; check's --format
 
-# The lease options of the commands that take their own lease go through a ``**lease`` parameter.
-THROUGH_LEASE_KWARGS = {"ttl", "wait", "preempt", "lease_url"}
+
+def parameter_names(function: Callable[..., Any]) -> set[str]:
+    """The names ``function`` takes: its parameters, and the keys of its ``**options: Unpack[...]``."""
+    names = set()
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.kind is not parameter.VAR_KEYWORD:
+            names.add(parameter.name)
+            continue
+        hint = eval(parameter.annotation, function.__globals__)  # the annotation as a string (PEP 563)
+        assert get_origin(hint) is Unpack, f"{function.__name__}: **{parameter.name} is not Unpack[TypedDict]"
+        names |= set(get_args(hint)[0].__annotations__)
+    return names
 
 
 def commands(group: click.Group, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, click.Command]]:
@@ -45,12 +57,9 @@ def mirror_problems(group: click.Group, package: object) -> list[str]:
             continue
         if name not in getattr(package, "__all__", ()):
             problems.append(f"{name}: not in fencemigrate.__all__")
-        parameters = inspect.signature(function).parameters
-        takes_lease_kwargs = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+        parameters = parameter_names(function)
         for param in command.params:
             if param.name is None or param.name in OUTPUT_ONLY or param.name in parameters:
-                continue
-            if param.name in THROUGH_LEASE_KWARGS and takes_lease_kwargs:
                 continue
             problems.append(f"{name}: no parameter for {'/'.join(param.opts)} ({param.name})")
     return problems

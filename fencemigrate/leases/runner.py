@@ -13,9 +13,9 @@ from collections.abc import Callable
 from sqlalchemy import Connection, Engine
 
 from ..dialects import dialect_for
+from ..error_translation import translated_errors
 from ..errors import FencemigrateError
 from ..progress import SILENT, Progress
-from ..runtime.environment import translated_errors
 from ..stop_signals import deferred
 from .model import Grant, LeaseBackend, LeaseRequest
 from .polling import StoppedWaiting

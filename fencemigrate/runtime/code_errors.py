@@ -5,7 +5,7 @@ error, which stays a :class:`~fencemigrate.errors.DatabaseError`), naming the re
 innermost line of its file on the traceback; env.py failing gives
 :class:`~fencemigrate.errors.EnvPyFailed`. The original exception is the ``__cause__``
 (``--raiseerr`` prints its traceback). FENCED and the other outcomes fencemigrate's own SQL raises
-from inside a revision are left to :func:`.environment.translated_errors`; the monotonic guard's
+from inside a revision are left to :func:`..error_translation.translated_errors`; the monotonic guard's
 is told which revision wrote.
 """
 
@@ -93,7 +93,7 @@ def revision_code(revision: str, path: str, aftermath: Callable[[], str], resour
 @contextmanager
 def env_py_code(path: str) -> Iterator[None]:
     """Run env.py: what it raises itself becomes :class:`EnvPyFailed`; fencemigrate's outcomes,
-    database and Alembic errors pass on unchanged (to :func:`.environment.translated_errors`)."""
+    database and Alembic errors pass on unchanged (to :func:`..error_translation.translated_errors`)."""
     from alembic.util import CommandError
 
     try:

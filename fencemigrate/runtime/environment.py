@@ -11,19 +11,19 @@ from alembic.config import Config
 from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ..alembic_internals import around_env_py_calls
 from ..config import check_url_password
-from ..connections import cancel_statement_on_server, is_driver_error, note_driver, roll_back_or_invalidate
+from ..connections import cancel_statement_on_server, note_driver, roll_back_or_invalidate
 from ..dialects import dialect_for
 from ..dialects.sqlite_transactions import sqlite_transactions
-from ..errors import DatabaseError, FencemigrateError, NotTransactional, from_database_error, sqlstate_of
+from ..error_translation import translated_errors
+from ..errors import NotTransactional
 from ..process_exit import close_at_exit
-from ..scrub import remember_password, scrub_secrets
+from ..scrub import remember_password
 from .code_errors import env_py_code
+from .run_token import TokenSource
 
 FENCED_RUN_ATTRIBUTE = "fencemigrate.run"
 """``config.attributes`` key telling the fence-aware env.py template that fencing is on."""
@@ -35,7 +35,7 @@ def run_env(
     fn: Callable[..., Any],
     *,
     resource: str = "",
-    token: int = 0,
+    tokens: TokenSource | None = None,
     writes: bool = False,
     single_transaction: bool = False,
     on_connection: Callable[[MigrationContext], None] | None = None,
@@ -93,7 +93,7 @@ def run_env(
             run_migrations(**kw)
 
     around_env_py_calls(context, guarded_configure, guarded_run_migrations)
-    with translated_errors(resource, token), sqlite_transactions(), context, env_py_code(script.env_py_location):
+    with translated_errors(resource, tokens), sqlite_transactions(), context, env_py_code(script.env_py_location):
         script.run_env()
     return bool(forced)
 
@@ -126,35 +126,3 @@ def check_configured_url(config: Config) -> None:
 def autocommits(connection: Connection) -> bool:
     """True when the DBAPI connection commits every statement on its own (:meth:`Dialect.autocommits`)."""
     return dialect_for(connection).autocommits(connection)
-
-
-@contextmanager
-def translated_errors(resource: str = "", token: int = 0) -> Iterator[None]:
-    """Turn database and Alembic errors into fencemigrate outcomes (FENCED by its SQLSTATE)."""
-    try:
-        yield
-    except FencemigrateError:
-        raise
-    except DBAPIError as error:
-        mapped = from_database_error(error, resource, token)
-        if mapped is not None:
-            raise mapped from None
-        raise DatabaseError(_one_line(error)) from None
-    except SQLAlchemyError as error:
-        raise DatabaseError(_one_line(error)) from None
-    except CommandError as error:
-        raise FencemigrateError(scrub_secrets(str(error))) from None
-    except Exception as error:
-        # The fence calls and the named locks go straight to the driver: FENCED and the others are
-        # told by their SQLSTATE; one without (a lost session, any on MySQL) is a database error.
-        if sqlstate_of(error) is None and not is_driver_error(error):
-            raise
-        mapped = from_database_error(error, resource, token)
-        raise (mapped or DatabaseError(_one_line(error))) from None
-
-
-def _one_line(error: BaseException) -> str:
-    original = getattr(error, "orig", None) or error
-    text = str(original).strip().splitlines()
-    first = text[0] if text else type(original).__name__
-    return "database error: " + scrub_secrets(first)

@@ -9,7 +9,6 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection
 
 from ..alembic_internals import BlockFactory, around_autocommit_blocks, rewrite_offline_output
 from ..dialects import dialect_for, ensure_installed
@@ -41,13 +40,11 @@ class FencedRun:
         settings: FenceSettings,
         planner: Planner,
         outcome: RunOutcome,
-        heartbeat: Callable[[Connection | None], None] = lambda migration: None,
         progress: Progress = SILENT,
     ) -> None:
         self.settings = settings
         self.outcome = outcome
         self.planner = planner
-        self._heartbeat = heartbeat
         self._progress = progress
         self._steps_total = 0
         self._context: MigrationContext | None = None
@@ -68,11 +65,6 @@ class FencedRun:
         self._step_revisions: tuple[str, ...] = ()  # the revisions of the step running now
         self._idle = False  # nothing to do when env.py connected (see expect_nothing_to_do)
 
-    def use_token(self, token: int) -> None:
-        """Write under ``token`` (the run's own lease was granted it once env.py connected)."""
-        self.settings = dataclasses.replace(self.settings, token=token)
-        self.outcome.token = token
-
     def expect_nothing_to_do(self, context: MigrationContext) -> None:
         """The heads read when env.py connected left nothing to do: the run writes nothing."""
         self._idle = True
@@ -83,7 +75,7 @@ class FencedRun:
     def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         """Plan the steps, then hand Alembic fenced proxies of them."""
         steps, self._reapplied = plan_or_fenced(self.planner, self.settings, heads, context)
-        if steps and (self.settings.token == 0 or self._idle):
+        if steps and (self.settings.tokens.token is None or self._idle):
             # This run took no lease because nothing was left to do; now there is: plan again.
             raise HeadsMoved("the database changed since this run found nothing to do; nothing was applied")
         if not steps:
@@ -150,7 +142,7 @@ class FencedRun:
                 dialect_for(self._context).mark_version_write(self._context.connection, self._quoted_schema)
             # Progress: keep the run's own lease alive (on SQLite, renewed in this transaction).
             assert self._context is not None
-            self._heartbeat(self._context.connection)
+            self.settings.tokens.heartbeat(self._context.connection)
         except BaseException:
             self._stop_watching()  # the run is over; env.py may still use its connection
             raise

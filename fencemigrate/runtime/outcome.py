@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .run_token import TokenSource
+
 NOTHING_TO_DO = "nothing_to_do"
 """``RunOutcome.no_lease``: the heads read before the lease already had nothing left to do."""
 DONE_BY_ANOTHER_RUNNER = "done_by_another_runner"
@@ -51,8 +53,8 @@ class RunOutcome:
 
     command: str
     resource: str
-    token: int | None  # None: a run that took no lease because nothing was left to do (no_lease says why)
     holder: str
+    tokens: TokenSource = field(repr=False, compare=False)
     offline: bool = False
     steps: list[StepOutcome] = field(default_factory=list)
     heads: list[str] | None = None
@@ -64,6 +66,11 @@ class RunOutcome:
     no_lease: str | None = None  # NOTHING_TO_DO or DONE_BY_ANOTHER_RUNNER: why a run without --token took none
     mode: str = "transactional"  # or "precheck": the fence was checked before each revision
     autocommitted: list[str] = field(default_factory=list)  # revisions whose autocommit block ran
+
+    @property
+    def token(self) -> int | None:
+        """The run's token; None for a run that took no lease because nothing was left to do (no_lease says why)."""
+        return self.tokens.token
 
     def as_json(self) -> dict[str, Any]:
         """JSON form of the run, printed by ``--json``."""

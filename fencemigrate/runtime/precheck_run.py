@@ -15,12 +15,10 @@ The claim cannot share a transaction with the DDL there, so the run:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
-from sqlalchemy import Connection
 
 from ..dialects import dialect_for, ensure_installed, installed_version
 from ..dialects.named_lock import NamedLock
@@ -47,14 +45,12 @@ class PrecheckRun:
         settings: FenceSettings,
         planner: Planner,
         outcome: RunOutcome,
-        heartbeat: Callable[[Connection | None], None],
         lock_wait_ms: int,
         progress: Progress = SILENT,
     ) -> None:
         self.settings = settings
         self.planner = planner
         self.outcome = outcome
-        self._heartbeat = heartbeat
         self._progress = progress
         self._lock_wait_ms = lock_wait_ms
         self._lock: NamedLock | None = None
@@ -67,11 +63,6 @@ class PrecheckRun:
         self._premarked: Any = None  # a step whose mark the previous step's transaction wrote
         self._guarded = False  # the version table's guard is on (or was allowed off on purpose)
         self._idle = False  # nothing to do when env.py connected (see expect_nothing_to_do)
-
-    def use_token(self, token: int) -> None:
-        """Write under ``token`` (the run's own lease was granted it once env.py connected)."""
-        self.settings = dataclasses.replace(self.settings, token=token)
-        self.outcome.token = token
 
     def expect_nothing_to_do(self, context: MigrationContext) -> None:
         """The heads read when env.py connected left nothing to do: no fence schema, named lock or
@@ -91,7 +82,7 @@ class PrecheckRun:
             if dialect_for(context).tracks_dirty(installed_version(connection, self._quoted_schema)):
                 refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
             return
-        if self.settings.token == 0:
+        if self.settings.tokens.token is None:
             return  # another runner finished the work while this one waited for the lease
         self._external = connection.in_transaction()
         # Installed first: the named lock is a function of the fence schema on PostgreSQL. Concurrent
@@ -126,7 +117,7 @@ class PrecheckRun:
     def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> Iterator[Any]:
         """Plan the steps; each is checked and marked before Alembic begins it."""
         steps, _ = plan_or_fenced(self.planner, self.settings, heads, context)
-        if steps and (self.settings.token == 0 or self._idle):
+        if steps and (self.settings.tokens.token is None or self._idle):
             raise HeadsMoved("the database changed since this run found nothing to do; nothing was applied")
         if not steps:
             refuse_if_superseded(self.settings, context)  # a stale token learns it, with nothing written
@@ -188,7 +179,7 @@ class PrecheckRun:
         if isinstance(following, RevisionStep) and self._marks.mark_ahead(following, settings.token):
             # The next revision's mark commits with this step's version row: one commit, not two.
             self._premarked = following
-        self._heartbeat(context.connection)
+        self.settings.tokens.heartbeat(context.connection)
 
     def _failure(self, step: RevisionStep, error: Exception) -> RevisionFailed:
         """A revision failing in pre-check mode: part of its DDL may be committed; it is now dirty."""

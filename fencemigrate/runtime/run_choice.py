@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,12 +38,11 @@ class RunChoice:
         settings: FenceSettings,
         planner: Planner,
         outcome: RunOutcome,
-        heartbeat: Callable[[Connection | None], None],
         progress: Progress = SILENT,
     ) -> ChosenRun:
         """The run of one attempt; its mode is chosen by :meth:`ChosenRun.choose`; ``progress``
         hears of each step as it starts."""
-        return ChosenRun(self, settings, planner, outcome, heartbeat, progress)
+        return ChosenRun(self, settings, planner, outcome, progress)
 
 
 class ChosenRun:
@@ -56,7 +54,6 @@ class ChosenRun:
         settings: FenceSettings,
         planner: Planner,
         outcome: RunOutcome,
-        heartbeat: Callable[[Connection | None], None],
         progress: Progress = SILENT,
     ) -> None:
         self._choice = choice
@@ -64,7 +61,6 @@ class ChosenRun:
         self._settings = settings
         self.planner = planner
         self._outcome = outcome
-        self._heartbeat = heartbeat
         self._run: FencedRun | PrecheckRun | None = None
 
     def choose(self, context: MigrationContext) -> FencedRun | PrecheckRun:
@@ -74,7 +70,7 @@ class ChosenRun:
             mode = mode_for(context.dialect.name, choice.requested, bool(context.as_sql))
             if mode == PRECHECK:
                 self._run = PrecheckRun(
-                    self._settings, self.planner, self._outcome, self._heartbeat, choice.lock_wait_ms, self._progress
+                    self._settings, self.planner, self._outcome, choice.lock_wait_ms, self._progress
                 )
             elif choice.lock_wait_given:
                 raise UsageError(
@@ -83,7 +79,7 @@ class ChosenRun:
                     "lease service decides how long to wait"
                 )
             else:
-                self._run = FencedRun(self._settings, self.planner, self._outcome, self._heartbeat, self._progress)
+                self._run = FencedRun(self._settings, self.planner, self._outcome, self._progress)
             self._outcome.mode = mode
         return self._run
 

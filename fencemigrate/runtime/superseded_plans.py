@@ -39,7 +39,7 @@ def refuse_if_superseded(settings: FenceSettings, context: MigrationContext) -> 
     is above the fence of a resource whose lease service never issued it (as the claim refuses it);
     reads only (also with nothing to do, so that a stale or forged token is told so without writing)."""
     connection = context.connection
-    if settings.token <= 0 or context.as_sql or connection is None:
+    if settings.tokens.token is None or context.as_sql or connection is None:
         return  # a token not known yet is the run's own, newest grant; a script cannot read the fence
     quoted_schema = context.dialect.identifier_preparer.quote(settings.schema)
     version = installed_version(connection, quoted_schema)

@@ -26,7 +26,9 @@ class FenceCalls(ABC):
 
     @abstractmethod
     def claim(self, resource: str, token: int) -> int | None:
-        """Claim ``resource`` with ``token``; returns the transaction id (None offline). FENCED if a higher token wrote."""
+        """Claim ``resource`` with ``token``; returns the transaction id (None offline).
+
+        FENCED if a higher token wrote."""
 
     @abstractmethod
     def check_reapply(self, version_table: str, resource: str, revisions: list[str], token: int) -> None:

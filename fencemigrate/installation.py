@@ -1,0 +1,70 @@
+"""``fencemigrate install``: the fence schema, its guards, the version table's guard and the grants,
+through env.py's connection; or the script that installs the schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+
+from .alembic_internals import per_migration_transaction
+from .config import configured_backend, fence_schema
+from .dialects import ensure_installed, installed_version, offline_install_script
+from .errors import UsageError
+from .install_outcome import InstallOutcome
+from .migration_role import check_grant_to, grant_to_migration_role
+from .runtime.env_reads import run_without_steps
+from .version_guard import VersionTable, allow_tokenless_writes, forbid_tokenless_writes, guard_first_write
+
+
+def install_fence_schema(
+    config: Config, sql: bool, grant_to: str | None, tokenless_writes: str | None
+) -> InstallOutcome:
+    """``fencemigrate install`` (see :func:`.api.install`), its options checked before anything is touched."""
+    schema = fence_schema(config)
+    check_grant_to(grant_to, configured_backend(config), sql)
+    if tokenless_writes not in (None, "allow", "forbid"):
+        raise UsageError(f"tokenless_writes must be 'allow' or 'forbid', not {tokenless_writes!r}")
+    if sql:
+        if tokenless_writes is not None:
+            raise UsageError("--allow-tokenless-writes and --forbid-tokenless-writes change a database: not with --sql")
+        return InstallOutcome(sql=offline_install_script(configured_backend(config), schema))
+    outcome = InstallOutcome()
+
+    def install(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
+        install_through(context, schema, grant_to, tokenless_writes, outcome)
+        return []
+
+    run_without_steps(config, install)
+    return outcome  # as it was when env.py never ran the migration context
+
+
+def install_through(
+    context: MigrationContext, schema: str, grant_to: str | None, tokenless_writes: str | None, outcome: InstallOutcome
+) -> None:
+    """Install the fence schema (or put back the guards of an installed one), guard Alembic's version
+    table unless ``tokenless_writes`` is "allow", and grant ``grant_to`` what it needs, in one
+    transaction; what was done goes into ``outcome``."""
+    from .guard_repair import restore_guards
+
+    assert context.connection is not None
+    quoted = context.dialect.identifier_preparer.quote(schema)
+    with per_migration_transaction(context):
+        outcome.installed = ensure_installed(context.connection, quoted)
+        if not outcome.installed:
+            version = installed_version(context.connection, quoted)
+            assert version is not None
+            outcome.restored = restore_guards(context.connection, quoted, version)
+        if tokenless_writes == "allow":
+            allow_tokenless_writes(context, quoted)
+            outcome.tokenless_writes = "allowed"
+        else:
+            if tokenless_writes == "forbid":
+                forbid_tokenless_writes(context, quoted)
+                outcome.tokenless_writes = "refused"
+            guard_first_write(context, quoted)
+        if grant_to is not None:
+            outcome.granted = grant_to_migration_role(
+                context.connection, quoted, grant_to, VersionTable.of(context).relation(context)
+            )

@@ -1,0 +1,150 @@
+"""The lease commands, made through env.py's connection to the lease service (or Redis)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Required, TypedDict, TypeVar
+
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+
+from .config import checked_resource, configured_lease_url, fence_schema
+from .durations import parse_ttl_ms, parse_wait_ms
+from .errors import FencemigrateError, UsageError
+from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, open_backend
+from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_TTL
+from .progress import SILENT, Progress
+from .run_options import reject_unknown
+from .runtime.env_reads import run_without_steps
+from .state import State, read_state
+from .validation import check_holder, parse_token
+from .version_guard import guard_first_write
+
+_T = TypeVar("_T")
+
+
+def with_lease_backend(
+    config: Config,
+    lease_url: str | None,
+    call: Callable[[LeaseBackend], _T],
+    preempt: bool = False,
+    after_grant: bool = False,
+    wait_ms: int | None = None,
+) -> tuple[_T, State | None]:
+    """Open the lease service on env.py's database (or Redis), run ``call``, close it; with
+    ``after_grant`` (``call`` granted a lease, which fenced the database), create and guard
+    Alembic's version table (:func:`guard_first_write`) and read the state, through env.py's
+    migration context.
+    ``wait_ms``: a grant's ``--wait`` (see :func:`open_backend`).
+
+    ``call`` runs as soon as env.py has connected, before env.py begins its transaction (as a
+    run acquires its lease): on SQLite that transaction's ``BEGIN IMMEDIATE`` holds the
+    database's only write lock, and the lease service's own connection could not write inside it.
+    """
+    url = check_lease_url(lease_url or configured_lease_url(config))
+    schema = fence_schema(config)
+    results: list[_T] = []
+    states: list[State] = []
+
+    def with_backend(context: MigrationContext) -> None:
+        if results:
+            return  # env.py configured a second connection: the lease service has answered already
+        assert context.connection is not None
+        backend = open_backend(context.connection.engine, schema, url, preempt, wait_ms)
+        try:
+            results.append(call(backend))
+        finally:
+            backend.close()
+
+    def read(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
+        if after_grant:
+            guard_first_write(context, context.dialect.identifier_preparer.quote(schema))
+            states.append(read_state(context, schema))
+        return []
+
+    run_without_steps(config, read, on_connection=with_backend)
+    if not results:
+        raise FencemigrateError("env.py did not run the migration context; cannot reach the lease service")
+    return results[0], (states[0] if states else None)
+
+
+def call_lease_service(config: Config, lease_url: str | None, call: Callable[[LeaseBackend], _T]) -> _T:
+    """What ``call`` answers (:func:`with_lease_backend` without a grant)."""
+    return with_lease_backend(config, lease_url, call)[0]
+
+
+def required_holder(holder: str | None) -> str:
+    """``holder``, checked; the lease commands that name a holder require one."""
+    if holder is None:
+        raise UsageError("--holder NAME is required: the lease is granted to a named holder")
+    return check_holder(holder)
+
+
+class AcquireKeywords(TypedDict, total=False):
+    """The keywords of ``lease acquire``: its command's options (None: the default)."""
+
+    holder: Required[str | None]
+    resource: str | None
+    ttl: str | int | None
+    wait: str | int | None
+    preempt: bool
+    lease_url: str | None
+    progress: Progress
+
+
+class ReleaseKeywords(TypedDict, total=False):
+    """The keywords of ``lease release``."""
+
+    holder: Required[str | None]
+    resource: str | None
+    token: int | str | None
+    lease_url: str | None
+
+
+class RenewKeywords(ReleaseKeywords, total=False):
+    """The keywords of ``lease renew``: also ``ttl``."""
+
+    ttl: str | int | None
+
+
+def acquire(config: Config, keywords: AcquireKeywords) -> tuple[Grant, State]:
+    """``lease acquire``: the grant, and the state read afresh after it."""
+    reject_unknown(keywords, frozenset(AcquireKeywords.__annotations__))
+    ttl, wait, preempt = keywords.get("ttl"), keywords.get("wait"), keywords.get("preempt", False)
+    request = LeaseRequest(
+        resource=checked_resource(config, keywords.get("resource")),
+        holder=required_holder(keywords.get("holder")),
+        ttl_ms=parse_ttl_ms(DEFAULT_TTL if ttl is None else ttl),
+        wait_ms=parse_wait_ms(DEFAULT_ACQUIRE_WAIT if wait is None else wait),
+        preempt=preempt,
+    )
+    progress = keywords.get("progress", SILENT)
+    grant, fresh = with_lease_backend(
+        config,
+        keywords.get("lease_url"),
+        lambda backend: backend.acquire(request, progress=progress),
+        preempt=preempt,
+        after_grant=True,
+        wait_ms=request.wait_ms,
+    )
+    assert fresh is not None
+    return grant, fresh
+
+
+def renew(config: Config, keywords: RenewKeywords) -> Grant:
+    """``lease renew``: the grant renewed."""
+    reject_unknown(keywords, frozenset(RenewKeywords.__annotations__))
+    name, who = checked_resource(config, keywords.get("resource")), required_holder(keywords.get("holder"))
+    token, ttl = keywords.get("token"), keywords.get("ttl")
+    grant_token = None if token is None else parse_token(token)
+    ttl_ms = None if ttl is None else parse_ttl_ms(ttl)
+    return call_lease_service(config, keywords.get("lease_url"), lambda b: b.renew(name, who, grant_token, ttl_ms))
+
+
+def release(config: Config, keywords: ReleaseKeywords) -> LeaseStatus:
+    """``lease release``: the lease's status once released."""
+    reject_unknown(keywords, frozenset(ReleaseKeywords.__annotations__))
+    name, who = checked_resource(config, keywords.get("resource")), required_holder(keywords.get("holder"))
+    token = keywords.get("token")
+    grant_token = None if token is None else parse_token(token)
+    return call_lease_service(config, keywords.get("lease_url"), lambda b: b.release(name, who, grant_token))

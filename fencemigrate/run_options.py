@@ -1,0 +1,212 @@
+"""The typed options of the fenced commands, checked in one place, and the run request built from them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Required, TypedDict
+
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+
+from .config import checked_resource, configured_lease_url, fence_schema
+from .durations import parse_ttl_ms, parse_wait_ms
+from .errors import UsageError
+from .leases import LeaseRequest, check_lease_url, lease_engine, open_backend
+from .leases.model import DEFAULT_RUN_WAIT, DEFAULT_TTL
+from .leases.runner import RunnerLease
+from .progress import SILENT, Progress
+from .runtime.fenced_run import Planner
+from .runtime.modes import check_mode
+from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
+from .runtime.revision_targets import require_known, script_directory
+from .runtime.run_choice import RunChoice
+from .runtime.run_request import RunRequest
+from .runtime.run_token import TokenSource
+from .runtime.settings import FenceSettings
+from .validation import check_holder, parse_token
+
+
+class ReapplyKeywords(TypedDict, total=False):
+    """The keywords of ``reapply``: its command's options (None: the default)."""
+
+    token: int | str | None
+    holder: str | None
+    resource: str | None
+    tag: str | None
+    mode: str | None
+    wait: str | int | None
+    progress: Progress
+
+
+class RunKeywords(ReapplyKeywords, total=False):
+    """The keywords of ``upgrade``, ``downgrade`` and ``stamp``: also --sql and the run's own lease."""
+
+    sql: bool
+    ttl: str | int | None
+    preempt: bool
+    lease_url: str | None
+
+
+class ResolveKeywords(TypedDict, total=False):
+    """The keywords of ``resolve``: its command's options (None: the default)."""
+
+    token: Required[int | str | None]
+    resolved_as: Required[str]
+    holder: str | None
+    resource: str | None
+    wait: str | int | None
+
+
+RUN_KEYWORDS = frozenset(RunKeywords.__annotations__)
+REAPPLY_KEYWORDS = frozenset(ReapplyKeywords.__annotations__)
+
+_TOKEN_REQUIRED = {
+    "reapply": "reapply needs --token N, the token that applied the revision (or FENCEMIGRATE_TOKEN): "
+    "a new lease's token could never re-apply it",
+    "resolve": "resolve needs --token N (or FENCEMIGRATE_TOKEN): settling a dirty revision is a "
+    "deliberate write under the lease you hold",
+}
+
+
+def reject_unknown(keywords: Mapping[str, Any], known: frozenset[str]) -> None:
+    """TypeError for keywords a command does not take (its TypedDict's keys are ``known``)."""
+    unknown = sorted(set(keywords) - known)
+    if unknown:
+        raise TypeError(f"unexpected keyword arguments: {', '.join(unknown)}")
+
+
+def require_token(command: str, token: int | str | None) -> int | str:
+    """``token``; a UsageError when ``command``, which writes only under a token it is given, has none."""
+    if token is None:
+        raise UsageError(_TOKEN_REQUIRED[command])
+    return token
+
+
+@dataclass(frozen=True)
+class LeaseOptions:
+    """The lease a fenced run takes itself when it is given no token (``--ttl``, ``--wait``,
+    ``--preempt``, ``--lease-url``; None: the default). With a token only ``wait`` applies: it
+    bounds pre-check mode's wait for the named lock."""
+
+    ttl: str | int | None = None
+    wait: str | int | None = None
+    preempt: bool = False
+    lease_url: str | None = None
+
+    @classmethod
+    def of(cls, keywords: Mapping[str, Any]) -> LeaseOptions:
+        """The lease options among a command's ``keywords``."""
+        return cls(**{field.name: keywords[field.name] for field in fields(cls) if field.name in keywords})
+
+    def wait_ms(self) -> int:
+        """How long a run waits for its lease, and in pre-check mode for the named lock."""
+        return parse_wait_ms(DEFAULT_RUN_WAIT if self.wait is None else self.wait)
+
+    def given(self) -> list[str]:
+        """The names of the options given, in alphabetical order."""
+        return sorted(field.name for field in fields(self) if getattr(self, field.name) not in (None, False))
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What every fenced command takes: ``--token``, ``--holder``, ``--resource``, ``--sql``,
+    ``--tag``, ``--mode``."""
+
+    token: int | str | None = None
+    holder: str | None = None
+    resource: str | None = None
+    sql: bool = False
+    tag: str | None = None
+    mode: str | None = None
+
+    @classmethod
+    def of(cls, keywords: Mapping[str, Any]) -> RunOptions:
+        """The run options among a command's ``keywords``."""
+        return cls(**{field.name: keywords[field.name] for field in fields(cls) if field.name in keywords})
+
+
+def fenced_request(
+    config: Config,
+    command: str,
+    target: tuple[str | None, str | tuple[str, ...]],
+    plan_for: Callable[[ScriptDirectory, Any], Planner],
+    keywords: Mapping[str, Any],
+    known: frozenset[str] = RUN_KEYWORDS,
+    single_transaction: bool = False,
+) -> RunRequest:
+    """``command`` from ``target`` (the --sql starting revision or None, the destination) with the
+    command's ``keywords`` (``known``: their names; :class:`RunKeywords`'s unless told), checked
+    before the database is touched: identity, mode, the token or the run's own lease, revisions."""
+    reject_unknown(keywords, known)
+    run, lease, progress = RunOptions.of(keywords), LeaseOptions.of(keywords), keywords.get("progress", SILENT)
+    holder = check_holder(run.holder)
+    resource = checked_resource(config, run.resource)
+    schema = fence_schema(config)
+    choice = RunChoice(
+        check_mode(run.mode), run.sql, lease.wait_ms(), lock_wait_given=run.token is not None and lease.wait is not None
+    )
+    tokens = _token_source(config, run, lease, resource, holder, schema, progress)
+    script = script_directory(config)
+    start, destination = target
+    for revision in (destination if isinstance(destination, tuple) else (destination,)) + (start,):
+        require_known(script, revision)
+    return RunRequest(
+        config,
+        script,
+        command,
+        destination,
+        plan_for,
+        FenceSettings(holder, resource, schema, tokens),
+        choice,
+        own_engine=lease_engine,
+        start=start,
+        tag=run.tag,
+        single_transaction=single_transaction,
+        progress=progress,
+    )
+
+
+def resolve_settings(config: Config, keywords: ResolveKeywords) -> tuple[FenceSettings, str, int]:
+    """What ``resolve`` writes under, the outcome it settles, and how long it waits for the named
+    lock; checked before anything is touched."""
+    given = require_token("resolve", keywords.get("token"))
+    resolved_as = keywords.get("resolved_as")
+    if resolved_as not in RESOLVE_OUTCOMES:
+        raise UsageError(f"--as must be {' or '.join(RESOLVE_OUTCOMES)}, not {resolved_as!r}")
+    reject_unknown(keywords, frozenset(ResolveKeywords.__annotations__))
+    tokens = TokenSource(given=parse_token(given))
+    holder, resource = check_holder(keywords.get("holder")), checked_resource(config, keywords.get("resource"))
+    settings = FenceSettings(holder, resource, fence_schema(config), tokens)
+    return settings, resolved_as, LeaseOptions(wait=keywords.get("wait")).wait_ms()
+
+
+def _token_source(
+    config: Config, run: RunOptions, lease: LeaseOptions, resource: str, holder: str, schema: str, progress: Progress
+) -> TokenSource:
+    """The given token, or the lease the run takes itself when it has none."""
+    if run.token is not None:
+        lease_only = [name for name in lease.given() if name != "wait"]
+        if lease_only:
+            raise UsageError(
+                f"--{lease_only[0].replace('_', '-')} applies only when fencemigrate takes the lease "
+                "itself; with --token your own lease service issued the token"
+            )
+        return TokenSource(given=parse_token(run.token))
+    if run.sql:
+        raise UsageError(
+            "a fencing token is required with --sql (pass --token N or set FENCEMIGRATE_TOKEN): "
+            "an offline script cannot take a lease"
+        )
+    request = LeaseRequest(
+        resource=resource,
+        holder=holder,
+        ttl_ms=parse_ttl_ms(DEFAULT_TTL if lease.ttl is None else lease.ttl),
+        wait_ms=lease.wait_ms(),
+        preempt=lease.preempt,
+    )
+    lease_url = check_lease_url(lease.lease_url or configured_lease_url(config))
+    own = RunnerLease(
+        request, lambda engine: open_backend(engine, schema, lease_url, request.preempt, request.wait_ms), progress
+    )
+    return TokenSource(lease=own)

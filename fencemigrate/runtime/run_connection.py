@@ -1,0 +1,64 @@
+"""What a fenced run does once env.py has connected, before Alembic touches the database.
+
+Called by :func:`.environment.run_env` (the ``on_connection`` hook): the run's mode is chosen for
+the database; runners without a token, and pre-check mode, decide from the heads read now whether
+anything is left to do, before any lease, lock or write; the run's own lease is acquired then (its
+token goes to the run's :class:`.run_token.TokenSource`), and pre-check mode takes its named lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine
+
+from .outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, RunOutcome
+from .plans import NothingToDoProbe
+from .precheck_run import PrecheckRun
+from .run_choice import ChosenRun
+from .run_request import RunRequest
+
+
+class RunConnection:
+    """The ``on_connection`` hook of one attempt of a fenced run."""
+
+    def __init__(
+        self,
+        request: RunRequest,
+        run: ChosenRun,
+        outcome: RunOutcome,
+        engines: list[Engine],
+        settled: Callable[[tuple[str, ...]], bool | None] | None,
+    ) -> None:
+        """``engines`` collects the engine of each connection (the FENCED event is logged through
+        the last); ``settled`` answers from the revision files' declared heads when it can."""
+        self._request = request
+        self._run = run
+        self._outcome = outcome
+        self._engines = engines
+        self._settled = settled
+
+    def __call__(self, context: MigrationContext) -> None:
+        assert context.connection is not None
+        engine = self._request.own_engine(context.connection.engine)
+        self._engines.append(engine)
+        chosen = self._run.choose(context)
+        tokens = self._request.settings.tokens
+        leasing = tokens.lease is not None
+        if leasing or isinstance(chosen, PrecheckRun):
+            # Runners that queue behind one doing the work stop waiting once nothing is left.
+            probe = NothingToDoProbe(self._run.planner, context, settled=self._settled)
+            try:
+                if probe.nothing_to_do_now():
+                    chosen.expect_nothing_to_do(context)
+                    self._outcome.no_lease = NOTHING_TO_DO if leasing else None
+                elif leasing:
+                    if tokens.acquire(engine, probe):
+                        self._outcome.leased = True
+                    else:
+                        self._outcome.no_lease = DONE_BY_ANOTHER_RUNNER
+            finally:
+                probe.close()
+        if isinstance(chosen, PrecheckRun):
+            chosen.connected(context)

@@ -1,0 +1,70 @@
+"""The one source of a fenced run's token: given (``--token``), or granted to the lease the run holds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from sqlalchemy import Connection, Engine
+
+from ..errors import FencemigrateError, TokenRequired
+
+
+class RunLease(Protocol):
+    """The lease a run takes itself when it is given no token (:class:`..leases.runner.RunnerLease`)."""
+
+    renewals: int
+
+    def acquire(self, engine: Engine, stop_waiting: Callable[[], bool]) -> int | None:
+        """The granted token, or None when ``stop_waiting()`` turned true while another holder had it."""
+        ...
+
+    def heartbeat(self, migration: Connection | None) -> None:
+        """Renew while the run makes progress; LeaseLost when someone else was granted it."""
+        ...
+
+    def release(self) -> FencemigrateError | None:
+        """Release the lease; what went wrong is returned, not raised."""
+        ...
+
+
+class TokenSource:
+    """Where the run's token comes from; everything that writes under it reads it here."""
+
+    def __init__(self, given: int | None = None, lease: RunLease | None = None) -> None:
+        self._token = given
+        self.lease = lease
+
+    @property
+    def token(self) -> int | None:
+        """The token, or None while the run's own lease is not granted (or none was given)."""
+        return self._token
+
+    def required(self) -> int:
+        """The token to write under; no step is written before it is known."""
+        if self._token is None:
+            raise TokenRequired("no fencing token is known yet: nothing can be written")
+        return self._token
+
+    def acquire(self, engine: Engine, stop_waiting: Callable[[], bool]) -> bool:
+        """Acquire the run's own lease through ``engine``'s database (once); False when
+        ``stop_waiting()`` turned true while another holder had it."""
+        assert self.lease is not None
+        token = self.lease.acquire(engine, stop_waiting)
+        if token is not None:
+            self._token = token
+        return token is not None
+
+    def heartbeat(self, migration: Connection | None) -> None:
+        """Renew the run's own lease when it is due (after each revision, with its connection)."""
+        if self.lease is not None:
+            self.lease.heartbeat(migration)
+
+    @property
+    def renewals(self) -> int:
+        """How often the run's own lease was renewed."""
+        return self.lease.renewals if self.lease is not None else 0
+
+    def release(self) -> FencemigrateError | None:
+        """Release the run's own lease, if it holds one; what went wrong is returned, not raised."""
+        return self.lease.release() if self.lease is not None else None

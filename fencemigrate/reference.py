@@ -32,7 +32,7 @@ def commands(group: click.Group, parent: click.Context) -> Iterator[tuple[click.
     for name in group.list_commands(parent):
         command = group.get_command(parent, name)
         assert command is not None
-        context = click.Context(command, info_name=name, parent=parent)
+        context = click.Context(command, info_name=name, parent=parent, **command.context_settings)
         yield context, command
         if isinstance(command, click.Group):
             yield from commands(command, context)
@@ -40,7 +40,7 @@ def commands(group: click.Group, parent: click.Context) -> Iterator[tuple[click.
 
 def commands_md() -> str:
     """docs/commands.md: every command with its usage, its help, and its options' help and defaults."""
-    root = click.Context(cli, info_name="fencemigrate")
+    root = click.Context(cli, info_name="fencemigrate", **cli.context_settings)  # -h as well as --help
     listed = [(root, cli), *commands(cli, root)]
     lines = [
         "# Commands",

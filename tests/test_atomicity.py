@@ -125,7 +125,8 @@ AUTOCOMMIT_ENVS = {
 def test_autocommit_env_is_refused_before_anything_is_applied(
     project: Project, pg_url: str, edit: tuple[str, str]
 ) -> None:
-    """An autocommit connection cannot share a transaction with the claim: refused, nothing applied; alembic applies it."""
+    """An autocommit connection cannot share a transaction with the claim: refused, nothing applied;
+    alembic applies it."""
     project.edit_env(*edit)
     add_good(project, "0001", None, "t1")
 

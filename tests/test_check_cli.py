@@ -173,7 +173,8 @@ def test_github_format_prints_workflow_annotations(tmp_path: Path) -> None:
     versions = "migrations/versions"
     assert result.stdout.splitlines() == [
         f"::error file={versions}/0001_no_reason.py,line=8,title=FM902 bad-suppression::"
-        f"`# fencemigrate: allow FM301` gives no reason (`because <reason>`), so it suppresses nothing%0Afix: {SUPPRESSION_FIX}",
+        "`# fencemigrate: allow FM301` gives no reason (`because <reason>`), so it suppresses nothing"
+        f"%0Afix: {SUPPRESSION_FIX}",
         f"::warning file={versions}/0001_no_reason.py,line=18,title=FM301 missing-downgrade::"
         f"downgrade() is empty: this revision cannot be rolled back%0Afix: {DOWNGRADE_FIX}",
         f"::error file={versions}/0002_unknown_rule.py,line=8,title=FM902 bad-suppression::"

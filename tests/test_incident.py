@@ -79,7 +79,8 @@ def assert_b_schema(url: str, fence: int = 34) -> None:
 def test_incident_replayed_end_to_end(
     make_project: MakeProject, pg_url: str, pg_conn: psycopg.Connection[Any], pg_server: PgServer
 ) -> None:
-    """A's stale reapply and its renumbered 0043 are both FENCED and B's 0042 survives; plain alembic lets both through."""
+    """A's stale reapply and its renumbered 0043 are both FENCED and B's 0042 survives; plain
+    alembic lets both through."""
     a = make_project(name="agent_a")
     b = clone_checkout(a, "agent_b", pg_url)
     pristine = clone_checkout(a, "pristine", pg_url)
@@ -203,7 +204,8 @@ def test_rightful_holder_can_reapply_its_own_revision(make_project: MakeProject,
 def test_higher_token_cannot_reapply_a_revision_applied_under_another_token(
     make_project: MakeProject, pg_url: str, pg_conn: psycopg.Connection[Any], pg_server: PgServer
 ) -> None:
-    """Token 35 may not re-apply B's 0042 (applied under 34): FENCED, and the fence stays 34; plain alembic re-applies it."""
+    """Token 35 may not re-apply B's 0042 (applied under 34): FENCED, and the fence stays 34; plain
+    alembic re-applies it."""
     a = make_project(name="agent_a")
     b = clone_checkout(a, "agent_b", pg_url)
     pristine = clone_checkout(a, "pristine", pg_url)

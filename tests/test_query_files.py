@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 import fencemigrate
-from fencemigrate.dialects.postgresql_schema import default_version
 from fencemigrate.dialects import dialect_for
+from fencemigrate.dialects.postgresql_schema import default_version
 from fencemigrate.queries import advisory_lock_keys
 from fencemigrate.resources import sql_dir
 

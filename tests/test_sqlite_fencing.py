@@ -89,7 +89,8 @@ def assert_b_schema(db: Path, fence: int = 34) -> None:
 
 
 def test_incident_on_sqlite(tmp_path: Path) -> None:
-    """Token 33's stale reapply of 0042 and its renumbered 0043 are FENCED and change nothing; plain alembic lets both through."""
+    """Token 33's stale reapply of 0042 and its renumbered 0043 are FENCED and change nothing; plain
+    alembic lets both through."""
     a = make_sqlite_project(tmp_path, "agent_a")
     pristine = clone_checkout(a, "pristine", a.url)
     b = clone_checkout(a, "agent_b", a.url)

@@ -2,12 +2,12 @@
 
 Every test gets a new pair (:mod:`support.replication`, about 3 s): a first grant replicates (or
 only the fence schema, or nothing), then the primary's walsender is held, agent-A is granted the
-lease on the primary, the primary stops immediately and the standby is promoted; agent-B is granted the lease on the new primary. The
-control is plain Alembic behind a hand-rolled lease table (bench/faults/control.py), which grants
-token 2 twice and lets A's stale write land after B's. fencemigrate must never let two holders
-write under one token: A's write is FENCED (asynchronous replication), or A is never told it was
-granted (synchronous replication: a crash, a cancelled wait, ``synchronous_commit=local``).
-"""
+lease on the primary, the primary stops immediately and the standby is promoted; agent-B is granted
+the lease on the new primary. The control is plain Alembic behind a hand-rolled lease table
+(bench/faults/control.py), which grants token 2 twice and lets A's stale write land after B's.
+fencemigrate must never let two holders write under one token: A's write is FENCED (asynchronous
+replication), or A is never told it was granted (synchronous replication: a crash, a cancelled wait,
+``synchronous_commit=local``)."""
 
 from __future__ import annotations
 

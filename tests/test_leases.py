@@ -303,8 +303,8 @@ def _lease_row_locked_by_a_paused_process(url: str) -> str:
 def test_a_holder_paused_inside_a_lease_transaction_blocks_nobody_beyond_wait(project: Project, pg_url: str) -> None:
     """agent-A's renewal is stopped with SIGSTOP inside its transaction, the lease row changed and
     locked (as a grant, renew or release leaves it until it commits). While A's lease is live,
-    --preempt is busy and cancels nothing. Once it has expired, a grant with --wait 2s and agent-A's renew answer busy (exit 4) instead of
-    hanging, and --preempt cancels A's stuck transaction and is granted."""
+    --preempt is busy and cancels nothing. Once it has expired, a grant with --wait 2s and agent-A's
+    renew answer busy (exit 4) instead of hanging, and --preempt cancels A's stuck transaction and is granted."""
     acquire(project, "agent-A", "--ttl", "3s").check(0)
     with paused_holder(_lease_row_locked_by_a_paused_process(pg_url)) as pid:
         live = acquire(project, "agent-B", "--preempt", timeout=60).check(4)

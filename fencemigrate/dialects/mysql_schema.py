@@ -6,7 +6,7 @@ from sqlalchemy import Connection
 
 from ..errors import DatabaseError
 from ..queries import statement, with_fence_names
-from .prefixed_schema import installed_version, require_no_other_version, script_chain
+from .prefixed_schema import installed_version, run_install, script_chain
 
 VERSION = "0.5"
 """The fence schema version on MySQL."""
@@ -77,13 +77,7 @@ def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
         found = installed_version(connection, quoted_schema)
         if found == VERSION:
             return False
-        try:
-            statements = install_statements(quoted_schema, VERSION, found)
-        except FileNotFoundError:
-            require_no_other_version(found, quoted_schema, VERSION)
-            raise
-        for sql in statements:
-            connection.exec_driver_sql(sql, execution_options={"no_parameters": True})
+        run_install(connection, quoted_schema, VERSION, found, install_statements)
         # MySQL has committed every DDL statement of the install on its own: commit the version row
         # with them, or a rollback of the caller's transaction would leave an update's DDL in at the
         # old version, and the next run would run that update again (ADD COLUMN is not idempotent).

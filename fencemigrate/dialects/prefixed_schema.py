@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlalchemy import Connection
 
 from ..errors import DatabaseError
@@ -62,3 +64,21 @@ def require_no_other_version(found: str | None, quoted_schema: str, version: str
             f"fence schema {quoted_schema} is at version {found}, but this fencemigrate "
             f"needs {version} and has no upgrade path from it on this database"
         )
+
+
+def run_install(
+    connection: Connection,
+    quoted_schema: str,
+    version: str,
+    found: str | None,
+    install_statements: Callable[[str, str, str | None], list[str]],
+) -> None:
+    """Bring the fence schema from ``found`` (None: not installed) to ``version``, one statement at a
+    time; a version with no path from it is refused (:func:`require_no_other_version`)."""
+    try:
+        statements = install_statements(quoted_schema, version, found)
+    except FileNotFoundError:
+        require_no_other_version(found, quoted_schema, version)
+        raise
+    for sql in statements:
+        connection.exec_driver_sql(sql, execution_options={"no_parameters": True})

@@ -7,7 +7,7 @@ import sqlite3
 from sqlalchemy import Connection
 
 from ..queries import with_fence_names
-from .prefixed_schema import installed_version, require_no_other_version, script_chain
+from .prefixed_schema import installed_version, run_install, script_chain
 
 VERSION = "0.5"
 """The fence schema version on SQLite (pre-check mode, which 0.3 adds elsewhere, is not for SQLite)."""
@@ -53,11 +53,5 @@ def ensure_installed(connection: Connection, quoted_schema: str, version: str = 
     found = installed_version(connection, quoted_schema)
     if found == version:
         return False
-    try:
-        statements = install_statements(quoted_schema, version, found)
-    except FileNotFoundError:
-        require_no_other_version(found, quoted_schema, version)
-        raise
-    for sql in statements:
-        connection.exec_driver_sql(sql, execution_options={"no_parameters": True})
+    run_install(connection, quoted_schema, version, found, install_statements)
     return True

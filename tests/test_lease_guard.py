@@ -29,6 +29,7 @@ import pymysql
 import pytest
 from fence_rows import stderr_lines
 from pg_roles import MakeRole, role_url, two_roles
+from sqlite_rows import make_sqlite_project
 from support.db import execute, query
 from support.mysql_server import mysql_rows
 from support.pg import PgServer
@@ -296,7 +297,8 @@ def test_pg_schema_at_0_4_is_updated_to_0_5(project: Project, pg_url: str, pg_co
 def test_sqlite_file_at_0_4_is_updated_to_0_5(tmp_path: Path) -> None:
     from fencemigrate.dialects.sqlite_schema import install_statements
 
-    target = sqlite_target(tmp_path)
+    project = make_sqlite_project(tmp_path)
+    target = sqlite_target(project, project.url)
     with closing(sqlite3.connect(tmp_path / "db.sqlite", isolation_level=None)) as connection:
         for sql in install_statements("fencemigrate", "0.4"):
             connection.execute(sql)

@@ -11,10 +11,11 @@ contain a ghost (a result under a superseded epoch, or under none) and on no oth
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.pg import PgServer
+from support.replication import own_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
@@ -53,12 +54,14 @@ def template(scratch: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def backends(pg_server: PgServer) -> dict[str, Backend]:
-    postgresql = Backend(
-        "postgresql", server_url=f"postgresql+psycopg://{pg_server.user}@{pg_server.host}:{pg_server.port}"
-    )
-    postgresql.enable_commit_timestamps()
-    return {"postgresql": postgresql, "sqlite": Backend("sqlite")}
+def backends() -> Iterator[dict[str, Backend]]:
+    """SQLite, and a PostgreSQL server of the module's own with ``track_commit_timestamp`` on (turning
+    it on in the shared server would restart it under the other tests)."""
+    with own_server("-c track_commit_timestamp=on") as server:
+        postgresql = Backend(
+            "postgresql", server_url=f"postgresql+psycopg://postgres@127.0.0.1:{server.port}", commit_timestamps=True
+        )
+        yield {"postgresql": postgresql, "sqlite": Backend("sqlite")}
 
 
 TRACE_PARAMS = [pytest.param(backend, name, id=f"{backend}-{name}") for backend, name in CASES]

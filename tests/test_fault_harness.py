@@ -1,8 +1,9 @@
 """CI's slice of the fault-injection harness (bench/faults): a fixed seed, a small budget.
 
-The same harness as ``bash bench/faults/run --schedules 1000``, against the servers ``.ci/test``
-started: PostgreSQL (with ``track_commit_timestamp``, which the harness turns on by restarting the
-server once), SQLite, MariaDB and the Redis lease backend, one schedule each in turn. fencemigrate
+The same harness as ``bash bench/faults/run --schedules 1000``, against a PostgreSQL server of its
+own (with ``track_commit_timestamp``; the harness restarts it as a fault, which the server the
+other tests share must never see), SQLite, and the MariaDB and Redis servers ``.ci/test`` started,
+one schedule each in turn. fencemigrate
 must keep every property; the control (plain Alembic behind a hand-rolled lease) must break at
 least one, or the schedules are not testing anything. Every schedule also has a tokenless writer
 (a plain ``alembic downgrade -1``), which the version-table guard must refuse. A second slice fails
@@ -12,9 +13,11 @@ PostgreSQL over to a streaming standby that missed the stale agent's grant and w
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from support.pg import PgServer
+import pytest
+from support.replication import Server, own_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
@@ -26,8 +29,17 @@ SCHEDULES = 8
 BUDGET_S = 110
 
 
+@pytest.fixture
+def harness_postgres(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+    """The harness's own PostgreSQL server, which the backends of ``make_backend`` point at."""
+    with own_server("-c track_commit_timestamp=on") as server:
+        monkeypatch.setenv("FENCEMIGRATE_TEST_PG_HOST", "127.0.0.1")
+        monkeypatch.setenv("FENCEMIGRATE_TEST_PG_PORT", str(server.port))
+        yield server
+
+
 def test_fencemigrate_survives_the_seeded_slice_and_the_control_does_not(
-    pg_server: PgServer, redis_server_url: str, mysql_server_url: str
+    harness_postgres: Server, redis_server_url: str, mysql_server_url: str
 ) -> None:
     args = parse_args(
         [
@@ -41,7 +53,8 @@ def test_fencemigrate_survives_the_seeded_slice_and_the_control_does_not(
             "--with-tokenless",
         ]
     )
-    backends = [make_backend(name, None) for name in ("postgresql", "sqlite", "mariadb", "redis")]
+    pgdata = str(harness_postgres.pgdata)
+    backends = [make_backend(name, pgdata) for name in ("postgresql", "sqlite", "mariadb", "redis")]
     summary = run_harness(args, backends)
     report = "\n".join(summary.lines())
     assert sum(summary.schedules.values()) >= 4, report
@@ -66,7 +79,7 @@ def test_a_failover_is_scheduled_once_and_never_beside_a_restart() -> None:
     assert all("failover" not in [f.kind for f in generate(SEED, index, **options).faults] for index in range(200))
 
 
-def test_fencemigrate_survives_a_failover_to_a_standby_that_missed_a_grant(pg_server: PgServer) -> None:
+def test_fencemigrate_survives_a_failover_to_a_standby_that_missed_a_grant(harness_postgres: Server) -> None:
     """fencemigrate keeps every property on the promoted server: no token issued twice (S's lost
     token 1 again), no write of S's under it. The control grants token 1 to R1 too, and S's
     downgrade under it goes through."""

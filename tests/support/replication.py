@@ -3,7 +3,7 @@
 Both servers come from ``.ci/postgres`` (``start``, then ``standby PORT``: ``pg_basebackup -R``),
 with PostgreSQL's own durability settings (``PG_DURABLE=1``): ``synchronous_commit=on``, as an
 operator runs a replicated server. :func:`streaming_pair` yields a :class:`StreamingPair` and
-always stops and deletes both servers afterwards.
+always stops and deletes both servers afterwards; :func:`own_server` yields one server alone.
 
 The failover of the issue: :meth:`StreamingPair.hold_wal` stops (SIGSTOP) the primary's walsender,
 so the WAL of what commits next never leaves the primary (stopping the standby's walreceiver
@@ -49,12 +49,12 @@ class Server:
         return PgServer("127.0.0.1", self.port).url(dbname)
 
 
-def _ci_postgres(*args: str, options: str = "") -> subprocess.CompletedProcess[str]:
-    """Run ``.ci/postgres ARGS`` with PostgreSQL's durability defaults and the server ``options``
-    (``PG_EXTRA_OPTIONS``); ReplicationError on failure."""
+def _ci_postgres(*args: str, options: str = "", durable: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``.ci/postgres ARGS`` with the server ``options`` (``PG_EXTRA_OPTIONS``), with PostgreSQL's
+    durability defaults when ``durable``; ReplicationError on failure."""
     done = subprocess.run(
         ["bash", str(CI_POSTGRES), *args],
-        env={**os.environ, "PG_DURABLE": "1", "PG_EXTRA_OPTIONS": options},
+        env={**os.environ, "PG_DURABLE": "1" if durable else "", "PG_EXTRA_OPTIONS": options},
         capture_output=True,
         text=True,
         timeout=120,
@@ -65,9 +65,9 @@ def _ci_postgres(*args: str, options: str = "") -> subprocess.CompletedProcess[s
     return done
 
 
-def _start(*args: str, options: str) -> Server:
+def _start(*args: str, options: str, durable: bool = True) -> Server:
     """``.ci/postgres start`` or ``standby PORT``: the server it printed."""
-    values = dict(line.split("=", 1) for line in _ci_postgres(*args, options=options).stdout.split())
+    values = dict(line.split("=", 1) for line in _ci_postgres(*args, options=options, durable=durable).stdout.split())
     return Server(int(values["PGPORT"]), Path(values["PGDATA"]))
 
 
@@ -219,6 +219,18 @@ def _signal_pending(pid: int, mask: int) -> bool:
         if line.startswith(("SigPnd:", "ShdPnd:")):
             pending |= int(line.split()[1], 16)
     return bool(pending & mask)
+
+
+@contextmanager
+def own_server(options: str = "") -> Iterator[Server]:
+    """A server of the caller's own (tuned for speed, started with ``options``), for a test that
+    restarts it or changes its settings while other tests use the shared one; stopped and deleted
+    afterwards."""
+    server = _start("start", options=options, durable=False)
+    try:
+        yield server
+    finally:
+        _stop(server)
 
 
 @contextmanager

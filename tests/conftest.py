@@ -52,7 +52,7 @@ import fencemigrate
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pg_roles import MakeRole  # noqa: E402
-from support.db import execute  # noqa: E402
+from support.db import execute, query  # noqa: E402
 from support.pg import PgServer, PgServerUnavailable, server_from_env, wait_until_reachable  # noqa: E402
 from support.project import MakeProject, Project, create_project, sqlite_url  # noqa: E402
 
@@ -91,14 +91,24 @@ _postgresql_noproc_raw = factories.postgresql_noproc(
 
 
 @pytest.fixture(scope="session")
-def pg_server() -> PgServer:
-    """The test PostgreSQL server; stops the whole run (exit 3) if unset or unreachable."""
+def pg_server() -> Iterator[PgServer]:
+    """The test PostgreSQL server; stops the whole run (exit 3) if unset or unreachable. Its tests
+    share it, so none may restart it: the run errors if its start time changed meanwhile."""
     try:
         server = server_from_env()
         wait_until_reachable(server)
     except PgServerUnavailable as exc:
         pytest.exit(f"PostgreSQL for the tests is unavailable: {exc}", returncode=3)
-    return server
+    started = query(server.url("postgres"), _START_TIME)
+    yield server
+    restarted = query(server.url("postgres"), _START_TIME)
+    assert restarted == started, (
+        "the shared PostgreSQL server was restarted during the run; a test that restarts a server "
+        "or changes its settings must use one of its own (support.replication.own_server)"
+    )
+
+
+_START_TIME = "SELECT pg_postmaster_start_time()"
 
 
 @pytest.fixture(scope="session")

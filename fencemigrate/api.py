@@ -15,6 +15,7 @@ from alembic.config import Config
 from . import authoring, lease_calls, revision_commands, run_options
 from .config import checked_resource, fence_schema
 from .demo import DemoResult, run_demo
+from .durations import parse_ttl_ms
 from .ensure_version import EnsuredVersionTable, ensure_version_table
 from .error_translation import translated_errors
 from .errors import UsageError
@@ -33,7 +34,7 @@ from .runtime.revision_targets import script_directory, split_range, stamp_range
 from .state import State, read_state
 from .templates import FENCE_AWARE, InitOutcome, Template, available_templates, init_environment
 from .timeline import Event, parse_since, read_timeline
-from .validation import check_resource
+from .validation import check_holder, check_resource
 
 if TYPE_CHECKING:  # `check` imports its rules only when it runs: every other command starts faster
     from .check import CheckReport
@@ -69,7 +70,7 @@ def reapply(config: Config, revision: str, **options: Unpack[run_options.Reapply
     required and no lease is taken: a lease taken now would bring a new token, which can never
     re-apply anything. ``wait`` bounds the wait for pre-check mode's named lock.
     """
-    run_options.require_token("reapply", options.get("token"))
+    run_options.require_token("reapply", options.get("token"), options.get("held_lease"))
     known = run_options.REAPPLY_KEYWORDS
     return run_fenced(
         run_options.fenced_request(config, "reapply", (None, revision), reapply_plan, options, known, True)
@@ -254,6 +255,40 @@ def ensure_version(config: Config, sql: bool = False) -> EnsuredVersionTable:
         context, context.dialect.identifier_preparer.quote(schema)
     )
     return env_reads.read_once(config, ensure, "no version table was created", script=script, as_sql=sql)
+
+
+def mcp(
+    config: Config,
+    holder: str | None = None,
+    resource: str | None = None,
+    ttl: str | None = None,
+    print_rules: bool = False,
+) -> str | None:
+    """Serve MCP over stdin/stdout until the client closes them: tools that read the state, take,
+    renew and release the lease for ``holder`` on ``resource`` (for ``ttl``) and write only under
+    that grant, whose token never leaves the server (docs/mcp.md). With ``print_rules``, serve
+    nothing and return the ownership rule for an agent's system prompt instead.
+
+    Needs the ``mcp`` SDK: without it a UsageError names ``pip install 'fencemigrate[mcp]'``.
+    """
+    from .agent_server.lease_state import ServerIdentity
+    from .agent_server.rules import ownership_rules
+
+    if ttl is not None:
+        parse_ttl_ms(ttl)
+    identity = ServerIdentity(check_holder(holder), checked_resource(config, resource), ttl)
+    if print_rules:
+        return ownership_rules(identity.resource)
+    try:
+        from .agent_server.server import serve
+    except ImportError as missing:
+        if missing.name is None or missing.name.split(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        raise UsageError(
+            "fencemigrate mcp needs the MCP Python SDK, which is not installed: pip install 'fencemigrate[mcp]'"
+        ) from None
+    serve(config, identity)
+    return None
 
 
 def demo(url: str | None, say: Callable[[str], None]) -> DemoResult:

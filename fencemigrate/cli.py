@@ -547,6 +547,32 @@ def init(obj: _Context, directory: str, template: str, package: bool, as_json: b
 
 
 @main.command()
+@click.option("--holder", metavar="NAME", help="Who the server's lease is granted to (default host:pid).")
+@click.option("--resource", metavar="NAME", help="Fenced resource (default db/migrations).")
+@click.option(
+    "--ttl", metavar="DURATION", help=f"Time to live of the server's lease (default {DEFAULT_TTL}); e.g. 30s, 5m."
+)
+@click.option(
+    "--print-rules", is_flag=True, help="Print the ownership rule for an agent's system prompt, serve nothing."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="With --print-rules, print one JSON object; errors before serving too."
+)
+@click.pass_obj
+def mcp(obj: _Context, /, as_json: bool, **options: Any) -> None:
+    """Serve MCP over stdio for a coding agent: the lease token stays in the server (docs/mcp.md).
+
+    Tools: read_state, acquire_lease, renew_lease, release_lease, upgrade, downgrade, reapply,
+    stamp, check; resource fencemigrate://state/RESOURCE. Needs pip install 'fencemigrate[mcp]'.
+    """
+    rules = _guarded(as_json, lambda: api.mcp(obj.config(), **options))
+    if rules is not None and as_json:
+        _print_json({"status": "ok", "rules": rules})
+    elif rules is not None:
+        click.echo(rules, nl=False)
+
+
+@main.command()
 @click.option(
     "--url",
     metavar="URL",

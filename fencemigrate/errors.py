@@ -134,8 +134,11 @@ class NotTransactional(FencemigrateError, sqlstate="FM003"):
         return cls(f"refused: {refusal.message}; nothing of that revision was applied")
 
 
+NOT_TRANSIENT = "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply."
+"""The line after which a FENCED or LEASE LOST message tells the agent what to do next."""
+
 _STALE_PLAN = [
-    "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply.",
+    NOT_TRANSIENT,
     "Your plan and your memory of this resource are probably stale, including anything",
     "your context summary says you 'hold'.",
     "Next step: run `fencemigrate state` and re-plan from what is actually there.",
@@ -337,7 +340,7 @@ class LeaseLost(FencemigrateError):
             "\n".join(
                 [
                     f"LEASE LOST: you no longer own {resource} ({reason}).",
-                    "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply.",
+                    NOT_TRANSIENT,
                     "Your plan and your memory of this resource are probably stale.",
                     "Next step: run `fencemigrate state`, acquire a new lease if there is still work, and re-plan.",
                     "If your goal is already met by the current state, report that and stop.",

@@ -33,15 +33,15 @@ def render(error: FencemigrateError, as_json: bool) -> Rendered:
 
 def json_text(payload: dict[str, Any]) -> str:
     """``payload`` as one line of JSON, keys sorted, every string in it scrubbed of passwords."""
-    return json.dumps(_scrubbed(payload), sort_keys=True)
+    return json.dumps(scrubbed(payload), sort_keys=True)
 
 
-def _scrubbed(value: Any) -> Any:
-    """``value`` with every string in it scrubbed of passwords."""
+def scrubbed(value: Any) -> Any:
+    """``value`` (JSON data) with every string in it scrubbed of passwords."""
     if isinstance(value, str):
         return scrub_secrets(value)
     if isinstance(value, dict):
-        return {key: _scrubbed(item) for key, item in value.items()}
+        return {key: scrubbed(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_scrubbed(item) for item in value]
+        return [scrubbed(item) for item in value]
     return value

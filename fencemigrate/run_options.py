@@ -12,7 +12,8 @@ from alembic.script import ScriptDirectory
 from .config import checked_resource, configured_lease_url, fence_schema
 from .durations import parse_ttl_ms, parse_wait_ms
 from .errors import UsageError
-from .leases import LeaseRequest, check_lease_url, lease_engine, open_backend
+from .leases import Grant, LeaseRequest, check_lease_url, lease_engine, open_backend
+from .leases.held import HeldLease
 from .leases.model import DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .leases.runner import RunnerLease
 from .progress import SILENT, Progress
@@ -28,9 +29,15 @@ from .validation import check_holder, parse_token
 
 
 class ReapplyKeywords(TypedDict, total=False):
-    """The keywords of ``reapply``: its command's options (None: the default)."""
+    """The keywords of ``reapply``: its command's options (None: the default).
+
+    ``held_lease`` (no CLI option): a grant you hold, from :func:`..api.lease_acquire`, instead of
+    ``token``: the run writes under its token, renews it between revisions as a run renews its own
+    lease, and leaves it held (an MCP server's grant: :mod:`..agent_server`).
+    """
 
     token: int | str | None
+    held_lease: Grant | None
     holder: str | None
     resource: str | None
     tag: str | None
@@ -76,11 +83,11 @@ def reject_unknown(keywords: Mapping[str, Any], known: frozenset[str]) -> None:
         raise TypeError(f"unexpected keyword arguments: {', '.join(unknown)}")
 
 
-def require_token(command: str, token: int | str | None) -> int | str:
-    """``token``; a UsageError when ``command``, which writes only under a token it is given, has none."""
-    if token is None:
+def require_token(command: str, token: int | str | None, held_lease: Grant | None = None) -> None:
+    """A UsageError when ``command``, which writes only under a token it is given (or the token of
+    a lease held by its caller), has none."""
+    if token is None and held_lease is None:
         raise UsageError(_TOKEN_REQUIRED[command])
-    return token
 
 
 @dataclass(frozen=True)
@@ -140,13 +147,18 @@ def fenced_request(
     before the database is touched: identity, mode, the token or the run's own lease, revisions."""
     reject_unknown(keywords, known)
     run, lease, progress = RunOptions.of(keywords), LeaseOptions.of(keywords), keywords.get("progress", SILENT)
-    holder = check_holder(run.holder)
-    resource = checked_resource(config, run.resource)
+    held = keywords.get("held_lease")
+    holder = check_holder(run.holder if held is None else _held_identity(held, run, lease))
+    resource = checked_resource(config, run.resource if held is None else held.lease.resource)
     schema = fence_schema(config)
+    given_token = run.token is not None or held is not None
     choice = RunChoice(
-        check_mode(run.mode), run.sql, lease.wait_ms(), lock_wait_given=run.token is not None and lease.wait is not None
+        check_mode(run.mode), run.sql, lease.wait_ms(), lock_wait_given=given_token and lease.wait is not None
     )
-    tokens = _token_source(config, run, lease, resource, holder, schema, progress)
+    if held is not None:
+        tokens = _held_token_source(config, held, lease, schema, run.sql)
+    else:
+        tokens = _token_source(config, run, lease, resource, holder, schema, progress)
     script = script_directory(config)
     start, destination = target
     for revision in (destination if isinstance(destination, tuple) else (destination,)) + (start,):
@@ -170,7 +182,9 @@ def fenced_request(
 def resolve_settings(config: Config, keywords: ResolveKeywords) -> tuple[FenceSettings, str, int]:
     """What ``resolve`` writes under, the outcome it settles, and how long it waits for the named
     lock; checked before anything is touched."""
-    given = require_token("resolve", keywords.get("token"))
+    given = keywords.get("token")
+    if given is None:
+        raise UsageError(_TOKEN_REQUIRED["resolve"])
     resolved_as = keywords.get("resolved_as")
     if resolved_as not in RESOLVE_OUTCOMES:
         raise UsageError(f"--as must be {' or '.join(RESOLVE_OUTCOMES)}, not {resolved_as!r}")
@@ -179,6 +193,37 @@ def resolve_settings(config: Config, keywords: ResolveKeywords) -> tuple[FenceSe
     holder, resource = check_holder(keywords.get("holder")), checked_resource(config, keywords.get("resource"))
     settings = FenceSettings(holder, resource, fence_schema(config), tokens)
     return settings, resolved_as, LeaseOptions(wait=keywords.get("wait")).wait_ms()
+
+
+def _held_identity(held: Grant, run: RunOptions, lease: LeaseOptions) -> str:
+    """The holder of the ``held`` grant, which the run writes as; a UsageError for options that
+    contradict it (another token, holder or resource, or a lease of the run's own)."""
+    grant = held.lease
+    if grant.holder is None or grant.ttl_ms is None:
+        raise UsageError("held_lease must be a grant (from lease_acquire or lease_renew): it names no holder or TTL")
+    clashes = [
+        name
+        for name, clash in (
+            ("token", run.token is not None and str(run.token) != str(held.token)),
+            ("holder", run.holder is not None and run.holder != grant.holder),
+            ("resource", run.resource is not None and run.resource != grant.resource),
+            *((name, True) for name in lease.given() if name not in ("wait", "lease_url")),
+        )
+        if clash
+    ]
+    if clashes:
+        raise UsageError(f"held_lease writes under the grant's own token, holder and resource; not with {clashes[0]}")
+    return grant.holder
+
+
+def _held_token_source(config: Config, held: Grant, lease: LeaseOptions, schema: str, sql: bool) -> TokenSource:
+    """The token of the grant the caller holds, with that lease lent to the run for its renewals
+    (an offline script, ``sql``, renews nothing: it runs later, if ever)."""
+    if sql:
+        return TokenSource(given=held.token)
+    lease_url = check_lease_url(lease.lease_url or configured_lease_url(config))
+    lent = HeldLease(held, lambda engine: open_backend(lease_engine(engine), schema, lease_url))
+    return TokenSource(given=held.token, lease=lent)
 
 
 def _token_source(

@@ -73,9 +73,7 @@ class RunnerLease:
         it is open nobody else can write, hence nobody can be granted the lease; when it commits
         the renewal commits with it, and if it rolls back the run is over and releases the lease.
         """
-        if self._grant is None or self._backend is None:
-            return
-        if time.monotonic() - self._renewed_at < self.request.ttl_ms / 3000:
+        if self._grant is None or self._backend is None or not self.renewal_due():
             return
         within = migration if migration is not None and dialect_for(migration).renews_in_migration_transaction else None
         self._grant = self._backend.renew(
@@ -83,6 +81,10 @@ class RunnerLease:
         )
         self._renewed_at = time.monotonic()
         self.renewals += 1
+
+    def renewal_due(self) -> bool:
+        """A third of the TTL has passed since the last grant or renewal."""
+        return time.monotonic() - self._renewed_at >= self.request.ttl_ms / 3000
 
     def release(self) -> FencemigrateError | None:
         """Release the lease and close the backend. What went wrong is returned, not raised (LeaseLost

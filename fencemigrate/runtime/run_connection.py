@@ -45,7 +45,7 @@ class RunConnection:
         self._engines.append(engine)
         chosen = self._run.choose(context)
         tokens = self._request.settings.tokens
-        leasing = tokens.lease is not None
+        leasing = tokens.takes_lease
         if leasing or isinstance(chosen, PrecheckRun):
             # Runners that queue behind one doing the work stop waiting once nothing is left.
             probe = NothingToDoProbe(self._run.planner, context, settled=self._settled)

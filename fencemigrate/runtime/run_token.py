@@ -11,7 +11,8 @@ from ..errors import FencemigrateError, TokenRequired
 
 
 class RunLease(Protocol):
-    """The lease a run takes itself when it is given no token (:class:`..leases.runner.RunnerLease`)."""
+    """The lease a run takes itself when it is given no token (:class:`..leases.runner.RunnerLease`),
+    or one its caller holds and lends it with the token (:class:`..leases.held.HeldLease`)."""
 
     renewals: int
 
@@ -32,8 +33,17 @@ class TokenSource:
     """Where the run's token comes from; everything that writes under it reads it here."""
 
     def __init__(self, given: int | None = None, lease: RunLease | None = None) -> None:
+        """``given``: the token to write under. ``lease`` without it: the run's own lease, acquired
+        once env.py has connected; with it: the lease its caller holds with that token, which the
+        run renews while it makes progress and leaves held."""
         self._token = given
         self.lease = lease
+        self._takes_lease = lease is not None and given is None
+
+    @property
+    def takes_lease(self) -> bool:
+        """The run takes a lease itself (it was given no token)."""
+        return self._takes_lease
 
     @property
     def token(self) -> int | None:
@@ -66,5 +76,6 @@ class TokenSource:
         return self.lease.renewals if self.lease is not None else 0
 
     def release(self) -> FencemigrateError | None:
-        """Release the run's own lease, if it holds one; what went wrong is returned, not raised."""
+        """Release the run's own lease, if it holds one (a lent lease stays held); what went wrong
+        is returned, not raised."""
         return self.lease.release() if self.lease is not None else None

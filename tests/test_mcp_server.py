@@ -1,0 +1,517 @@
+"""``fencemigrate mcp`` driven by the MCP SDK's own stdio client: a real server subprocess per agent.
+
+The incident from the design notes, with two servers as agent-A and agent-B: A's grant expires
+while A is paused (simply not calling), B takes the lease, reads the state and replaces A's 0042;
+A's ``reapply`` and its renumbered 0043 come back as FENCED tool errors, A's server holds no token
+afterwards and A's ``read_state`` shows B's work. The control replays A's steps with plain alembic,
+which destroys B's table.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import sqlalchemy as sa
+from incident_story import A_COLUMNS, B_COLUMNS, clone_checkout, write_a_0042, write_a_0043, write_b_0042
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.types import CallToolResult, TextContent
+from support.project import (
+    MakeProject,
+    Project,
+    create_project,
+    run_command,
+    script_command,
+    sqlite_url,
+    subprocess_env,
+)
+
+TOOLS = {
+    "read_state",
+    "acquire_lease",
+    "renew_lease",
+    "release_lease",
+    "upgrade",
+    "downgrade",
+    "reapply",
+    "stamp",
+    "check",
+}
+WRITE_CALLS = [
+    ("upgrade", {"revision": "head"}),
+    ("downgrade", {"revision": "base"}),
+    ("reapply", {"revision": "0042"}),
+    ("stamp", {"revisions": ["0042"]}),
+]
+
+
+@dataclass
+class Agent:
+    """One MCP client session with one ``fencemigrate mcp`` server process."""
+
+    session: ClientSession
+    stderr: Path
+    progress: list[tuple[float, float | None, str | None]] = field(default_factory=list)
+
+    async def call(self, tool: str, **arguments: Any) -> CallToolResult:
+        async def heard(progress: float, total: float | None, message: str | None) -> None:
+            self.progress.append((progress, total, message))
+
+        return await self.session.call_tool(tool, arguments, progress_callback=heard)
+
+    async def ok(self, tool: str, **arguments: Any) -> dict[str, Any]:
+        """The structured result of a call that must succeed."""
+        result = await self.call(tool, **arguments)
+        assert not result.is_error, text_of(result)
+        assert result.structured_content is not None
+        return result.structured_content
+
+    async def error(self, tool: str, code: str, **arguments: Any) -> dict[str, Any]:
+        """The structured content of a call that must fail with ``code``."""
+        result = await self.call(tool, **arguments)
+        assert result.is_error, result
+        assert result.structured_content is not None, text_of(result)
+        assert result.structured_content["error"] == code, result.structured_content
+        assert text_of(result) == result.structured_content["message"]
+        return result.structured_content
+
+
+def text_of(result: CallToolResult) -> str:
+    """The text the model reads."""
+    assert len(result.content) == 1 and isinstance(result.content[0], TextContent), result
+    return result.content[0].text
+
+
+@asynccontextmanager
+async def mcp_agent(project: Project, holder: str, *options: str) -> AsyncIterator[Agent]:
+    """``fencemigrate -c alembic.ini mcp --holder HOLDER OPTIONS`` in ``project``, with a client session."""
+    params = StdioServerParameters(
+        command=script_command("fencemigrate")[0],
+        args=["-c", str(project.ini), "mcp", "--holder", holder, *options],
+        cwd=project.path,
+        env=subprocess_env(),
+    )
+    stderr = project.path / f"mcp-{holder}.stderr"
+    with stderr.open("w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield Agent(session, stderr)
+
+
+def run(scenario: Callable[[], Awaitable[None]]) -> None:
+    anyio.run(scenario)
+
+
+def columns(url: str, table: str) -> list[str]:
+    engine = sa.create_engine(url)
+    try:
+        return [column["name"] for column in sa.inspect(engine).get_columns(table)]
+    finally:
+        engine.dispose()
+
+
+def rows(url: str, sql: str) -> list[tuple[Any, ...]]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return [tuple(row) for row in connection.execute(sa.text(sql))]
+    finally:
+        engine.dispose()
+
+
+def has_table(url: str, table: str) -> bool:
+    engine = sa.create_engine(url)
+    try:
+        return sa.inspect(engine).has_table(table)
+    finally:
+        engine.dispose()
+
+
+def ledger_of(view: dict[str, Any]) -> list[tuple[str, int, str]]:
+    return [(row["revision"], row["applied_token"], row["holder"]) for row in view["state"]["ledger"]]
+
+
+# -- the incident ------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The database both agents migrate."""
+    if request.param == "sqlite":
+        return sqlite_url(tmp_path / "shared.sqlite")
+    return str(request.getfixturevalue("pg_url"))
+
+
+def test_incident_through_two_mcp_servers(tmp_path: Path, shared_url: str) -> None:
+    """A's reapply and renumbered 0043 are FENCED tool errors, A's server drops its token, B's 0042 stays."""
+    pristine = create_project(tmp_path / "pristine", shared_url)
+    a = clone_checkout(pristine, "agent_a", shared_url)
+    b = clone_checkout(pristine, "agent_b", shared_url)
+    write_a_0042(a)
+
+    async def scenario() -> None:
+        async with mcp_agent(a, "agent-A", "--ttl", "1s") as agent_a, mcp_agent(b, "agent-B", "--ttl", "5m") as agent_b:
+            # 14:26 A is granted the lease (token 1) and applies its 0042.
+            granted = await agent_a.ok("acquire_lease")
+            assert granted["server_token"] == 1 and granted["lease"]["holder"] == "agent-A"
+            assert granted["state"]["heads"] == [] and granted["state"]["server_token"] == 1
+            applied = await agent_a.ok("upgrade", revision="head")
+            assert applied["heads"] == ["0042"] and applied["outcome"]["token"] == 1
+            assert columns(shared_url, "invoice_currency") == A_COLUMNS
+
+            # 14:31 A is paused: it simply makes no call. Its 1s grant expires.
+            await anyio.sleep(1.5)
+
+            # B is granted the lease (token 2), reads, rolls A's 0042 back and applies its own.
+            granted = await agent_b.ok("acquire_lease")
+            assert granted["server_token"] == 2
+            assert ledger_of(granted["state"]) == [("0042", 1, "agent-A")]
+            assert granted["state"]["lease"]["holder"] == "agent-B"
+            write_a_0042(b)  # B's checkout has A's pushed 0042
+            await agent_b.ok("downgrade", revision="base")
+            write_b_0042(b)
+            replaced = await agent_b.ok("upgrade", revision="head")
+            assert replaced["heads"] == ["0042"] and replaced["outcome"]["token"] == 2
+            assert columns(shared_url, "invoice_currency") == B_COLUMNS
+
+            # 14:40 A wakes up "holding the lock" and re-applies its 0042: FENCED by the database.
+            fenced = await agent_a.error("reapply", "FENCED", revision="0042")
+            assert (fenced["resource"], fenced["token"], fenced["fence_token"]) == ("db/migrations", 1, 2)
+            assert fenced["reason"] == "token 2 has since written to db/migrations"
+            assert fenced["transient"] is False and fenced["server_token_dropped"] is True
+            message = fenced["message"].splitlines()
+            assert message[0] == "FENCED: you no longer own db/migrations."
+            assert "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply." in message
+            assert "If your goal is already met by the current state, report that and stop." in message
+            assert not any("fencemigrate state" in line for line in message)  # the MCP tools, not the CLI
+
+            # What it is told to read shows that its 0042 is not the one applied (the drift rules).
+            view = await agent_a.ok("read_state")
+            assert view["server_token"] is None and ledger_of(view) == [("0042", 2, "agent-B")]
+            assert [(f["rule"], f["revision"]) for f in view["drift"]] == [("FM402", "0042")]
+
+            # It renumbers its copy to 0043 anyway: FENCED again, the server has no token to write with.
+            write_a_0043(a)
+            fenced = await agent_a.error("upgrade", "FENCED", revision="head")
+            assert (fenced["token"], fenced["fence_token"]) == (1, 2)
+            for tool, arguments in WRITE_CALLS:
+                await agent_a.error(tool, "FENCED", **arguments)
+
+            # A reads the state it was told to read: B's work, and no token of its own.
+            view = await agent_a.ok("read_state")
+            assert view["server_token"] is None
+            assert view["heads"] == ["0042"]
+            assert ledger_of(view) == [("0042", 2, "agent-B")]
+            assert view["lease"]["holder"] == "agent-B" and view["lease"]["token"] == 2
+            assert view["drift"] == []  # A's checkout has B's 0042 now
+
+        assert columns(shared_url, "invoice_currency") == B_COLUMNS
+        assert rows(shared_url, "SELECT invoice_id, currency_code FROM invoice_currency") == [(1, "USD")]
+        assert rows(shared_url, "SELECT version_num FROM alembic_version") == [("0042",)]
+
+    run(scenario)
+
+
+def test_control_plain_alembic_does_as_agent_a_and_destroys_b_work(tmp_path: Path, shared_url: str) -> None:
+    """The same steps without the fence: A's re-apply replaces B's table, and its 0043 goes on top."""
+    pristine = create_project(tmp_path / "pristine", shared_url)
+    a = clone_checkout(pristine, "ctl_a", shared_url)
+    b = clone_checkout(pristine, "ctl_b", shared_url)
+    write_a_0042(a)
+    a.run_alembic("upgrade", "head").check(0)
+    write_a_0042(b)
+    b.run_alembic("downgrade", "base").check(0)
+    write_b_0042(b)
+    b.run_alembic("upgrade", "head").check(0)
+    assert columns(shared_url, "invoice_currency") == B_COLUMNS
+
+    a.run_alembic("downgrade", "base").check(0)  # A's "reapply 0042"
+    a.run_alembic("upgrade", "head").check(0)
+    assert columns(shared_url, "invoice_currency") == A_COLUMNS, "control: B's table should be gone"
+    assert rows(shared_url, "SELECT count(*) FROM invoice_currency") == [(0,)]
+    write_a_0043(a)
+    a.run_alembic("upgrade", "head").check(0)  # and A's renumbered copy lands too
+    assert rows(shared_url, "SELECT version_num FROM alembic_version") == [("0043",)]
+
+
+# -- no grant, no write ------------------------------------------------------------------------
+
+
+def test_write_tools_without_a_grant_are_refused_and_change_nothing(tmp_path: Path) -> None:
+    """No tool takes a lease and writes in one step: each write tool refuses (USAGE, saying to call
+    acquire_lease), and the database is not touched. Control: the CLI without --token does both."""
+    url = sqlite_url(tmp_path / "db.sqlite")
+    project = create_project(tmp_path / "project", url)
+    write_a_0042(project)
+    control = clone_checkout(create_project(tmp_path / "pristine", url), "control", url)
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A") as agent:
+            for tool, arguments in [*WRITE_CALLS, ("upgrade", {"revision": "head", "sql": True})]:
+                refused = await agent.error(tool, "USAGE", **arguments)
+                assert refused["message"].startswith("USAGE: this server holds no lease on db/migrations")
+                assert "call acquire_lease and read the state it returns" in refused["message"]
+                assert refused["server_token_dropped"] is False
+            assert agent.progress == []
+
+    run(scenario)
+    assert not (tmp_path / "db.sqlite").exists()  # not even the file: nothing was connected to
+
+    write_a_0042(control)
+    control.run_cli("upgrade", "head", "--holder", "loophole").check(0)  # a lease and a write in one step
+    assert columns(url, "invoice_currency") == A_COLUMNS
+
+
+def test_release_drops_the_token(tmp_path: Path) -> None:
+    """After release_lease the server writes nothing until it acquires again; renew keeps the token."""
+    url = sqlite_url(tmp_path / "db.sqlite")
+    project = create_project(tmp_path / "project", url)
+    write_a_0042(project)
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "30s") as agent:
+            granted = await agent.ok("acquire_lease")
+            renewed = await agent.ok("renew_lease", ttl="2m")
+            assert renewed["server_token"] == granted["server_token"] == 1
+            assert renewed["lease"]["ttl"] == "2m" and renewed["state"]["server_token"] == 1
+            released = await agent.ok("release_lease")
+            assert released["server_token"] is None and released["lease"]["holder"] is None
+            await agent.error("upgrade", "USAGE", revision="head")
+            await agent.error("release_lease", "USAGE")
+            assert not has_table(url, "invoice_currency")
+            again = await agent.ok("acquire_lease")
+            assert again["server_token"] == 2
+            await agent.ok("upgrade", revision="head")
+            assert columns(url, "invoice_currency") == A_COLUMNS
+
+    run(scenario)
+
+
+def test_a_grant_taken_over_is_dropped_by_read_state(tmp_path: Path) -> None:
+    """When read_state sees a newer token issued, the server drops its own: writes answer LEASE_LOST."""
+    url = sqlite_url(tmp_path / "db.sqlite")
+    project = create_project(tmp_path / "project", url)
+    other = clone_checkout(create_project(tmp_path / "pristine", url), "other", url)
+    write_a_0042(project)
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "1s") as agent:
+            await agent.ok("acquire_lease")
+            await anyio.sleep(1.5)
+            other.run_cli("lease", "acquire", "--holder", "agent-B", "--ttl", "5m").check(0)
+            view = await agent.ok("read_state")
+            assert view["server_token"] is None
+            assert view["notes"] and "token 2" in view["notes"][0]
+            lost = await agent.error("upgrade", "LEASE_LOST", revision="head")
+            assert lost["server_token_dropped"] is True and lost["token"] == 1
+            assert lost["message"].startswith("LEASE LOST: you no longer own db/migrations")
+            busy = await agent.error("acquire_lease", "LEASE_BUSY")
+            assert busy["transient"] is True and busy["holder"] == "agent-B"
+            assert busy["retry_after"] and busy["retry_after"] in busy["message"]
+
+    run(scenario)
+    assert not has_table(url, "invoice_currency")
+
+
+# -- progress, resource, check, bad arguments --------------------------------------------------
+
+
+def test_progress_notifications_and_renewals_during_a_long_upgrade(tmp_path: Path) -> None:
+    """Each revision is a progress notification (n of m); the grant is renewed between revisions."""
+    url = sqlite_url(tmp_path / "db.sqlite")
+    project = create_project(tmp_path / "project", url)
+    for number, down in (("0001", None), ("0002", "0001"), ("0003", "0002")):
+        project.add_revision(number, down, [f"CREATE TABLE t{number} (id int)"], [f"DROP TABLE t{number}"])
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "3s") as agent:
+            granted = await agent.ok("acquire_lease")
+            result = await agent.ok("upgrade", revision="head")
+            assert agent.progress == [
+                (1.0, 3.0, "upgrade 0001 (1 of 3) under token 1"),
+                (2.0, 3.0, "upgrade 0002 (2 of 3) under token 1"),
+                (3.0, 3.0, "upgrade 0003 (3 of 3) under token 1"),
+            ]
+            assert result["outcome"]["lease_renewals"] >= 1 and result["outcome"]["leased"] is False
+            view = await agent.ok("read_state")
+            assert view["lease"]["expires_at"] > granted["lease"]["expires_at"]  # renewed by the run
+            assert view["lease"]["holder"] == "agent-A" and view["server_token"] == 1  # and still held
+
+    run(scenario)
+
+
+def test_sql_is_a_dry_run_that_returns_the_script(make_project: MakeProject, pg_url: str) -> None:
+    """sql=true writes nothing and returns the script, fence claims and all (stdout is the protocol's)."""
+    project = make_project()
+    write_a_0042(project)
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "5m") as agent:
+            await agent.ok("acquire_lease")
+            result = await agent.ok("upgrade", revision="head", sql=True)
+            script = result["sql"]
+            assert "CREATE TABLE invoice_currency" in script
+            assert "fencemigrate: fenced by token 1 on resource 'db/migrations'" in script
+            assert result["outcome"]["offline"] is True and result["outcome"]["steps"][0]["token"] == 1
+            assert not has_table(pg_url, "invoice_currency")
+            assert (await agent.ok("read_state"))["heads"] == []
+
+    run(scenario)
+
+
+def test_the_state_resource_is_read_state(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "db.sqlite")
+    project = create_project(tmp_path / "project", url)
+    write_a_0042(project)
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "5m") as agent:
+            await agent.ok("acquire_lease")
+            await agent.ok("upgrade", revision="head")
+            templates = await agent.session.list_resource_templates()
+            assert [t.uri_template for t in templates.resource_templates] == ["fencemigrate://state/{+resource}"]
+            read = await agent.session.read_resource("fencemigrate://state/db/migrations")
+            from_resource = json.loads(read.contents[0].text)  # type: ignore[union-attr]
+            assert from_resource == await agent.ok("read_state")
+            assert from_resource["server_token"] == 1 and from_resource["heads"] == ["0042"]
+
+    run(scenario)
+
+
+def test_check_returns_structured_findings(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "db.sqlite")
+    project = create_project(tmp_path / "project", url)
+    write_a_0042(project)
+    project.add_revision("0043", "0042", ["CREATE TABLE x (id int)"], [], slug="x")  # downgrade does nothing
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A") as agent:
+            await agent.ok("acquire_lease")  # SQLite: the grant creates the database file
+            report = (await agent.ok("check"))["report"]
+            assert report["database_checked"] is True
+            rules = {(finding["rule"], finding["revision"]) for finding in report["findings"]}
+            assert ("FM301", "0043") in rules
+            assert ("FM401", "0042") in rules  # pending: not applied yet
+            only = (await agent.ok("check", select=["FM301"]))["report"]
+            assert {finding["rule"] for finding in only["findings"]} == {"FM301"}
+            await agent.error("check", "USAGE", select=["FM999"])
+
+    run(scenario)
+
+
+def test_bad_arguments_are_usage_errors_and_change_nothing(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "db.sqlite")
+    project = create_project(tmp_path / "project", url)
+    write_a_0042(project)
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "5m") as agent:
+            granted = await agent.ok("acquire_lease")
+            before = granted["state"]
+            cases: list[tuple[str, dict[str, Any], str]] = [
+                ("upgrade", {"revision": "nope"}, "unknown revision 'nope'"),
+                ("downgrade", {"revision": "0099"}, "unknown revision '0099'"),
+                ("upgrade", {"revision": 42}, "bad arguments for upgrade: revision: Input should be a valid string"),
+                ("upgrade", {}, "bad arguments for upgrade: revision: Field required"),
+                ("upgrade", {"revision": "head", "sql": "maybe"}, "bad arguments for upgrade: sql:"),
+                ("stamp", {"revisions": []}, "bad arguments for stamp: revisions:"),
+                ("renew_lease", {"ttl": "banana"}, "invalid --ttl 'banana'"),
+                ("acquire_lease", {"ttl": "-5s"}, "invalid --ttl '-5s'"),
+                ("acquire_lease", {"wait": 3}, "bad arguments for acquire_lease: wait: Input should be a valid string"),
+            ]
+            for tool, arguments, expected in cases:
+                refused = await agent.error(tool, "USAGE", **arguments)
+                assert expected in refused["message"], refused
+                assert refused["message"].endswith("Nothing was changed.")
+                assert refused["server_token_dropped"] is False
+            after = await agent.ok("read_state")
+            assert after["server_token"] == 1 and after["lease"]["token"] == 1  # still the same grant
+            assert after["heads"] == before["heads"] == [] and after["state"]["ledger"] == []
+            assert not has_table(url, "invoice_currency")
+            await agent.ok("upgrade", revision="head")  # the grant still writes
+
+    run(scenario)
+
+
+def test_tools_are_listed_with_schemas(tmp_path: Path) -> None:
+    project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A") as agent:
+            listed = {tool.name: tool for tool in (await agent.session.list_tools()).tools}
+            assert set(listed) == TOOLS
+            for tool in listed.values():
+                assert tool.description and tool.output_schema is not None, tool.name
+            assert listed["read_state"].annotations is not None and listed["read_state"].annotations.read_only_hint
+            assert listed["upgrade"].annotations is not None and listed["upgrade"].annotations.destructive_hint
+            assert set(listed["upgrade"].input_schema["properties"]) == {"revision", "sql"}
+            assert set(listed["stamp"].input_schema["properties"]) == {"revisions", "sql", "purge"}
+            assert "token" not in json.dumps([tool.input_schema for tool in listed.values()])  # never an argument
+
+    run(scenario)
+
+
+# -- the command itself ------------------------------------------------------------------------
+
+
+def test_print_rules(tmp_path: Path) -> None:
+    project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
+    out = project.run_cli("mcp", "--print-rules").check(0)
+    assert out.stdout.startswith("Ownership rule for db/migrations (fencemigrate MCP server)\n")
+    for line in (
+        "The fencemigrate server owns the lease token for db/migrations and the heads your plan was made",
+        "   The server has dropped its token. (1) Stop the current plan. (2) Discard any belief that you",
+        '6. Never write a token number, "I hold the lease" or "holds lock on ..." into your notes, plans or',
+    ):
+        assert line in out.stdout.splitlines(), out
+    assert out.stderr == ""
+    other = project.run_cli("mcp", "--print-rules", "--resource", "db/billing").check(0)
+    assert "fencemigrate://state/db/billing" in other.stdout
+    as_json = json.loads(project.run_cli("mcp", "--print-rules", "--json").check(0).stdout)
+    assert as_json == {"status": "ok", "rules": out.stdout}
+    bad = project.run_cli("mcp", "--print-rules", "--ttl", "soon").check(2)
+    assert bad.stderr.startswith("fencemigrate: usage: invalid --ttl 'soon'")
+
+
+def test_without_the_sdk_the_command_names_the_extra(tmp_path: Path) -> None:
+    project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
+    hide_sdk = (
+        "import sys; sys.modules['mcp'] = None; from fencemigrate.cli import run; sys.argv[0] = 'fencemigrate'; run()"
+    )
+    out = run_command([sys.executable, "-c", hide_sdk, "mcp"], project.path).check(2)
+    assert out.stderr.strip() == (
+        "fencemigrate: usage: fencemigrate mcp needs the MCP Python SDK, which is not installed: "
+        "pip install 'fencemigrate[mcp]'"
+    )
+
+
+PASSWORD_PIECES = ("Xylo", "quartz", "fjord", "wombat")
+
+
+def test_no_password_in_any_result(tmp_path: Path) -> None:
+    """A database that cannot be reached, through a URL with a password: every tool's error text,
+    structured content and the server's stderr are free of it."""
+    project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
+    project.set_url("postgresql+psycopg://someone:Xylo%%259%%40quartz%%20fjord%%3Awombat@127.0.0.1:9/nowhere")
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A") as agent:
+            seen = []
+            for tool in ("read_state", "acquire_lease", "check"):
+                result = await agent.call(tool)
+                assert result.is_error
+                seen.append(text_of(result) + json.dumps(result.structured_content))
+            seen.append(agent.stderr.read_text())
+            for piece in PASSWORD_PIECES:
+                assert not any(piece in text for text in seen), seen
+            assert "***" in seen[0] or "127.0.0.1" in seen[0]
+
+    run(scenario)

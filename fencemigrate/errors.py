@@ -535,15 +535,17 @@ def refusal_of(error: BaseException) -> Refusal | None:
     (PostgreSQL), else by how its message starts (a MySQL ``SIGNAL``, a SQLite ``RAISE``)."""
     original = getattr(error, "orig", error)
     sqlstate = sqlstate_of(error)
+    args: tuple[Any, ...] = tuple(getattr(original, "args", ()))
+    signalled = len(args) == 2 and args[0] == _MYSQL_SIGNAL and isinstance(args[1], str)
     if sqlstate is not None:
         if sqlstate not in _BY_SQLSTATE:
             return None
         diag = getattr(original, "diag", None)
-        message = getattr(diag, "message_primary", None) or str(original)
+        # PyMySQL 1.2 gives its errors a sqlstate too: their message is the second argument.
+        message = getattr(diag, "message_primary", None) or (args[1] if signalled else str(original))
         detail = getattr(diag, "message_detail", None) or getattr(original, "detail", None)
         return Refusal(sqlstate, message, detail if isinstance(detail, str) else None)
-    args: tuple[Any, ...] = tuple(getattr(original, "args", ()))
-    if len(args) == 2 and args[0] == _MYSQL_SIGNAL and isinstance(args[1], str):
+    if signalled:
         message = args[1]
     elif len(args) == 1 and isinstance(args[0], str):
         message = args[0]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
 from alembic.config import Config
@@ -263,11 +264,16 @@ def mcp(
     resource: str | None = None,
     ttl: str | None = None,
     print_rules: bool = False,
+    branches: Sequence[str] = (),
+    remote: str = "origin",
 ) -> str | None:
     """Serve MCP over stdin/stdout until the client closes them: tools that read the state, take,
     renew and release the lease for ``holder`` on ``resource`` (for ``ttl``) and write only under
     that grant, whose token never leaves the server (docs/mcp.md). With ``print_rules``, serve
     nothing and return the ownership rule for an agent's system prompt instead.
+
+    ``branches``: the branches of the project's git repository whose SHA on ``remote`` each grant
+    records, the only ones ``push_branch`` pushes. ``write_file`` is confined to the working directory.
 
     Needs the ``mcp`` SDK: without it a UsageError names ``pip install 'fencemigrate[mcp]'``.
     """
@@ -276,7 +282,9 @@ def mcp(
 
     if ttl is not None:
         parse_ttl_ms(ttl)
-    identity = ServerIdentity(check_holder(holder), checked_resource(config, resource), ttl)
+    identity = ServerIdentity(
+        check_holder(holder), checked_resource(config, resource), ttl, Path.cwd(), tuple(branches), remote
+    )
     if print_rules:
         return ownership_rules(identity.resource)
     try:

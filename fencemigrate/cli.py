@@ -553,6 +553,14 @@ def init(obj: _Context, directory: str, template: str, package: bool, as_json: b
     "--ttl", metavar="DURATION", help=f"Time to live of the server's lease (default {DEFAULT_TTL}); e.g. 30s, 5m."
 )
 @click.option(
+    "--branch",
+    "branches",
+    multiple=True,
+    metavar="BRANCH",
+    help="A branch push_branch may push: its SHA on the remote is recorded at each grant (repeatable).",
+)
+@click.option("--remote", default="origin", show_default=True, help="The git remote push_branch pushes to.")
+@click.option(
     "--print-rules", is_flag=True, help="Print the ownership rule for an agent's system prompt, serve nothing."
 )
 @click.option(
@@ -563,7 +571,8 @@ def mcp(obj: _Context, /, as_json: bool, **options: Any) -> None:
     """Serve MCP over stdio for a coding agent: the lease token stays in the server (docs/mcp.md).
 
     Tools: read_state, acquire_lease, renew_lease, release_lease, upgrade, downgrade, reapply,
-    stamp, check; resource fencemigrate://state/RESOURCE. Needs pip install 'fencemigrate[mcp]'.
+    stamp, check, push_branch, read_file, write_file; resource fencemigrate://state/RESOURCE.
+    Needs pip install 'fencemigrate[mcp]'.
     """
     rules = _guarded(as_json, lambda: api.mcp(obj.config(), **options))
     if rules is not None and as_json:

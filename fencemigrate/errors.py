@@ -96,6 +96,20 @@ class DatabaseError(FencemigrateError):
     """The database refused or could not be reached; nothing was applied."""
 
 
+class GitFailed(FencemigrateError):
+    """A git command of a fenced push failed, was refused by the remote or timed out, for a reason
+    other than the branch having moved (that is :class:`Fenced`)."""
+
+    def __init__(self, command: str, reason: str) -> None:
+        """``command``: what ran (``git push origin``), without its URL's password; ``reason``: why it failed."""
+        self.command = command
+        self.reason = reason
+        super().__init__(f"{command} failed: {reason}")
+
+    def as_json(self) -> dict[str, Any]:
+        return {**super().as_json(), "command": self.command, "reason": self.reason}
+
+
 def newer_token_wrote(fence: int, resource: str) -> str:
     """The reason of a FENCED claim (as PostgreSQL's ``claim()`` words it too)."""
     return f"token {fence} has since written to {resource}"
@@ -137,14 +151,22 @@ class NotTransactional(FencemigrateError, sqlstate="FM003"):
 NOT_TRANSIENT = "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply."
 """The line after which a FENCED or LEASE LOST message tells the agent what to do next."""
 
-_STALE_PLAN = [
-    NOT_TRANSIENT,
-    "Your plan and your memory of this resource are probably stale, including anything",
-    "your context summary says you 'hold'.",
-    "Next step: run `fencemigrate state` and re-plan from what is actually there.",
-    "If your goal is already met by the current state, report that and stop.",
-]
-"""What a fenced agent is told to do: stop and re-plan, never retry."""
+READ_THE_STATE = "run `fencemigrate state` and re-plan from what is actually there."
+"""The next step of a fenced agent whose resource is the database."""
+
+
+def _stale_plan(next_step: str = READ_THE_STATE) -> list[str]:
+    """What a fenced agent is told to do: stop, take ``next_step`` and re-plan, never retry."""
+    return [
+        NOT_TRANSIENT,
+        "Your plan and your memory of this resource are probably stale, including anything",
+        "your context summary says you 'hold'.",
+        f"Next step: {next_step}",
+        "If your goal is already met by the current state, report that and stop.",
+    ]
+
+
+_STALE_PLAN = _stale_plan()
 
 
 class Fenced(FencemigrateError, sqlstate="FM001"):
@@ -161,13 +183,17 @@ class Fenced(FencemigrateError, sqlstate="FM001"):
         reason: str,
         autocommitted: tuple[str, ...] = (),
         granted_only: bool = False,
+        next_step: str = READ_THE_STATE,
     ) -> None:
+        """``next_step``: what the agent is told to read before it re-plans (``fencemigrate state``
+        for the database; a fenced git push or file write names the branch or file)."""
         self.resource = resource
         self.token = token
         self.fence_token = fence_token
         self.reason = reason
         self.autocommitted = autocommitted  # revisions whose autocommit block ran before the rejection
         self.granted_only = granted_only  # the newer token was granted but has not written yet
+        self.next_step = next_step
         super().__init__(self.agent_message())
 
     def after_autocommit_blocks(self, revisions: tuple[str, ...]) -> Fenced:
@@ -214,7 +240,7 @@ class Fenced(FencemigrateError, sqlstate="FM001"):
             if self.autocommitted
             else []
         )
-        return "\n".join([headline, cause, *left, *_STALE_PLAN])
+        return "\n".join([headline, cause, *left, *_stale_plan(self.next_step)])
 
     @classmethod
     def from_refusal(cls, refusal: Refusal, resource: str, token: int) -> Fenced:
@@ -538,15 +564,17 @@ def refusal_of(error: BaseException) -> Refusal | None:
     (PostgreSQL), else by how its message starts (a MySQL ``SIGNAL``, a SQLite ``RAISE``)."""
     original = getattr(error, "orig", error)
     sqlstate = sqlstate_of(error)
+    args: tuple[Any, ...] = tuple(getattr(original, "args", ()))
+    signalled = len(args) == 2 and args[0] == _MYSQL_SIGNAL and isinstance(args[1], str)
     if sqlstate is not None:
         if sqlstate not in _BY_SQLSTATE:
             return None
         diag = getattr(original, "diag", None)
-        message = getattr(diag, "message_primary", None) or str(original)
+        # PyMySQL 1.2 gives its errors a sqlstate too: their message is the second argument.
+        message = getattr(diag, "message_primary", None) or (args[1] if signalled else str(original))
         detail = getattr(diag, "message_detail", None) or getattr(original, "detail", None)
         return Refusal(sqlstate, message, detail if isinstance(detail, str) else None)
-    args: tuple[Any, ...] = tuple(getattr(original, "args", ()))
-    if len(args) == 2 and args[0] == _MYSQL_SIGNAL and isinstance(args[1], str):
+    if signalled:
         message = args[1]
     elif len(args) == 1 and isinstance(args[0], str):
         message = args[0]

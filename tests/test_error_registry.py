@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 from support.db import alembic_versions, execute, query
+from support.mysql_server import mysql_rows
 from support.project import Project, Result, run_command, script_command
 
 from fencemigrate.errors import (
@@ -29,6 +30,7 @@ from fencemigrate.errors import (
     Refusal,
     from_database_error,
     lookup,
+    refusal_of,
     sqlstate_of,
 )
 
@@ -147,6 +149,19 @@ def test_mysql_signals_are_told_by_the_start_of_their_message() -> None:
         assert message.startswith(lookup(code).message_prefixes), (code, message)
         assert type(from_database_error(Exception(1644, message), RESOURCE, 5)) is lookup(code)
     assert from_database_error(Exception(1644, "a user's own SIGNAL"), RESOURCE, 5) is None
+
+
+def test_each_signal_raised_by_mariadb_keeps_its_own_message(mysql_url: str) -> None:
+    """Raised by the server through PyMySQL (whose errors carry the SQLSTATE since 1.2), a signal maps to
+    its class, and the refusal's message is the signal's text, not the driver's ``(1644, '...')``."""
+    import pymysql
+
+    signals = {code: message for path in SQL_FILES for code, message in MYSQL_SIGNAL.findall(path.read_text())}
+    for code, message in sorted(signals.items()):
+        with pytest.raises(pymysql.err.MySQLError) as raised:
+            mysql_rows(mysql_url, f"BEGIN NOT ATOMIC SIGNAL SQLSTATE '{code}' SET MESSAGE_TEXT = '{message}'; END")
+        refusal = refusal_of(raised.value)
+        assert refusal == Refusal(code, message), (code, refusal)
 
 
 def test_sqlite_raises_are_told_by_the_start_of_their_message() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import pytest
 import sqlalchemy as sa
+from git_repos import BRANCH, git, make_repositories
 from incident_story import A_COLUMNS, B_COLUMNS, clone_checkout, write_a_0042, write_a_0043, write_b_0042
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -44,6 +45,9 @@ TOOLS = {
     "reapply",
     "stamp",
     "check",
+    "push_branch",
+    "read_file",
+    "write_file",
 }
 WRITE_CALLS = [
     ("upgrade", {"revision": "head"}),
@@ -515,3 +519,88 @@ def test_no_password_in_any_result(tmp_path: Path) -> None:
             assert "***" in seen[0] or "127.0.0.1" in seen[0]
 
     run(scenario)
+
+
+# -- the migration branch and the project's files -----------------------------------------------
+
+
+def test_push_branch_uses_the_sha_recorded_at_grant(tmp_path: Path) -> None:
+    """Another clone pushes after A's grant: A's push_branch is FENCED (git:BRANCH), the remote keeps
+    the other commit, and A's server drops its token. Control: plain git push --force loses it."""
+    repos = make_repositories(tmp_path)
+    project = create_project(repos.agent / "project", sqlite_url(tmp_path / "db.sqlite"))
+    recorded = repos.remote_sha()
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--branch", BRANCH, "--ttl", "5m") as agent:
+            await agent.error("push_branch", "USAGE", branch=BRANCH)  # no grant, no push
+            granted = await agent.ok("acquire_lease")
+            assert granted["branches"] == [{"branch": BRANCH, "sha": recorded}]
+            unrecorded = await agent.error("push_branch", "USAGE", branch="main")
+            assert "was not recorded when the lease was granted" in unrecorded["message"]
+            mine = repos.commit(repos.agent, "0042: A's second version")
+            pushed = await agent.ok("push_branch", branch=BRANCH)
+            assert (pushed["pushed"], pushed["replaced"]) == (mine, recorded)
+            assert repos.remote_sha() == mine
+
+            git(repos.other, "pull", "-q", "--ff-only", "origin", BRANCH)  # B builds on A's push
+            theirs = repos.commit(repos.other, "0042: B's version")
+            git(repos.other, "push", "-q", "origin", BRANCH)
+            repos.commit(repos.agent, "0042: A's third version")
+            fenced = await agent.error("push_branch", "FENCED", branch=BRANCH)
+            assert fenced["resource"] == f"git:{BRANCH}" and fenced["server_token_dropped"] is True
+            assert fenced["message"].startswith(f"FENCED: this write to git:{BRANCH} is not yours to make.")
+            assert f"Next step: fetch {BRANCH} from origin" in fenced["message"]
+            assert repos.remote_sha() == theirs
+            await agent.error("push_branch", "FENCED", branch=BRANCH)  # the token is gone
+            assert repos.remote_sha() == theirs
+
+    run(scenario)
+
+    # CONTROL: the stale clone's plain force push replaces the other writer's commit.
+    theirs = repos.remote_sha()
+    assert theirs is not None
+    git(repos.agent, "push", "-q", "--force", "origin", BRANCH)
+    assert repos.remote_sha() != theirs and not repos.remote_has(theirs)
+
+
+def test_write_file_needs_the_hash_it_was_read_with(tmp_path: Path) -> None:
+    """A file changed since the agent read it is FENCED (file:PATH) and keeps the other writer's text;
+    a path outside the project is USAGE. Control: a plain write loses the other writer's text."""
+    project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
+    (tmp_path / "outside.txt").write_text("not the project's")
+    target = project.versions / "notes.txt"
+    target.write_text("first\n")
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "5m") as agent:
+            read = await agent.ok("read_file", path="migrations/versions/notes.txt")
+            assert read["text"] == "first\n"
+            await agent.error("write_file", "USAGE", path=read["path"], content="x", expected_sha256=read["sha256"])
+            await agent.ok("acquire_lease")
+            written = await agent.ok(
+                "write_file", path="migrations/versions/notes.txt", content="mine\n", expected_sha256=read["sha256"]
+            )
+            assert target.read_text() == "mine\n"
+
+            target.write_text("someone else's\n")  # another writer, after A's write
+            fenced = await agent.error(
+                "write_file",
+                "FENCED",
+                path="migrations/versions/notes.txt",
+                content="mine again\n",
+                expected_sha256=written["sha256"],
+            )
+            assert fenced["resource"] == "file:migrations/versions/notes.txt"
+            assert target.read_text() == "someone else's\n"
+
+            await agent.ok("acquire_lease")
+            for path in ("../outside.txt", str(tmp_path / "outside.txt"), "migrations/../../outside.txt"):
+                await agent.error("write_file", "USAGE", path=path, content="escaped", expected_sha256="absent")
+            assert (tmp_path / "outside.txt").read_text() == "not the project's"
+
+    run(scenario)
+
+    target.write_text("the other writer's\n")  # CONTROL: a plain write does not look
+    target.write_text("mine, unchecked\n")
+    assert target.read_text() == "mine, unchecked\n"

@@ -249,6 +249,32 @@ def test_failed_revision_is_dirty_refuses_writes_and_is_resolved(make_project: M
     assert ledger(mysql_url)["0002"][2] == "applied"
 
 
+def test_a_revision_lowering_the_fence_is_fenced_and_dirty(make_project: MakeProject, mysql_url: str) -> None:
+    """A revision whose write the monotonic guard refuses is a fencing refusal (exit 3, FM002), not a
+    generic failure, and, its first statement committed, dirty."""
+    project = make_project(url=mysql_url)
+    project.add_revision("0001", None, ["CREATE TABLE one (id int PRIMARY KEY)"], ["DROP TABLE one"])
+    project.add_revision(
+        "0002",
+        "0001",
+        ["CREATE TABLE half (id int PRIMARY KEY)", "UPDATE fencemigrate_agent_fence SET token = 1"],
+        ["DROP TABLE half"],
+    )
+    refused = project.run_cli("upgrade", "head", "--token", "5", "--holder", "agent-A")
+    refused.check(3)
+    assert re.search(
+        r"The fence's monotonic guard \(FM002\) refused a write by revision 0002 \(migrations/versions/0002_\w+\.py, "
+        r"line \d+, in upgrade\): agent_fence is monotonic: a fence token cannot go down and a fenced resource "
+        r"cannot be renamed; in pre-check mode a revision's statements can commit before it finishes, so part of "
+        r"it may be in the database: 0002 is now marked dirty and fenced writes are refused\.",
+        refused.stderr,
+    ), refused.stderr
+    assert "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply." in refused.stderr
+    assert json.loads(project.run_cli("upgrade", "head", "--token", "5", "--json").stdout)["status"] == "dirty"
+    assert fence_tokens(mysql_url) == {"db/migrations": 5}
+    assert ledger(mysql_url) == {"0001": (5, "agent-A", "applied"), "0002": (5, "agent-A", "applying")}
+
+
 def test_resolve_as_applied_moves_the_version_table(make_project: MakeProject, mysql_url: str) -> None:
     """Finished by hand, the revision is resolved as applied: version table and ledger say so."""
     project = make_project(url=mysql_url)

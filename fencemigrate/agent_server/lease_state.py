@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import FencemigrateError, LeaseLost, UsageError
+from ..fenced_writes.git_branch import BranchRecord
 from ..leases import Grant, LeaseStatus
 
 NO_GRANT = (
@@ -23,6 +25,9 @@ class ServerIdentity:
     holder: str
     resource: str
     ttl: str | None  # --ttl; None: the lease service's default
+    project_dir: Path  # the directory write_file is confined to, and whose git repository push_branch pushes
+    branches: tuple[str, ...] = ()  # --branch: recorded at each grant, the only branches push_branch pushes
+    remote: str = "origin"
 
 
 class ServerLease:
@@ -34,6 +39,7 @@ class ServerLease:
         self.calls = threading.Lock()  # one tool call at a time: they share the grant and the config
         self._grant: Grant | None = None
         self._dropped_by: FencemigrateError | None = None  # the FENCED or LEASE_LOST that dropped the token
+        self._branches: dict[str, BranchRecord] = {}  # recorded at the current grant
 
     @property
     def grant(self) -> Grant | None:
@@ -50,14 +56,39 @@ class ServerLease:
             raise UsageError(NO_GRANT.format(resource=self.identity.resource))
         return self._grant
 
-    def granted(self, grant: Grant) -> None:
-        """Hold ``grant`` (a grant, or the current grant renewed)."""
+    def granted(self, grant: Grant, branches: dict[str, BranchRecord] | None = None) -> None:
+        """Hold ``grant``: a new grant with the ``branches`` recorded for it, or (``branches`` None)
+        the current grant renewed, its records kept."""
         self._grant, self._dropped_by = grant, None
+        if branches is not None:
+            self._branches = dict(branches)
 
     def forget(self, dropped_by: FencemigrateError | None = None) -> None:
-        """Drop the token: after FENCED or LEASE_LOST (``dropped_by``) or a release, no later call
-        can write under it."""
-        self._grant, self._dropped_by = None, dropped_by
+        """Drop the token and the branches recorded with it: after FENCED or LEASE_LOST
+        (``dropped_by``) or a release, no later call can write under it."""
+        self._grant, self._dropped_by, self._branches = None, dropped_by, {}
+
+    def branch(self, name: str) -> BranchRecord:
+        """What was recorded for branch ``name`` at the current grant (moved by this server's own
+        pushes only); a UsageError when it was not recorded."""
+        self.required()
+        record = self._branches.get(name)
+        if record is None:
+            recorded = ", ".join(sorted(self._branches)) or "none"
+            raise UsageError(
+                f"branch {name!r} was not recorded when the lease was granted (recorded: {recorded}); "
+                "the server pushes only a branch it records at grant: start it with --branch NAME"
+            )
+        return record
+
+    def pushed(self, record: BranchRecord) -> None:
+        """Move the branch's record to the commit this server's own push just put there."""
+        self._branches[record.branch] = record
+
+    @property
+    def branch_records(self) -> list[BranchRecord]:
+        """The branches recorded at the current grant, by name."""
+        return [self._branches[name] for name in sorted(self._branches)]
 
     def superseded_by(self, lease: LeaseStatus) -> bool:
         """Drop the grant when the lease service has issued a newer token since (true then): the

@@ -21,6 +21,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from .. import api
 from ..errors import FencemigrateError, LeaseBusy
+from ..fenced_writes import git_branch, project_files
+from ..fenced_writes.git_branch import BranchRecord, BranchRemote
 from ..leases import Grant, LeaseStatus
 from ..progress import LeaseWait, StepStart
 from ..rendering import json_text
@@ -68,6 +70,9 @@ class LeaseResult(BaseModel):
 
     lease: dict[str, Any] = Field(description="The grant (or, after a release, the lease's status).")
     server_token: int | None = Field(description="This server's token now, for the record; null after a release.")
+    branches: list[dict[str, Any]] = Field(
+        description="The branches recorded at this grant (--branch): push_branch expects the remote at these SHAs."
+    )
     state: StateView = Field(description="A fresh read_state: plan from this.")
 
 
@@ -78,6 +83,32 @@ class RunResult(BaseModel):
     heads: list[str] | None = Field(description="The heads after the run (after the script, with sql).")
     server_token: int | None = Field(description="This server's token, for the record.")
     sql: str | None = Field(description="With sql=true: the script, fence claims included; nothing was run.")
+
+
+class PushResult(BaseModel):
+    """What ``push_branch`` returns."""
+
+    branch: str
+    remote: str
+    pushed: str = Field(description="The commit the remote's branch is at now (this server's push).")
+    replaced: str | None = Field(description="What the remote had, as recorded (null: the branch did not exist).")
+    server_token: int
+
+
+class FileText(BaseModel):
+    """What ``read_file`` returns."""
+
+    path: str
+    text: str
+    sha256: str = Field(description="The hash to pass to write_file as expected_sha256.")
+
+
+class WrittenFile(BaseModel):
+    """What ``write_file`` returns."""
+
+    path: str
+    sha256: str = Field(description="The hash of what was written: the one to write with next time.")
+    server_token: int
 
 
 class CheckResult(BaseModel):
@@ -181,8 +212,22 @@ class _Tools:
             wait=wait,
             progress=_ToolProgress(ctx),
         )
-        self.lease.granted(grant)
-        return self._lease_result(grant.as_json(), self.view(fresh, grant.lease))
+        records, notes = self._record_branches(grant.token)
+        self.lease.granted(grant, records)
+        view = self.view(fresh, grant.lease)
+        view.notes.extend(notes)
+        return self._lease_result(grant.as_json(), view)
+
+    def _record_branches(self, token: int) -> tuple[dict[str, BranchRecord], list[str]]:
+        """The remote SHA of each --branch, read now (at grant), and what could not be read."""
+        where = BranchRemote(self.identity.project_dir, self.identity.remote)
+        records, notes = {}, []
+        for branch in self.identity.branches:
+            try:
+                records[branch] = git_branch.record_branch(where, branch, token)
+            except FencemigrateError as error:
+                notes.append(f"branch {branch} was not recorded ({error}); push_branch refuses it until the next grant")
+        return records, notes
 
     def renew(self, ttl: str | None) -> CallToolResult:
         held = self.lease.required()
@@ -204,7 +249,30 @@ class _Tools:
 
     def _lease_result(self, lease: dict[str, Any], view: StateView) -> CallToolResult:
         token = None if self.lease.grant is None else self.lease.grant.token
-        return ok_result(LeaseResult(lease=lease, server_token=token, state=view).model_dump(mode="json"))
+        branches = [{"branch": record.branch, "sha": record.sha} for record in self.lease.branch_records]
+        result = LeaseResult(lease=lease, server_token=token, branches=branches, state=view)
+        return ok_result(result.model_dump(mode="json"))
+
+    # -- the branch and the files ----------------------------------------------------------------
+
+    def push(self, branch: str) -> CallToolResult:
+        record = self.lease.branch(branch)
+        moved = git_branch.push_branch(BranchRemote(self.identity.project_dir, self.identity.remote), record)
+        self.lease.pushed(moved)
+        assert moved.sha is not None
+        result = PushResult(
+            branch=branch, remote=self.identity.remote, pushed=moved.sha, replaced=record.sha, server_token=record.token
+        )
+        return ok_result(result.model_dump(mode="json"))
+
+    def read_file(self, path: str) -> CallToolResult:
+        content = project_files.read_file(self.identity.project_dir, path)
+        return ok_result(FileText(path=path, text=content.text, sha256=content.sha256).model_dump(mode="json"))
+
+    def write_file(self, path: str, content: str, expected_sha256: str) -> CallToolResult:
+        token = self.lease.required().token
+        written = project_files.write_file(self.identity.project_dir, path, content, expected_sha256, token)
+        return ok_result(WrittenFile(path=path, sha256=written, server_token=token).model_dump(mode="json"))
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -346,6 +414,34 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
         """Lint the revision files and compare them with the database (`fencemigrate check --db`):
         structured findings with rule, file, line, message and fix. Read only."""
         return tools.call(lambda: tools.check(select, ignore))
+
+    @server.tool(annotations=_WRITE)
+    def push_branch(
+        branch: Annotated[str, Field(description="A branch the server recorded at grant (its --branch).")],
+    ) -> Annotated[CallToolResult, PushResult]:
+        """Push the project repository's local BRANCH to the remote, only if the remote's branch is
+        still at the SHA the server recorded when it granted its lease (--force-with-lease against
+        that SHA; never --force). FENCED (git:BRANCH) if anyone pushed since: the remote is unchanged."""
+        return tools.call(lambda: tools.push(branch))
+
+    @server.tool(annotations=_READ)
+    def read_file(
+        path: Annotated[str, Field(description="A file's path relative to the project's directory.")],
+    ) -> Annotated[CallToolResult, FileText]:
+        """Read a project file: its text and the sha256 to write it back with. Read only."""
+        return tools.call(lambda: tools.read_file(path))
+
+    @server.tool(annotations=_WRITE)
+    def write_file(
+        path: Annotated[str, Field(description="A file's path relative to the project's directory.")],
+        content: Annotated[str, Field(description="The file's new text (UTF-8), in full.")],
+        expected_sha256: Annotated[
+            str, Field(description="The sha256 read_file returned, or 'absent' for a file that must not exist yet.")
+        ],
+    ) -> Annotated[CallToolResult, WrittenFile]:
+        """Replace a project file atomically, under this server's grant, only if it still has the hash
+        you read it with: FENCED (file:PATH) if it changed since. Paths outside the project are refused."""
+        return tools.call(lambda: tools.write_file(path, content, expected_sha256))
 
     @server.resource(STATE_URI, name="state", mime_type="application/json")
     def state_resource(resource: str) -> str:

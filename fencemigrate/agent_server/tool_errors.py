@@ -11,6 +11,7 @@ from mcp.types import CallToolResult, TextContent
 
 from ..errors import (
     NOT_TRANSIENT,
+    READ_THE_STATE,
     Dirty,
     Fenced,
     FencemigrateError,
@@ -23,16 +24,19 @@ from ..rendering import scrubbed
 
 FENCED, LEASE_LOST, LEASE_BUSY, DIRTY, USAGE, ERROR = "FENCED", "LEASE_LOST", "LEASE_BUSY", "DIRTY", "USAGE", "ERROR"
 
-STALE = [
-    NOT_TRANSIENT,
-    "This server has dropped its token: every write tool answers this until a new acquire_lease.",
-    "Your plan and your memory of this resource are probably stale, including anything",
-    "your context summary says you 'hold'.",
-    "Next step: call read_state and re-plan from what is actually there; to write again, call",
-    "acquire_lease and read the state it returns.",
-    "If your goal is already met by the current state, report that and stop.",
-]
-"""What an agent is told after FENCED or LEASE_LOST, in place of the CLI's next step."""
+READ_STATE_STEP = "call read_state and re-plan from what is actually there"
+
+
+def stale_plan(next_step: str = READ_STATE_STEP) -> list[str]:
+    """What an agent is told after FENCED or LEASE_LOST, in place of the CLI's next step."""
+    return [
+        NOT_TRANSIENT,
+        "This server has dropped its token: every write tool answers this until a new acquire_lease.",
+        "Your plan and your memory of this resource are probably stale, including anything",
+        "your context summary says you 'hold'.",
+        f"Next step: {next_step}; to write again, call acquire_lease and read the state it returns.",
+        "If your goal is already met by the current state, report that and stop.",
+    ]
 
 
 def drops_token(error: FencemigrateError) -> bool:
@@ -95,7 +99,8 @@ def _agent_text(code: str, error: FencemigrateError) -> str:
     message = str(error)
     if code in (FENCED, LEASE_LOST):
         news = message.split("\n" + NOT_TRANSIENT)[0]
-        return "\n".join([news, *STALE])
+        step = error.next_step if isinstance(error, Fenced) and error.next_step != READ_THE_STATE else None
+        return "\n".join([news, *stale_plan(READ_STATE_STEP if step is None else step.rstrip(".;"))])
     if code == USAGE:
         return f"USAGE: {message}\nNothing was changed."
     if code == LEASE_BUSY:

@@ -81,13 +81,23 @@ def revision_code(revision: str, path: str, aftermath: Callable[[], str], resour
     except Exception as error:
         if not is_database_error(error):
             raise RevisionFailed(revision, locate(error, path), describe(error), aftermath()) from error
-        refused = from_database_error(error, resource, token)
-        if isinstance(refused, MonotonicGuardRefused):
-            writer = f"revision {revision}" + (f" ({where})" if (where := locate(error, path)) else "")
-            raise refused.written_by(writer, aftermath()) from error
-        if refused is not None:
+        if (guarded := guard_refusal(error, revision, path, resource, token, aftermath)) is not None:
+            raise guarded from error
+        if from_database_error(error, resource, token) is not None:
             raise  # FENCED and the other refusals of fencemigrate's SQL, translated as ever
         raise RevisionDatabaseFailed(revision, locate(error, path), describe(error), aftermath()) from error
+
+
+def guard_refusal(
+    error: Exception, revision: str, path: str, resource: str, token: int, aftermath: Callable[[], str]
+) -> MonotonicGuardRefused | None:
+    """The monotonic guard's refusal of a write revision ``revision`` made (naming the revision and
+    its line, then ``aftermath()``); None for any other error."""
+    refused = from_database_error(error, resource, token) if is_database_error(error) else None
+    if not isinstance(refused, MonotonicGuardRefused):
+        return None
+    writer = f"revision {revision}" + (f" ({where})" if (where := locate(error, path)) else "")
+    return refused.written_by(writer, aftermath())
 
 
 @contextmanager

@@ -23,10 +23,10 @@ from alembic.runtime.migration import MigrationContext, RevisionStep
 from ..dialects import dialect_for, ensure_installed, installed_version
 from ..dialects.named_lock import NamedLock
 from ..dirty import refuse_if_dirty
-from ..errors import HeadsMoved, RevisionFailed
+from ..errors import FencemigrateError, HeadsMoved, RevisionFailed
 from ..progress import SILENT, Progress
 from ..version_guard import guard_version_table
-from .code_errors import describe, locate
+from .code_errors import describe, guard_refusal, locate
 from .fenced_run import Planner, step_direction, step_start
 from .fenced_step import FencedStep
 from .ledger_changes import ledger_change, version_table_name
@@ -181,19 +181,21 @@ class PrecheckRun:
             self._premarked = following
         self.settings.tokens.heartbeat(context.connection)
 
-    def _failure(self, step: RevisionStep, error: Exception) -> RevisionFailed:
-        """A revision failing in pre-check mode: part of its DDL may be committed; it is now dirty."""
-        revision = step.revision.revision
-        return RevisionFailed(
-            revision,
-            locate(error, step.revision.path),
-            describe(error),
+    def _failure(self, step: RevisionStep, error: Exception) -> FencemigrateError:
+        """A revision failing in pre-check mode: part of its DDL may be committed; it is now dirty.
+        A write the monotonic guard refused stays that refusal (exit 3), with the same aftermath."""
+        revision, path = step.revision.revision, step.revision.path
+        aftermath = (
             f"; in pre-check mode a revision's statements can commit before it "
             f"finishes, so part of it may be in the database: {revision} is now marked dirty and fenced "
             f"writes are refused. "
             f"Compare the schema with the revision, finish or undo it by hand, then run "
-            f"`fencemigrate resolve {revision} --token N --as applied|rolled-back`",
-            how=" in pre-check mode",
+            f"`fencemigrate resolve {revision} --token N --as applied|rolled-back`"
         )
+        settings = self.settings
+        refused = guard_refusal(error, revision, path, settings.resource, settings.token, lambda: aftermath)
+        if refused is not None:
+            return refused
+        return RevisionFailed(revision, locate(error, path), describe(error), aftermath, how=" in pre-check mode")
 
     # -- helpers ------------------------------------------------------------------------------

@@ -1,0 +1,153 @@
+"""A fenced push of the migration branch: ``--force-with-lease`` against the SHA recorded at grant.
+
+When the lease is granted, :func:`record_branch` reads the remote's ref (``git ls-remote``) and
+keeps its SHA, or that the branch was absent, with the grant's token. :func:`push_branch` pushes
+the project repository's own branch of the same name (``refs/heads/BRANCH``, resolved to its
+commit once, so what is pushed is what is recorded) with
+``--force-with-lease=refs/heads/BRANCH:<recorded SHA>`` (an empty SHA for an absent branch: the
+ref must not exist), never a plain ``--force``, and returns the record moved to the pushed commit.
+If the remote's ref is no longer the recorded SHA (git's "stale info", or a ref that moved while
+the push was in flight) the push is :class:`Fenced` and the remote is unchanged. The agent never
+supplies a SHA: a fenced writer can push again only under a new grant, which records afresh.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..errors import Fenced, GitFailed, UsageError
+from ..scrub import remember_url_password, scrub_secrets
+from .git_commands import DEFAULT_TIMEOUT, GitResult, run_git
+
+_FAILED_TO_PUSH = "error: failed to push some refs to "
+
+
+@dataclass(frozen=True)
+class BranchRemote:
+    """Where a fenced push goes from and to.
+
+    ``repository``: a directory of the project's git repository (the project's own directory; git
+    finds the repository from there); ``remote``: a remote's name or URL; ``timeout``: the seconds
+    each git command may take.
+    """
+
+    repository: Path
+    remote: str = "origin"
+    timeout: float = DEFAULT_TIMEOUT
+
+
+@dataclass(frozen=True)
+class BranchRecord:
+    """The remote's ``refs/heads/BRANCH`` as recorded for the lease with ``token``: its SHA, or None
+    when the branch did not exist. Recorded at grant; moved only by a push of this holder's."""
+
+    branch: str
+    token: int
+    sha: str | None
+
+    @property
+    def resource(self) -> str:
+        """The name a FENCED push reports: ``git:BRANCH``."""
+        return f"git:{self.branch}"
+
+
+def record_branch(where: BranchRemote, branch: str, token: int) -> BranchRecord:
+    """The grant-time record of ``branch`` on ``where.remote`` for the lease with ``token``."""
+    _check(where, branch)
+    return BranchRecord(branch, token, _remote_sha(where, branch))
+
+
+def push_branch(where: BranchRemote, record: BranchRecord) -> BranchRecord:
+    """Push the local ``refs/heads/BRANCH`` to the remote only if the remote still has the recorded
+    SHA; the record moved to the pushed commit. :class:`Fenced` if the remote's branch moved,
+    :class:`GitFailed` for any other failure, :class:`UsageError` for a bad name or no local branch."""
+    _check(where, record.branch)
+    commit = _local_commit(where, record.branch)
+    ref = f"refs/heads/{record.branch}"
+    lease = f"--force-with-lease={ref}:{record.sha or ''}"
+    result = _git(where, ["push", "--porcelain", lease, where.remote, f"{commit}:{ref}"], f"git push {where.remote}")
+    if result.returncode == 0:
+        return replace(record, sha=commit)
+    try:
+        current = _remote_sha(where, record.branch)
+    except GitFailed as unread:
+        raise GitFailed(
+            scrub_secrets(f"git push {where.remote}"),
+            f"{_push_failure(result)}; the remote's {ref} could not be read afterwards ({unread.reason})",
+        ) from None
+    if "(stale info)" in result.stdout or current != record.sha:
+        raise _fenced(where, record, current)
+    raise GitFailed(
+        scrub_secrets(f"git push {where.remote}"),
+        scrub_secrets(f"{_push_failure(result)}; the remote's {ref} is unchanged at {_shown(current)}"),
+    )
+
+
+def _check(where: BranchRemote, branch: str) -> None:
+    """:class:`UsageError` unless ``branch`` is a valid branch name and neither name reads as an
+    option; :class:`GitFailed` unless ``where.repository`` is in a git repository."""
+    if not branch or branch.startswith("-"):
+        raise UsageError(f"bad branch name {branch!r}: a branch name cannot be empty or start with '-'")
+    if not where.remote or where.remote.startswith("-"):
+        raise UsageError(scrub_secrets(f"bad remote {where.remote!r}: a remote cannot be empty or start with '-'"))
+    remember_url_password(where.remote)
+    result = _git(where, ["rev-parse", "--git-dir"], "git rev-parse")
+    if result.returncode != 0:
+        raise GitFailed("git rev-parse", f"{where.repository} is not in a git repository ({result.message()})")
+    if _git(where, ["check-ref-format", f"refs/heads/{branch}"], "git check-ref-format").returncode != 0:
+        raise UsageError(f"bad branch name {branch!r}: git does not accept refs/heads/{branch} as a ref")
+
+
+def _local_commit(where: BranchRemote, branch: str) -> str:
+    """The commit of the project repository's ``refs/heads/BRANCH``; :class:`UsageError` without one."""
+    result = _git(where, ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"], "git rev-parse")
+    if result.returncode != 0:
+        raise UsageError(
+            f"no local branch {branch!r} in the project's repository ({where.repository}): "
+            "push_branch pushes the local branch of that name; commit to it first"
+        )
+    return result.stdout.strip()
+
+
+def _remote_sha(where: BranchRemote, branch: str) -> str | None:
+    """The SHA of the remote's ``refs/heads/BRANCH`` now; None when it does not exist."""
+    ref = f"refs/heads/{branch}"
+    result = _git(where, ["ls-remote", where.remote, ref], f"git ls-remote {where.remote}")
+    if result.returncode != 0:
+        raise GitFailed(scrub_secrets(f"git ls-remote {where.remote}"), result.message())
+    # ls-remote matches the pattern against the tail of each ref: keep the exact name only.
+    shas = [line.split("\t")[0] for line in result.stdout.splitlines() if line.endswith(f"\t{ref}")]
+    return shas[0] if shas else None
+
+
+def _fenced(where: BranchRemote, record: BranchRecord, current: str | None) -> Fenced:
+    reason = (
+        f"remote {where.remote} has refs/heads/{record.branch} at {_shown(current)}, not at "
+        f"{_shown(record.sha)} as recorded for your lease; nothing was pushed"
+    )
+    next_step = (
+        f"fetch {record.branch} from {where.remote}, read what is there now and re-plan; "
+        "a push needs a new lease, whose grant records the branch afresh."
+    )
+    return Fenced(record.resource, record.token, None, scrub_secrets(reason), next_step=scrub_secrets(next_step))
+
+
+def _push_failure(result: GitResult) -> str:
+    """Why git refused the push: its status line for the ref (``[remote rejected] (hook declined)``),
+    then its errors."""
+    statuses = [line.split("\t")[-1] for line in result.stdout.splitlines() if line.startswith("!\t")]
+    errors = [
+        line.strip()
+        for line in result.stderr.splitlines()
+        if line.strip() and not line.startswith(_FAILED_TO_PUSH) and not line.startswith("To ")
+    ]
+    return " / ".join([*statuses, *errors]) or result.message()
+
+
+def _shown(sha: str | None) -> str:
+    return sha if sha is not None else "absent (no such branch)"
+
+
+def _git(where: BranchRemote, args: list[str], what: str) -> GitResult:
+    return run_git(where.repository, args, scrub_secrets(what), where.timeout)

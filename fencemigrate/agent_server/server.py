@@ -8,8 +8,9 @@ SDK's, and report a long run's revisions as MCP progress notifications.
 
 from __future__ import annotations
 
+import contextlib
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
 import anyio.from_thread
@@ -118,22 +119,26 @@ class CheckResult(BaseModel):
 
 
 class _ToolProgress:
-    """A run's progress as MCP notifications of the tool call: revision n of m, and lease waits as log lines."""
+    """A run's progress as MCP notifications of the tool call: revision n of m, and lease waits as log
+    lines. Best effort: a notification that cannot be sent (the client went away) never stops the run."""
 
     def __init__(self, ctx: Context[Any, Any]) -> None:
         self._ctx = ctx
 
     def waiting_for_lease(self, wait: LeaseWait) -> None:
         lease = wait.lease
-        anyio.from_thread.run(
-            self._ctx.info,
-            f"waiting for the lease on {lease.resource}: held by {lease.holder} with token {lease.token}",
-        )
+        text = f"waiting for the lease on {lease.resource}: held by {lease.holder} with token {lease.token}"
+        self._send(lambda: self._ctx.info(scrub_secrets(text)))
 
     def step_started(self, step: StepStart) -> None:
         revisions = ", ".join(step.revisions) or "(version table only)"
         message = f"{step.action} {revisions} ({step.position} of {step.total}) under token {step.token}"
-        anyio.from_thread.run(self._ctx.report_progress, step.position, step.total, message)
+        self._send(lambda: self._ctx.report_progress(step.position, step.total, message))
+
+    @staticmethod
+    def _send(notify: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        with contextlib.suppress(Exception):
+            anyio.from_thread.run(notify)
 
 
 class _Tools:

@@ -322,3 +322,16 @@ def test_a_run_with_nothing_to_do_claims_nothing_and_checks_nothing(target: tupl
     assert idle.code == 0, str(idle)
     assert (json.loads(idle.stdout)["steps"], json.loads(idle.stdout)["heads"]) == ([], [R3])
     assert db.snapshot() == before
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_run_that_takes_its_own_lease_is_refused_and_releases_it(target: tuple[Project, Database]) -> None:
+    """Without --token the run's grant advances the fence (as every grant does); the claim and the
+    DDL roll back, and the lease is released."""
+    project, db = target
+    b_moved_on(project)
+    versions, _, ledger, tables = db.snapshot()
+    stale = project.run_cli("downgrade", R1, "--expect-heads", R2, "--holder", "agent-A", "--json")
+    assert_fenced(stale, 7, 7, STALE_REASON)  # the lease service's first token above the fence (6)
+    assert db.snapshot() == (versions, 7, ledger, tables)
+    assert json.loads(project.run_cli("lease", "status", "--json").stdout)["lease"]["holder"] is None

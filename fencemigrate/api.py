@@ -48,7 +48,9 @@ def upgrade(config: Config, revision: str, **options: Unpack[run_options.RunKeyw
     as for :func:`lease_acquire`), renews it between revisions and releases it at the end.
     ``mode`` is "transactional" or "precheck" (default: pre-check on MySQL and MariaDB, which
     commit DDL on their own; transactional elsewhere). ``progress`` hears of each revision as it
-    starts and of the wait for the lease (default: silent).
+    starts and of the wait for the lease (default: silent). ``expect_heads`` (every fenced command
+    takes it): the revision ids (or unique prefixes; ``["base"]``: none applied) the caller planned
+    from; the claiming transaction refuses with :class:`Fenced` unless they are the database's heads.
     """
     target = split_range(revision, options.get("sql", False), "upgrade")
     return run_fenced(run_options.fenced_request(config, "upgrade", target, upgrade_plan, options))

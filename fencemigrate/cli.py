@@ -149,6 +149,11 @@ _lease_url_option = click.option(
 )
 
 
+def _comma_separated(value: str | None) -> tuple[str, ...] | None:
+    """An option's ``A,B,...`` as its items (checked by the API: an empty item is bad usage)."""
+    return None if value is None else tuple(value.split(","))
+
+
 _writer_options = [
     click.option("--holder", metavar="NAME", help="Who is writing (default host:pid)."),
     click.option("--resource", metavar="NAME", help="Fenced resource (default db/migrations)."),
@@ -159,6 +164,13 @@ _writer_options = [
         help="transactional: claim and DDL in one transaction; precheck: check the fence before "
         "each revision under a named lock, marking it dirty until it finishes "
         "(default: precheck on MySQL/MariaDB, transactional elsewhere).",
+    ),
+    click.option(
+        "--expect-heads",
+        metavar="REV[,REV...]",
+        callback=lambda _ctx, _param, value: _comma_separated(value),
+        help="Refuse (FENCED, exit 3) unless the database's heads are exactly these when the claim is "
+        "taken: the heads you planned from (revision ids or unique prefixes; base: none applied).",
     ),
 ]
 

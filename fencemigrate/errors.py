@@ -200,6 +200,10 @@ class Fenced(FencemigrateError, sqlstate="FM001"):
         """The same rejection, for a run in which ``revisions`` ran statements in an autocommit block."""
         return Fenced(self.resource, self.token, self.fence_token, self.reason, revisions, self.granted_only)
 
+    def at_fence(self, fence_token: int | None) -> Fenced:
+        """The same rejection, reporting ``fence_token`` as the resource's fence token."""
+        return Fenced(self.resource, self.token, fence_token, self.reason, self.autocommitted, self.granted_only)
+
     @property
     def by_newer_writer(self) -> bool:
         """Rejected because a newer token has written (the claim's reason), as far as the claim knows."""

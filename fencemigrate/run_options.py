@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Required, TypedDict
 
@@ -17,6 +17,7 @@ from .leases.held import HeldLease
 from .leases.model import DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .leases.runner import RunnerLease
 from .progress import SILENT, Progress
+from .runtime.expected_heads import ExpectedHeads, expected_heads
 from .runtime.fenced_run import Planner
 from .runtime.modes import check_mode
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
@@ -43,6 +44,7 @@ class ReapplyKeywords(TypedDict, total=False):
     tag: str | None
     mode: str | None
     wait: str | int | None
+    expect_heads: Sequence[str] | None
     progress: Progress
 
 
@@ -118,7 +120,7 @@ class LeaseOptions:
 @dataclass(frozen=True)
 class RunOptions:
     """What every fenced command takes: ``--token``, ``--holder``, ``--resource``, ``--sql``,
-    ``--tag``, ``--mode``."""
+    ``--tag``, ``--mode`` (``--expect-heads``: :func:`_expected_heads`)."""
 
     token: int | str | None = None
     holder: str | None = None
@@ -144,7 +146,8 @@ def fenced_request(
 ) -> RunRequest:
     """``command`` from ``target`` (the --sql starting revision or None, the destination) with the
     command's ``keywords`` (``known``: their names; :class:`RunKeywords`'s unless told), checked
-    before the database is touched: identity, mode, the token or the run's own lease, revisions."""
+    before the database is touched: identity, mode, the expected heads, the token or the run's own
+    lease, revisions."""
     reject_unknown(keywords, known)
     run, lease, progress = RunOptions.of(keywords), LeaseOptions.of(keywords), keywords.get("progress", SILENT)
     held = keywords.get("held_lease")
@@ -155,11 +158,12 @@ def fenced_request(
     choice = RunChoice(
         check_mode(run.mode), run.sql, lease.wait_ms(), lock_wait_given=given_token and lease.wait is not None
     )
+    script = script_directory(config)
+    expected = _expected_heads(script, keywords.get("expect_heads"), run.sql)
     if held is not None:
         tokens = _held_token_source(config, held, lease, schema, run.sql)
     else:
         tokens = _token_source(config, run, lease, resource, holder, schema, progress)
-    script = script_directory(config)
     start, destination = target
     for revision in (destination if isinstance(destination, tuple) else (destination,)) + (start,):
         require_known(script, revision)
@@ -169,7 +173,7 @@ def fenced_request(
         command,
         destination,
         plan_for,
-        FenceSettings(holder, resource, schema, tokens),
+        FenceSettings(holder, resource, schema, tokens, expected),
         choice,
         own_engine=lease_engine,
         start=start,
@@ -224,6 +228,18 @@ def _held_token_source(config: Config, held: Grant, lease: LeaseOptions, schema:
     lease_url = check_lease_url(lease.lease_url or configured_lease_url(config))
     lent = HeldLease(held, lambda engine: open_backend(lease_engine(engine), schema, lease_url))
     return TokenSource(given=held.token, lease=lent)
+
+
+def _expected_heads(script: ScriptDirectory, given: Sequence[str] | None, sql: bool) -> ExpectedHeads | None:
+    """``--expect-heads`` resolved against the revision files (None: not given); refused with --sql."""
+    if given is None:
+        return None
+    if sql:
+        raise UsageError(
+            "--expect-heads cannot be used with --sql: an offline script never reads the database's heads, "
+            "so nothing could check them when its claim is taken"
+        )
+    return expected_heads(script, given)
 
 
 def _token_source(

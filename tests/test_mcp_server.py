@@ -604,3 +604,31 @@ def test_write_file_needs_the_hash_it_was_read_with(tmp_path: Path) -> None:
     target.write_text("the other writer's\n")  # CONTROL: a plain write does not look
     target.write_text("mine, unchecked\n")
     assert target.read_text() == "mine, unchecked\n"
+
+
+def test_writes_expect_the_heads_the_agent_was_shown(tmp_path: Path) -> None:
+    """The server passes the heads of the agent's last read as expect_heads (its own writes move
+    them): heads moved behind its back make the write FENCED and change nothing. Control: the same
+    stale plan through the CLI with the same token and no --expect-heads rolls the other's 0043 back."""
+    url = sqlite_url(tmp_path / "db.sqlite")
+    project = create_project(tmp_path / "project", url)
+    write_a_0042(project)
+    project.add_revision("0043", "0042", ["CREATE TABLE other_work (id int)"], ["DROP TABLE other_work"], slug="o")
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "5m") as agent:
+            await agent.ok("acquire_lease")
+            applied = await agent.ok("upgrade", revision="0042")
+            assert applied["expected_heads"] == ["base"] and applied["heads"] == ["0042"]
+            project.allow_tokenless_writes()
+            project.run_alembic("upgrade", "head").check(0)  # another writer, without a token
+            stale = await agent.error("downgrade", "FENCED", revision="base")  # planned from 0042
+            assert stale["reason"] == "heads are 0043, you planned from 0042"
+            assert stale["server_token_dropped"] is True
+            assert has_table(url, "other_work") and has_table(url, "invoice_currency")
+            view = await agent.ok("read_state")
+            assert view["heads"] == ["0043"]
+
+    run(scenario)
+    project.run_cli("downgrade", "base", "--token", "1", "--holder", "agent-A").check(0)  # CONTROL
+    assert not has_table(url, "other_work")

@@ -111,6 +111,7 @@ def test_reapply_needs_the_token_that_applied_it_and_offers_no_lease_options(pro
         "--resource",
         "--tag",
         "--mode",
+        "--expect-heads",
         "--wait",
         "--json",
         "-h,",

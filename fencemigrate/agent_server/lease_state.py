@@ -40,6 +40,7 @@ class ServerLease:
         self._grant: Grant | None = None
         self._dropped_by: FencemigrateError | None = None  # the FENCED or LEASE_LOST that dropped the token
         self._branches: dict[str, BranchRecord] = {}  # recorded at the current grant
+        self._heads: tuple[str, ...] = ()  # the heads of the last state the agent was shown
 
     @property
     def grant(self) -> Grant | None:
@@ -67,6 +68,17 @@ class ServerLease:
         """Drop the token and the branches recorded with it: after FENCED or LEASE_LOST
         (``dropped_by``) or a release, no later call can write under it."""
         self._grant, self._dropped_by, self._branches = None, dropped_by, {}
+
+    def shown_heads(self, heads: list[str]) -> None:
+        """The agent was shown a state with ``heads`` (read_state, a lease tool), or this server's
+        own write moved the heads there: the next write expects them."""
+        self._heads = tuple(heads)
+
+    @property
+    def expected_heads(self) -> list[str]:
+        """What a write passes as ``expect_heads``: the heads the agent's plan was made from
+        (``base`` for none). The agent never supplies them."""
+        return list(self._heads) or ["base"]
 
     def branch(self, name: str) -> BranchRecord:
         """What was recorded for branch ``name`` at the current grant (moved by this server's own

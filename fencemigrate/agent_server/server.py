@@ -82,6 +82,10 @@ class RunResult(BaseModel):
 
     outcome: dict[str, Any] = Field(description="The run, as `fencemigrate upgrade --json` prints it.")
     heads: list[str] | None = Field(description="The heads after the run (after the script, with sql).")
+    expected_heads: list[str] | None = Field(
+        description="The heads the run required when it claimed: those of the last state you were shown "
+        "(read_state, acquire_lease, renew_lease) or of this server's last write; null with sql."
+    )
     server_token: int | None = Field(description="This server's token, for the record.")
     sql: str | None = Field(description="With sql=true: the script, fence claims included; nothing was run.")
 
@@ -199,8 +203,13 @@ class _Tools:
             notes=notes,
         )
 
+    def shown(self, view: StateView) -> StateView:
+        """``view``, about to be shown to the agent: its heads are what the next write expects."""
+        self.lease.shown_heads(view.heads)
+        return view
+
     def read_state(self) -> CallToolResult:
-        return ok_result(self.view().model_dump(mode="json"))
+        return ok_result(self.shown(self.view()).model_dump(mode="json"))
 
     def check(self, select: list[str] | None, ignore: list[str] | None) -> CallToolResult:
         report = api.check(self.config, db=True, select=select, ignore=ignore)
@@ -219,7 +228,7 @@ class _Tools:
         )
         records, notes = self._record_branches(grant.token)
         self.lease.granted(grant, records)
-        view = self.view(fresh, grant.lease)
+        view = self.shown(self.view(fresh, grant.lease))
         view.notes.extend(notes)
         return self._lease_result(grant.as_json(), view)
 
@@ -240,7 +249,7 @@ class _Tools:
             self.config, holder=self.identity.holder, resource=self.identity.resource, token=held.token, ttl=ttl
         )
         self.lease.granted(renewed)
-        return self._lease_result(renewed.as_json(), self.view(lease=renewed.lease))
+        return self._lease_result(renewed.as_json(), self.shown(self.view(lease=renewed.lease)))
 
     def release(self) -> CallToolResult:
         held = self.lease.required()
@@ -281,19 +290,25 @@ class _Tools:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def write(self, run: Callable[[Grant], RunOutcome], sql: bool) -> CallToolResult:
-        """``run`` under the server's own grant (a USAGE error without one); with ``sql`` the script
-        is returned, not printed (stdout is the protocol's)."""
+    def write(self, run: Callable[[Grant, list[str] | None], RunOutcome], sql: bool) -> CallToolResult:
+        """``run`` under the server's own grant (a USAGE error without one), expecting the heads of
+        the last state the agent was shown (FENCED if they moved); with ``sql`` the script is
+        returned, not printed (stdout is the protocol's), and no heads are expected (an offline
+        script reads none). The server's own write moves the expected heads to the new ones."""
         grant = self.lease.required()
+        expected = None if sql else self.lease.expected_heads
         script = io.StringIO() if sql else None
         self.config.output_buffer = script
         try:
-            outcome = run(grant)
+            outcome = run(grant, expected)
         finally:
             self.config.output_buffer = None
+        if not sql and outcome.heads is not None:
+            self.lease.shown_heads(outcome.heads)
         result = RunResult(
             outcome=outcome.as_json(),
             heads=outcome.heads,
+            expected_heads=expected,
             server_token=grant.token,
             sql=None if script is None else script.getvalue(),
         )
@@ -367,7 +382,9 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
         Progress notifications name each revision (n of m); the lease is renewed between revisions."""
         return tools.call(
             lambda: tools.write(
-                lambda grant: api.upgrade(config, revision, held_lease=grant, sql=sql, progress=_ToolProgress(ctx)),
+                lambda grant, heads: api.upgrade(
+                    config, revision, held_lease=grant, expect_heads=heads, sql=sql, progress=_ToolProgress(ctx)
+                ),
                 sql,
             )
         )
@@ -379,7 +396,9 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
         """Downgrade to REVISION under this server's own grant (with sql: a range FROM:TO)."""
         return tools.call(
             lambda: tools.write(
-                lambda grant: api.downgrade(config, revision, held_lease=grant, sql=sql, progress=_ToolProgress(ctx)),
+                lambda grant, heads: api.downgrade(
+                    config, revision, held_lease=grant, expect_heads=heads, sql=sql, progress=_ToolProgress(ctx)
+                ),
                 sql,
             )
         )
@@ -390,7 +409,10 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
         server's current grant (anything else is FENCED)."""
         return tools.call(
             lambda: tools.write(
-                lambda grant: api.reapply(config, revision, held_lease=grant, progress=_ToolProgress(ctx)), False
+                lambda grant, heads: api.reapply(
+                    config, revision, held_lease=grant, expect_heads=heads, progress=_ToolProgress(ctx)
+                ),
+                False,
             )
         )
 
@@ -404,8 +426,14 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
         """Set the version table to REVISIONS without running migrations, under this server's own grant."""
         return tools.call(
             lambda: tools.write(
-                lambda grant: api.stamp(
-                    config, tuple(revisions), purge=purge, held_lease=grant, sql=sql, progress=_ToolProgress(ctx)
+                lambda grant, heads: api.stamp(
+                    config,
+                    tuple(revisions),
+                    purge=purge,
+                    held_lease=grant,
+                    expect_heads=heads,
+                    sql=sql,
+                    progress=_ToolProgress(ctx),
                 ),
                 sql,
             )

@@ -36,16 +36,29 @@ _DECLARATION = re.compile(
 _DOCSTRING_START = re.compile(r"\s*(?:#[^\n]*\n\s*)*(\"\"\"|\'\'\')")
 _DYNAMIC = ("globals(", "setattr(", "exec(", "vars(", "__dict__", "sys.modules", "import *")
 
-_already_read: WeakKeyDictionary[ScriptDirectory, frozenset[str] | None] = WeakKeyDictionary()
+_already_read: WeakKeyDictionary[ScriptDirectory, dict[str, tuple[str, ...]] | None] = WeakKeyDictionary()
 
 
 def declared_heads(script: ScriptDirectory) -> frozenset[str] | None:
-    """The heads of the revision graph the files declare, or None when not sure (see the module).
+    """The heads of the revision graph the files declare, or None when not sure (see the module)."""
+    parents = _declared_parents(script)
+    if parents is None:
+        return None
+    below = {parent for ids in parents.values() for parent in ids}
+    return frozenset(revision for revision in parents if revision not in below)
 
-    Read once per ScriptDirectory, as Alembic loads its revision map once.
-    """
+
+def declared_revisions(script: ScriptDirectory) -> frozenset[str] | None:
+    """The ids of every revision the files declare, or None when not sure (see the module)."""
+    parents = _declared_parents(script)
+    return None if parents is None else frozenset(parents)
+
+
+def _declared_parents(script: ScriptDirectory) -> dict[str, tuple[str, ...]] | None:
+    """Each declared revision's down revisions; read once per ScriptDirectory, as Alembic loads
+    its revision map once."""
     if script not in _already_read:
-        _already_read[script] = _read_heads(script)
+        _already_read[script] = _read_parents(script)
     return _already_read[script]
 
 
@@ -56,7 +69,7 @@ def has_revision_files(script: ScriptDirectory) -> bool | None:
     return None if paths is None else bool(paths)
 
 
-def _read_heads(script: ScriptDirectory) -> frozenset[str] | None:
+def _read_parents(script: ScriptDirectory) -> dict[str, tuple[str, ...]] | None:
     paths = _revision_paths(script)
     if not paths:
         return None
@@ -66,10 +79,7 @@ def _read_heads(script: ScriptDirectory) -> frozenset[str] | None:
         if declared is None or declared[0] in parents:
             return None
         parents[declared[0]] = declared[1]
-    if not _is_acyclic_and_closed(parents):
-        return None
-    below = {parent for ids in parents.values() for parent in ids}
-    return frozenset(revision for revision in parents if revision not in below)
+    return parents if _is_acyclic_and_closed(parents) else None
 
 
 def _revision_paths(script: ScriptDirectory) -> list[str] | None:

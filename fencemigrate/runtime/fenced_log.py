@@ -7,21 +7,22 @@ from sqlalchemy import Engine
 from ..connections import separate_connection
 from ..errors import Fenced
 from ..events import log_event
-from .fenced_news import with_newer_token_news
+from .fenced_news import with_fence_token, with_newer_token_news
 from .run_request import RunRequest
 
 
 def told_and_logged(engine: Engine | None, request: RunRequest, fenced: Fenced) -> Fenced:
-    """``fenced`` saying whether the newer token has written or was only granted
-    (:func:`with_newer_token_news`), with its FENCED event appended, in their own transaction on
-    ``engine`` (the last env.py connected; None: it never connected). Failing to read or log never
-    changes the outcome."""
+    """``fenced`` with the fence token (:func:`with_fence_token`), saying whether the newer token
+    has written or was only granted (:func:`with_newer_token_news`), with its FENCED event
+    appended, in their own transaction on ``engine`` (the last env.py connected; None: it never
+    connected). Failing to read or log never changes the outcome."""
     if engine is None:
         return fenced
     settings = request.settings
     try:
         with separate_connection(engine) as connection, connection.begin():
             quoted_schema = connection.dialect.identifier_preparer.quote(settings.schema)
+            fenced = with_fence_token(connection, quoted_schema, fenced)
             fenced = with_newer_token_news(connection, quoted_schema, fenced)
             log_event(
                 connection,

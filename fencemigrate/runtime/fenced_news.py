@@ -1,4 +1,5 @@
-"""What a FENCED writer is told about the newer token: that it has written, or only that it was granted.
+"""What a FENCED writer is told about the fence: that the newer token has written, or only that it
+was granted; and the fence token itself when the refusal did not read it.
 
 A grant advances the fence to the new token before its holder writes anything, so the claim alone
 cannot tell the two apart; the event log can (every apply, stamp, rollback and resolve is logged in
@@ -23,3 +24,14 @@ def with_newer_token_news(connection: Connection, quoted_schema: str, fenced: Fe
         {"resource": fenced.resource, "token": fenced.fence_token},
     ).scalar()
     return fenced if wrote else fenced.granted_not_written()
+
+
+def with_fence_token(connection: Connection, quoted_schema: str, fenced: Fenced) -> Fenced:
+    """``fenced`` with the resource's fence token as committed, when the refusal (made after a claim,
+    which set the fence to the run's own token before it rolled back) did not give one."""
+    if fenced.fence_token is not None:
+        return fenced
+    token = connection.execute(
+        statement("fence_token", quoted_schema, connection.dialect.name), {"resource": fenced.resource}
+    ).scalar()
+    return fenced.at_fence(None if token is None else int(token))

@@ -307,12 +307,15 @@ class FencedRun:
         return last_xact
 
     def _require_unmoved_heads(self, context: MigrationContext) -> None:
-        """After the first claim, the plan must still start from the database's heads.
+        """After the first claim, the heads are the ones ``--expect-heads`` names (FENCED: the
+        writer planned from others), and the plan must still start from them.
 
         A claim can wait on the fence row while another writer (with a token no higher
         than ours) commits; its migrations are then in, and our plan is stale.
         """
-        if sorted(context.get_current_heads()) != self._planned_heads:
+        heads = sorted(context.get_current_heads())
+        self.settings.require_expected_heads(heads)
+        if heads != self._planned_heads:
             raise HeadsMoved(
                 "another writer changed the database while this run waited for the fence; nothing was applied"
             )

@@ -6,7 +6,8 @@ The claim cannot share a transaction with the DDL there, so the run:
    connection (:class:`NamedLock`), waiting at most ``--wait`` (busy, exit 4), and holds it to the
    end: fencemigrate writers never overlap, and a grant of the lease waits for it too;
 2. refuses to start while a revision is dirty (DIRTY, exit 5), and claims the fence in its own
-   committed transaction (FENCED, exit 3), before Alembic creates its version table;
+   committed transaction (FENCED, exit 3), before Alembic creates its version table; with
+   ``--expect-heads``, that transaction also reads the heads (FENCED unless they are the expected);
 3. before each revision: checks that the fence still holds its token and marks the revision's
    ledger row 'applying' ('rolling_back'), committed before the DDL (:class:`PrecheckMarks`);
 4. after the revision's DDL, in the transaction that writes Alembic's version row: settles the
@@ -99,6 +100,8 @@ class PrecheckRun:
         if reapplied:  # before the claim: a refused reapply leaves the fence as it was
             calls.check_reapply(version_table_name(context), self.settings.resource, reapplied, self.settings.token)
         calls.claim(self.settings.resource, self.settings.token)
+        # In the claim's transaction, under the named lock: no fenced writer moves the heads now.
+        self.settings.require_expected_heads(context.get_current_heads())
         self._recorder = LedgerRecorder(
             context, self._quoted_schema, calls, self.settings.resource, self.settings.holder
         )

@@ -1,0 +1,223 @@
+"""The bodies of the MCP server's tools, each a few lines over the Python API, run one at a time
+under the server's own lease (:class:`.lease_state.ServerLease`)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import anyio.from_thread
+from alembic.config import Config
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult
+
+from .. import api
+from ..errors import FencemigrateError, LeaseBusy
+from ..fenced_writes import git_branch, project_files
+from ..fenced_writes.git_branch import BranchRecord, BranchRemote
+from ..leases import Grant, LeaseStatus
+from ..progress import LeaseWait, StepStart
+from ..runtime.outcome import RunOutcome
+from ..scrub import scrub_secrets
+from ..state import State
+from .lease_state import ServerLease
+from .results import CheckResult, FileText, LeaseResult, PushResult, RunResult, StateView, WrittenFile
+from .tool_errors import drops_token, error_result, ok_result
+
+DRIFT_RULES = ("FM402", "FM403")
+"""``check --db``'s drift rules: an applied revision's file changed, or is missing."""
+
+
+class ToolProgress:
+    """A run's progress as MCP notifications of the tool call: revision n of m, and lease waits as log
+    lines. Best effort: a notification that cannot be sent (the client went away) never stops the run."""
+
+    def __init__(self, ctx: Context[Any, Any]) -> None:
+        self._ctx = ctx
+
+    def waiting_for_lease(self, wait: LeaseWait) -> None:
+        lease = wait.lease
+        text = f"waiting for the lease on {lease.resource}: held by {lease.holder} with token {lease.token}"
+        self._send(lambda: self._ctx.info(scrub_secrets(text)))
+
+    def step_started(self, step: StepStart) -> None:
+        revisions = ", ".join(step.revisions) or "(version table only)"
+        message = f"{step.action} {revisions} ({step.position} of {step.total}) under token {step.token}"
+        self._send(lambda: self._ctx.report_progress(step.position, step.total, message))
+
+    @staticmethod
+    def _send(notify: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        with contextlib.suppress(Exception):
+            anyio.from_thread.run(notify)
+
+
+class ToolBodies:
+    """The tools' bodies: the config, the server's lease, and one call at a time."""
+
+    def __init__(self, config: Config, lease: ServerLease) -> None:
+        self.config = config
+        self.lease = lease
+        self.identity = lease.identity
+
+    def call(self, body: Callable[[], CallToolResult]) -> CallToolResult:
+        """``body``'s result, or its failure as a tool error; FENCED and LEASE_LOST drop the token."""
+        with self.lease.calls:
+            try:
+                return body()
+            except FencemigrateError as error:
+                if drops_token(error):
+                    self.lease.forget(error)
+                return error_result(error, self._retry_after() if isinstance(error, LeaseBusy) else None)
+            except Exception as error:  # Alembic's or the project's own, outside what fencemigrate translates
+                return error_result(FencemigrateError(f"{type(error).__name__}: {scrub_secrets(str(error)).strip()}"))
+
+    def _retry_after(self) -> str | None:
+        """When the busy lease expires, by the lease service's clock (None when it cannot be read)."""
+        try:
+            status = api.lease_status(self.config, resource=self.identity.resource)
+        except FencemigrateError:
+            return None
+        return None if status.expires_at is None else status.expires_at.isoformat()
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def view(self, fresh: State | None = None, lease: LeaseStatus | None = None) -> StateView:
+        """Heads, fences, ledger, dirty revisions, the live lease and drift, read now (``fresh``
+        and ``lease``: already read). A fence schema not yet installed is not installed by a read."""
+        resource = self.identity.resource
+        state = fresh if fresh is not None else api.state(self.config)
+        if lease is None:
+            installed = state.fence_schema_version is not None
+            lease = api.lease_status(self.config, resource=resource) if installed else LeaseStatus(resource, None, 0)
+        notes = []
+        held = self.lease.grant
+        if held is not None and self.lease.superseded_by(lease):
+            notes.append(
+                f"this server's grant (token {held.token}) is gone: the lease service has issued token {lease.token} "
+                "since; the server has dropped its token. Re-plan from this state; call acquire_lease to write again."
+            )
+        drift = api.check(self.config, db=True, select=DRIFT_RULES)
+        current = self.lease.grant
+        return StateView(
+            resource=resource,
+            holder=self.identity.holder,
+            server_token=None if current is None else current.token,
+            heads=list(state.heads),
+            lease=lease.as_json(),
+            state=state.as_json(),
+            drift=[finding.as_json() for finding in drift.findings],
+            notes=notes,
+        )
+
+    def shown(self, view: StateView) -> StateView:
+        """``view``, about to be shown to the agent: its heads are what the next write expects."""
+        self.lease.shown_heads(view.heads)
+        return view
+
+    def read_state(self) -> CallToolResult:
+        return ok_result(self.shown(self.view()).model_dump(mode="json"))
+
+    def check(self, select: list[str] | None, ignore: list[str] | None) -> CallToolResult:
+        report = api.check(self.config, db=True, select=select, ignore=ignore)
+        return ok_result(CheckResult(report=report.as_json()).model_dump(mode="json"))
+
+    # -- the lease -----------------------------------------------------------------------------
+
+    def acquire(self, ttl: str | None, wait: str | None, ctx: Context[Any, Any]) -> CallToolResult:
+        grant, fresh = api.lease_acquire(
+            self.config,
+            holder=self.identity.holder,
+            resource=self.identity.resource,
+            ttl=ttl if ttl is not None else self.identity.ttl,
+            wait=wait,
+            progress=ToolProgress(ctx),
+        )
+        records, notes = self._record_branches(grant.token)
+        self.lease.granted(grant, records)
+        view = self.shown(self.view(fresh, grant.lease))
+        view.notes.extend(notes)
+        return self._lease_result(grant.as_json(), view)
+
+    def _record_branches(self, token: int) -> tuple[dict[str, BranchRecord], list[str]]:
+        """The remote SHA of each --branch, read now (at grant), and what could not be read."""
+        where = BranchRemote(self.identity.project_dir, self.identity.remote)
+        records, notes = {}, []
+        for branch in self.identity.branches:
+            try:
+                records[branch] = git_branch.record_branch(where, branch, token)
+            except FencemigrateError as error:
+                notes.append(f"branch {branch} was not recorded ({error}); push_branch refuses it until the next grant")
+        return records, notes
+
+    def renew(self, ttl: str | None) -> CallToolResult:
+        held = self.lease.required()
+        renewed = api.lease_renew(
+            self.config, holder=self.identity.holder, resource=self.identity.resource, token=held.token, ttl=ttl
+        )
+        self.lease.granted(renewed)
+        return self._lease_result(renewed.as_json(), self.shown(self.view(lease=renewed.lease)))
+
+    def release(self) -> CallToolResult:
+        held = self.lease.required()
+        try:
+            status = api.lease_release(
+                self.config, holder=self.identity.holder, resource=self.identity.resource, token=held.token
+            )
+        finally:
+            self.lease.forget()
+        return self._lease_result(status.as_json(), self.view(lease=status))
+
+    def _lease_result(self, lease: dict[str, Any], view: StateView) -> CallToolResult:
+        token = None if self.lease.grant is None else self.lease.grant.token
+        branches = [{"branch": record.branch, "sha": record.sha} for record in self.lease.branch_records]
+        result = LeaseResult(lease=lease, server_token=token, branches=branches, state=view)
+        return ok_result(result.model_dump(mode="json"))
+
+    # -- the branch and the files ----------------------------------------------------------------
+
+    def push(self, branch: str) -> CallToolResult:
+        record = self.lease.branch(branch)
+        moved = git_branch.push_branch(BranchRemote(self.identity.project_dir, self.identity.remote), record)
+        self.lease.pushed(moved)
+        assert moved.sha is not None
+        result = PushResult(
+            branch=branch, remote=self.identity.remote, pushed=moved.sha, replaced=record.sha, server_token=record.token
+        )
+        return ok_result(result.model_dump(mode="json"))
+
+    def read_file(self, path: str) -> CallToolResult:
+        content = project_files.read_file(self.identity.project_dir, path)
+        return ok_result(FileText(path=path, text=content.text, sha256=content.sha256).model_dump(mode="json"))
+
+    def write_file(self, path: str, content: str, expected_sha256: str) -> CallToolResult:
+        token = self.lease.required().token
+        written = project_files.write_file(self.identity.project_dir, path, content, expected_sha256, token)
+        return ok_result(WrittenFile(path=path, sha256=written, server_token=token).model_dump(mode="json"))
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def write(self, run: Callable[[Grant, list[str] | None], RunOutcome], sql: bool) -> CallToolResult:
+        """``run`` under the server's own grant (a USAGE error without one), expecting the heads of
+        the last state the agent was shown (FENCED if they moved); with ``sql`` the script is
+        returned, not printed (stdout is the protocol's), and no heads are expected (an offline
+        script reads none). The server's own write moves the expected heads to the new ones."""
+        grant = self.lease.required()
+        expected = None if sql else self.lease.expected_heads
+        script = io.StringIO() if sql else None
+        self.config.output_buffer = script
+        try:
+            outcome = run(grant, expected)
+        finally:
+            self.config.output_buffer = None
+        if not sql and outcome.heads is not None:
+            self.lease.shown_heads(outcome.heads)
+        result = RunResult(
+            outcome=outcome.as_json(),
+            heads=outcome.heads,
+            expected_heads=expected,
+            server_token=grant.token,
+            sql=None if script is None else script.getvalue(),
+        )
+        return ok_result(result.model_dump(mode="json"))

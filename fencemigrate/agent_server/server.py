@@ -67,7 +67,7 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
         """Read the resource now: heads, fence rows, ledger, dirty revisions, the live lease by the lease
         service's clock, and revision files that differ from what was applied. Plan from this, never
         from memory. Read only: never takes a lease."""
-        return tools.call(tools.read_state)
+        return tools.answer(tools.read_state)
 
     @server.tool(annotations=_LEASE)
     def acquire_lease(
@@ -82,7 +82,7 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
         """Grant the lease to this server's holder with a new token (every older holder is fenced from
         now on). The token stays in the server; the result shows its number for the record and comes
         with a fresh read_state: plan from that state. Required before any write tool."""
-        return tools.call(lambda: tools.acquire(ttl, wait, ctx))
+        return tools.answer(lambda: tools.acquire(ttl, wait, ctx))
 
     @server.tool(annotations=_LEASE)
     def renew_lease(
@@ -90,12 +90,12 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
     ) -> Annotated[CallToolResult, LeaseResult]:
         """Extend this server's lease; LEASE_LOST (the server drops its token) if it was granted to
         someone else meanwhile. Comes with a fresh read_state."""
-        return tools.call(lambda: tools.renew(ttl))
+        return tools.answer(lambda: tools.renew(ttl))
 
     @server.tool(annotations=_LEASE)
     def release_lease() -> Annotated[CallToolResult, LeaseResult]:
         """Free this server's lease; the server drops its token. Comes with a fresh read_state."""
-        return tools.call(tools.release)
+        return tools.answer(tools.release)
 
     @server.tool(annotations=_WRITE)
     def upgrade(
@@ -103,7 +103,7 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
     ) -> Annotated[CallToolResult, RunResult]:
         """Upgrade to REVISION under this server's own grant, every step claiming the fence first.
         Progress notifications name each revision (n of m); the lease is renewed between revisions."""
-        return tools.call(
+        return tools.answer(
             lambda: tools.write(
                 lambda grant, heads: api.upgrade(
                     config, revision, held_lease=grant, expect_heads=heads, sql=sql, progress=ToolProgress(ctx)
@@ -117,7 +117,7 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
         ctx: Context[Any, Any], revision: Annotated[str, _REVISION], sql: Annotated[bool, _SQL] = False
     ) -> Annotated[CallToolResult, RunResult]:
         """Downgrade to REVISION under this server's own grant (with sql: a range FROM:TO)."""
-        return tools.call(
+        return tools.answer(
             lambda: tools.write(
                 lambda grant, heads: api.downgrade(
                     config, revision, held_lease=grant, expect_heads=heads, sql=sql, progress=ToolProgress(ctx)
@@ -130,7 +130,7 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
     def reapply(ctx: Context[Any, Any], revision: Annotated[str, _REVISION]) -> Annotated[CallToolResult, RunResult]:
         """Roll REVISION back and apply it again, in one transaction; only a revision applied under this
         server's current grant (anything else is FENCED)."""
-        return tools.call(
+        return tools.answer(
             lambda: tools.write(
                 lambda grant, heads: api.reapply(
                     config, revision, held_lease=grant, expect_heads=heads, progress=ToolProgress(ctx)
@@ -147,7 +147,7 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
         purge: Annotated[bool, Field(description="Empty the version table (and its ledger) first.")] = False,
     ) -> Annotated[CallToolResult, RunResult]:
         """Set the version table to REVISIONS without running migrations, under this server's own grant."""
-        return tools.call(
+        return tools.answer(
             lambda: tools.write(
                 lambda grant, heads: api.stamp(
                     config,
@@ -169,7 +169,7 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
     ) -> Annotated[CallToolResult, CheckResult]:
         """Lint the revision files and compare them with the database (`fencemigrate check --db`):
         structured findings with rule, file, line, message and fix. Read only."""
-        return tools.call(lambda: tools.check(select, ignore))
+        return tools.answer(lambda: tools.check(select, ignore))
 
     @server.tool(annotations=_WRITE)
     def push_branch(
@@ -178,14 +178,14 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
         """Push the project repository's local BRANCH to the remote, only if the remote's branch is
         still at the SHA the server recorded when it granted its lease (--force-with-lease against
         that SHA; never --force). FENCED (git:BRANCH) if anyone pushed since: the remote is unchanged."""
-        return tools.call(lambda: tools.push(branch))
+        return tools.answer(lambda: tools.push(branch))
 
     @server.tool(annotations=_READ)
     def read_file(
         path: Annotated[str, Field(description="A file's path relative to the project's directory.")],
     ) -> Annotated[CallToolResult, FileText]:
         """Read a project file: its text and the sha256 to write it back with. Read only."""
-        return tools.call(lambda: tools.read_file(path))
+        return tools.answer(lambda: tools.read_file(path))
 
     @server.tool(annotations=_WRITE)
     def write_file(
@@ -197,7 +197,7 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
     ) -> Annotated[CallToolResult, WrittenFile]:
         """Replace a project file atomically, under this server's grant, only if it still has the hash
         you read it with: FENCED (file:PATH) if it changed since. Paths outside the project are refused."""
-        return tools.call(lambda: tools.write_file(path, content, expected_sha256))
+        return tools.answer(lambda: tools.write_file(path, content, expected_sha256))
 
     @server.resource(STATE_URI, name="state", mime_type="application/json")
     def state_resource(resource: str) -> str:

@@ -61,7 +61,7 @@ class ToolBodies:
         self.lease = lease
         self.identity = lease.identity
 
-    def call(self, body: Callable[[], CallToolResult]) -> CallToolResult:
+    def answer(self, body: Callable[[], CallToolResult]) -> CallToolResult:
         """``body``'s result, or its failure as a tool error; FENCED and LEASE_LOST drop the token."""
         with self.lease.calls:
             try:

@@ -323,3 +323,19 @@ def test_an_offline_script_carries_the_text_quoted_for_psql(make_project: MakePr
     subprocess.run(psql, cwd=project.path, env=subprocess_env(), capture_output=True, timeout=120, check=True)
     shown = show_applied(project, "r01")
     assert (shown.returncode, shown.stdout) == (0, expected)
+
+
+def test_the_api_returns_what_the_cli_prints(make_project: MakeProject, tmp_path: Path) -> None:
+    """``show(config, rev, applied=True)`` returns the row and text that ``show REV --applied --json`` prints."""
+    from contextlib import chdir
+
+    from fencemigrate import api, load_config
+
+    project = make_project(url=sqlite_url(tmp_path / "db.sqlite"))
+    project.add_chain(1)
+    expected = _append(project, next(project.versions.glob("r01_*.py")), NON_ASCII)
+    project.run_cli("upgrade", "head", "--token", "5", "--holder", "agent-A").check()
+    with chdir(project.path):
+        found = api.show(load_config(["alembic.ini"]), "r01", applied=True)
+    assert found.source is not None and found.source.encode("utf-8") == expected
+    assert found.as_json() == applied_json(project, "r01")

@@ -10,15 +10,20 @@ drift finding (FM402) diffs it against the file on disk. Rows written before the
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
+from contextlib import chdir
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from support.db import libpq_url
 from support.project import MakeProject, Project, script_command, sqlite_url, subprocess_env
+from test_offline_sql import psql_binary
 
+from fencemigrate import api, load_config
 from fencemigrate.dialects import mysql_schema, sqlite_schema
 from fencemigrate.dialects.postgresql_schema import install_script
 
@@ -263,8 +268,6 @@ def test_a_database_fenced_before_the_update_keeps_working(make_project: MakePro
     """Fenced at the previous schema version, with a ledger row written then: the next run updates the
     schema and records its text; the old row shows "source not recorded" (exit 0, with its token and
     holder), and check --db reports its drift with the hash message, no diff."""
-    import hashlib
-
     url = backend_url
     project = make_project(url=url)
     project.add_chain(2)
@@ -301,8 +304,6 @@ def test_a_database_fenced_before_the_update_keeps_working(make_project: MakePro
 def test_an_offline_script_carries_the_text_quoted_for_psql(make_project: MakeProject, pg_url: str) -> None:
     """``upgrade --sql``: the text is written dollar-quoted, so psql applies it exactly, whatever
     quotes, backslashes, dollar signs or psql variables (``:name``) it holds."""
-    from support.db import libpq_url
-    from test_offline_sql import psql_binary
 
     project = make_project(url=pg_url)
     project.run_cli("install").check()
@@ -327,10 +328,6 @@ def test_an_offline_script_carries_the_text_quoted_for_psql(make_project: MakePr
 
 def test_the_api_returns_what_the_cli_prints(make_project: MakeProject, tmp_path: Path) -> None:
     """``show(config, rev, applied=True)`` returns the row and text that ``show REV --applied --json`` prints."""
-    from contextlib import chdir
-
-    from fencemigrate import api, load_config
-
     project = make_project(url=sqlite_url(tmp_path / "db.sqlite"))
     project.add_chain(1)
     expected = _append(project, next(project.versions.glob("r01_*.py")), NON_ASCII)

@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, Literal, Unpack, overload
 
 from alembic.config import Config
 
 from . import authoring, lease_calls, revision_commands, run_options
+from .applied_sources import AppliedSource, applied_source
 from .config import checked_resource, fence_schema
 from .demo import DemoResult, run_demo
 from .durations import parse_ttl_ms
@@ -149,7 +150,8 @@ def check(
         return run_check(directory, rules, settings, None)
     schema = fence_schema(config)
     models = ModelComparer(config, script, schema) if any(rule.needs_models for rule in rules) else None
-    reader = SnapshotReader(schema, models)
+    on_disk = {item.revision: item.sha256 for item in directory.files if item.revision is not None}
+    reader = SnapshotReader(schema, models, on_disk)
     env_reads.run_without_steps(config, reader.read, reads_only=True)
     return run_check(directory, rules, settings, reader.snapshot())
 
@@ -336,7 +338,31 @@ def history(
     return revision_commands.history(config, rev_range, verbose, indicate_current, as_json)
 
 
-def show(config: Config, rev: str, as_json: bool = False) -> RevisionListing | None:
+@overload
+def show(
+    config: Config, rev: str, as_json: bool = False, *, applied: Literal[False] = False
+) -> RevisionListing | None: ...
+
+
+@overload
+def show(config: Config, rev: str, as_json: bool = False, *, applied: Literal[True]) -> AppliedSource: ...
+
+
+def show(
+    config: Config, rev: str, as_json: bool = False, *, applied: bool = False
+) -> RevisionListing | AppliedSource | None:
     """As ``alembic show``; with ``as_json``, the listing instead. ``current``'s heads are read
-    without creating the version table and printed in Alembic's format; otherwise Alembic prints."""
-    return revision_commands.show(config, rev, as_json)
+    without creating the version table and printed in Alembic's format; otherwise Alembic prints.
+
+    With ``applied``, what the database has applied as ``rev`` instead, read through env.py (never a
+    lease, nothing written): its ledger row (token, holder, time) with the text of its file as the
+    run that applied it read it (``source`` None: not recorded, a row older than the fence schema
+    that keeps it). ``rev`` is a revision id as the ledger has it, or anything Alembic resolves to
+    one revision (a prefix, ``head``); NotApplied when the ledger has no row for it.
+    """
+    if not applied:
+        return revision_commands.show(config, rev, as_json)
+    schema = fence_schema(config)
+    return env_reads.read_once(
+        config, lambda heads, context: applied_source(context, schema, rev), "cannot read the ledger"
+    )

@@ -19,6 +19,7 @@ import click
 from alembic.config import Config
 
 from . import api
+from .applied_sources import NOT_RECORDED, AppliedSource
 from .cli_group import CommandGroup, MainGroup
 from .config import config_error, init_config, load_config
 from .dialects import MODES, PRECHECK
@@ -657,11 +658,28 @@ def history(obj: _Context, /, as_json: bool, **options: Any) -> None:
 
 @main.command()
 @click.argument("rev")
+@click.option(
+    "--applied",
+    is_flag=True,
+    help="What the database applied as REV instead: the text of its file as applied, byte for byte on "
+    "stdout (its token, holder and time on stderr); read only.",
+)
 @_json_option
 @click.pass_obj
-def show(obj: _Context, /, rev: str, as_json: bool) -> None:
+def show(obj: _Context, /, rev: str, applied: bool, as_json: bool) -> None:
     """As alembic show: the revisions REV names ("current": the database's; --json: one JSON object)."""
-    _listed(as_json, lambda: api.show(obj.config(), rev, as_json=as_json))
+    if not applied:
+        _listed(as_json, lambda: api.show(obj.config(), rev, as_json=as_json))
+        return
+    found: AppliedSource = _guarded(as_json, lambda: api.show(obj.config(), rev, applied=True))
+    if as_json:
+        _print_json(found.as_json())
+        return
+    click.echo(_applied_header(found), err=True)
+    if found.source is not None:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(found.source.encode("utf-8"))  # as it was, no newline added
+        sys.stdout.buffer.flush()
 
 
 @main.command()
@@ -893,6 +911,25 @@ def _seconds(milliseconds: int) -> str:
 
 def _print_json(payload: dict[str, Any], err: bool = False) -> None:
     click.echo(json_text(payload), err=err)
+
+
+def _applied_header(found: AppliedSource) -> str:
+    """Who applied the revision ``show --applied`` prints, and when (on stderr: stdout is the file's text)."""
+    how = "stamped" if found.method == "stamp" else "applied"
+    line = (
+        f"{found.revision} {how} under token {found.token} by {found.holder} at {found.applied_at} "
+        f"(resource {found.resource}, version table {found.version_table}"
+        + (f", sha256 {found.script_sha256[:12]}" if found.script_sha256 else "")
+        + ")"
+    )
+    if found.state != "applied":
+        line += f"; dirty: its DDL started ({found.state}) and never finished"
+    if found.source is None:
+        line += (
+            f"\n{NOT_RECORDED}: the row was written before the fence schema kept the text of revision files "
+            "(or the file was not UTF-8 text)"
+        )
+    return line
 
 
 def _outcome_text(outcome: RunOutcome) -> str:

@@ -473,6 +473,21 @@ class Dirty(FencemigrateError):
         }
 
 
+class NotApplied(FencemigrateError):
+    """``show REV --applied`` for a revision the database's ledger has no row for: nothing was applied
+    (or stamped) as REV by a fenced run, so there is no text to show."""
+
+    def __init__(self, revision: str, version_table: str) -> None:
+        self.revision = revision
+        super().__init__(
+            f"{revision} is not applied: the ledger of version table {version_table} has no row for it, so the "
+            "database has no text of it to show (see `fencemigrate state` for what is applied)"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {"status": self.status, "revision": self.revision, "message": str(self)}
+
+
 class HeadsMoved(FencemigrateError):
     """The heads changed between planning and the first claim; the run rolled back and can re-plan."""
 

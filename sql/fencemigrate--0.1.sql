@@ -3,7 +3,7 @@
 -- Every object lives in the extension's schema ("fencemigrate" by default). This is the schema
 -- as it first shipped: CREATE EXTENSION fencemigrate VERSION '0.1' runs this file, and the update
 -- scripts fencemigrate--0.1--0.2.sql ... take it to the current version. A fresh install at the
--- current version runs that version's full script instead (fencemigrate--0.7.sql).
+-- current version runs that version's full script instead (fencemigrate--0.8.sql).
 \echo Use "CREATE EXTENSION fencemigrate" to load this file. \quit
 
 -- One row per fenced resource: the highest token that has ever written to it.

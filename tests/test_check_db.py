@@ -29,7 +29,10 @@ from fencemigrate.dialects.postgresql_schema import default_version, install_scr
 
 NO_MODELS = "; model comparison: env.py has no target_metadata"  # the generic env.py: FM408 says so
 NOT_COMPARED = "; model comparison (FM408, what alembic check does) not run: give --db"  # no --db
-DRIFT_FIX = "restore the file as it was applied (`git log -p -- {path}`), and make the change in a new revision"
+DRIFT_FIX = (
+    "restore the file as it was applied (`fencemigrate show {revision} --applied > {path}`), "
+    "and make the change in a new revision"
+)
 PG_VERSION = default_version()  # the version a fenced run installs on PostgreSQL
 ALTERED_FIX = (
     "find out who changed it (stale writers may get through), then recreate it as fencemigrate's "
@@ -117,7 +120,13 @@ def test_a_revision_edited_after_it_was_applied_is_checksum_drift(project: Proje
         f"(applied under token 34 by agent-A at {row['applied_at']})"
     )
     assert findings(payload) == [("FM402", f"{path}:9", message)]
-    assert payload["findings"][0]["fix"] == DRIFT_FIX.format(path=path)
+    assert payload["findings"][0]["fix"] == DRIFT_FIX.format(revision="0001", path=path)
+    diff = payload["findings"][0]["diff"].splitlines()
+    assert diff[:2] == [f"--- applied/{path}", f"+++ on disk/{path}"]
+    assert [line for line in diff[2:] if line.startswith(("+", "-"))] == [
+        "-    op.execute('CREATE TABLE t1 (id int)')",
+        "+    op.execute('CREATE TABLE t1 (id bigint)')",
+    ]
     assert (payload["status"], payload["database_checked"]) == ("failed", True)
     assert pg_snapshot(project.url) == before
     # Without --db only the files are read: the drift cannot be seen.
@@ -303,7 +312,7 @@ def test_sqlite_drift_and_a_dropped_guard(tmp_path: Path) -> None:
         (
             "FM405",
             None,
-            "the fence schema fencemigrate (0.5) differs from fencemigrate's: "
+            "the fence schema fencemigrate (0.6) differs from fencemigrate's: "
             "trigger fencemigrate_agent_fence_no_lowering is missing",
         ),
     ]
@@ -319,7 +328,7 @@ def test_check_without_db_needs_no_database(project: Project) -> None:
 
 # -- MySQL and MariaDB: prefixed fence tables, guard triggers, dirty revisions ------------------
 
-MYSQL_ALTERED = "the fence schema fencemigrate (0.5) differs from fencemigrate's: {problem}"
+MYSQL_ALTERED = "the fence schema fencemigrate (0.6) differs from fencemigrate's: {problem}"
 
 
 @pytest.mark.parametrize("url_fixture", ["mysql_url", "mariadb_url"])
@@ -354,7 +363,8 @@ def test_mysql_drift_pending_and_missing_revisions(make_project: MakeProject, my
             f"(applied under token 34 by agent-A at {row['applied_at']})",
         ),
     ]
-    assert payload["findings"][0]["fix"] == DRIFT_FIX.format(path=path)
+    assert payload["findings"][0]["fix"] == DRIFT_FIX.format(revision="0001", path=path)
+    assert "+    op.execute('CREATE TABLE t1 (id bigint)')" in payload["findings"][0]["diff"].splitlines()
 
     add_revisions(project, 3)  # rewrites 0001 as it was applied, adds 0003
     assert findings(check_db(project, code=1)) == [

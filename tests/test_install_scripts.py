@@ -1,11 +1,12 @@
 """Each database's full install script creates exactly what its oldest script and the update chain create.
 
-A fresh install runs the current version's full script (``sql/fencemigrate--0.7.sql``,
-``sql/sqlite/fencemigrate--0.5.sql``, ``sql/mysql/fencemigrate--0.5.sql``); a database installed
+A fresh install runs the current version's full script (``sql/fencemigrate--0.8.sql``,
+``sql/sqlite/fencemigrate--0.6.sql``, ``sql/mysql/fencemigrate--0.6.sql``); a database installed
 at an older version is brought to the current one by the update scripts. Both must end with the
-same catalog: tables, columns and their types, defaults and constraints, indexes, functions with
-their bodies, triggers (and their order, where the database fires them in creation order), comments,
-extension membership, the version row. Each test installs both ways side by side and compares.
+same catalog: tables, columns and their types (on PostgreSQL also their storage and compression:
+the ledger's ``source`` is lz4 where the server has it), defaults and constraints, indexes,
+functions with their bodies, triggers (and their order, where the database fires them in creation
+order), comments, extension membership, the version row. Each test installs both ways side by side and compares.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ PG_CATALOG = {
     "columns": """
         SELECT c.relname, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
                pg_get_expr(d.adbin, d.adrelid), a.attidentity, a.attgenerated, a.attcollation,
-               a.attacl::text, col_description(c.oid, a.attnum)
+               a.attacl::text, col_description(c.oid, a.attnum), a.attstorage, a.attcompression
           FROM pg_attribute a
           JOIN pg_class c ON c.oid = a.attrelid
           LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
@@ -134,7 +135,8 @@ def pg_dump_schema(server: PgServer, dbname: str, schema: str) -> list[str]:
 def test_postgresql_full_script_and_update_chain_install_the_same_schema(
     pg_conn: psycopg.Connection[Any], pg_server: PgServer, pg_dbname: str
 ) -> None:
-    """The runner's fresh install (the 0.6 script) and 0.1 plus the updates: the same catalog and dump."""
+    """The runner's fresh install (the 0.8 script) and 0.1 plus the updates: the same catalog and dump;
+    the ledger's ``source`` compressed with lz4 when the server has it."""
     pg_conn.execute(install_script(f'"{FULL}"'))
     chain = update_script(f'"{CHAIN}"', PG_OLDEST)
     assert chain  # the oldest version is not the current one: there is a chain to compare with
@@ -147,6 +149,14 @@ def test_postgresql_full_script_and_update_chain_install_the_same_schema(
     assert len(full["functions"]) > 20 and len(full["triggers"]) > 5  # the queries see the schema
     assert full == pg_catalog(pg_conn, CHAIN)
     assert pg_dump_schema(pg_server, pg_dbname, FULL) == pg_dump_schema(pg_server, pg_dbname, CHAIN)
+    has_lz4 = pg_conn.execute(
+        "SELECT 'lz4' = ANY (enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
+    ).fetchone()
+    compression = pg_conn.execute(
+        f"SELECT attcompression FROM pg_attribute WHERE attrelid = '\"{FULL}\".applied_revision'::regclass "
+        "AND attname = 'source'"
+    ).fetchone()
+    assert compression == ("l" if has_lz4 == (True,) else "",)
 
 
 @pytest.fixture
@@ -189,7 +199,7 @@ def second_database(pg_conn: psycopg.Connection[Any], pg_server: PgServer, pg_db
 def test_create_extension_runs_the_full_script_and_alter_extension_update_reaches_the_same_schema(
     extension_files: Path, pg_conn: psycopg.Connection[Any], second_database: str
 ) -> None:
-    """CREATE EXTENSION at the default version runs fencemigrate--0.7.sql alone; CREATE EXTENSION at
+    """CREATE EXTENSION at the default version runs fencemigrate--0.8.sql alone; CREATE EXTENSION at
     0.1 and ALTER EXTENSION UPDATE run the chain: the same catalog, the same extension members."""
     pg_conn.execute("CREATE SCHEMA fencemigrate")
     pg_conn.execute("CREATE EXTENSION fencemigrate SCHEMA fencemigrate")
@@ -241,7 +251,7 @@ def sqlite_catalog(path: Path, prefix: str) -> dict[str, Any]:
 
 
 def test_sqlite_full_script_and_update_chain_install_the_same_schema(tmp_path: Path) -> None:
-    """The 0.5 script and 0.2 plus the updates: the same sqlite_master (text and order) and columns."""
+    """The 0.6 script and 0.2 plus the updates: the same sqlite_master (text and order) and columns."""
     full, chain = tmp_path / "full.sqlite", tmp_path / "chain.sqlite"
     with closing(sqlite3.connect(full)) as conn:
         for sql in sqlite_schema.install_statements(f'"{FULL}"'):
@@ -322,7 +332,7 @@ def mysql_catalog(url: str, prefix: str) -> dict[str, Any]:
 
 
 def test_mysql_full_script_and_update_chain_install_the_same_schema(mysql_url: str) -> None:
-    """The 0.5 script and 0.3 plus the updates, on MariaDB: the same information_schema and SHOW CREATE."""
+    """The 0.6 script and 0.3 plus the updates, on MariaDB: the same information_schema and SHOW CREATE."""
     engine = create_engine(mysql_url)
     try:
         with engine.connect() as conn:

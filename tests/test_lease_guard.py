@@ -291,10 +291,10 @@ def test_pg_schema_at_0_4_is_updated_to_0_5(project: Project, pg_url: str, pg_co
         )
     assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.4",)]
     attack(pg_target(project, pg_url), "raise")
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.7",)]
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.8",)]
 
 
-def test_sqlite_file_at_0_4_is_updated_to_0_5(tmp_path: Path) -> None:
+def test_sqlite_file_at_0_4_is_updated_to_the_current_version(tmp_path: Path) -> None:
     from fencemigrate.dialects.sqlite_schema import install_statements
 
     project = make_sqlite_project(tmp_path)
@@ -305,4 +305,4 @@ def test_sqlite_file_at_0_4_is_updated_to_0_5(tmp_path: Path) -> None:
         assert connection.execute("SELECT version FROM fencemigrate_schema_version").fetchall() == [("0.4",)]
     attack(target, "steal")
     with closing(sqlite3.connect(tmp_path / "db.sqlite", isolation_level=None)) as connection:
-        assert connection.execute("SELECT version FROM fencemigrate_schema_version").fetchall() == [("0.5",)]
+        assert connection.execute("SELECT version FROM fencemigrate_schema_version").fetchall() == [("0.6",)]

@@ -93,11 +93,13 @@ GUARD_LINE = "SELECT fencemigrate.guard_version_table('alembic_version', to_regc
 """The first step puts the guard on the version table (plain alembic cannot write it afterwards)."""
 
 
-def record_line(revision: str, token: int, sha: str) -> str:
-    """The ledger statement as it appears in the script."""
+def record_line(revision: str, token: int, path: Path) -> str:
+    """The first line of the ledger statement as it appears in the script: the call, with the sha256
+    and the text of the revision file (dollar-quoted, so the statement goes on over the file's lines)."""
+    first_line = path.read_text(encoding="utf-8").splitlines()[0]
     return (
         f"SELECT fencemigrate.record_apply('alembic_version', '{revision}', '{RESOURCE}', {token}, "
-        f"'{HOLDER}', 'upgrade', '{sha}');"
+        f"'{HOLDER}', 'upgrade', '{sha256_of(path)}', $fencemigrate_source${first_line}"
     )
 
 
@@ -141,13 +143,13 @@ def test_script_claims_before_each_revisions_ddl(project: Project, pg_url: str) 
         "CREATE TABLE t1 (id int);",
         "CREATE INDEX ix_t1_id ON t1 (id);",
         claim_line(21),
-        record_line("a1", 21, sha256_of(files["a1"])),
+        record_line("a1", 21, files["a1"]),
         "INSERT INTO alembic_version (version_num) VALUES ('a1') RETURNING alembic_version.version_num;",
         claim_line(21),
         "CREATE TABLE t2 (id int);",
         "ALTER TABLE t1 ADD COLUMN name text;",
         claim_line(21),
-        record_line("b2", 21, sha256_of(files["b2"])),
+        record_line("b2", 21, files["b2"]),
         "UPDATE alembic_version SET version_num='b2' WHERE alembic_version.version_num = 'a1';",
         "COMMIT;",
     ]
@@ -186,7 +188,7 @@ def test_install_sql_through_psql_installs_the_fence_schema(project: Project, pg
     run_command(psql, tmp_path, input=script).check(0)  # fencemigrate install --sql | psql
 
     assert "fencemigrate" in schema_names(pg_url)
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.7",)]
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.8",)]
     assert table_names(pg_url, "fencemigrate") == FENCE_TABLES
     triggers = query(
         pg_url,
@@ -287,7 +289,7 @@ def test_transaction_per_migration_script_claims_after_each_begin(
         "CREATE TABLE t1 (id int);",
         "CREATE INDEX ix_t1_id ON t1 (id);",
         claim_line(4),
-        record_line("a1", 4, sha256_of(files["a1"])),
+        record_line("a1", 4, files["a1"]),
         "INSERT INTO alembic_version (version_num) VALUES ('a1') RETURNING alembic_version.version_num;",
         "COMMIT;",
         "BEGIN;",
@@ -295,7 +297,7 @@ def test_transaction_per_migration_script_claims_after_each_begin(
         "CREATE TABLE t2 (id int);",
         "ALTER TABLE t1 ADD COLUMN name text;",
         claim_line(4),
-        record_line("b2", 4, sha256_of(files["b2"])),
+        record_line("b2", 4, files["b2"]),
         "UPDATE alembic_version SET version_num='b2' WHERE alembic_version.version_num = 'a1';",
         "COMMIT;",
     ]
@@ -336,7 +338,7 @@ def test_autocommit_block_script_claims_inside_and_after_the_block(
         "BEGIN;",
         "CREATE TABLE t4 (id int);",
         claim_line(6),
-        record_line("c3", 6, sha256_of(files["c3"])),
+        record_line("c3", 6, files["c3"]),
         "UPDATE alembic_version SET version_num='c3' WHERE alembic_version.version_num = 'b2';",
         "COMMIT;",
     ]

@@ -8,6 +8,7 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 
+from ..applied_sources import read_applied_texts
 from ..errors import FencemigrateError
 from ..state import State, read_state
 from .models import ModelComparer, ModelComparison
@@ -16,34 +17,47 @@ from .models import ModelComparer, ModelComparison
 @dataclass(frozen=True)
 class DatabaseSnapshot:
     """Heads, ledger and fence schema version (``state``), how the fence schema differs from
-    fencemigrate's (``fence_problems``; empty when it does not, or is not installed), and how the
-    models differ from the database (``models``; None when no rule asked)."""
+    fencemigrate's (``fence_problems``; empty when it does not, or is not installed), how the
+    models differ from the database (``models``; None when no rule asked), and the text the ledger
+    recorded of each revision whose file no longer has the applied sha256 (``applied_texts``; None:
+    not recorded)."""
 
     schema: str
     state: State
     fence_problems: tuple[str, ...]
     models: ModelComparison | None = None
+    applied_texts: dict[str, str | None] = dataclasses.field(default_factory=dict)
 
 
-def read_snapshot(context: MigrationContext, schema: str) -> DatabaseSnapshot:
-    """Read the state, which compares the fence schema with the install scripts when it is installed."""
+def read_snapshot(context: MigrationContext, schema: str, on_disk: dict[str, str] | None = None) -> DatabaseSnapshot:
+    """Read the state, which compares the fence schema with the install scripts when it is installed,
+    and the applied text of each ledger row whose revision's file on disk (``on_disk``: revision ->
+    sha256) has another sha256."""
     state = read_state(context, schema)
-    return DatabaseSnapshot(schema, state, tuple(state.fence_schema_problems))
+    files = on_disk or {}
+    drifted = [
+        row.revision
+        for row in state.ledger
+        if row.revision in files and row.script_sha256 not in (None, files[row.revision])
+    ]
+    texts = read_applied_texts(context, schema, drifted) if drifted else {}
+    return DatabaseSnapshot(schema, state, tuple(state.fence_schema_problems), applied_texts=texts)
 
 
 class SnapshotReader:
     """The migration function that reads the snapshot inside env.py's run (``read``), comparing the
     models too when ``models`` is given; ``snapshot()`` after the run."""
 
-    def __init__(self, schema: str, models: ModelComparer | None) -> None:
+    def __init__(self, schema: str, models: ModelComparer | None, on_disk: dict[str, str] | None = None) -> None:
         self._schema = schema
         self._models = models
+        self._on_disk = on_disk
         self._found: list[DatabaseSnapshot] = []
 
     def read(self, heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         """Alembic's migration function: read, and return no step to run."""
         if not self._found:
-            self._found.append(read_snapshot(context, self._schema))
+            self._found.append(read_snapshot(context, self._schema, self._on_disk))
         if self._models is not None:
             self._models.compare(heads, context)
         return []

@@ -28,6 +28,7 @@ class Finding:
     revision: str | None
     message: str
     fix: str
+    diff: str | None = None  # FM402: the unified diff from the applied text to the file on disk
 
     @property
     def location(self) -> str:
@@ -47,6 +48,7 @@ class Finding:
             "revision": self.revision,
             "message": self.message,
             "fix": self.fix,
+            **({"diff": self.diff} if self.diff is not None else {}),
         }
 
 

@@ -25,6 +25,8 @@ def text_report(report: CheckReport) -> str:
     lines = [line(_HEADER)]
     for row, finding in zip(rows, report.findings, strict=True):
         lines += [line(row), f"{indent}fix: {finding.fix}"]
+        if finding.diff is not None:
+            lines += [f"{indent}{diff_line}" for diff_line in finding.diff.splitlines()]
     return "\n".join([*lines, "", report.summary()])
 
 

@@ -83,6 +83,8 @@ class Dialect(ABC):
     """A run's lease is renewed inside the migration's own transaction (SQLite's single writer)."""
     context_options: ClassVar[dict[str, Any]] = {}
     """``EnvironmentContext.configure`` defaults for a connection to this database."""
+    sources_since: ClassVar[tuple[int, ...]]
+    """The fence schema version from which the ledger keeps each revision file's text (``source``)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -140,6 +142,10 @@ class Dialect(ABC):
     def tracks_dirty(self, schema_version: str | None) -> bool:
         """True when the fence schema at ``schema_version`` has the ledger's ``state`` (from 0.3)."""
         return schema_version is not None and version_at_least(schema_version, (0, 3))
+
+    def keeps_sources(self, schema_version: str | None) -> bool:
+        """True when the fence schema at ``schema_version`` keeps the text of applied revision files."""
+        return schema_version is not None and version_at_least(schema_version, self.sources_since)
 
     def records_tokenless_writes(self, connection: Connection, quoted_schema: str) -> bool:
         """True when the fence schema records the version-table writes its guard refused (MySQL from 0.4)."""

@@ -26,6 +26,7 @@ class PostgresqlDialect(Dialect):
     replication_known = True
     returning_updates = True
     grants_to_roles = True
+    sources_since = (0, 8)
 
     def schema_version(self) -> str:
         return postgresql_schema.default_version()

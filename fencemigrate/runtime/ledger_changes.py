@@ -31,10 +31,25 @@ def version_table_name(context: MigrationContext) -> str:
     return f"{schema}.{context.version_table}" if schema else context.version_table
 
 
-def script_sha256(path: str) -> str:
-    """sha256 of a revision file as it is on disk now."""
+@dataclass(frozen=True)
+class RevisionFile:
+    """A revision file as the ledger records it: its sha256 and its text, from one read of its bytes."""
+
+    sha256: str
+    text: str | None  # the bytes decoded as UTF-8; None when they are not UTF-8 text (nothing to show then)
+
+
+def read_revision_file(path: str) -> RevisionFile:
+    """Read a revision file once, as it is on disk now: the sha256 of its bytes and their text."""
     with open(path, "rb") as handle:
-        return hashlib.sha256(handle.read()).hexdigest()
+        data = handle.read()
+    try:
+        text: str | None = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and "\x00" in text:  # not text (a sourceless .pyc); PostgreSQL's text cannot hold it
+        text = None
+    return RevisionFile(hashlib.sha256(data).hexdigest(), text)
 
 
 def covered(script: ScriptDirectory, revisions: tuple[str, ...]) -> set[str]:

@@ -22,7 +22,7 @@ from ..dialects.fence_calls import FenceCalls, PlainStatementCalls, PostgresFenc
 from ..errors import DatabaseError
 from ..events import log_event
 from ..queries import statement
-from .ledger_changes import LedgerChange, LedgerMethod, script_sha256, version_table_name
+from .ledger_changes import LedgerChange, LedgerMethod, RevisionFile, read_revision_file, version_table_name
 
 
 class LedgerAction(Enum):
@@ -34,20 +34,22 @@ class LedgerAction(Enum):
 
 @dataclass(frozen=True)
 class LedgerRow:
-    """One change to the ledger: ``revision`` recorded (with its file's sha256), or its row removed."""
+    """One change to the ledger: ``revision`` recorded (with its file's sha256 and text), or its row removed."""
 
     action: LedgerAction
     revision: str
     method: LedgerMethod = "upgrade"
-    script_sha256: str | None = None  # APPLY only
+    file: RevisionFile | None = None  # APPLY only (None: a version row that names no revision file)
 
+    @property
+    def script_sha256(self) -> str | None:
+        """The sha256 of the revision file the row records."""
+        return None if self.file is None else self.file.sha256
 
-def revision_row(step: RevisionStep) -> LedgerRow:
-    """The ledger change of one revision's upgrade or downgrade."""
-    revision = step.revision
-    if step.is_upgrade:
-        return LedgerRow(LedgerAction.APPLY, revision.revision, "upgrade", script_sha256(revision.path))
-    return LedgerRow(LedgerAction.ROLLBACK, revision.revision)
+    @property
+    def source(self) -> str | None:
+        """The text of the revision file the row records (None: not UTF-8 text)."""
+        return None if self.file is None else self.file.text
 
 
 class LedgerRecorder:
@@ -55,6 +57,8 @@ class LedgerRecorder:
 
     ``resource`` and ``holder`` name who writes; each write takes the token it is made under. In one
     transaction for all steps, rows can wait (:meth:`defer`) and go in one round trip (:meth:`flush`).
+    Every row of an applied revision carries its file's sha256 and text, from one read of the file
+    per run (:meth:`revision_file`), passed in the statement that writes the row.
     """
 
     def __init__(
@@ -71,6 +75,7 @@ class LedgerRecorder:
             assert isinstance(calls, PlainStatementCalls)
             self._writes = _StatementWrites(self, calls)
         self._pending: list[LedgerChange] = []
+        self._files: dict[str, RevisionFile] = {}
 
     @property
     def version_table(self) -> str:
@@ -82,6 +87,23 @@ class LedgerRecorder:
         """True where one call can claim and record (the fence schema's functions, on PostgreSQL)."""
         return isinstance(self._writes, _FunctionWrites)
 
+    def revision_file(self, path: str) -> RevisionFile:
+        """The revision file at ``path``, read once per run: a step whose row is written again (a
+        pre-check mark and its settling, a row taken back before an early commit) records the same
+        bytes."""
+        found = self._files.get(path)
+        if found is None:
+            found = self._files[path] = read_revision_file(path)
+        return found
+
+    def revision_row(self, step: RevisionStep) -> LedgerRow:
+        """The ledger change of one revision's upgrade or downgrade."""
+        revision = step.revision
+        if step.is_upgrade:
+            assert revision.path is not None
+            return LedgerRow(LedgerAction.APPLY, revision.revision, "upgrade", self.revision_file(revision.path))
+        return LedgerRow(LedgerAction.ROLLBACK, revision.revision)
+
     # -- transactional runs, stamp and purge ------------------------------------------------
 
     def rows(self, change: LedgerChange) -> list[LedgerRow]:
@@ -89,7 +111,7 @@ class LedgerRecorder:
         rows = [LedgerRow(LedgerAction.ROLLBACK, revision, change.method) for revision in change.removed]
         for revision in change.added:
             path = change.paths.get(revision) or self._script_path(revision)
-            rows.append(LedgerRow(LedgerAction.APPLY, revision, change.method, script_sha256(path)))
+            rows.append(LedgerRow(LedgerAction.APPLY, revision, change.method, self.revision_file(path)))
         return rows
 
     def record(self, rows: Sequence[LedgerRow], token: int) -> int | None:
@@ -129,6 +151,7 @@ class LedgerRecorder:
         params: dict[str, Any] = {**self._identity(row.revision, token)}
         if row.action is LedgerAction.APPLY:
             params["script_sha256"] = row.script_sha256
+            params["source"] = row.source
         name = "begin_apply" if row.action is LedgerAction.APPLY else "begin_rollback"
         return rowcount_on_driver(self.connection, self.statement(name), params) > 0
 
@@ -146,10 +169,13 @@ class LedgerRecorder:
         """``resolve --as rolled-back``: the dirty row of ``revision`` goes."""
         self._execute("forget_revision", {"version_table": self.version_table, "revision": revision})
 
-    def adopt(self, revision: str, sha256: str, token: int) -> None:
+    def adopt(self, revision: str, path: str, token: int) -> None:
         """An upgrade whose version write was refused for want of a token, resolved as applied: its
-        ledger row, under the resolving ``token`` (the RESOLVE event tells, no APPLY event)."""
-        self._execute("record_apply", {**self._identity(revision, token), "script_sha256": sha256})
+        ledger row (the file at ``path`` as it is now), under the resolving ``token`` (the RESOLVE
+        event tells, no APPLY event)."""
+        file = self.revision_file(path)
+        params = {**self._identity(revision, token), "script_sha256": file.sha256, "source": file.text}
+        self._execute("record_apply", params)
 
     # -- shared -----------------------------------------------------------------------------
 
@@ -213,7 +239,14 @@ class _FunctionWrites:
                 if row.action is LedgerAction.ROLLBACK:
                     calls.call("record_rollback", **where, **who)
                 else:
-                    calls.call("record_apply", **where, **who, method=row.method, script_sha256=row.script_sha256)
+                    calls.call(
+                        "record_apply",
+                        **where,
+                        **who,
+                        method=row.method,
+                        script_sha256=row.script_sha256,
+                        source=row.source,
+                    )
             return None
         return calls.call_for_xact(
             "record_steps",
@@ -223,6 +256,7 @@ class _FunctionWrites:
             revisions=[row.revision for row in rows],
             methods=[row.method for row in rows],
             shas=[row.script_sha256 for row in rows],
+            sources=[row.source for row in rows],
         )
 
     def settle(self, row: LedgerRow, token: int) -> None:
@@ -244,6 +278,7 @@ class _FunctionWrites:
             revision=row.revision,
             holder=recorder.holder,
             script_sha256=row.script_sha256,
+            source=row.source,
         )
 
     def undo_with_claim(self, revision: str) -> None:
@@ -274,6 +309,7 @@ class _StatementWrites:
                     "token": token,
                     "holder": recorder.holder,
                     "script_sha256": row.script_sha256,
+                    "source": row.source,
                 },
             )
             recorder.log("STAMP" if stamp else "APPLY", token, row.revision)

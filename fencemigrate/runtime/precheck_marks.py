@@ -9,7 +9,7 @@ from ..dialects import dialect_for
 from ..dialects.driver import scalar_on_driver
 from ..errors import Fenced, newer_token_wrote
 from ..queries import statement
-from .ledger_recorder import LedgerRecorder, revision_row
+from .ledger_recorder import LedgerRecorder
 
 
 class PrecheckMarks:
@@ -34,7 +34,7 @@ class PrecheckMarks:
 
     def begin(self, step: RevisionStep, token: int) -> None:
         """Check the fence and mark ``step``'s revision; FENCED if a newer token has written."""
-        if not self._recorder.mark(revision_row(step), token):
+        if not self._recorder.mark(self._recorder.revision_row(step), token):
             resource = self._recorder.resource
             clause = statement("fence_token", self._schema, self._dialect.name)
             fence = scalar_on_driver(self._connection, clause, {"resource": resource})
@@ -49,8 +49,8 @@ class PrecheckMarks:
         which commits it with that step's version row. False (nothing written) when a newer token
         has written: :meth:`begin` then stops the run FENCED before the next step, and the current
         step still commits."""
-        return self._recorder.mark(revision_row(step), token)
+        return self._recorder.mark(self._recorder.revision_row(step), token)
 
     def settle(self, step: RevisionStep, token: int) -> None:
         """Settle the mark of ``step``'s revision after its DDL."""
-        self._recorder.settle(revision_row(step), token)
+        self._recorder.settle(self._recorder.revision_row(step), token)

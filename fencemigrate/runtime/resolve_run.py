@@ -15,7 +15,7 @@ from ..dirty import Unsettled, unsettled_revisions
 from ..errors import UsageError
 from ..events import log_event
 from ..queries import statement
-from .ledger_changes import script_sha256, version_table_name
+from .ledger_changes import version_table_name
 from .ledger_recorder import LedgerRecorder
 from .settings import FenceSettings
 
@@ -142,7 +142,7 @@ class ResolveRun:
         if dirty.state == "applying" and self.resolved_as == APPLIED:
             revision = context.script.get_revision(self.revision)
             assert revision is not None and revision.path is not None
-            recorder.adopt(self.revision, script_sha256(revision.path), self.settings.token)
+            recorder.adopt(self.revision, revision.path, self.settings.token)
         elif dirty.state == "rolling_back" and self.resolved_as == ROLLED_BACK:
             recorder.forget(self.revision)
         params = {"version_table": dirty.version_table, "revision": self.revision}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 from collections.abc import Iterator
 
 from ..database import DatabaseSnapshot
 from ..findings import Finding
+from ..revision_file import RevisionFile
 from .base import CheckContext, Rule
 
 
@@ -42,20 +45,40 @@ class ChecksumDrift(Rule):
     needs_database = True
 
     def check(self, context: CheckContext) -> Iterator[Finding]:
-        for row in _database(context).state.ledger:
+        database = _database(context)
+        for row in database.state.ledger:
             item = context.graph.files.get(row.revision)
             # A dirty revision is FM406's: fixing its file is the usual way out, not drift.
             if item is None or row.state != "applied" or row.script_sha256 in (None, item.sha256):
                 continue
-            yield self.at(
+            applied = database.applied_texts.get(row.revision)
+            finding = self.at(
                 item,
                 item.revision_line,
                 f"{row.revision} changed after it was applied: its sha256 is now {item.sha256[:12]}, "
                 f"the ledger has {row.script_sha256[:12]} (applied under token {row.applied_token} "
                 f"by {row.holder} at {row.applied_at})",
-                f"restore the file as it was applied (`git log -p -- {item.display}`), "
-                "and make the change in a new revision",
+                "restore the file as it was applied ("
+                + (
+                    f"`fencemigrate show {row.revision} --applied > {item.display}`"
+                    if applied is not None
+                    else f"`git log -p -- {item.display}`"
+                )
+                + "), and make the change in a new revision",
             )
+            yield finding if applied is None else dataclasses.replace(finding, diff=_diff(applied, item))
+
+
+def _diff(applied: str, item: RevisionFile) -> str:
+    """The unified diff from the text the ledger recorded to the file on disk."""
+    on_disk = item.path.read_bytes().decode("utf-8")  # as read, line endings kept
+    lines = difflib.unified_diff(
+        applied.splitlines(keepends=True),
+        on_disk.splitlines(keepends=True),
+        fromfile=f"applied/{item.display}",
+        tofile=f"on disk/{item.display}",
+    )
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
 class MissingAppliedRevision(Rule):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import Dialect, bindparam
+from sqlalchemy.types import UserDefinedType
+
 from ...queries import statement
 from ..driver import scalar_on_driver
 from .base import FenceCalls
@@ -19,8 +22,11 @@ class PostgresFenceCalls(FenceCalls):
         """Run the statement and return its single value; offline, write it out and return None."""
         clause = statement(name, self._schema)
         if self.offline:
-            compiled = clause.bindparams(**params).compile(
-                dialect=self._context.dialect, compile_kwargs={"literal_binds": True}
+            verbatim = [bindparam(key, type_=_DollarQuoted()) for key in params if key in _VERBATIM]
+            compiled = (
+                clause.bindparams(*verbatim)
+                .bindparams(**params)
+                .compile(dialect=self._context.dialect, compile_kwargs={"literal_binds": True})
             )
             self._context.impl.static_output(str(compiled) + self._context.impl.command_terminator)
             return None
@@ -46,3 +52,32 @@ class PostgresFenceCalls(FenceCalls):
             revisions=revisions,
             token=token,
         )
+
+
+_VERBATIM = frozenset({"source"})
+"""Parameters that carry a revision file's text: written dollar-quoted into --sql scripts."""
+
+
+class _DollarQuoted(UserDefinedType[str]):
+    """Text written into a --sql script as a dollar-quoted literal: PostgreSQL reads it as it is,
+    whatever ``standard_conforming_strings`` says of backslashes, and psql substitutes no variables
+    in it."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return "text"
+
+    def literal_processor(self, dialect: Dialect) -> Any:
+        return dollar_quoted
+
+
+def dollar_quoted(text: str | None) -> str:
+    """``text`` as a dollar-quoted literal, with a tag the text does not contain (NULL for None)."""
+    if text is None:
+        return "NULL"
+    tag, number = "fencemigrate_source", 0
+    while f"${tag}" in text:
+        number += 1
+        tag = f"fencemigrate_source_{number}"
+    return f"${tag}${text}${tag}$"

@@ -1,4 +1,4 @@
--- fencemigrate 0.5 on MySQL and MariaDB: the fence schema, complete.
+-- fencemigrate 0.6 on MySQL and MariaDB: the fence schema, complete.
 --
 -- MySQL's schemas are databases, and a migration user may not create databases: every object
 -- lives in the application's own database, named with the fence schema's name as a prefix
@@ -7,10 +7,10 @@
 -- (DELIMITER lines work as in the mysql client) at the start of the first fenced run, under the
 -- named lock 'fencemigrate-install:<database>'; every statement is idempotent. A database at an
 -- older version is brought here by the update scripts (fencemigrate--0.3--0.4.sql,
--- fencemigrate--0.4--0.5.sql): 0.3 followed by those updates creates exactly what this file
+-- fencemigrate--0.4--0.5.sql, fencemigrate--0.5--0.6.sql): 0.3 followed by those updates creates exactly what this file
 -- creates (tests/test_install_scripts.py compares the catalogs), triggers in the same order.
 --
--- Same tables and columns as the PostgreSQL schema (sql/fencemigrate--0.6.sql), plus the ledger's
+-- Same tables and columns as the PostgreSQL schema (sql/fencemigrate--0.8.sql), plus the ledger's
 -- `state`: MySQL commits DDL implicitly, so a revision runs in pre-check mode and its ledger row
 -- is written as 'applying' (or 'rolling_back') before its DDL and settled after it. A row left
 -- unsettled is a dirty revision: fenced writes are refused until `fencemigrate resolve`.
@@ -44,6 +44,14 @@ CREATE TABLE IF NOT EXISTS @extschema@_agent_fence (
 -- Re-applying a revision is legal only under the token that applied it. state is 'applied'
 -- once the revision's DDL and Alembic's version row are in; 'applying' / 'rolling_back' while
 -- its DDL runs (state_token: the token of the run that started it, state_since: when).
+-- source: the text of the revision file, as the run that wrote the row read it (the same bytes its
+-- script_sha256 was computed from, decoded as UTF-8), for `fencemigrate show REV --applied` and
+-- check --db's drift diff, stored as COMPRESS(text): zlib, which MySQL and MariaDB both build in,
+-- behind a 4-byte length (about a quarter of the size on source code). The ledger statements
+-- compress it on the server (COMPRESS(CONVERT(:source USING utf8mb4)), so the bytes are UTF-8
+-- whatever the connection's character set) and read it back with UNCOMPRESS(). InnoDB's own page
+-- compression would need a server setting and a whole-table option; COMPRESS() needs neither.
+-- NULL for rows written before 0.6 ("source not recorded"), and for a file that is not UTF-8 text.
 CREATE TABLE IF NOT EXISTS @extschema@_applied_revision (
     version_table VARCHAR(255) NOT NULL,
     revision      VARCHAR(255) NOT NULL,
@@ -57,6 +65,7 @@ CREATE TABLE IF NOT EXISTS @extschema@_applied_revision (
     state_token   BIGINT       NULL,
     state_holder  VARCHAR(255) NULL,
     state_since   DATETIME(6)  NULL,
+    source        LONGBLOB     NULL,
     PRIMARY KEY (version_table, revision),
     KEY @extschema@_applied_revision_unsettled (resource, state),
     CONSTRAINT @extschema@_applied_revision_token CHECK (applied_token > 0),
@@ -161,7 +170,7 @@ BEGIN
     END IF;
 END//
 -- The lease guard: the same rules as PostgreSQL's agent_fence_source_guard() and
--- lease_grant_guard() (sql/fencemigrate--0.6.sql): SQLSTATE FM006, every message starting
+-- lease_grant_guard() (sql/fencemigrate--0.8.sql): SQLSTATE FM006, every message starting
 -- 'lease guard: '. A lease is live while it has a holder and expires_at is after
 -- UTC_TIMESTAMP(6), the server's clock that the lease service judges it by (at the start of the
 -- statement). REPLACE fires the delete guard; INSERT ... ON DUPLICATE KEY UPDATE fires the UPDATE
@@ -322,4 +331,4 @@ CREATE TABLE IF NOT EXISTS @extschema@_schema_version (
     version VARCHAR(16) NOT NULL,
     CONSTRAINT @extschema@_schema_version_one_row CHECK (one_row = 1)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
-INSERT IGNORE INTO @extschema@_schema_version (one_row, version) VALUES (1, '0.5');
+INSERT IGNORE INTO @extschema@_schema_version (one_row, version) VALUES (1, '0.6');

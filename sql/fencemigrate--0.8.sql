@@ -1,9 +1,9 @@
--- fencemigrate 0.7: the fence schema, complete.
+-- fencemigrate 0.8: the fence schema, complete.
 --
--- CREATE EXTENSION fencemigrate (at the default version, 0.7) runs this file alone; the runner
+-- CREATE EXTENSION fencemigrate (at the default version, 0.8) runs this file alone; the runner
 -- applies the same file itself when the extension is not installed on the server, putting the
 -- objects in the configured schema ("fencemigrate" by default). A database at an older version
--- is brought here by the update scripts (fencemigrate--0.1--0.2.sql ... fencemigrate--0.6--0.7.sql,
+-- is brought here by the update scripts (fencemigrate--0.1--0.2.sql ... fencemigrate--0.7--0.8.sql,
 -- through ALTER EXTENSION fencemigrate UPDATE or the runner): 0.1 followed by those updates
 -- creates exactly what this file creates (tests/test_install_scripts.py compares the catalogs),
 -- so some objects are shaped by that history: functions renamed in an update keep doing the work
@@ -24,7 +24,7 @@
 -- The version of this schema, read by the runner to decide what to install.
 CREATE FUNCTION @extschema@.schema_version() RETURNS text
 LANGUAGE sql IMMUTABLE
-AS $$ SELECT '0.7'::text $$;
+AS $$ SELECT '0.8'::text $$;
 
 
 -- == The fence and the claim ==
@@ -245,6 +245,13 @@ CREATE TRIGGER agent_fence_no_truncate
 -- afterwards. A row left unsettled is a dirty revision: fenced writes to its resource are refused
 -- until `fencemigrate resolve` settles it. state_token / state_holder / state_since: the run that
 -- started it.
+-- source: the text of the revision file, as the run that wrote the row read it (the same bytes its
+-- script_sha256 was computed from, decoded as UTF-8), for `fencemigrate show REV --applied` and
+-- check --db's drift diff. NULL for rows written before 0.8 ("source not recorded"), and for a
+-- file that is not UTF-8 text. PostgreSQL compresses a text value of more than about 2 kB by
+-- itself when it stores it (TOAST), and reads the column only when a query names it, so the
+-- ledger's other readers never pay for it; lz4 where the server was built with it (faster than the
+-- default pglz at a similar ratio on source code), pglz otherwise.
 CREATE TABLE @extschema@.applied_revision (
     version_table text        NOT NULL,
     revision      text        NOT NULL,
@@ -259,6 +266,7 @@ CREATE TABLE @extschema@.applied_revision (
     state_token   bigint,
     state_holder  text,
     state_since   timestamptz,
+    source        text,
     PRIMARY KEY (version_table, revision),
     CONSTRAINT applied_revision_settled CHECK ((state = 'applied') = (state_token IS NULL))
 );
@@ -266,6 +274,16 @@ CREATE INDEX applied_revision_unsettled ON @extschema@.applied_revision (resourc
     WHERE state <> 'applied';
 COMMENT ON TABLE @extschema@.applied_revision IS
     'Ledger: which token applied each revision. Re-applying is legal only under that token.';
+COMMENT ON COLUMN @extschema@.applied_revision.source IS
+    'The revision file''s text as applied (UTF-8; NULL: not recorded, written before fence schema 0.8).';
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_settings
+                WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)) THEN
+        ALTER TABLE @extschema@.applied_revision ALTER COLUMN source SET COMPRESSION lz4;
+    END IF;
+END
+$$;
 -- The token domain of agent_fence, NOT VALID for the same reason.
 ALTER TABLE @extschema@.applied_revision
     ADD CONSTRAINT applied_revision_token_domain CHECK (applied_token <= 4611686018427387904) NOT VALID;
@@ -299,7 +317,7 @@ COMMENT ON TABLE @extschema@.fence_event IS
 -- Writing the ledger row of an applied revision settles a row marked before its DDL.
 CREATE FUNCTION @extschema@.write_ledger_row(
     p_version_table text, p_revision text, p_resource text, p_token bigint,
-    p_holder text, p_method text, p_script_sha256 text
+    p_holder text, p_method text, p_script_sha256 text, p_source text DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -308,17 +326,17 @@ BEGIN
     IF p_method = 'stamp' THEN
         -- A stamp never overwrites the record of a revision that really ran.
         INSERT INTO @extschema@.applied_revision
-               (version_table, revision, resource, applied_token, holder, method, script_sha256)
-        VALUES (p_version_table, p_revision, p_resource, p_token, p_holder, p_method, p_script_sha256)
+               (version_table, revision, resource, applied_token, holder, method, script_sha256, source)
+        VALUES (p_version_table, p_revision, p_resource, p_token, p_holder, p_method, p_script_sha256, p_source)
         ON CONFLICT (version_table, revision) DO NOTHING;
     ELSE
         INSERT INTO @extschema@.applied_revision AS a
-               (version_table, revision, resource, applied_token, holder, method, script_sha256)
-        VALUES (p_version_table, p_revision, p_resource, p_token, p_holder, p_method, p_script_sha256)
+               (version_table, revision, resource, applied_token, holder, method, script_sha256, source)
+        VALUES (p_version_table, p_revision, p_resource, p_token, p_holder, p_method, p_script_sha256, p_source)
         ON CONFLICT (version_table, revision) DO UPDATE
             SET resource = excluded.resource, applied_token = excluded.applied_token,
                 holder = excluded.holder, method = excluded.method,
-                applied_at = now(), script_sha256 = excluded.script_sha256,
+                applied_at = now(), script_sha256 = excluded.script_sha256, source = excluded.source,
                 state = 'applied', state_token = NULL, state_holder = NULL, state_since = NULL;
     END IF;
 END
@@ -336,14 +354,14 @@ $$;
 
 CREATE FUNCTION @extschema@.record_apply(
     p_version_table text, p_revision text, p_resource text, p_token bigint,
-    p_holder text, p_method text, p_script_sha256 text
+    p_holder text, p_method text, p_script_sha256 text, p_source text DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM @extschema@.write_ledger_row(p_version_table, p_revision, p_resource, p_token,
-                                         p_holder, p_method, p_script_sha256);
+                                         p_holder, p_method, p_script_sha256, p_source);
     INSERT INTO @extschema@.fence_event (resource, kind, holder, token, revision)
     VALUES (p_resource, CASE WHEN p_method = 'stamp' THEN 'STAMP' ELSE 'APPLY' END,
             p_holder, p_token, p_revision);
@@ -364,11 +382,12 @@ END
 $$;
 
 -- Several ledger changes in one round trip, in order: p_actions[i] is 'apply' (record_apply
--- with p_methods[i] and p_shas[i]) or 'rollback' (record_rollback). Returns the transaction id,
--- which the caller compares with its claim's to prove that all of it ran in one transaction.
+-- with p_methods[i], p_shas[i] and p_sources[i]) or 'rollback' (record_rollback). Returns the
+-- transaction id, which the caller compares with its claim's to prove that all of it ran in one
+-- transaction.
 CREATE FUNCTION @extschema@.record_steps(
     p_version_table text, p_resource text, p_token bigint, p_holder text,
-    p_actions text[], p_revisions text[], p_methods text[], p_shas text[]
+    p_actions text[], p_revisions text[], p_methods text[], p_shas text[], p_sources text[] DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -377,7 +396,7 @@ BEGIN
     FOR i IN 1 .. coalesce(array_length(p_actions, 1), 0) LOOP
         IF p_actions[i] = 'apply' THEN
             PERFORM @extschema@.record_apply(p_version_table, p_revisions[i], p_resource, p_token,
-                                             p_holder, p_methods[i], p_shas[i]);
+                                             p_holder, p_methods[i], p_shas[i], p_sources[i]);
         ELSE
             PERFORM @extschema@.record_rollback(p_version_table, p_revisions[i], p_resource,
                                                 p_token, p_holder);
@@ -403,7 +422,7 @@ CREATE TABLE @extschema@.pending_version_check (
 
 CREATE FUNCTION @extschema@.claim_and_record(
     p_resource text, p_token bigint, p_version_table text, p_version_regclass regclass,
-    p_revision text, p_holder text, p_script_sha256 text
+    p_revision text, p_holder text, p_script_sha256 text, p_source text DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -411,7 +430,7 @@ AS $$
 BEGIN
     PERFORM @extschema@.claim(p_resource, p_token);
     PERFORM @extschema@.record_apply(p_version_table, p_revision, p_resource, p_token,
-                                     p_holder, 'upgrade', p_script_sha256);
+                                     p_holder, 'upgrade', p_script_sha256, p_source);
     INSERT INTO @extschema@.pending_version_check (version_table, revision, resource, token)
     VALUES (p_version_regclass, p_revision, p_resource, p_token);
     RETURN pg_current_xact_id()::text::bigint;

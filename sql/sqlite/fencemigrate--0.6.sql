@@ -1,14 +1,15 @@
--- fencemigrate 0.5 on SQLite: the fence schema, complete.
+-- fencemigrate 0.6 on SQLite: the fence schema, complete.
 --
 -- SQLite has no schemas, so every object is named with the fence schema's name as a prefix:
 -- @extschema@_agent_fence becomes "fencemigrate_agent_fence" by default (fencemigrate_schema
 -- in alembic.ini changes the prefix). The runner applies this file, one statement at a time,
 -- inside the first fenced run's own transaction; every statement is idempotent. A database at an
 -- older version is brought here by the update scripts (fencemigrate--0.2--0.4.sql,
--- fencemigrate--0.4--0.5.sql): 0.2 followed by those updates creates exactly what this file
--- creates (tests/test_install_scripts.py compares the catalogs).
+-- fencemigrate--0.4--0.5.sql, fencemigrate--0.5--0.6.sql): 0.2 followed by those updates creates
+-- exactly what this file creates (tests/test_install_scripts.py compares the catalogs, down to the
+-- text of each CREATE statement: `source` stands where 0.6's ALTER TABLE ... ADD COLUMN puts it).
 --
--- Same tables, columns and checks as the PostgreSQL schema (sql/fencemigrate--0.6.sql), where
+-- Same tables, columns and checks as the PostgreSQL schema (sql/fencemigrate--0.8.sql), where
 -- SQLite has them; version 0.3 (pre-check mode) is not for SQLite. Times are ISO-8601 UTC text
 -- with milliseconds, from SQLite's own clock: strftime('%Y-%m-%dT%H:%M:%fZ', 'now'). The claim,
 -- the ledger writes and their events are plain statements in sql/queries/sqlite/ (SQLite has no
@@ -89,6 +90,11 @@ END;
 
 -- One row per revision applied (or stamped) by a fenced run, per Alembic version table.
 -- Re-applying a revision is legal only under the token that applied it.
+-- source: the text of the revision file, as the run that wrote the row read it (the same bytes
+-- its script_sha256 was computed from, decoded as UTF-8), for `fencemigrate show REV --applied`
+-- and check --db's drift diff. NULL for rows written before 0.6 ("source not recorded"), and for
+-- a file that is not UTF-8 text. Stored as it is: SQLite has no compression of its own (a
+-- revision file is a few kB; the PostgreSQL and MySQL schemas compress).
 CREATE TABLE IF NOT EXISTS @extschema@_applied_revision (
     version_table TEXT    NOT NULL,
     revision      TEXT    NOT NULL,
@@ -97,7 +103,7 @@ CREATE TABLE IF NOT EXISTS @extschema@_applied_revision (
     holder        TEXT    NOT NULL,
     method        TEXT    NOT NULL CHECK (method IN ('upgrade', 'stamp')),
     applied_at    TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-    script_sha256 TEXT,
+    script_sha256 TEXT, source TEXT,
     PRIMARY KEY (version_table, revision)
 );
 
@@ -188,7 +194,7 @@ BEGIN
 END;
 
 -- The lease guard: the same rules as PostgreSQL's lease_grant_guard() and agent_fence_source_guard()
--- (sql/fencemigrate--0.6.sql), one trigger each (SQLite's RAISE takes a fixed message, every
+-- (sql/fencemigrate--0.8.sql), one trigger each (SQLite's RAISE takes a fixed message, every
 -- one starting 'lease guard: '). A lease is live while it has a holder and expires_at is after
 -- strftime('%Y-%m-%dT%H:%M:%fZ', 'now'): SQLite's clock, the clock of whichever machine writes the
 -- file, the same one the lease service judges leases by (see README, SQLite). A token that is not
@@ -307,5 +313,5 @@ CREATE TABLE IF NOT EXISTS @extschema@_schema_version (
     one_row INTEGER NOT NULL PRIMARY KEY CHECK (one_row = 1),
     version TEXT    NOT NULL
 );
-INSERT INTO @extschema@_schema_version (one_row, version) VALUES (1, '0.5')
+INSERT INTO @extschema@_schema_version (one_row, version) VALUES (1, '0.6')
     ON CONFLICT (one_row) DO NOTHING;

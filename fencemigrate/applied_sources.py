@@ -1,0 +1,137 @@
+"""What the database has applied of a revision: the text of its file as the ledger recorded it.
+
+From fence schema 0.8 on PostgreSQL (0.6 on SQLite and MySQL) every ledger row keeps the text of
+the revision file it records (``applied_revision.source``), written with the row. Rows written
+before keep their sha256 only: their text is "source not recorded".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from alembic.runtime.migration import MigrationContext
+from alembic.util import CommandError
+from sqlalchemy import Connection, Row
+
+from .dialects import Dialect, dialect_for, installed_version
+from .errors import NotApplied
+from .queries import statement
+from .runtime.ledger_changes import version_table_name
+
+NOT_RECORDED = "source not recorded"
+
+
+@dataclass(frozen=True)
+class AppliedSource:
+    """A revision's ledger row: who applied it, under which token and when, and its file's text."""
+
+    revision: str
+    version_table: str
+    resource: str
+    token: int
+    holder: str
+    method: str  # 'upgrade' or 'stamp'
+    applied_at: str
+    state: str  # 'applied', or 'applying' / 'rolling_back' while pre-check mode left it dirty
+    script_sha256: str | None
+    source: str | None  # None: not recorded (written before the fence schema kept it, or not UTF-8 text)
+
+    def as_json(self) -> dict[str, Any]:
+        """The object ``show REV --applied --json`` prints."""
+        return {
+            "status": "ok",
+            "revision": self.revision,
+            "version_table": self.version_table,
+            "resource": self.resource,
+            "token": self.token,
+            "holder": self.holder,
+            "method": self.method,
+            "applied_at": self.applied_at,
+            "state": self.state,
+            "script_sha256": self.script_sha256,
+            "source_recorded": self.source is not None,
+            "source": self.source,
+        }
+
+
+def read_applied_source(context: MigrationContext, schema: str, revision: str) -> AppliedSource | None:
+    """The ledger row of ``revision`` in the migration context's version table, with its text;
+    None when the ledger has no row for it (or the fence schema is not installed)."""
+    reader = _Reader(context, schema)
+    return None if reader.version is None else reader.read(revision)
+
+
+def applied_source(context: MigrationContext, schema: str, rev: str) -> AppliedSource:
+    """What the database has applied as ``rev``: a revision id as the ledger has it (its file may be
+    gone), or what Alembic's revision map resolves ``rev`` to (a prefix, ``head``). NotApplied when
+    the ledger has no row for it."""
+    found = read_applied_source(context, schema, rev)
+    if found is not None:
+        return found
+    revision = _resolved(context, rev)
+    found = None if revision in (None, rev) else read_applied_source(context, schema, revision)
+    if found is None:
+        raise NotApplied(revision or rev, version_table_name(context))
+    return found
+
+
+def _resolved(context: MigrationContext, rev: str) -> str | None:
+    """The one revision id Alembic's revision map resolves ``rev`` to; None when it names none or several."""
+    script = context.script
+    assert script is not None
+    try:
+        revision = script.get_revision(rev)
+    except CommandError:
+        return None
+    return None if revision is None else revision.revision
+
+
+def read_applied_texts(context: MigrationContext, schema: str, revisions: Iterable[str]) -> dict[str, str | None]:
+    """The recorded text of each of ``revisions`` that has a ledger row (None: not recorded)."""
+    reader = _Reader(context, schema)
+    if reader.version is None:
+        return {}
+    found = (reader.read(revision) for revision in revisions)
+    return {row.revision: row.source for row in found if row is not None}
+
+
+class _Reader:
+    """Reads ledger rows with their text, on any fence schema version (older ones have no text)."""
+
+    def __init__(self, context: MigrationContext, schema: str) -> None:
+        connection = context.connection
+        assert connection is not None
+        self._connection: Connection = connection
+        self._quoted = context.dialect.identifier_preparer.quote(schema)
+        self._dialect: Dialect = dialect_for(connection)
+        self._version_table = version_table_name(context)
+        self.version = installed_version(connection, self._quoted)
+
+    def read(self, revision: str) -> AppliedSource | None:
+        params = {"version_table": self._version_table, "revision": revision}
+        if self._dialect.keeps_sources(self.version):
+            row = self._run("applied_source", params).one_or_none()
+        else:
+            rows = self._run("ledger_rows", {"version_table": self._version_table})
+            row = next((row for row in rows if row.revision == revision), None)
+        return None if row is None else self._applied(row)
+
+    def _run(self, name: str, params: dict[str, str]) -> Any:
+        return self._connection.execute(statement(name, self._quoted, self._dialect.name), params)
+
+    def _applied(self, row: Row[Any]) -> AppliedSource:
+        values = row._mapping
+        return AppliedSource(
+            revision=row.revision,
+            version_table=self._version_table,
+            resource=row.resource,
+            token=int(row.applied_token),
+            holder=row.holder,
+            method=row.method,
+            applied_at=self._dialect.time_text(row.applied_at),
+            state=values.get("state", "applied"),
+            script_sha256=row.script_sha256,
+            source=values.get("source"),
+        )

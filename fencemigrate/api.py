@@ -8,35 +8,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Unpack, overload
 
 from alembic.config import Config
 
-from . import authoring, lease_calls, revision_commands, run_options
-from .applied_sources import AppliedSource, applied_source
-from .config import checked_resource, fence_schema
+from . import authoring, database_reads, fenced_commands, lease_calls, project_check, revision_commands, run_options
+from .agent_server.launch import McpKeywords, run_server
+from .applied_sources import AppliedSource
+from .config import checked_resource
 from .demo import DemoResult, run_demo
-from .durations import parse_ttl_ms
-from .ensure_version import EnsuredVersionTable, ensure_version_table
+from .ensure_version import EnsuredVersionTable
 from .error_translation import translated_errors
-from .errors import UsageError
 from .install_outcome import InstallOutcome
 from .installation import install_fence_schema
 from .lease_calls import AcquireKeywords, ReleaseKeywords, RenewKeywords
 from .leases import Grant, LeaseStatus
 from .revision_listing import RevisionListing
 from .runtime import env_reads
-from .runtime.fenced_command import run_fenced
 from .runtime.outcome import RunOutcome
-from .runtime.plans import downgrade_plan, reapply_plan, stamp_plan, upgrade_plan
 from .runtime.resolve_command import resolve_dirty
 from .runtime.resolve_run import ResolveOutcome
-from .runtime.revision_targets import script_directory, split_range, stamp_range
-from .state import State, read_state
+from .runtime.revision_targets import script_directory
+from .state import State
 from .templates import FENCE_AWARE, InitOutcome, Template, available_templates, init_environment
-from .timeline import Event, parse_since, read_timeline
-from .validation import check_holder, check_resource
+from .timeline import Event
 
 if TYPE_CHECKING:  # `check` imports its rules only when it runs: every other command starts faster
     from .check import CheckReport
@@ -53,17 +48,12 @@ def upgrade(config: Config, revision: str, **options: Unpack[run_options.RunKeyw
     takes it): the revision ids (or unique prefixes; ``["base"]``: none applied) the caller planned
     from; the claiming transaction refuses with :class:`Fenced` unless they are the database's heads.
     """
-    target = split_range(revision, options.get("sql", False), "upgrade")
-    return run_fenced(run_options.fenced_request(config, "upgrade", target, upgrade_plan, options))
+    return fenced_commands.upgrade(config, revision, options)
 
 
 def downgrade(config: Config, revision: str, **options: Unpack[run_options.RunKeywords]) -> RunOutcome:
     """``alembic downgrade``, fenced; the ledger rows go in the same transaction as the DDL."""
-    sql = options.get("sql", False)
-    target = split_range(revision, sql, "downgrade")
-    if sql and target[0] is None:
-        raise UsageError("downgrade with --sql needs a range FROM:TO")
-    return run_fenced(run_options.fenced_request(config, "downgrade", target, downgrade_plan, options))
+    return fenced_commands.downgrade(config, revision, options)
 
 
 def reapply(config: Config, revision: str, **options: Unpack[run_options.ReapplyKeywords]) -> RunOutcome:
@@ -74,11 +64,7 @@ def reapply(config: Config, revision: str, **options: Unpack[run_options.Reapply
     required and no lease is taken: a lease taken now would bring a new token, which can never
     re-apply anything. ``wait`` bounds the wait for pre-check mode's named lock.
     """
-    run_options.require_token("reapply", options.get("token"), options.get("held_lease"))
-    known = run_options.REAPPLY_KEYWORDS
-    return run_fenced(
-        run_options.fenced_request(config, "reapply", (None, revision), reapply_plan, options, known, True)
-    )
+    return fenced_commands.reapply(config, revision, options)
 
 
 def stamp(
@@ -89,12 +75,7 @@ def stamp(
     ``purge`` (as Alembic's): empty the version table first, whatever its rows name; fenced like
     the stamp, and the ledger of the version table is emptied with it.
     """
-    sql = options.get("sql", False)
-    if purge and sql:
-        raise UsageError("Can't use --purge with --sql mode")
-    target = stamp_range(revisions, sql)
-    plan_for = partial(stamp_plan, purge_schema=fence_schema(config)) if purge else stamp_plan
-    return run_fenced(run_options.fenced_request(config, "stamp", target, plan_for, options))
+    return fenced_commands.stamp(config, revisions, purge, options)
 
 
 def resolve(config: Config, revision: str, **options: Unpack[run_options.ResolveKeywords]) -> ResolveOutcome:
@@ -108,8 +89,7 @@ def resolve(config: Config, revision: str, **options: Unpack[run_options.Resolve
 
 def state(config: Config) -> State:
     """Heads, fence rows and the ledger, read through the project's env.py."""
-    schema = fence_schema(config)
-    return env_reads.read_once(config, lambda heads, context: read_state(context, schema), "cannot read state")
+    return database_reads.state(config)
 
 
 def timeline(config: Config, resource: str | None = None, since: str | None = None) -> list[Event]:
@@ -119,11 +99,7 @@ def timeline(config: Config, resource: str | None = None, since: str | None = No
     has an offset) or how long ago by the database's clock (``10m``, ``2h``). No events before
     the fence schema (0.2 or later) is installed.
     """
-    schema = fence_schema(config)
-    name = None if resource is None else check_resource(resource)
-    start = None if since is None else parse_since(since)
-    read = lambda heads, context: read_timeline(context, schema, name, start)  # noqa: E731
-    return env_reads.read_once(config, read, "cannot read the timeline")
+    return database_reads.timeline(config, resource, since)
 
 
 def check(
@@ -140,20 +116,7 @@ def check(
     ``ignore`` take rule ids or names (a list, or one comma-separated string); an unknown one is a
     UsageError, raised before anything is read. Findings are in the report, never raised.
     """
-    from .check import ModelComparer, SnapshotReader, read_directory, read_project_settings, run_check, select_rules
-
-    rules = select_rules(select, ignore, db)
-    settings = read_project_settings(config)
-    script = script_directory(config)
-    directory = read_directory(script)
-    if not db:
-        return run_check(directory, rules, settings, None)
-    schema = fence_schema(config)
-    models = ModelComparer(config, script, schema) if any(rule.needs_models for rule in rules) else None
-    on_disk = {item.revision: item.sha256 for item in directory.files if item.revision is not None}
-    reader = SnapshotReader(schema, models, on_disk)
-    env_reads.run_without_steps(config, reader.read, reads_only=True)
-    return run_check(directory, rules, settings, reader.snapshot())
+    return project_check.check(config, db, select, ignore)
 
 
 def lease_acquire(config: Config, **options: Unpack[AcquireKeywords]) -> tuple[Grant, State]:
@@ -255,22 +218,10 @@ def edit(config: Config, rev: str) -> list[str]:
 def ensure_version(config: Config, sql: bool = False) -> EnsuredVersionTable:
     """``alembic ensure_version``: create the empty version table when it is missing; on a fenced
     database guard it in the same transaction, as :func:`install` does. No token: no version changes."""
-    schema, script = fence_schema(config), script_directory(config)
-    ensure = lambda heads, context: ensure_version_table(  # noqa: E731
-        context, context.dialect.identifier_preparer.quote(schema)
-    )
-    return env_reads.read_once(config, ensure, "no version table was created", script=script, as_sql=sql)
+    return database_reads.ensure_version(config, sql)
 
 
-def mcp(
-    config: Config,
-    holder: str | None = None,
-    resource: str | None = None,
-    ttl: str | None = None,
-    print_rules: bool = False,
-    branches: Sequence[str] = (),
-    remote: str = "origin",
-) -> str | None:
+def mcp(config: Config, **options: Unpack[McpKeywords]) -> str | None:
     """Serve MCP over stdin/stdout until the client closes them: tools that read the state, take,
     renew and release the lease for ``holder`` on ``resource`` (for ``ttl``) and write only under
     that grant, whose token never leaves the server (docs/mcp.md). With ``print_rules``, serve
@@ -281,26 +232,7 @@ def mcp(
 
     Needs the ``mcp`` SDK: without it a UsageError names ``pip install 'fencemigrate[mcp]'``.
     """
-    from .agent_server.lease_state import ServerIdentity
-    from .agent_server.rules import ownership_rules
-
-    if ttl is not None:
-        parse_ttl_ms(ttl)
-    identity = ServerIdentity(
-        check_holder(holder), checked_resource(config, resource), ttl, Path.cwd(), tuple(branches), remote
-    )
-    if print_rules:
-        return ownership_rules(identity.resource)
-    try:
-        from .agent_server.server import serve
-    except ImportError as missing:
-        if missing.name is None or missing.name.split(".")[0] not in ("mcp", "mcp_types"):
-            raise
-        raise UsageError(
-            "fencemigrate mcp needs the MCP Python SDK, which is not installed: pip install 'fencemigrate[mcp]'"
-        ) from None
-    serve(config, identity)
-    return None
+    return run_server(config, options)
 
 
 def demo(url: str | None, say: Callable[[str], None]) -> DemoResult:
@@ -360,9 +292,4 @@ def show(
     that keeps it). ``rev`` is a revision id as the ledger has it, or anything Alembic resolves to
     one revision (a prefix, ``head``); NotApplied when the ledger has no row for it.
     """
-    if not applied:
-        return revision_commands.show(config, rev, as_json)
-    schema = fence_schema(config)
-    return env_reads.read_once(
-        config, lambda heads, context: applied_source(context, schema, rev), "cannot read the ledger"
-    )
+    return database_reads.show_applied(config, rev) if applied else revision_commands.show(config, rev, as_json)

@@ -1,0 +1,56 @@
+"""Start ``fencemigrate mcp`` (or print its rules): the checks made before the SDK is imported."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TypedDict
+
+from alembic.config import Config
+
+from ..config import checked_resource
+from ..durations import parse_ttl_ms
+from ..errors import UsageError
+from ..run_options import reject_unknown
+from ..validation import check_holder
+from .lease_state import ServerIdentity
+from .rules import ownership_rules
+
+SDK_MISSING = "fencemigrate mcp needs the MCP Python SDK, which is not installed: pip install 'fencemigrate[mcp]'"
+
+
+class McpKeywords(TypedDict, total=False):
+    """The keywords of ``mcp``."""
+
+    holder: str | None
+    resource: str | None
+    ttl: str | None
+    print_rules: bool
+    branches: Sequence[str]
+    remote: str
+
+
+def run_server(config: Config, options: McpKeywords) -> str | None:
+    """See :func:`..api.mcp`: every argument checked before anything starts."""
+    reject_unknown(options, frozenset(McpKeywords.__annotations__))
+    ttl = options.get("ttl")
+    if ttl is not None:
+        parse_ttl_ms(ttl)
+    identity = ServerIdentity(
+        check_holder(options.get("holder")),
+        checked_resource(config, options.get("resource")),
+        ttl,
+        Path.cwd(),
+        tuple(options.get("branches", ())),
+        options.get("remote", "origin"),
+    )
+    if options.get("print_rules", False):
+        return ownership_rules(identity.resource)
+    try:
+        from .server import serve
+    except ImportError as missing:
+        if missing.name is None or missing.name.split(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        raise UsageError(SDK_MISSING) from None
+    serve(config, identity)
+    return None

@@ -1,0 +1,35 @@
+"""``check``: the lint rules over the revision files, and with ``db`` over the database read through env.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from alembic.config import Config
+
+from .config import fence_schema
+from .runtime import env_reads
+from .runtime.revision_targets import script_directory
+
+if TYPE_CHECKING:  # the rules are imported only when a check runs: every other command starts faster
+    from .check import CheckReport
+
+
+def check(
+    config: Config, db: bool, select: str | Iterable[str] | None, ignore: str | Iterable[str] | None
+) -> CheckReport:
+    """See :func:`.api.check`."""
+    from .check import ModelComparer, SnapshotReader, read_directory, read_project_settings, run_check, select_rules
+
+    rules = select_rules(select, ignore, db)
+    settings = read_project_settings(config)
+    script = script_directory(config)
+    directory = read_directory(script)
+    if not db:
+        return run_check(directory, rules, settings, None)
+    schema = fence_schema(config)
+    models = ModelComparer(config, script, schema) if any(rule.needs_models for rule in rules) else None
+    on_disk = {item.revision: item.sha256 for item in directory.files if item.revision is not None}
+    reader = SnapshotReader(schema, models, on_disk)
+    env_reads.run_without_steps(config, reader.read, reads_only=True)
+    return run_check(directory, rules, settings, reader.snapshot())

@@ -155,10 +155,12 @@ READ_THE_STATE = "run `fencemigrate state` and re-plan from what is actually the
 """The next step of a fenced agent whose resource is the database."""
 
 
-def _stale_plan(next_step: str = READ_THE_STATE) -> list[str]:
-    """What a fenced agent is told to do: stop, take ``next_step`` and re-plan, never retry."""
+def stale_plan(next_step: str = READ_THE_STATE, aftermath: tuple[str, ...] = ()) -> list[str]:
+    """What a fenced agent is told to do: stop, take ``next_step`` and re-plan, never retry
+    (``aftermath``: what its interface did about the rejection, said right after "not transient")."""
     return [
         NOT_TRANSIENT,
+        *aftermath,
         "Your plan and your memory of this resource are probably stale, including anything",
         "your context summary says you 'hold'.",
         f"Next step: {next_step}",
@@ -166,7 +168,7 @@ def _stale_plan(next_step: str = READ_THE_STATE) -> list[str]:
     ]
 
 
-_STALE_PLAN = _stale_plan()
+_STALE_PLAN = stale_plan()
 
 
 class Fenced(FencemigrateError, sqlstate="FM001"):
@@ -244,7 +246,7 @@ class Fenced(FencemigrateError, sqlstate="FM001"):
             if self.autocommitted
             else []
         )
-        return "\n".join([headline, cause, *left, *_stale_plan(self.next_step)])
+        return "\n".join([headline, cause, *left, *stale_plan(self.next_step)])
 
     @classmethod
     def from_refusal(cls, refusal: Refusal, resource: str, token: int) -> Fenced:

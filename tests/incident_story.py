@@ -48,6 +48,16 @@ def write_a_0043(checkout: Project) -> Path:
     return checkout.add_revision("0043", "0042", A_RENUMBERED_UPGRADE, DOWNGRADE, slug=SLUG)
 
 
+def replay_with_plain_alembic(a: Project, b: Project) -> None:
+    """The control's first half: A applies its 0042, B rolls it back and applies its own, all plain alembic."""
+    write_a_0042(a)
+    a.run_alembic("upgrade", "head").check(0)
+    write_a_0042(b)
+    b.run_alembic("downgrade", "base").check(0)
+    write_b_0042(b)
+    b.run_alembic("upgrade", "head").check(0)
+
+
 def clone_checkout(pristine: Project, name: str, url: str) -> Project:
     """A copy of a freshly initialised project (no revisions yet), pointed at ``url``.
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import incident_story
 import psycopg
 from fence_rows import (
     FENCED_NOT_YOURS_LINES,
@@ -160,13 +161,8 @@ def test_incident_replayed_end_to_end(
 
 
 def replay_with_plain_alembic(a: Project, b: Project) -> None:
-    """The control's first half: A applies its 0042, B rolls it back and applies its own, all plain alembic."""
-    write_a_0042(a)
-    a.run_alembic("upgrade", "head").check(0)
-    write_a_0042(b)
-    b.run_alembic("downgrade", "base").check(0)
-    write_b_0042(b)
-    b.run_alembic("upgrade", "head").check(0)
+    """The control's first half (:func:`incident_story.replay_with_plain_alembic`), B's table checked."""
+    incident_story.replay_with_plain_alembic(a, b)
     assert column_names(b.url, "invoice_currency") == B_COLUMNS
     assert alembic_versions(b.url) == ["0042"]
 

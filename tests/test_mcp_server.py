@@ -21,7 +21,15 @@ import anyio
 import pytest
 import sqlalchemy as sa
 from git_repos import BRANCH, git, make_repositories
-from incident_story import A_COLUMNS, B_COLUMNS, clone_checkout, write_a_0042, write_a_0043, write_b_0042
+from incident_story import (
+    A_COLUMNS,
+    B_COLUMNS,
+    clone_checkout,
+    replay_with_plain_alembic,
+    write_a_0042,
+    write_a_0043,
+    write_b_0042,
+)
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
@@ -229,12 +237,7 @@ def test_control_plain_alembic_does_as_agent_a_and_destroys_b_work(tmp_path: Pat
     pristine = create_project(tmp_path / "pristine", shared_url)
     a = clone_checkout(pristine, "ctl_a", shared_url)
     b = clone_checkout(pristine, "ctl_b", shared_url)
-    write_a_0042(a)
-    a.run_alembic("upgrade", "head").check(0)
-    write_a_0042(b)
-    b.run_alembic("downgrade", "base").check(0)
-    write_b_0042(b)
-    b.run_alembic("upgrade", "head").check(0)
+    replay_with_plain_alembic(a, b)
     assert columns(shared_url, "invoice_currency") == B_COLUMNS
 
     a.run_alembic("downgrade", "base").check(0)  # A's "reapply 0042"

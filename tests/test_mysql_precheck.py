@@ -22,6 +22,7 @@ from incident_story import (
     assert_fenced_text,
     clone_checkout,
     fm,
+    replay_with_plain_alembic,
     write_a_0042,
     write_a_0043,
     write_b_0042,
@@ -99,12 +100,7 @@ def test_control_plain_alembic_lets_the_stale_writes_through(make_project: MakeP
     """CONTROL: the same replay with plain alembic on MariaDB destroys B's 0042."""
     a = make_project(url=mysql_url, name="agent_a")
     b = clone_checkout(a, "agent_b", mysql_url)
-    write_a_0042(a)
-    a.run_alembic("upgrade", "head").check(0)
-    write_a_0042(b)
-    b.run_alembic("downgrade", "base").check(0)
-    write_b_0042(b)
-    b.run_alembic("upgrade", "head").check(0)
+    replay_with_plain_alembic(a, b)
     # A's stale "reapply": roll back and apply its own 0042 again.
     a.run_alembic("downgrade", "base").check(0)
     a.run_alembic("upgrade", "head").check(0)

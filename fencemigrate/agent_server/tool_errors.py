@@ -19,6 +19,7 @@ from ..errors import (
     LeaseLost,
     MonotonicGuardRefused,
     UsageError,
+    stale_plan,
 )
 from ..rendering import scrubbed
 
@@ -27,16 +28,12 @@ FENCED, LEASE_LOST, LEASE_BUSY, DIRTY, USAGE, ERROR = "FENCED", "LEASE_LOST", "L
 READ_STATE_STEP = "call read_state and re-plan from what is actually there"
 
 
-def stale_plan(next_step: str = READ_STATE_STEP) -> list[str]:
+DROPPED = ("This server has dropped its token: every write tool answers this until a new acquire_lease.",)
+
+
+def server_stale_plan(next_step: str = READ_STATE_STEP) -> list[str]:
     """What an agent is told after FENCED or LEASE_LOST, in place of the CLI's next step."""
-    return [
-        NOT_TRANSIENT,
-        "This server has dropped its token: every write tool answers this until a new acquire_lease.",
-        "Your plan and your memory of this resource are probably stale, including anything",
-        "your context summary says you 'hold'.",
-        f"Next step: {next_step}; to write again, call acquire_lease and read the state it returns.",
-        "If your goal is already met by the current state, report that and stop.",
-    ]
+    return stale_plan(f"{next_step}; to write again, call acquire_lease and read the state it returns.", DROPPED)
 
 
 def drops_token(error: FencemigrateError) -> bool:
@@ -100,7 +97,7 @@ def _agent_text(code: str, error: FencemigrateError) -> str:
     if code in (FENCED, LEASE_LOST):
         news = message.split("\n" + NOT_TRANSIENT)[0]
         step = error.next_step if isinstance(error, Fenced) and error.next_step != READ_THE_STATE else None
-        return "\n".join([news, *stale_plan(READ_STATE_STEP if step is None else step.rstrip(".;"))])
+        return "\n".join([news, *server_stale_plan(READ_STATE_STEP if step is None else step.rstrip(".;"))])
     if code == USAGE:
         return f"USAGE: {message}\nNothing was changed."
     if code == LEASE_BUSY:

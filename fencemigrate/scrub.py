@@ -12,7 +12,11 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-_URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<user>[^:/@\s]*):(?P<password>\S*)@")
+# A scheme starts where no scheme character precedes it, and a password is at most 1024 characters:
+# the search stays linear in the text's length (an agent's long argument is echoed in messages).
+_URL_PASSWORD = re.compile(
+    r"(?<![\w+.-])(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<user>[^:/@\s]{0,1024}):(?P<password>\S{0,1024}?)@(?!\S{0,1024}?@)"
+)
 _KEYWORD_PASSWORD = re.compile(r"(?i)(password\s*=\s*)('[^']*'|\S+)")
 _known_passwords: set[str] = set()
 

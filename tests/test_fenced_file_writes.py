@@ -204,6 +204,52 @@ def test_paths_outside_the_project_are_refused(project: Path, tmp_path: Path, pa
     assert not (project / "migrations" / "new").exists()
 
 
+GIT_REFUSAL = (
+    "inside .git/, the repository's own files (its config and hooks run commands, its refs decide what "
+    "push_branch pushes); only the project's files can be read or written"
+)
+
+
+@pytest.mark.parametrize("path", [".git/config", ".git/hooks/pre-push", ".GIT/config", "migrations/.git/HEAD"])
+def test_the_repositorys_own_files_are_refused(project: Path, tmp_path: Path, path: str) -> None:
+    """Its config (``receivepack``, ``core.hooksPath``), hooks and refs would run commands or choose what
+    push_branch pushes: no write or read there, however the path is spelled."""
+    (project / ".git" / "hooks").mkdir(parents=True)
+    (project / "migrations" / ".git").mkdir()
+    (project / ".git" / "config").write_text("[core]\n")
+    before = snapshot(tmp_path)
+    with pytest.raises(UsageError) as refused:
+        write_file(project, path, "[remote]\n", ABSENT, TOKEN)
+    assert str(refused.value) == f"bad path {path!r}: {GIT_REFUSAL}"
+    with pytest.raises(UsageError):
+        read_file(project, path)
+    assert snapshot(tmp_path) == before
+
+
+def test_a_symlink_into_the_repositorys_files_is_refused(project: Path, tmp_path: Path) -> None:
+    (project / ".git").mkdir()
+    (project / ".git" / "config").write_text("[core]\n")
+    (project / "gitdir").symlink_to(project / ".git")
+    before = snapshot(tmp_path)
+    with pytest.raises(UsageError) as refused:
+        write_file(project, "gitdir/config", "[remote]\n", sha("[core]\n"), TOKEN)
+    assert str(refused.value) == f"bad path 'gitdir/config': {GIT_REFUSAL}"
+    assert snapshot(tmp_path) == before
+
+
+def test_control_a_plain_write_into_the_repositorys_config_goes_through(project: Path) -> None:
+    (project / ".git").mkdir()
+    (project / "gitdir").symlink_to(project / ".git")
+    (project / "gitdir" / "config").write_text('[remote "origin"]\n\treceivepack = touch /tmp/owned\n')
+    assert "receivepack" in (project / ".git" / "config").read_text()
+
+
+def test_a_path_longer_than_the_system_allows_is_a_usage_error(project: Path) -> None:
+    for path in ("x" * 256, "a/" * 2100 + "f"):
+        with pytest.raises(UsageError, match="longer than a path"):
+            write_file(project, path, "x\n", ABSENT, TOKEN)
+
+
 def test_a_symlinked_directory_leading_outside_is_refused(project: Path, tmp_path: Path) -> None:
     (project / "migrations" / "linked").symlink_to(tmp_path / "outside")
     before = snapshot(tmp_path)

@@ -9,7 +9,10 @@ which destroys B's table.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -292,7 +295,8 @@ def test_release_drops_the_token(tmp_path: Path) -> None:
             released = await agent.ok("release_lease")
             assert released["server_token"] is None and released["lease"]["holder"] is None
             await agent.error("upgrade", "USAGE", revision="head")
-            await agent.error("release_lease", "USAGE")
+            again_released = await agent.ok("release_lease")  # nothing held: the lease's status, as it is
+            assert again_released["server_token"] is None and again_released["lease"]["holder"] is None
             assert not has_table(url, "invoice_currency")
             again = await agent.ok("acquire_lease")
             assert again["server_token"] == 2
@@ -596,6 +600,19 @@ def test_write_file_needs_the_hash_it_was_read_with(tmp_path: Path) -> None:
             )
             assert fenced["resource"] == "file:migrations/versions/notes.txt"
             assert target.read_text() == "someone else's\n"
+            # The token is dropped and the lease, still this server's, released: no writer waits out its TTL.
+            after = await agent.ok("read_state")
+            assert after["server_token"] is None and after["lease"]["holder"] is None
+            assert (await agent.ok("release_lease"))["server_token"] is None
+
+            (project.path / "secrets.txt").write_text("url = postgresql://deploy:hunter2@db/app\n")
+            redacted = await agent.ok("read_file", path="secrets.txt")
+            assert redacted == {
+                "path": "secrets.txt",
+                "text": "url = postgresql://deploy:***@db/app\n",
+                "sha256": None,
+                "redacted": True,
+            }
 
             await agent.ok("acquire_lease")
             for path in ("../outside.txt", str(tmp_path / "outside.txt"), "migrations/../../outside.txt"):
@@ -635,3 +652,62 @@ def test_writes_expect_the_heads_the_agent_was_shown(tmp_path: Path) -> None:
     run(scenario)
     project.run_cli("downgrade", "base", "--token", "1", "--holder", "agent-A").check(0)  # CONTROL
     assert not has_table(url, "other_work")
+
+
+def test_the_server_releases_its_lease_when_the_client_goes(tmp_path: Path) -> None:
+    """Stdin closed (the agent's harness ended): the server releases its grant, so the next writer
+    does not wait out the TTL. Control: a lease acquired from the CLI stays held after the process ends."""
+    url = sqlite_url(tmp_path / "db.sqlite")
+    project = create_project(tmp_path / "project", url)
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "10m") as agent:
+            assert (await agent.ok("acquire_lease"))["state"]["lease"]["holder"] == "agent-A"
+
+    run(scenario)
+    status = json.loads(project.run_cli("lease", "status", "--json").check(0).stdout)
+    assert status["lease"]["holder"] is None, status
+
+    project.run_cli("lease", "acquire", "--holder", "agent-B", "--ttl", "10m").check(0)  # CONTROL
+    status = json.loads(project.run_cli("lease", "status", "--json").check(0).stdout)
+    assert status["lease"]["holder"] == "agent-B", status
+
+
+def test_sigterm_stops_the_server_and_releases_its_lease(tmp_path: Path) -> None:
+    """A SIGTERM (a harness stopping its agent, a pod stopped) ends the server the orderly way: its
+    lease is released, not left to keep the next writer off for its TTL."""
+    url = sqlite_url(tmp_path / "db.sqlite")
+    project = create_project(tmp_path / "project", url)
+    holder = f"agent-sigterm-{os.getpid()}"
+
+    ended: list[bool] = []
+
+    async def scenario() -> None:
+        async with mcp_agent(project, holder, "--ttl", "10m") as agent:
+            assert (await agent.ok("acquire_lease"))["state"]["lease"]["holder"] == holder
+            (pid,) = server_pids(holder)
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(200):  # at most 20 s
+                if not server_pids(holder):
+                    break
+                await anyio.sleep(0.1)
+            ended.append(not server_pids(holder))
+
+    with contextlib.suppress(Exception):  # the client's session ends with its server
+        run(scenario)
+    assert ended == [True], "the server did not end within 20 s of its SIGTERM"
+    status = json.loads(project.run_cli("lease", "status", "--json").check(0).stdout)
+    assert status["lease"]["holder"] is None, status
+
+
+def server_pids(holder: str) -> list[int]:
+    """The ``fencemigrate mcp --holder HOLDER`` processes running now."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"mcp" in argv and holder.encode() in argv and (entry / "stat").read_text().split()[2] != "Z":
+                pids.append(int(entry.name))
+    return pids

@@ -194,3 +194,36 @@ def test_a_short_placeholder_password_does_not_garble_messages(tmp_path: Path) -
     result = project.run_cli("upgrade", "head", "--token=")
     assert result.code == 2, result
     assert "empty fencing token: pass --token N" in result.stderr, result
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a" * 1_000_000,
+        "a://" * 250_000,
+        "postgresql://user:" * 50_000,
+        "x://u:p" + "@" * 500_000,
+    ],
+    ids=["word", "schemes", "userinfos", "ats"],
+)
+def test_scrubbing_an_agents_megabyte_argument_ends(text: str) -> None:
+    """Messages echo what an agent sent (a path, a revision): the scrubber must not backtrack on a long
+    one (it took 2 s at 20 KB, hours at 1 MB). Bounded: a child process killed after 60 s fails."""
+    import subprocess
+    import sys
+
+    code = "import sys; from fencemigrate.scrub import scrub_secrets; print(len(scrub_secrets(sys.stdin.read())))"
+    done = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) <= len(text)
+
+
+def test_the_scrubber_still_finds_every_url_password() -> None:
+    from fencemigrate.scrub import scrub_secrets
+
+    assert scrub_secrets("postgresql+psycopg://postgres:s3c@r@et@127.0.0.1:5432/x and mysql://a:b@c") == (
+        "postgresql+psycopg://postgres:***@127.0.0.1:5432/x and mysql://a:***@c"
+    )
+    assert scrub_secrets("(x://u:p@h) y://v:q@z, redis://:pw@127.0.0.1/0") == (
+        "(x://u:***@h) y://v:***@z, redis://:***@127.0.0.1/0"
+    )

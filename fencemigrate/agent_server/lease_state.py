@@ -87,9 +87,13 @@ class ServerLease:
         record = self._branches.get(name)
         if record is None:
             recorded = ", ".join(sorted(self._branches)) or "none"
+            remedy = (
+                "its SHA could not be read then (the grant's notes say why); fix that, then acquire_lease again"
+                if name in self.identity.branches
+                else "the server pushes only a branch it records at grant: start it with --branch NAME"
+            )
             raise UsageError(
-                f"branch {name!r} was not recorded when the lease was granted (recorded: {recorded}); "
-                "the server pushes only a branch it records at grant: start it with --branch NAME"
+                f"branch {name!r} was not recorded when the lease was granted (recorded: {recorded}); {remedy}"
             )
         return record
 

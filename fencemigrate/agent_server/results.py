@@ -65,7 +65,14 @@ class FileText(BaseModel):
 
     path: str
     text: str
-    sha256: str = Field(description="The hash to pass to write_file as expected_sha256.")
+    sha256: str | None = Field(
+        description="The hash to pass to write_file as expected_sha256; null when the text was redacted."
+    )
+    redacted: bool = Field(
+        default=False,
+        description="The file holds a password, shown as ***: the text is not the file's, so its hash is "
+        "withheld and write_file cannot replace the file with it.",
+    )
 
 
 class WrittenFile(BaseModel):

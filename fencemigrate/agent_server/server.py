@@ -9,6 +9,9 @@ SDK's, and report a long run's revisions as MCP progress notifications.
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from typing import Annotated, Any
 
 from alembic.config import Config
@@ -28,9 +31,15 @@ from .tool_bodies import ToolBodies, ToolProgress
 from .tool_errors import usage_result
 
 STATE_URI = "fencemigrate://state/{+resource}"
+#: Seconds a server stopped by SIGTERM or SIGINT gives the release of its lease before it exits.
+STOP_GRACE_S = 10.0
+
+# Longest strings the tools take (Linux NAME_MAX and PATH_MAX; a duration is short): a longer one is
+# a USAGE error before anything runs, so no message ever echoes megabytes of an argument.
+_NAME_MAX, _PATH_MAX, _DURATION_MAX = 255, 4096, 64
 
 # The tools' arguments (module level: the SDK resolves the annotations in this module's namespace).
-_REVISION = Field(description="A revision as in the CLI: head, 0042, +1, base, ...")
+_REVISION = Field(description="A revision as in the CLI: head, 0042, +1, base, ...", max_length=_NAME_MAX)
 _SQL = Field(description="Dry run: return the SQL script (fence claims included) instead of running it.")
 
 _READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -57,9 +66,10 @@ class AgentServer(MCPServer[Any]):
             return usage_result(f"bad arguments for {name}: {problems}")
 
 
-def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
-    """The server for ``identity``, with its tools and its state resource registered."""
-    tools = ToolBodies(config, ServerLease(identity))
+def build_server(config: Config, lease: ServerLease) -> AgentServer:
+    """The server for ``lease``'s identity, with its tools and its state resource registered."""
+    tools = ToolBodies(config, lease)
+    identity = lease.identity
     server = AgentServer("fencemigrate", instructions=ownership_rules(identity.resource), log_level="WARNING")
 
     @server.tool(annotations=_READ)
@@ -73,10 +83,12 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
     def acquire_lease(
         ctx: Context[Any, Any],
         ttl: Annotated[
-            str | None, Field(description="Time to live, e.g. 30s, 5m (default: the server's --ttl).")
+            str | None,
+            Field(description="Time to live, e.g. 30s, 5m (default: the server's --ttl).", max_length=_DURATION_MAX),
         ] = None,
         wait: Annotated[
-            str | None, Field(description="How long to wait while another holder has it (default 0s).")
+            str | None,
+            Field(description="How long to wait while another holder has it (default 0s).", max_length=_DURATION_MAX),
         ] = None,
     ) -> Annotated[CallToolResult, LeaseResult]:
         """Grant the lease to this server's holder with a new token (every older holder is fenced from
@@ -86,7 +98,10 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
 
     @server.tool(annotations=_LEASE)
     def renew_lease(
-        ttl: Annotated[str | None, Field(description="New time to live from now (default: the lease's own).")] = None,
+        ttl: Annotated[
+            str | None,
+            Field(description="New time to live from now (default: the lease's own).", max_length=_DURATION_MAX),
+        ] = None,
     ) -> Annotated[CallToolResult, LeaseResult]:
         """Extend this server's lease; LEASE_LOST (the server drops its token) if it was granted to
         someone else meanwhile. Comes with a fresh read_state."""
@@ -173,7 +188,9 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
 
     @server.tool(annotations=_WRITE)
     def push_branch(
-        branch: Annotated[str, Field(description="A branch the server recorded at grant (its --branch).")],
+        branch: Annotated[
+            str, Field(description="A branch the server recorded at grant (its --branch).", max_length=_NAME_MAX)
+        ],
     ) -> Annotated[CallToolResult, PushResult]:
         """Push the project repository's local BRANCH to the remote, only if the remote's branch is
         still at the SHA the server recorded when it granted its lease (--force-with-lease against
@@ -182,14 +199,18 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
 
     @server.tool(annotations=_READ)
     def read_file(
-        path: Annotated[str, Field(description="A file's path relative to the project's directory.")],
+        path: Annotated[
+            str, Field(description="A file's path relative to the project's directory.", max_length=_PATH_MAX)
+        ],
     ) -> Annotated[CallToolResult, FileText]:
         """Read a project file: its text and the sha256 to write it back with. Read only."""
         return tools.answer(lambda: tools.read_file(path))
 
     @server.tool(annotations=_WRITE)
     def write_file(
-        path: Annotated[str, Field(description="A file's path relative to the project's directory.")],
+        path: Annotated[
+            str, Field(description="A file's path relative to the project's directory.", max_length=_PATH_MAX)
+        ],
         content: Annotated[str, Field(description="The file's new text (UTF-8), in full.")],
         expected_sha256: Annotated[
             str, Field(description="The sha256 read_file returned, or 'absent' for a file that must not exist yet.")
@@ -215,5 +236,22 @@ def build_server(config: Config, identity: ServerIdentity) -> AgentServer:
 
 
 def serve(config: Config, identity: ServerIdentity) -> None:
-    """Serve MCP over stdin/stdout until the client closes them."""
-    build_server(config, identity).run("stdio")
+    """Serve MCP over stdin/stdout until the client closes them or a SIGTERM/SIGINT stops the server;
+    then release the lease it holds, so that it does not keep other writers off for its TTL."""
+    lease = ServerLease(identity)
+    tools = ToolBodies(config, lease)
+
+    def stop(signum: int, _frame: object) -> None:
+        # The SDK's stdin reader is a thread blocked in read(): an orderly shutdown of the event loop
+        # would wait for the client to close stdin. Release (bounded), then end the process at once.
+        releasing = threading.Thread(target=tools.let_go, daemon=True)
+        releasing.start()
+        releasing.join(STOP_GRACE_S)
+        os._exit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop)
+    try:
+        build_server(config, lease).run("stdio")
+    finally:
+        tools.let_go()

@@ -14,7 +14,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 
 from .. import api
-from ..errors import FencemigrateError, LeaseBusy
+from ..errors import FencemigrateError, LeaseBusy, LeaseLost
 from ..fenced_writes import git_branch, project_files
 from ..fenced_writes.git_branch import BranchRecord, BranchRemote
 from ..leases import Grant, LeaseStatus
@@ -68,10 +68,22 @@ class ToolBodies:
                 return body()
             except FencemigrateError as error:
                 if drops_token(error):
-                    self.lease.forget(error)
+                    self.let_go(error)
                 return error_result(error, self._retry_after() if isinstance(error, LeaseBusy) else None)
             except Exception as error:  # Alembic's or the project's own, outside what fencemigrate translates
                 return error_result(FencemigrateError(f"{type(error).__name__}: {scrub_secrets(str(error)).strip()}"))
+
+    def let_go(self, dropped_by: FencemigrateError | None = None) -> None:
+        """Drop the token (after FENCED or LEASE_LOST: ``dropped_by``; or as the server stops). A grant
+        still ours (a FENCED file write, push or plan; a server stopping) is released first, best effort,
+        so that the lease does not keep other writers off for the rest of its TTL."""
+        held = self.lease.grant
+        if held is not None and not isinstance(dropped_by, LeaseLost):
+            with contextlib.suppress(FencemigrateError):
+                api.lease_release(
+                    self.config, holder=self.identity.holder, resource=self.identity.resource, token=held.token
+                )
+        self.lease.forget(dropped_by)
 
     def _retry_after(self) -> str | None:
         """When the busy lease expires, by the lease service's clock (None when it cannot be read)."""
@@ -160,7 +172,11 @@ class ToolBodies:
         return self._lease_result(renewed.as_json(), self.shown(self.view(lease=renewed.lease)))
 
     def release(self) -> CallToolResult:
-        held = self.lease.required()
+        held = self.lease.grant
+        if held is None:  # nothing to release: dropped after FENCED or LEASE_LOST (and released then), or never held
+            return self._lease_result(
+                api.lease_status(self.config, resource=self.identity.resource).as_json(), self.view()
+            )
         try:
             status = api.lease_release(
                 self.config, holder=self.identity.holder, resource=self.identity.resource, token=held.token
@@ -189,7 +205,10 @@ class ToolBodies:
 
     def read_file(self, path: str) -> CallToolResult:
         content = project_files.read_file(self.identity.project_dir, path)
-        return ok_result(FileText(path=path, text=content.text, sha256=content.sha256).model_dump(mode="json"))
+        shown = scrub_secrets(content.text)
+        redacted = shown != content.text  # its hash would let the redacted text replace the file's
+        result = FileText(path=path, text=shown, sha256=None if redacted else content.sha256, redacted=redacted)
+        return ok_result(result.model_dump(mode="json"))
 
     def write_file(self, path: str, content: str, expected_sha256: str) -> CallToolResult:
         token = self.lease.required().token

@@ -4,7 +4,8 @@ A path is relative, names a file, and has no ``..``. A symbolic link on the way 
 it leads to a directory inside the project; the directory found is then opened one component at a
 time with ``O_NOFOLLOW`` from the project's directory down, so a link swapped in meanwhile is
 refused rather than followed. Missing directories are refused, never created. The file itself is
-never a symbolic link: writing through one is refused (:func:`check_file`).
+never a symbolic link: writing through one is refused (:func:`check_file`). Nothing in the git
+repository's own ``.git`` directory can be named, however the path gets there.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path, PurePosixPath
 from ..errors import UsageError
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_GIT_DIRECTORY = ".git"
+_PATH_MAX, _NAME_MAX = 4096, 255  # Linux's PATH_MAX and NAME_MAX, in bytes
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,23 @@ def project_path(path: str) -> PurePosixPath:
         raise UsageError(f"bad path {path!r}: '..' is not allowed; the path must stay inside the project's directory")
     if not relative.parts or path.endswith("/"):
         raise UsageError(f"bad path {path!r}: it names a directory, not a file")
+    if len(path.encode()) > _PATH_MAX or any(len(part.encode()) > _NAME_MAX for part in relative.parts):
+        raise UsageError(
+            f"bad path {path[:80]!r}...: longer than a path ({_PATH_MAX} bytes) or a name ({_NAME_MAX}) can be"
+        )
+    _refuse_repository_files(relative.parts, path)
     return relative
+
+
+def _refuse_repository_files(parts: tuple[str, ...], path: str) -> None:
+    """:class:`UsageError` for a path in the git repository's own directory: its config and hooks run
+    commands and its refs decide what ``push_branch`` pushes, so a write there would get around the
+    fenced push (and run what the agent wrote)."""
+    if any(part.casefold() == _GIT_DIRECTORY for part in parts):
+        raise UsageError(
+            f"bad path {path!r}: inside {_GIT_DIRECTORY}/, the repository's own files (its config and hooks run "
+            "commands, its refs decide what push_branch pushes); only the project's files can be read or written"
+        )
 
 
 @contextmanager
@@ -60,6 +79,7 @@ def open_project_file(project_dir: Path, path: str) -> Iterator[ProjectFile]:
             f"bad path {path!r}: a symbolic link on the way leads outside the project's directory "
             f"(to {resolved_parent})"
         )
+    _refuse_repository_files(resolved_parent.relative_to(root).parts, path)
     directory = os.open(root, _DIRECTORY_FLAGS)
     try:
         for part in resolved_parent.relative_to(root).parts:

@@ -21,6 +21,7 @@ from incident_story import (
     assert_fenced_text,
     clone_checkout,
     fm,
+    replay_with_plain_alembic,
     write_a_0042,
     write_a_0043,
     write_b_0042,
@@ -127,12 +128,7 @@ def test_incident_on_sqlite(tmp_path: Path) -> None:
     control = clone_checkout(pristine, "control_a", sqlite_url(tmp_path / "control.sqlite"))
     control_b = clone_checkout(pristine, "control_b", control.url)
     control_db = database(control)
-    write_a_0042(control)
-    control.run_alembic("upgrade", "head").check(0)
-    write_a_0042(control_b)
-    control_b.run_alembic("downgrade", "base").check(0)
-    write_b_0042(control_b)
-    control_b.run_alembic("upgrade", "head").check(0)
+    replay_with_plain_alembic(control, control_b)
     assert column_names(control_db, "invoice_currency") == B_COLUMNS
     control.run_alembic("downgrade", "base").check(0)
     control.run_alembic("upgrade", "head").check(0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, Unpack
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -171,6 +171,15 @@ def stale_plan(next_step: str = READ_THE_STATE, aftermath: tuple[str, ...] = ())
 _STALE_PLAN = stale_plan()
 
 
+class _FencedChanges(TypedDict, total=False):
+    """The fields a copy of a :class:`Fenced` may change (its resource, token and next step it keeps)."""
+
+    fence_token: int | None
+    reason: str
+    autocommitted: tuple[str, ...]
+    granted_only: bool
+
+
 class Fenced(FencemigrateError, sqlstate="FM001"):
     """A newer token has written to the resource, or the revision is not ours to re-apply."""
 
@@ -200,11 +209,11 @@ class Fenced(FencemigrateError, sqlstate="FM001"):
 
     def after_autocommit_blocks(self, revisions: tuple[str, ...]) -> Fenced:
         """The same rejection, for a run in which ``revisions`` ran statements in an autocommit block."""
-        return Fenced(self.resource, self.token, self.fence_token, self.reason, revisions, self.granted_only)
+        return self._but(autocommitted=revisions)
 
     def at_fence(self, fence_token: int | None) -> Fenced:
         """The same rejection, reporting ``fence_token`` as the resource's fence token."""
-        return Fenced(self.resource, self.token, fence_token, self.reason, self.autocommitted, self.granted_only)
+        return self._but(fence_token=fence_token)
 
     @property
     def by_newer_writer(self) -> bool:
@@ -215,13 +224,18 @@ class Fenced(FencemigrateError, sqlstate="FM001"):
         """The same rejection, once the event log shows that the newer token was only granted:
         a grant advances the fence before its holder writes anything."""
         assert self.fence_token is not None
+        return self._but(reason=newer_token_granted(self.fence_token, self.resource), granted_only=True)
+
+    def _but(self, **changes: Unpack[_FencedChanges]) -> Fenced:
+        """The same rejection with ``changes`` (as :func:`dataclasses.replace`): every other field kept."""
         return Fenced(
-            self.resource,
-            self.token,
-            self.fence_token,
-            newer_token_granted(self.fence_token, self.resource),
-            self.autocommitted,
-            granted_only=True,
+            resource=self.resource,
+            token=self.token,
+            fence_token=changes.get("fence_token", self.fence_token),
+            reason=changes.get("reason", self.reason),
+            autocommitted=changes.get("autocommitted", self.autocommitted),
+            granted_only=changes.get("granted_only", self.granted_only),
+            next_step=self.next_step,
         )
 
     def agent_message(self) -> str:

@@ -238,16 +238,17 @@ class Fenced(FencemigrateError, sqlstate="FM001"):
             next_step=self.next_step,
         )
 
-    def agent_message(self) -> str:
-        """The rejection, written for an agent that must stop and re-plan, not retry."""
+    def news(self) -> list[str]:
+        """What happened, without what to do about it: the headline, the cause and, after autocommit
+        blocks, what they may have left applied."""
         if self.fence_token is not None and self.fence_token > self.token:
             headline = f"FENCED: you no longer own {self.resource}."
-            news = (
+            newer = (
                 "was granted after yours (it has not written yet)"
                 if self.granted_only
                 else ("has since written to this resource")
             )
-            cause = f"Your lease token ({self.token}) is older than token {self.fence_token}, which {news}."
+            cause = f"Your lease token ({self.token}) is older than token {self.fence_token}, which {newer}."
         else:
             headline = f"FENCED: this write to {self.resource} is not yours to make."
             cause = f"Rejected for token {self.token}: {self.reason}."
@@ -260,7 +261,12 @@ class Fenced(FencemigrateError, sqlstate="FM001"):
             if self.autocommitted
             else []
         )
-        return "\n".join([headline, cause, *left, *stale_plan(self.next_step)])
+        return [headline, cause, *left]
+
+    def agent_message(self) -> str:
+        """The rejection, written for an agent that must stop and re-plan, not retry: the news, then
+        the stale plan with this rejection's next step."""
+        return "\n".join([*self.news(), *stale_plan(self.next_step)])
 
     @classmethod
     def from_refusal(cls, refusal: Refusal, resource: str, token: int) -> Fenced:
@@ -313,23 +319,26 @@ class MonotonicGuardRefused(
         self.reason = reason
         self.writer = writer
         self.aftermath = aftermath
+        super().__init__(self.agent_message())
+
+    def news(self) -> list[str]:
+        """What happened, without what to do about it: the headline, what the guard refused and why it must."""
         headline = (
-            f"FENCED: this write to {resource} is not yours to make."
-            if resource
+            f"FENCED: this write to {self.resource} is not yours to make."
+            if self.resource
             else "FENCED: this write is not yours to make."
         )
-        by = f" by {writer}" if writer else ""
-        super().__init__(
-            "\n".join(
-                [
-                    headline,
-                    f"The fence's monotonic guard (FM002) refused a write{by}: {reason}{aftermath}.",
-                    "No client may lower a fence token or the lease token counter, or rename or delete their rows:",
-                    "that would let older tokens write again.",
-                    *_STALE_PLAN,
-                ]
-            )
-        )
+        by = f" by {self.writer}" if self.writer else ""
+        return [
+            headline,
+            f"The fence's monotonic guard (FM002) refused a write{by}: {self.reason}{self.aftermath}.",
+            "No client may lower a fence token or the lease token counter, or rename or delete their rows:",
+            "that would let older tokens write again.",
+        ]
+
+    def agent_message(self) -> str:
+        """The refusal, written for an agent that must stop and re-plan: the news, then the stale plan."""
+        return "\n".join([*self.news(), *_STALE_PLAN])
 
     @classmethod
     def from_refusal(cls, refusal: Refusal, resource: str, token: int) -> MonotonicGuardRefused:
@@ -382,16 +391,23 @@ class LeaseLost(FencemigrateError):
         self.holder = holder
         self.token = token
         self.reason = reason
-        super().__init__(
-            "\n".join(
-                [
-                    f"LEASE LOST: you no longer own {resource} ({reason}).",
-                    NOT_TRANSIENT,
-                    "Your plan and your memory of this resource are probably stale.",
-                    "Next step: run `fencemigrate state`, acquire a new lease if there is still work, and re-plan.",
-                    "If your goal is already met by the current state, report that and stop.",
-                ]
-            )
+        super().__init__(self.agent_message())
+
+    def news(self) -> list[str]:
+        """What happened, without what to do about it."""
+        return [f"LEASE LOST: you no longer own {self.resource} ({self.reason})."]
+
+    def agent_message(self) -> str:
+        """The loss, written for an agent that must stop and re-plan: the news, then its own stale plan
+        (which adds acquiring a new lease to the next step)."""
+        return "\n".join(
+            [
+                *self.news(),
+                NOT_TRANSIENT,
+                "Your plan and your memory of this resource are probably stale.",
+                "Next step: run `fencemigrate state`, acquire a new lease if there is still work, and re-plan.",
+                "If your goal is already met by the current state, report that and stop.",
+            ]
         )
 
     def as_json(self) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext
@@ -110,13 +111,19 @@ class _Reader:
         self.version = installed_version(connection, self._quoted)
 
     def read(self, revision: str) -> AppliedSource | None:
-        params = {"version_table": self._version_table, "revision": revision}
         if self._dialect.keeps_sources(self.version):
+            params = {"version_table": self._version_table, "revision": revision}
             row = self._run("applied_source", params).one_or_none()
         else:
-            rows = self._run("ledger_rows", {"version_table": self._version_table})
-            row = next((row for row in rows if row.revision == revision), None)
+            row = self._ledger.get(revision)
         return None if row is None else self._applied(row)
+
+    @cached_property
+    def _ledger(self) -> dict[str, Row[Any]]:
+        """The version table's ledger rows by revision, read on first need and once: a fence schema
+        that keeps no text is read as ``state`` reads it, whole (one row per revision: its key)."""
+        rows = self._run("ledger_rows", {"version_table": self._version_table})
+        return {row.revision: row for row in rows}
 
     def _run(self, name: str, params: dict[str, str]) -> Any:
         return self._connection.execute(statement(name, self._quoted, self._dialect.name), params)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, Unpack
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -171,6 +171,15 @@ def stale_plan(next_step: str = READ_THE_STATE, aftermath: tuple[str, ...] = ())
 _STALE_PLAN = stale_plan()
 
 
+class _FencedChanges(TypedDict, total=False):
+    """The fields a copy of a :class:`Fenced` may change (its resource, token and next step it keeps)."""
+
+    fence_token: int | None
+    reason: str
+    autocommitted: tuple[str, ...]
+    granted_only: bool
+
+
 class Fenced(FencemigrateError, sqlstate="FM001"):
     """A newer token has written to the resource, or the revision is not ours to re-apply."""
 
@@ -200,11 +209,11 @@ class Fenced(FencemigrateError, sqlstate="FM001"):
 
     def after_autocommit_blocks(self, revisions: tuple[str, ...]) -> Fenced:
         """The same rejection, for a run in which ``revisions`` ran statements in an autocommit block."""
-        return Fenced(self.resource, self.token, self.fence_token, self.reason, revisions, self.granted_only)
+        return self._but(autocommitted=revisions)
 
     def at_fence(self, fence_token: int | None) -> Fenced:
         """The same rejection, reporting ``fence_token`` as the resource's fence token."""
-        return Fenced(self.resource, self.token, fence_token, self.reason, self.autocommitted, self.granted_only)
+        return self._but(fence_token=fence_token)
 
     @property
     def by_newer_writer(self) -> bool:
@@ -215,25 +224,31 @@ class Fenced(FencemigrateError, sqlstate="FM001"):
         """The same rejection, once the event log shows that the newer token was only granted:
         a grant advances the fence before its holder writes anything."""
         assert self.fence_token is not None
+        return self._but(reason=newer_token_granted(self.fence_token, self.resource), granted_only=True)
+
+    def _but(self, **changes: Unpack[_FencedChanges]) -> Fenced:
+        """The same rejection with ``changes`` (as :func:`dataclasses.replace`): every other field kept."""
         return Fenced(
-            self.resource,
-            self.token,
-            self.fence_token,
-            newer_token_granted(self.fence_token, self.resource),
-            self.autocommitted,
-            granted_only=True,
+            resource=self.resource,
+            token=self.token,
+            fence_token=changes.get("fence_token", self.fence_token),
+            reason=changes.get("reason", self.reason),
+            autocommitted=changes.get("autocommitted", self.autocommitted),
+            granted_only=changes.get("granted_only", self.granted_only),
+            next_step=self.next_step,
         )
 
-    def agent_message(self) -> str:
-        """The rejection, written for an agent that must stop and re-plan, not retry."""
+    def news(self) -> list[str]:
+        """What happened, without what to do about it: the headline, the cause and, after autocommit
+        blocks, what they may have left applied."""
         if self.fence_token is not None and self.fence_token > self.token:
             headline = f"FENCED: you no longer own {self.resource}."
-            news = (
+            newer = (
                 "was granted after yours (it has not written yet)"
                 if self.granted_only
                 else ("has since written to this resource")
             )
-            cause = f"Your lease token ({self.token}) is older than token {self.fence_token}, which {news}."
+            cause = f"Your lease token ({self.token}) is older than token {self.fence_token}, which {newer}."
         else:
             headline = f"FENCED: this write to {self.resource} is not yours to make."
             cause = f"Rejected for token {self.token}: {self.reason}."
@@ -246,7 +261,12 @@ class Fenced(FencemigrateError, sqlstate="FM001"):
             if self.autocommitted
             else []
         )
-        return "\n".join([headline, cause, *left, *stale_plan(self.next_step)])
+        return [headline, cause, *left]
+
+    def agent_message(self) -> str:
+        """The rejection, written for an agent that must stop and re-plan, not retry: the news, then
+        the stale plan with this rejection's next step."""
+        return "\n".join([*self.news(), *stale_plan(self.next_step)])
 
     @classmethod
     def from_refusal(cls, refusal: Refusal, resource: str, token: int) -> Fenced:
@@ -299,23 +319,26 @@ class MonotonicGuardRefused(
         self.reason = reason
         self.writer = writer
         self.aftermath = aftermath
+        super().__init__(self.agent_message())
+
+    def news(self) -> list[str]:
+        """What happened, without what to do about it: the headline, what the guard refused and why it must."""
         headline = (
-            f"FENCED: this write to {resource} is not yours to make."
-            if resource
+            f"FENCED: this write to {self.resource} is not yours to make."
+            if self.resource
             else "FENCED: this write is not yours to make."
         )
-        by = f" by {writer}" if writer else ""
-        super().__init__(
-            "\n".join(
-                [
-                    headline,
-                    f"The fence's monotonic guard (FM002) refused a write{by}: {reason}{aftermath}.",
-                    "No client may lower a fence token or the lease token counter, or rename or delete their rows:",
-                    "that would let older tokens write again.",
-                    *_STALE_PLAN,
-                ]
-            )
-        )
+        by = f" by {self.writer}" if self.writer else ""
+        return [
+            headline,
+            f"The fence's monotonic guard (FM002) refused a write{by}: {self.reason}{self.aftermath}.",
+            "No client may lower a fence token or the lease token counter, or rename or delete their rows:",
+            "that would let older tokens write again.",
+        ]
+
+    def agent_message(self) -> str:
+        """The refusal, written for an agent that must stop and re-plan: the news, then the stale plan."""
+        return "\n".join([*self.news(), *_STALE_PLAN])
 
     @classmethod
     def from_refusal(cls, refusal: Refusal, resource: str, token: int) -> MonotonicGuardRefused:
@@ -368,16 +391,23 @@ class LeaseLost(FencemigrateError):
         self.holder = holder
         self.token = token
         self.reason = reason
-        super().__init__(
-            "\n".join(
-                [
-                    f"LEASE LOST: you no longer own {resource} ({reason}).",
-                    NOT_TRANSIENT,
-                    "Your plan and your memory of this resource are probably stale.",
-                    "Next step: run `fencemigrate state`, acquire a new lease if there is still work, and re-plan.",
-                    "If your goal is already met by the current state, report that and stop.",
-                ]
-            )
+        super().__init__(self.agent_message())
+
+    def news(self) -> list[str]:
+        """What happened, without what to do about it."""
+        return [f"LEASE LOST: you no longer own {self.resource} ({self.reason})."]
+
+    def agent_message(self) -> str:
+        """The loss, written for an agent that must stop and re-plan: the news, then its own stale plan
+        (which adds acquiring a new lease to the next step)."""
+        return "\n".join(
+            [
+                *self.news(),
+                NOT_TRANSIENT,
+                "Your plan and your memory of this resource are probably stale.",
+                "Next step: run `fencemigrate state`, acquire a new lease if there is still work, and re-plan.",
+                "If your goal is already met by the current state, report that and stop.",
+            ]
         )
 
     def as_json(self) -> dict[str, Any]:

@@ -19,11 +19,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from alembic.runtime.migration import MigrationContext
 from support.db import libpq_url
 from support.project import MakeProject, Project, script_command, sqlite_url, subprocess_env
 from test_offline_sql import psql_binary
 
 from fencemigrate import api, load_config
+from fencemigrate.applied_sources import read_applied_texts
 from fencemigrate.dialects import mysql_schema, sqlite_schema
 from fencemigrate.dialects.postgresql_schema import install_script
 
@@ -299,6 +301,54 @@ def test_a_database_fenced_before_the_update_keeps_working(make_project: MakePro
     assert "diff" not in by_revision["r01"]  # no text recorded: the hashes only
     assert "r01 changed after it was applied: its sha256 is now" in by_revision["r01"]["message"]
     assert by_revision["r02"]["diff"].endswith("+# changed after it was applied\n")
+
+
+def _statements_to_read_texts(url: str, revisions: list[str]) -> tuple[dict[str, str | None], int]:
+    """``read_applied_texts`` of ``revisions``, in process, and how many statements it sent."""
+    engine = sa.create_engine(url)
+    sent: list[str] = []
+    sa.event.listen(engine, "before_cursor_execute", lambda *args: sent.append(args[2]))
+    try:
+        with engine.connect() as connection:
+            texts = read_applied_texts(MigrationContext.configure(connection), "fencemigrate", revisions)
+    finally:
+        engine.dispose()
+    return texts, len(sent)
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "sqlite", "mysql"], indirect=True)
+def test_a_fence_schema_without_texts_is_read_once_for_every_revision(
+    make_project: MakeProject, backend_url: str
+) -> None:
+    """Still at the schema version before the text was kept (read-only commands do not update it),
+    with four ledger rows: ``check --db`` finds each changed file's drift by its hash (no diff) and
+    ``show --applied`` says "source not recorded"; reading the texts of five revisions sends as many
+    statements as reading one (the ledger is read once, not once per revision)."""
+    url = backend_url
+    project = make_project(url=url)
+    project.add_chain(4)
+    project.run_alembic("upgrade", "head").check()
+    old_version = _install_old_schema(url)
+    files = {revision: next(project.versions.glob(f"{revision}_*.py")) for revision in ("r01", "r02", "r03", "r04")}
+    for revision, path in files.items():
+        _old_ledger_row(url, revision, hashlib.sha256(path.read_bytes()).hexdigest())
+        _append(project, path, "# changed after it was applied\n")
+
+    report = json.loads(project.run_cli("check", "--db", "--select", "FM402", "--json").check(1).stdout)
+    assert sorted(finding["revision"] for finding in report["findings"]) == sorted(files)
+    for finding in report["findings"]:
+        assert "diff" not in finding
+        assert f"{finding['revision']} changed after it was applied: its sha256 is now" in finding["message"]
+    shown = show_applied(project, "r03")
+    assert (shown.returncode, shown.stdout) == (0, b"")
+    assert "source not recorded: the row was written before the fence schema kept" in _header(shown)
+    assert json.loads(project.run_cli("state", "--json").check().stdout)["fence_schema_version"] == old_version
+
+    one, for_one = _statements_to_read_texts(url, ["r02"])
+    five, for_five = _statements_to_read_texts(url, ["r01", "r02", "r03", "r04", "r99"])
+    assert one == {"r02": None}
+    assert five == {"r01": None, "r02": None, "r03": None, "r04": None}  # r99: no ledger row
+    assert for_five == for_one
 
 
 def test_an_offline_script_carries_the_text_quoted_for_psql(make_project: MakeProject, pg_url: str) -> None:

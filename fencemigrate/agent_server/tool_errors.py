@@ -10,7 +10,6 @@ from typing import Any
 from mcp.types import CallToolResult, TextContent
 
 from ..errors import (
-    NOT_TRANSIENT,
     READ_THE_STATE,
     Dirty,
     Fenced,
@@ -91,13 +90,12 @@ def ok_result(payload: dict[str, Any]) -> CallToolResult:
 
 
 def _agent_text(code: str, error: FencemigrateError) -> str:
-    """What the agent reads: for FENCED and LEASE_LOST, the news from the CLI's message, then
+    """What the agent reads: for FENCED and LEASE_LOST, the error's news (as the CLI says it), then
     what to do next with this server's tools."""
     message = str(error)
-    if code in (FENCED, LEASE_LOST):
-        news = message.split("\n" + NOT_TRANSIENT)[0]
+    if isinstance(error, Fenced | MonotonicGuardRefused | LeaseLost):  # FENCED, LEASE_LOST
         step = error.next_step if isinstance(error, Fenced) and error.next_step != READ_THE_STATE else None
-        return "\n".join([news, *server_stale_plan(READ_STATE_STEP if step is None else step.rstrip(".;"))])
+        return "\n".join([*error.news(), *server_stale_plan(READ_STATE_STEP if step is None else step.rstrip(".;"))])
     if code == USAGE:
         return f"USAGE: {message}\nNothing was changed."
     if code == LEASE_BUSY:

@@ -87,7 +87,7 @@ class _Package(ModuleType):
 
     def __setattr__(self, name: str, value: Any) -> None:
         if isinstance(value, ModuleType) and name in __all__:
-            return  # the submodule stays reachable in sys.modules (``from fencemigrate.check import ...``)
+            return  # the submodule stays reachable in sys.modules (``from fencemigrate.check.rules import ...``)
         super().__setattr__(name, value)
 
 

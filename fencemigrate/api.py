@@ -34,7 +34,7 @@ from .templates import FENCE_AWARE, InitOutcome, Template, available_templates, 
 from .timeline import Event
 
 if TYPE_CHECKING:  # `check` imports its rules only when it runs: every other command starts faster
-    from .check import CheckReport
+    from .check.findings import CheckReport
 
 
 def upgrade(config: Config, revision: str, **options: Unpack[run_options.RunKeywords]) -> RunOutcome:

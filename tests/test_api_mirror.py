@@ -100,7 +100,7 @@ def test_the_functions_stay_bound_after_their_submodules_are_imported() -> None:
     code = (
         "import inspect, fencemigrate\n"
         "import fencemigrate.check.rules, fencemigrate.timeline, fencemigrate.state, fencemigrate.demo\n"
-        "from fencemigrate.check import RULES\n"
+        "from fencemigrate.check.rules import RULES\n"
         "print([inspect.isfunction(getattr(fencemigrate, n)) for n in ('check', 'state', 'timeline', 'demo')], "
         "bool(RULES))\n"
     )

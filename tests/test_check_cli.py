@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from support.project import Result, run_command, script_command
 
-from fencemigrate.check import RULES
+from fencemigrate.check.rules import RULES
 
 NOT_COMPARED = "model comparison (FM408, what alembic check does) not run: give --db"
 CASES_DIR = Path(__file__).resolve().parent / "check_cases"

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from fencemigrate import api, load_config
-from fencemigrate.check import RULES, CheckReport
+from fencemigrate.check.findings import CheckReport
+from fencemigrate.check.rules import RULES
 
 CASES_DIR = Path(__file__).resolve().parent / "check_cases"
 

@@ -11,7 +11,11 @@ from sqlalchemy import create_engine
 
 import fencemigrate
 from fencemigrate import UsageError
-from fencemigrate.dialects import Dialect, MysqlDialect, PostgresqlDialect, SqliteDialect, dialect_for
+from fencemigrate.dialects import Dialect, dialect_for
+from fencemigrate.dialects import base as dialect_base
+from fencemigrate.dialects.mysql import MysqlDialect
+from fencemigrate.dialects.postgresql import PostgresqlDialect
+from fencemigrate.dialects.sqlite import SqliteDialect
 
 PACKAGE = Path(fencemigrate.__file__).parent
 DIALECT_BRANCH = re.compile(r"dialect ==|dialect !=|dialect in \(|dialect\.name ==|dialect\.name !=|query_dialect\(")
@@ -43,6 +47,17 @@ def test_an_unknown_dialect_is_a_usage_error() -> None:
     assert str(raised.value) == (
         "fencemigrate does not support the 'oracle' database: it fences mariadb, mysql, postgresql, sqlite"
     )
+
+
+def test_every_dialect_module_is_named_once_for_each_of_its_names() -> None:
+    """``dialect_for`` imports a dialect's module by its name: the map names each class's module
+    under the class's own name and each alias, and nothing else."""
+    names = {
+        name: f"fencemigrate.dialects.{module}"
+        for cls in (PostgresqlDialect, SqliteDialect, MysqlDialect)
+        for name, module in ((n, cls.__module__.rsplit(".", 1)[1]) for n in (cls.__dialect__, *cls.aliases))
+    }
+    assert {name: f"fencemigrate.dialects.{module}" for name, module in dialect_base._MODULES.items()} == names
 
 
 @pytest.fixture

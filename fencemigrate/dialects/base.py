@@ -2,7 +2,8 @@
 
 As Alembic's ``ddl/impl.py`` finds its impls: a subclass that names its SQLAlchemy dialect in
 ``__dialect__`` registers itself, and :func:`dialect_for` finds it (MariaDB is MySQL's). Code
-elsewhere asks the dialect instead of comparing dialect names.
+elsewhere asks the dialect instead of comparing dialect names. A dialect's module is imported the
+first time a database of its kind is met (:data:`_MODULES`): a run on PostgreSQL never loads MySQL's.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
+from importlib import import_module
 from typing import Any, ClassVar, Protocol
 
 from alembic.runtime.migration import MigrationContext
@@ -25,6 +27,8 @@ PRECHECK = "precheck"
 MODES = (TRANSACTIONAL, PRECHECK)
 
 _registry: dict[str, type[Dialect]] = {}
+#: The module (in this package) of every SQLAlchemy dialect name fencemigrate fences.
+_MODULES = {"postgresql": "postgresql", "sqlite": "sqlite", "mysql": "mysql", "mariadb": "mysql"}
 
 
 @dataclass(frozen=True)
@@ -221,12 +225,13 @@ def dialect_for(database: str | Connection | Engine | MigrationContext) -> Diale
     """The dialect of ``database`` (a SQLAlchemy dialect name, or what has one); UsageError when
     fencemigrate does not know it."""
     name = database if isinstance(database, str) else database.dialect.name
-    found = _registry.get(name)
-    if found is None:
+    if name not in _MODULES:
         raise UsageError(
-            f"fencemigrate does not support the {name!r} database: it fences {', '.join(sorted(_registry))}"
+            f"fencemigrate does not support the {name!r} database: it fences {', '.join(sorted(_MODULES))}"
         )
-    return _instance(found)
+    if name not in _registry:
+        import_module(f"{__package__}.{_MODULES[name]}")  # registers its class
+    return _instance(_registry[name])
 
 
 @cache

@@ -335,7 +335,7 @@ class _RulesEpilogCommand(click.Command):
     """``check --help`` ends with the rules, loaded only when help is shown."""
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from .check import rules_help
+        from .check.formatters import rules_help
 
         self.epilog = rules_help()
         super().format_epilog(ctx, formatter)
@@ -365,7 +365,7 @@ def check(obj: _Context, /, db: bool, as_json: bool, output: str, **rules: str |
     """Lint the migrations (and with --db the database) for what breaks fencing or the next deploy."""
     if as_json and output == "github":
         _fail(True, UsageError("--json and --format github exclude each other"))
-    from .check import github_report, text_report
+    from .check.formatters import github_report, text_report
 
     report = _guarded(as_json, lambda: api.check(obj.config(), db=db, **rules))
     if as_json:

@@ -177,11 +177,23 @@ BEGIN
     INSERT INTO audit.claim_log (xact, token) VALUES (pg_current_xact_id()::xid, p_token);
     RETURN fencemigrate.claim_unlogged(p_resource, p_token);
 END $$;
+ALTER FUNCTION fencemigrate.claim_and_record(text, bigint, text, regclass, text, text, text, text)
+    RENAME TO claim_and_record_unlogged;
+CREATE FUNCTION fencemigrate.claim_and_record(
+    p_resource text, p_token bigint, p_version_table text, p_version_regclass regclass,
+    p_revision text, p_holder text, p_script_sha256 text, p_source text DEFAULT NULL
+) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO audit.claim_log (xact, token) VALUES (pg_current_xact_id()::xid, p_token);
+    RETURN fencemigrate.claim_and_record_unlogged(p_resource, p_token, p_version_table, p_version_regclass,
+                                                  p_revision, p_holder, p_script_sha256, p_source);
+END $$;
 """
 
 
 def add_claim_log(url: str) -> None:
-    """Wrap ``claim()`` so that every claim, from any caller, logs its transaction and token."""
+    """Wrap ``claim()`` and ``claim_and_record()`` (which claims in its own body) so that every claim,
+    from any caller, logs its transaction and token."""
     query(url, CLAIM_LOG_SQL)
 
 

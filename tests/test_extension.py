@@ -1,11 +1,11 @@
 """The fence schema as a real PostgreSQL extension, and its monotonic guard.
 
-``sql/fencemigrate.control``, the install scripts (``sql/fencemigrate--0.8.sql``, the full script
+``sql/fencemigrate.control``, the install scripts (``sql/fencemigrate--0.9.sql``, the full script
 of the default version, and ``sql/fencemigrate--0.1.sql``) and the update scripts
 (``sql/fencemigrate--0.1--0.2.sql`` and the rest) are copied into the server's extension directory;
 ``CREATE EXTENSION fencemigrate`` must load them and fencemigrate must then use the extension
 instead of installing its own copy. A database at 0.1 (extension or runner-installed) is brought
-to 0.8 by the next fenced run.
+to 0.9 by the next fenced run.
 The guard tests show that no client, fencemigrate or not, can lower a fence token or
 delete fence rows; the control shows the same statements succeed on a table without it.
 """
@@ -91,13 +91,13 @@ def test_extension_loads_and_is_used_without_reinstalling(
     available = pg_conn.execute(
         "SELECT default_version FROM pg_available_extensions WHERE name = 'fencemigrate'"
     ).fetchall()
-    assert available == [("0.8",)]
+    assert available == [("0.9",)]
     pg_conn.execute("CREATE SCHEMA fencemigrate")
     pg_conn.execute("CREATE EXTENSION fencemigrate SCHEMA fencemigrate")
     assert pg_conn.execute(
         "SELECT e.extversion, n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
         "WHERE e.extname = 'fencemigrate'"
-    ).fetchall() == [("0.8", "fencemigrate")]
+    ).fetchall() == [("0.9", "fencemigrate")]
     assert table_names(pg_url, "fencemigrate") == [
         "agent_fence",
         "applied_revision",
@@ -166,7 +166,7 @@ def test_extension_at_0_1_is_updated_by_the_next_run(
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     project.run_cli("upgrade", "head", "--token", "3").check(0)
     assert pg_conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'fencemigrate'").fetchall() == [
-        ("0.8",)
+        ("0.9",)
     ]
     assert ledger(pg_url) == [("a1", 3)]
     granted = json.loads(project.run_cli("lease", "acquire", "--holder", "h", "--json").check(0).stdout)
@@ -191,7 +191,7 @@ def test_runner_installed_0_1_schema_is_updated_by_the_next_run(
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     result = project.run_cli("upgrade", "head", "--token", "9", "--json").check(0)
     assert json.loads(result.stdout)["installed_fence_schema"] is True
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.8",)]
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.9",)]
     assert fence_token(pg_url) == 9
     assert query(pg_url, "SELECT kind, token, revision FROM fencemigrate.fence_event") == [("APPLY", 9, "a1")]
 
@@ -255,11 +255,33 @@ def test_guard_allows_raising_the_token(guarded: psycopg.Connection[Any]) -> Non
     assert fence_rows(guarded) == [(RESOURCE, 6)]
 
 
-def test_claim_with_lower_token_raises_fm001_with_json_detail(guarded: psycopg.Connection[Any]) -> None:
-    """claim() under a lower token raises FM001; DETAIL is JSON with resource/token/fence_token/reason."""
+#: The two ways a transaction claims the fence: claim(), and claim_and_record() (one revision per
+#: transaction), which claims in its own body and must refuse exactly as claim() does.
+CLAIMS = [
+    pytest.param("SELECT fencemigrate.claim('db/migrations', {token})", id="claim"),
+    pytest.param(
+        "SELECT fencemigrate.claim_and_record('db/migrations', {token}, 'alembic_version', "
+        "'alembic_version'::regclass, 'r1', 'agent', NULL, 'source')",
+        id="claim_and_record",
+    ),
+]
+
+
+def refused_claim(conn: psycopg.Connection[Any], claim: str, token: str) -> psycopg.Error:
+    """The error of ``claim`` under ``token``, after checking that it left no ledger row, event or
+    pending COMMIT check behind."""
+    conn.execute("CREATE TABLE IF NOT EXISTS alembic_version (version_num varchar(32) PRIMARY KEY)")
     with pytest.raises(psycopg.Error) as raised:
-        guarded.execute("SELECT fencemigrate.claim('db/migrations', 3)")
-    error = raised.value
+        conn.execute(claim.format(token=token))
+    for table in ("applied_revision", "fence_event", "pending_version_check"):
+        assert conn.execute(f"SELECT count(*) FROM fencemigrate.{table}").fetchone() == (0,), table
+    return raised.value
+
+
+@pytest.mark.parametrize("claim", CLAIMS)
+def test_claim_with_lower_token_raises_fm001_with_json_detail(guarded: psycopg.Connection[Any], claim: str) -> None:
+    """claim() under a lower token raises FM001; DETAIL is JSON with resource/token/fence_token/reason."""
+    error = refused_claim(guarded, claim, "3")
     assert error.sqlstate == "FM001"
     assert error.diag.message_primary is not None
     assert error.diag.message_primary.startswith(
@@ -274,17 +296,33 @@ def test_claim_with_lower_token_raises_fm001_with_json_detail(guarded: psycopg.C
         "reason": "token 5 has since written to db/migrations",
     }
     assert fence_rows(guarded) == [(RESOURCE, 5)]
-    # Equal and higher tokens are accepted; each returns the claiming transaction id.
+
+
+def test_claim_accepts_equal_and_higher_tokens(guarded: psycopg.Connection[Any]) -> None:
+    """Equal and higher tokens are accepted; each returns the claiming transaction id."""
     xact = guarded.execute("SELECT fencemigrate.claim('db/migrations', 5)").fetchone()
     assert xact is not None and xact[0] > 0
     guarded.execute("SELECT fencemigrate.claim('db/migrations', 7)")
     assert fence_rows(guarded) == [(RESOURCE, 7)]
 
 
-@pytest.mark.parametrize("token", ["0", "-1", "NULL"])
-def test_claim_rejects_non_positive_tokens(guarded: psycopg.Connection[Any], token: str) -> None:
-    """claim() refuses a token below 1 (or NULL) with SQLSTATE 22023; the fence is unchanged."""
-    with pytest.raises(psycopg.Error) as raised:
-        guarded.execute(f"SELECT fencemigrate.claim('db/migrations', {token})")
-    assert raised.value.sqlstate == "22023"
+@pytest.mark.parametrize("claim", CLAIMS)
+@pytest.mark.parametrize("token", ["0", "-1", "NULL", "4611686018427387905"])
+def test_claim_rejects_tokens_outside_the_domain(guarded: psycopg.Connection[Any], claim: str, token: str) -> None:
+    """claim() refuses a token below 1, NULL or above 2^62 with SQLSTATE 22023; the fence is unchanged."""
+    assert refused_claim(guarded, claim, token).sqlstate == "22023"
+    assert fence_rows(guarded) == [(RESOURCE, 5)]
+
+
+@pytest.mark.parametrize("claim", CLAIMS)
+def test_claim_refuses_a_token_the_lease_service_never_issued(guarded: psycopg.Connection[Any], claim: str) -> None:
+    """On a resource a lease service grants, a token above its last grant was never issued: FM001."""
+    guarded.execute("INSERT INTO fencemigrate.lease (resource, token) VALUES ('db/migrations', 5)")
+    guarded.execute("UPDATE fencemigrate.agent_fence SET token_source = 'lease service'")
+    error = refused_claim(guarded, claim, "6")
+    assert error.sqlstate == "FM001"
+    assert error.diag.message_detail is not None
+    assert json.loads(error.diag.message_detail)["reason"] == (
+        "token 6 was never issued by the lease service for db/migrations (the last token it issued is 5)"
+    )
     assert fence_rows(guarded) == [(RESOURCE, 5)]

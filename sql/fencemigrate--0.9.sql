@@ -1,9 +1,9 @@
--- fencemigrate 0.8: the fence schema, complete.
+-- fencemigrate 0.9: the fence schema, complete.
 --
--- CREATE EXTENSION fencemigrate (at the default version, 0.8) runs this file alone; the runner
+-- CREATE EXTENSION fencemigrate (at the default version, 0.9) runs this file alone; the runner
 -- applies the same file itself when the extension is not installed on the server, putting the
 -- objects in the configured schema ("fencemigrate" by default). A database at an older version
--- is brought here by the update scripts (fencemigrate--0.1--0.2.sql ... fencemigrate--0.7--0.8.sql,
+-- is brought here by the update scripts (fencemigrate--0.1--0.2.sql ... fencemigrate--0.8--0.9.sql,
 -- through ALTER EXTENSION fencemigrate UPDATE or the runner): 0.1 followed by those updates
 -- creates exactly what this file creates (tests/test_install_scripts.py compares the catalogs),
 -- so some objects are shaped by that history: functions renamed in an update keep doing the work
@@ -24,7 +24,7 @@
 -- The version of this schema, read by the runner to decide what to install.
 CREATE FUNCTION @extschema@.schema_version() RETURNS text
 LANGUAGE sql IMMUTABLE
-AS $$ SELECT '0.8'::text $$;
+AS $$ SELECT '0.9'::text $$;
 
 
 -- == The fence and the claim ==
@@ -413,6 +413,9 @@ $$;
 -- ask for a check at COMMIT, in one round trip before the revision's DDL. The check, a deferred
 -- constraint trigger, proves that Alembic's version row is in this same transaction; a revision
 -- that commits behind fencemigrate's back makes its COMMIT fail instead (SQLSTATE FM003).
+-- claim_and_record() runs once per revision, so it does what claim() and record_apply() do in its
+-- own body rather than through them (each call of a function with its own search_path costs):
+-- keep the three in step.
 CREATE TABLE @extschema@.pending_version_check (
     version_table regclass NOT NULL,
     revision      text     NOT NULL,
@@ -427,13 +430,32 @@ CREATE FUNCTION @extschema@.claim_and_record(
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_fence bigint;
+    v_xact  bigint := pg_current_xact_id()::text::bigint;
 BEGIN
-    PERFORM @extschema@.claim(p_resource, p_token);
-    PERFORM @extschema@.record_apply(p_version_table, p_revision, p_resource, p_token,
-                                     p_holder, 'upgrade', p_script_sha256, p_source);
+    -- The claim, as claim() makes it; the usual case (this token claimed the fence for the
+    -- revision before) takes the row lock and goes on, anything else is claim_fence_row()'s.
+    PERFORM pg_advisory_xact_lock_shared(1718503789, hashtext(p_resource));
+    SELECT f.token INTO v_fence FROM @extschema@.agent_fence f WHERE f.resource = p_resource FOR UPDATE;
+    IF p_token IS NULL OR v_fence IS DISTINCT FROM p_token THEN
+        PERFORM @extschema@.claim_fence_row(p_resource, p_token);
+    END IF;
+    PERFORM set_config('fencemigrate.claimed_xact', v_xact::text, true);
+    -- The ledger row and the APPLY event, as record_apply(..., 'upgrade', ...) writes them.
+    INSERT INTO @extschema@.applied_revision AS a
+           (version_table, revision, resource, applied_token, holder, method, script_sha256, source)
+    VALUES (p_version_table, p_revision, p_resource, p_token, p_holder, 'upgrade', p_script_sha256, p_source)
+    ON CONFLICT (version_table, revision) DO UPDATE
+        SET resource = excluded.resource, applied_token = excluded.applied_token,
+            holder = excluded.holder, method = excluded.method,
+            applied_at = now(), script_sha256 = excluded.script_sha256, source = excluded.source,
+            state = 'applied', state_token = NULL, state_holder = NULL, state_since = NULL;
+    INSERT INTO @extschema@.fence_event (resource, kind, holder, token, revision)
+    VALUES (p_resource, 'APPLY', p_holder, p_token, p_revision);
     INSERT INTO @extschema@.pending_version_check (version_table, revision, resource, token)
     VALUES (p_version_regclass, p_revision, p_resource, p_token);
-    RETURN pg_current_xact_id()::text::bigint;
+    RETURN v_xact;
 END
 $$;
 
@@ -464,6 +486,11 @@ BEGIN
     DELETE FROM @extschema@.pending_version_check WHERE ctid = NEW.ctid;
     IF NOT FOUND THEN
         RETURN NULL;  -- taken back by undo_record
+    END IF;
+    -- The version table's guard noted its write (the usual case: nothing to search).
+    IF current_setting('fencemigrate.version_written', true)
+       = format('%s/%s', pg_current_xact_id(), NEW.version_table::oid) THEN
+        RETURN NULL;
     END IF;
     -- Alembic writes the version row after the revision's DDL: if no row of the version table
     -- was written by this transaction, it is being committed from inside the revision.
@@ -734,7 +761,8 @@ $$;
 -- Neither proof stops a session that forges it on purpose (any role can take an advisory lock or
 -- set a setting): the guard keeps out writers that never claimed, plain `alembic` among them.
 -- A write the guard lets through is also the proof claim_and_record's COMMIT check waits for: the
--- pending check is dropped here, so check_version_row() has nothing left to search for. guard_version_table() puts the
+-- guard notes it in the transaction-local setting fencemigrate.version_written (transaction id and
+-- table), so check_version_row() has nothing to search for. guard_version_table() puts the
 -- guard trigger on a version table (once it exists); allow_tokenless_writes() takes it off and
 -- records the opt-out, which every later run respects.
 CREATE TABLE @extschema@.tokenless_writes_allowed (
@@ -763,7 +791,7 @@ BEGIN
                              lower(TG_OP), TG_TABLE_SCHEMA, TG_TABLE_NAME);
     END IF;
     IF TG_OP IN ('INSERT', 'UPDATE') THEN
-        DELETE FROM @extschema@.pending_version_check WHERE version_table = TG_RELID::regclass;
+        PERFORM set_config('fencemigrate.version_written', format('%s/%s', pg_current_xact_id(), TG_RELID), true);
     END IF;
     RETURN NULL;
 END

@@ -12,29 +12,36 @@ from typing import TYPE_CHECKING, Literal, Unpack, overload
 
 from alembic.config import Config
 
-from . import authoring, database_reads, fenced_commands, lease_calls, project_check, revision_commands, run_options
-from .agent_server.launch import McpKeywords, run_server
-from .applied_sources import AppliedSource
+from . import fenced_commands, run_options
+from .command_modules import (
+    authoring,
+    database_reads,
+    env_reads,
+    incident_demo,
+    installation,
+    launch,
+    lease_calls,
+    project_check,
+    resolve_command,
+    revision_commands,
+)
 from .config import checked_resource
-from .demo import DemoResult, run_demo
-from .ensure_version import EnsuredVersionTable
 from .error_translation import translated_errors
-from .install_outcome import InstallOutcome
-from .installation import install_fence_schema
-from .lease_calls import AcquireKeywords, ReleaseKeywords, RenewKeywords
-from .leases import Grant, LeaseStatus
-from .revision_listing import RevisionListing
-from .runtime import env_reads
-from .runtime.outcome import RunOutcome
-from .runtime.resolve_command import resolve_dirty
-from .runtime.resolve_run import ResolveOutcome
 from .runtime.revision_targets import script_directory
-from .state import State
 from .templates import FENCE_AWARE, InitOutcome, Template, available_templates, init_environment
-from .timeline import Event
 
-if TYPE_CHECKING:  # `check` imports its rules only when it runs: every other command starts faster
+if TYPE_CHECKING:  # the types of other commands' results; their options are read through the modules
+    from .applied_sources import AppliedSource
     from .check.findings import CheckReport
+    from .demo import DemoResult
+    from .ensure_version import EnsuredVersionTable
+    from .install_outcome import InstallOutcome
+    from .leases import Grant, LeaseStatus
+    from .revision_listing import RevisionListing
+    from .runtime.outcome import RunOutcome
+    from .runtime.resolve_run import ResolveOutcome
+    from .state import State
+    from .timeline import Event
 
 
 def upgrade(config: Config, revision: str, **options: Unpack[run_options.RunKeywords]) -> RunOutcome:
@@ -84,7 +91,7 @@ def resolve(config: Config, revision: str, **options: Unpack[run_options.Resolve
     and logs RESOLVE. Only pre-check mode (MySQL/MariaDB) leaves revisions dirty.
     """
     settings, resolved_as, lock_wait_ms = run_options.resolve_settings(config, options)
-    return resolve_dirty(config, revision, resolved_as, settings, lock_wait_ms)
+    return resolve_command.resolve_dirty(config, revision, resolved_as, settings, lock_wait_ms)
 
 
 def state(config: Config) -> State:
@@ -119,7 +126,7 @@ def check(
     return project_check.check(config, db, select, ignore)
 
 
-def lease_acquire(config: Config, **options: Unpack[AcquireKeywords]) -> tuple[Grant, State]:
+def lease_acquire(config: Config, **options: Unpack[lease_calls.AcquireKeywords]) -> tuple[Grant, State]:
     """Grant the lease of ``resource`` to ``holder`` with a new token, and read the state afresh.
 
     The grant advances the fence to the new token: older holders are fenced from now on.
@@ -129,13 +136,13 @@ def lease_acquire(config: Config, **options: Unpack[AcquireKeywords]) -> tuple[G
     return lease_calls.acquire(config, options)
 
 
-def lease_renew(config: Config, **options: Unpack[RenewKeywords]) -> Grant:
+def lease_renew(config: Config, **options: Unpack[lease_calls.RenewKeywords]) -> Grant:
     """Extend ``holder``'s lease (the grant with ``token``, if given) by ``ttl`` from now, or without
     ``ttl`` by the TTL it was granted (or last renewed) with; LeaseLost if it is not theirs."""
     return lease_calls.renew(config, options)
 
 
-def lease_release(config: Config, **options: Unpack[ReleaseKeywords]) -> LeaseStatus:
+def lease_release(config: Config, **options: Unpack[lease_calls.ReleaseKeywords]) -> LeaseStatus:
     """Free ``holder``'s lease (the grant with ``token``, if given); LeaseLost if it is not theirs."""
     return lease_calls.release(config, options)
 
@@ -160,13 +167,12 @@ def install(
     installed one that were dropped or disabled (one line each in ``restored``), and guard Alembic's
     version table (created empty when it does not exist yet, so that plain Alembic's first write is
     refused too); with ``sql``, return the script instead (``sql`` of the outcome), for the database
-    ``sqlalchemy.url`` names (PostgreSQL's unless it names SQLite or MySQL/MariaDB).
-
-    ``grant_to`` (PostgreSQL): the role that runs migrations, granted what they need in the fence
-    schema, which it does not own (see :mod:`.migration_role`). ``tokenless_writes`` "allow" opts
-    the version table out of the guard (recorded: no later run puts it back), "forbid" opts it back in.
+    ``sqlalchemy.url`` names (PostgreSQL's unless it names SQLite or MySQL/MariaDB). ``grant_to``
+    (PostgreSQL): the role that runs migrations, granted what they need in the fence schema, which it
+    does not own (see :mod:`.migration_role`). ``tokenless_writes`` "allow" opts the version table
+    out of the guard (recorded: no later run puts it back), "forbid" opts it back in.
     """
-    return install_fence_schema(config, sql, grant_to, tokenless_writes)
+    return installation.install_fence_schema(config, sql, grant_to, tokenless_writes)
 
 
 def init(config: Config, directory: str, template: str = FENCE_AWARE, package: bool = False) -> InitOutcome:
@@ -221,25 +227,23 @@ def ensure_version(config: Config, sql: bool = False) -> EnsuredVersionTable:
     return database_reads.ensure_version(config, sql)
 
 
-def mcp(config: Config, **options: Unpack[McpKeywords]) -> str | None:
+def mcp(config: Config, **options: Unpack[launch.McpKeywords]) -> str | None:
     """Serve MCP over stdin/stdout until the client closes them: tools that read the state, take,
     renew and release the lease for ``holder`` on ``resource`` (for ``ttl``) and write only under
     that grant, whose token never leaves the server (docs/mcp.md). With ``print_rules``, serve
-    nothing and return the ownership rule for an agent's system prompt instead.
-
-    ``branches``: the branches of the project's git repository whose SHA on ``remote`` each grant
-    records, the only ones ``push_branch`` pushes. ``write_file`` is confined to the working directory.
-
-    Needs the ``mcp`` SDK: without it a UsageError names ``pip install 'fencemigrate[mcp]'``.
+    nothing and return the ownership rule for an agent's system prompt instead. ``branches``: the
+    branches of the project's git repository whose SHA on ``remote`` each grant records, the only
+    ones ``push_branch`` pushes. ``write_file`` is confined to the working directory. Needs the
+    ``mcp`` SDK: without it a UsageError names ``pip install 'fencemigrate[mcp]'``.
     """
-    return run_server(config, options)
+    return launch.run_server(config, options)
 
 
 def demo(url: str | None, say: Callable[[str], None]) -> DemoResult:
     """Replay the design notes' incident fenced and with plain Alembic: on fresh SQLite files, or
     on scratch databases of the PostgreSQL server at ``url``."""
     with translated_errors():
-        return run_demo(url, say)
+        return incident_demo.run_demo(url, say)
 
 
 def current(

@@ -13,13 +13,12 @@ import sys
 import traceback
 from collections.abc import Callable
 from functools import partial
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 from alembic.config import Config
 
 from . import api
-from .applied_sources import NOT_RECORDED, AppliedSource
 from .cli_group import CommandGroup, MainGroup
 from .config import config_error, init_config, load_config
 from .dialects import MODES, PRECHECK
@@ -30,15 +29,17 @@ from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .process_exit import exit_process
 from .progress import SILENT, LeaseWait, Progress, StepStart
 from .rendering import json_text, render
-from .revision_listing import RevisionListing
 from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .scrub import scrub_secrets
-from .state import State
 from .stop_signals import Stopped, stop_on_signals
 from .templates import FENCE_AWARE
-from .timeline import timeline_lines
 from .version_guard import ALLOWED, UNGUARDED
+
+if TYPE_CHECKING:  # what other commands print: imported by those commands only (command_modules.py)
+    from .applied_sources import AppliedSource
+    from .revision_listing import RevisionListing
+    from .state import State
 
 
 class _Context:
@@ -328,6 +329,8 @@ def timeline(obj: _Context, /, as_json: bool, **options: Any) -> None:
     if as_json:
         _print_json({"status": "ok", "events": [event.as_json() for event in events]})
     else:
+        from .timeline import timeline_lines
+
         click.echo("\n".join(timeline_lines(events, filtered=any(v is not None for v in options.values()))))
 
 
@@ -925,6 +928,8 @@ def _applied_header(found: AppliedSource) -> str:
     if found.state != "applied":
         line += f"; dirty: its DDL started ({found.state}) and never finished"
     if found.source is None:
+        from .applied_sources import NOT_RECORDED
+
         line += (
             f"\n{NOT_RECORDED}: the row was written before the fence schema kept the text of revision files "
             "(or the file was not UTF-8 text)"

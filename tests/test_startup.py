@@ -1,45 +1,57 @@
-"""What a command loads when it starts: only its own code. Every deploy pays for starting
-(bench/README.md), so `upgrade` on PostgreSQL must not import the lint rules or another
-database's code."""
+"""What a command loads: only its own code. Every deploy pays for starting (bench/README.md,
+"Startup"), so a real `fencemigrate upgrade head --token N` on PostgreSQL must not import the lint
+rules, another database's code or the other commands' modules (those are bound lazily,
+fencemigrate/command_modules.py, and must stay unloaded)."""
 
 from __future__ import annotations
 
-import subprocess
+import json
 import sys
+from pathlib import Path
 
-import pytest
+from support.project import Project, run_command
 
-#: Starting the upgrade command on PostgreSQL: the CLI, the fenced commands, the dialect.
-UPGRADE_ON_POSTGRESQL = (
-    "import sys, fencemigrate.cli, fencemigrate.fenced_commands\n"
-    "from fencemigrate.dialects import dialect_for\n"
-    "dialect_for('postgresql')\n"
-)
-
-
-def loaded_after_upgrade_starts(prefixes: tuple[str, ...]) -> list[str]:
-    """The modules starting with ``prefixes`` that starting an upgrade on PostgreSQL imported."""
-    code = UPGRADE_ON_POSTGRESQL + f"print('\\n'.join(sorted(m for m in sys.modules if m.startswith({prefixes!r}))))\n"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return result.stdout.split()
-
-
-@pytest.mark.parametrize(
-    ("what", "prefixes"),
-    [
-        (
-            "MySQL's dialect, fencemigrate's and SQLAlchemy's",
-            ("fencemigrate.dialects.mysql", "sqlalchemy.dialects.mysql"),
-        ),
-        ("the check rules and their engine", ("fencemigrate.check.rules", "fencemigrate.check.engine")),
-        ("the MCP SDK", ("mcp",)),
-    ],
-)
-def test_starting_an_upgrade_on_postgresql_does_not_load(what: str, prefixes: tuple[str, ...]) -> None:
-    assert loaded_after_upgrade_starts(prefixes) == [], what
+#: Runs the CLI as the console script does, and writes the modules whose code ran (a module bound
+#: lazily and never used is still a LazyLoader stub: its type is not ModuleType) to LOADED_FILE
+#: when the process ends (the CLI ends with os._exit).
+PROBE = """
+import json, os, sys, types
+loaded_file = sys.argv.pop(1)
+real_exit = os._exit
+def exit_and_record(status):
+    loaded = sorted(name for name, module in sys.modules.items() if type(module) is types.ModuleType)
+    with open(loaded_file, "w") as out:
+        json.dump(loaded, out)
+    real_exit(status)
+os._exit = exit_and_record
+sys.argv[0] = "fencemigrate"
+from fencemigrate.cli import run
+run()
+"""
 
 
-def test_the_probe_sees_what_starting_loads() -> None:
-    """The control: the same probe finds the modules an upgrade does load."""
-    loaded = loaded_after_upgrade_starts(("fencemigrate.fenced_commands", "fencemigrate.dialects.postgresql"))
-    assert {"fencemigrate.fenced_commands", "fencemigrate.dialects.postgresql"} <= set(loaded)
+#: What a fenced upgrade on PostgreSQL must not run the code of.
+NOT_LOADED = {
+    "MySQL code": ("fencemigrate.dialects.mysql", "sqlalchemy.dialects.mysql"),
+    "the check rules and engine": ("fencemigrate.check.",),
+    "the MCP server": ("mcp", "fencemigrate.agent_server.launch", "fencemigrate.agent_server.tool"),
+    "the authoring": ("fencemigrate.authoring", "fencemigrate.revision_commands"),
+    "the readers": ("fencemigrate.state", "fencemigrate.timeline", "fencemigrate.database_reads"),
+    "the other commands": ("fencemigrate.lease_calls", "fencemigrate.demo", "fencemigrate.project_check"),
+}
+
+
+def test_a_fenced_upgrade_on_postgresql_loads_only_its_own_code(project: Project, tmp_path: Path) -> None:
+    """A real upgrade of two revisions, probed as it exits. Control: the probe does see the modules
+    the upgrade runs."""
+    project.add_revision("s1", None, "CREATE TABLE s1 (id int)", "DROP TABLE s1")
+    project.add_revision("s2", "s1", "CREATE TABLE s2 (id int)", "DROP TABLE s2")
+    loaded_file = tmp_path / "loaded.json"
+    argv = [sys.executable, "-c", PROBE, str(loaded_file), "upgrade", "head", "--token", "1"]
+    run_command(argv, project.path).check(0)
+    loaded: list[str] = json.loads(loaded_file.read_text())
+
+    found = {what: [name for name in loaded if name.startswith(prefixes)] for what, prefixes in NOT_LOADED.items()}
+    assert found == {what: [] for what in NOT_LOADED}
+    ran = {"fencemigrate.fenced_commands", "fencemigrate.dialects.postgresql", "fencemigrate.runtime.fenced_run"}
+    assert ran <= set(loaded)

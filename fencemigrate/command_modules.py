@@ -7,6 +7,7 @@ authoring, the lint rules, the lease calls, the state reader, the demo or the MC
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING
 
 from .lazy_modules import lazy_modules
@@ -47,3 +48,12 @@ else:
         "runtime.env_reads",
         "runtime.resolve_command",
     )
+
+
+def load_all() -> None:
+    """Run the code of every module here now. For a process that calls commands from more than one
+    thread (the MCP server and its stop handler): importlib's LazyLoader is not thread-safe before
+    Python 3.12."""
+    every = (authoring, database_reads, incident_demo, installation, lease_calls)
+    for module in (*every, project_check, revision_commands, launch, env_reads, resolve_command):
+        import_module(module.__name__)

@@ -6,6 +6,7 @@ fencemigrate/command_modules.py, and must stay unloaded)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -55,3 +56,18 @@ def test_a_fenced_upgrade_on_postgresql_loads_only_its_own_code(project: Project
     assert found == {what: [] for what in NOT_LOADED}
     ran = {"fencemigrate.fenced_commands", "fencemigrate.dialects.postgresql", "fencemigrate.runtime.fenced_run"}
     assert ran <= set(loaded)
+
+
+def test_load_all_runs_every_lazily_bound_module() -> None:
+    """The MCP server loads every command module before it serves (LazyLoader is not thread-safe
+    before Python 3.12): afterwards none of them is a stub. Control: before, they all are."""
+    code = (
+        "import types, fencemigrate.api\n"
+        "from fencemigrate import command_modules as c\n"
+        "modules = [getattr(c, name) for name in c.__all__]\n"
+        "print(sum(type(m) is types.ModuleType for m in modules), len(modules))\n"
+        "c.load_all()\n"
+        "print(sum(type(m) is types.ModuleType for m in modules), len(modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout == "0 10\n10 10\n"

@@ -27,6 +27,8 @@ from .command_modules import (
 )
 from .config import checked_resource
 from .error_translation import translated_errors
+from .leases import Grant, LeaseStatus
+from .runtime.outcome import RunOutcome
 from .runtime.revision_targets import script_directory
 from .templates import FENCE_AWARE, InitOutcome, Template, available_templates, init_environment
 
@@ -36,9 +38,7 @@ if TYPE_CHECKING:  # the types of other commands' results; their options are rea
     from .demo import DemoResult
     from .ensure_version import EnsuredVersionTable
     from .install_outcome import InstallOutcome
-    from .leases import Grant, LeaseStatus
     from .revision_listing import RevisionListing
-    from .runtime.outcome import RunOutcome
     from .runtime.resolve_run import ResolveOutcome
     from .state import State
     from .timeline import Event

@@ -54,6 +54,5 @@ def load_all() -> None:
     """Run the code of every module here now. For a process that calls commands from more than one
     thread (the MCP server and its stop handler): importlib's LazyLoader is not thread-safe before
     Python 3.12."""
-    every = (authoring, database_reads, incident_demo, installation, lease_calls)
-    for module in (*every, project_check, revision_commands, launch, env_reads, resolve_command):
-        import_module(module.__name__)
+    for name in __all__:
+        import_module(globals()[name].__name__)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -569,6 +570,115 @@ def test_push_branch_uses_the_sha_recorded_at_grant(tmp_path: Path) -> None:
     assert theirs is not None
     git(repos.agent, "push", "-q", "--force", "origin", BRANCH)
     assert repos.remote_sha() != theirs and not repos.remote_has(theirs)
+
+
+def project_in(clone: Path, pristine: Project) -> Project:
+    """A copy of the freshly initialised ``pristine`` project inside the git clone ``clone``."""
+    target = clone / "project"
+    shutil.copytree(pristine.path, target)
+    return Project(path=target, url=pristine.url, template=pristine.template)
+
+
+@pytest.mark.parametrize(
+    ("first", "backend"),
+    [("write_file", "postgresql"), ("push_branch", "sqlite")],
+    ids=["write_file first, PostgreSQL", "push_branch first, SQLite"],
+)
+def test_a_superseded_grant_neither_writes_a_file_nor_pushes(
+    tmp_path: Path, request: pytest.FixtureRequest, first: str, backend: str
+) -> None:
+    """Issue 24, defect 1: A's lease expires, B is granted through its own server and applies 0042;
+    A's write_file and push_branch, each compared only with what A's own grant recorded, are
+    FENCED by the live fence (whichever comes first; the second by the token it dropped): no file
+    written, nothing pushed, and B, still the live holder, writes and pushes. Control: the same
+    stale write and push with plain file I/O and plain git land, and B's push is then FENCED."""
+    url = sqlite_url(tmp_path / "shared.sqlite") if backend == "sqlite" else str(request.getfixturevalue("pg_url"))
+    repos = make_repositories(tmp_path)
+    pristine = create_project(tmp_path / "pristine", url)
+    a, b = project_in(repos.agent, pristine), project_in(repos.other, pristine)
+    at_grant = repos.remote_sha()
+    notes_a, notes_b = a.path / "notes.md", b.path / "notes.md"
+    notes_a.write_text("A's plan\n")
+    notes_b.write_text("B's plan\n")
+    write_b_0042(b)
+    calls = {
+        "write_file": {"path": "notes.md", "content": "A's stale notes\n"},
+        "push_branch": {"branch": BRANCH},
+    }
+
+    async def scenario() -> None:
+        async with (
+            mcp_agent(a, "agent-A", "--branch", BRANCH, "--ttl", "1s") as agent_a,
+            mcp_agent(b, "agent-B", "--branch", BRANCH, "--ttl", "5m") as agent_b,
+        ):
+            assert (await agent_a.ok("acquire_lease"))["server_token"] == 1
+            read = await agent_a.ok("read_file", path="notes.md")
+            calls["write_file"]["expected_sha256"] = read["sha256"]
+            await anyio.sleep(1.5)  # A is paused; its 1s grant expires
+
+            granted = await agent_b.ok("acquire_lease")
+            assert granted["server_token"] == 2 and granted["branches"] == [{"branch": BRANCH, "sha": at_grant}]
+            assert (await agent_b.ok("upgrade", revision="head"))["outcome"]["token"] == 2
+
+            # A wakes up, still "holding" token 1 and the SHA recorded at its grant.
+            stale = repos.commit(repos.agent, "0042: A's stale version")
+            fenced = await agent_a.error(first, "FENCED", **calls[first])
+            assert (fenced["resource"], fenced["token"], fenced["fence_token"]) == ("db/migrations", 1, 2)
+            assert fenced["reason"] == "token 2 has since written to db/migrations"
+            assert fenced["server_token_dropped"] is True
+            assert fenced["message"].startswith("FENCED: you no longer own db/migrations.\n")
+            second = "push_branch" if first == "write_file" else "write_file"
+            assert (await agent_a.error(second, "FENCED", **calls[second]))["fence_token"] == 2
+            assert notes_a.read_text() == "A's plan\n"
+            assert repos.remote_sha() == at_grant and not repos.remote_has(stale)
+
+            # B is still the live holder, unharmed: it writes and pushes under token 2.
+            view = await agent_b.ok("read_state")
+            assert (view["server_token"], view["lease"]["holder"], view["lease"]["token"]) == (2, "agent-B", 2)
+            theirs = repos.commit(repos.other, "0042: B's version")
+            assert (await agent_b.ok("push_branch", branch=BRANCH))["pushed"] == theirs
+            read_b = await agent_b.ok("read_file", path="notes.md")
+            await agent_b.ok("write_file", path="notes.md", content="B's notes\n", expected_sha256=read_b["sha256"])
+            assert repos.remote_sha() == theirs and notes_b.read_text() == "B's notes\n"
+            assert rows(url, "SELECT version_num FROM alembic_version") == [("0042",)]
+
+            # CONTROL: A's same stale steps with plain file I/O and plain git (the incident's push)
+            # land, and then B, the live holder, is the one FENCED.
+            repos.commit(repos.other, "0043: B's next version")
+            git(repos.agent, "push", "-q", "--force", "origin", BRANCH)
+            notes_a.write_text("A's stale notes\n")
+            assert repos.remote_sha() == stale and notes_a.read_text() == "A's stale notes\n"
+            await agent_b.error("push_branch", "FENCED", branch=BRANCH)
+
+    run(scenario)
+
+
+def test_a_grant_the_lease_service_no_longer_holds_writes_no_file(tmp_path: Path) -> None:
+    """The fence has not moved, but the lease service no longer holds A's grant (an operator released
+    it from the CLI): write_file is LEASE_LOST, the token dropped, the file as it was. A bad path with
+    a live grant is USAGE before the lease service is asked: no RENEW is logged for it."""
+    project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
+    notes = project.path / "notes.md"
+    notes.write_text("A's plan\n")
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "5m") as agent:
+            await agent.ok("acquire_lease")
+            read = await agent.ok("read_file", path="notes.md")
+            events = project.run_cli("timeline", "--json").check(0).stdout
+            await agent.error("write_file", "USAGE", path="../notes.md", content="x", expected_sha256=read["sha256"])
+            assert project.run_cli("timeline", "--json").check(0).stdout == events
+            project.run_cli("lease", "release", "--holder", "agent-A").check(0)
+            lost = await agent.error(
+                "write_file", "LEASE_LOST", path="notes.md", content="A's notes\n", expected_sha256=read["sha256"]
+            )
+            assert lost["reason"] == "the lease is not held" and lost["server_token_dropped"] is True
+            assert notes.read_text() == "A's plan\n"
+            assert (await agent.ok("read_state"))["server_token"] is None
+
+    run(scenario)
+    notes.write_text("A's notes\n")  # CONTROL: a plain write does not ask the lease service
+    assert notes.read_text() == "A's notes\n"
 
 
 def test_write_file_needs_the_hash_it_was_read_with(tmp_path: Path) -> None:

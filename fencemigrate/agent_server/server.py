@@ -193,9 +193,11 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
             str, Field(description="A branch the server recorded at grant (its --branch).", max_length=_NAME_MAX)
         ],
     ) -> Annotated[CallToolResult, PushResult]:
-        """Push the project repository's local BRANCH to the remote, only if the remote's branch is
-        still at the SHA the server recorded when it granted its lease (--force-with-lease against
-        that SHA; never --force). FENCED (git:BRANCH) if anyone pushed since: the remote is unchanged."""
+        """Push the project repository's local BRANCH to the remote as a fast-forward only: the
+        server's grant must still be the live one, the remote's branch still at the SHA recorded when
+        the lease was granted (or moved by this server's own pushes), and your branch must contain
+        it. Never rewinds the remote. FENCED (git:BRANCH) if anyone pushed since, if the remote has
+        commits your branch does not have, or if a newer grant exists: the remote is unchanged."""
         return tools.answer(lambda: tools.push(branch))
 
     @server.tool(annotations=_READ)

@@ -13,7 +13,7 @@ from alembic.config import Config
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 
-from .. import api
+from .. import api, lease_calls
 from ..errors import FencemigrateError, LeaseBusy, LeaseLost
 from ..fenced_writes import git_branch, project_files
 from ..fenced_writes.git_branch import BranchRecord, BranchRemote
@@ -193,9 +193,18 @@ class ToolBodies:
 
     # -- the branch and the files ----------------------------------------------------------------
 
+    def live_grant(self) -> Grant:
+        """The server's grant, checked live now (:func:`..lease_calls.confirm`) before a write that
+        no database fence guards, and renewed: FENCED or LEASE_LOST (the token then dropped) when
+        a newer grant exists, as ``upgrade`` is refused."""
+        renewed = lease_calls.confirm(self.config, self.lease.required())
+        self.lease.granted(renewed)
+        return renewed
+
     def push(self, branch: str) -> CallToolResult:
         record = self.lease.branch(branch)
-        moved = git_branch.push_branch(BranchRemote(self.identity.project_dir, self.identity.remote), record)
+        where = BranchRemote(self.identity.project_dir, self.identity.remote)
+        moved = git_branch.push_branch(where, record, confirm=self.live_grant)
         self.lease.pushed(moved)
         assert moved.sha is not None
         result = PushResult(
@@ -212,7 +221,9 @@ class ToolBodies:
 
     def write_file(self, path: str, content: str, expected_sha256: str) -> CallToolResult:
         token = self.lease.required().token
-        written = project_files.write_file(self.identity.project_dir, path, content, expected_sha256, token)
+        written = project_files.write_file(
+            self.identity.project_dir, path, content, expected_sha256, token, confirm=self.live_grant
+        )
         return ok_result(WrittenFile(path=path, sha256=written, server_token=token).model_dump(mode="json"))
 
     # -- writes --------------------------------------------------------------------------------

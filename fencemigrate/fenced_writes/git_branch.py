@@ -18,6 +18,7 @@ which records afresh. Rewinding a branch is a person's decision, made with git.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -63,13 +64,17 @@ def record_branch(where: BranchRemote, branch: str, token: int) -> BranchRecord:
     return BranchRecord(branch, token, _remote_sha(where, branch))
 
 
-def push_branch(where: BranchRemote, record: BranchRecord) -> BranchRecord:
+def push_branch(where: BranchRemote, record: BranchRecord, confirm: Callable[[], object] | None = None) -> BranchRecord:
     """Push the local ``refs/heads/BRANCH`` to the remote only if the remote still has the recorded
     SHA and the local commit contains it (a fast-forward); the record moved to the pushed commit.
     :class:`Fenced` if the remote's branch moved or the push would remove commits from it,
-    :class:`GitFailed` for any other failure, :class:`UsageError` for a bad name or no local branch."""
+    :class:`GitFailed` for any other failure, :class:`UsageError` for a bad name or no local branch.
+    ``confirm``: called once the names are checked, before the remote is compared (an MCP server's
+    check that its grant is still the live one); what it raises is raised, nothing pushed."""
     _check(where, record.branch)
     commit = _local_commit(where, record.branch)
+    if confirm is not None:
+        confirm()
     current = _remote_sha(where, record.branch)
     if current != record.sha:
         raise _fenced(where, record, current)

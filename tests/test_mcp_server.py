@@ -107,13 +107,16 @@ def text_of(result: CallToolResult) -> str:
 
 
 @asynccontextmanager
-async def mcp_agent(project: Project, holder: str, *options: str) -> AsyncIterator[Agent]:
-    """``fencemigrate -c alembic.ini mcp --holder HOLDER OPTIONS`` in ``project``, with a client session."""
+async def mcp_agent(
+    project: Project, holder: str, *options: str, env: dict[str, str] | None = None
+) -> AsyncIterator[Agent]:
+    """``fencemigrate -c alembic.ini mcp --holder HOLDER OPTIONS`` in ``project``, with a client
+    session (``env``: variables added to the server's environment)."""
     params = StdioServerParameters(
         command=script_command("fencemigrate")[0],
         args=["-c", str(project.ini), "mcp", "--holder", holder, *options],
         cwd=project.path,
-        env=subprocess_env(),
+        env=subprocess_env(env),
     )
     stderr = project.path / f"mcp-{holder}.stderr"
     with stderr.open("w") as errlog:
@@ -734,6 +737,97 @@ def test_write_file_needs_the_hash_it_was_read_with(tmp_path: Path) -> None:
     target.write_text("the other writer's\n")  # CONTROL: a plain write does not look
     target.write_text("mine, unchecked\n")
     assert target.read_text() == "mine, unchecked\n"
+
+
+# -- read_file never hands the agent a password (issue 24, defect 7) --------------------------------
+
+DB_PASSWORD = "Db-pw-4f9q"  # sqlalchemy.url's (PostgreSQL's trust auth accepts and ignores it)
+VAULT_PASSWORD = "Vault-pw-77x"  # only env.py knows where it is: the engine's, learnt by connecting
+LEASE_PASSWORD = "Lease-pw-k2"  # fencemigrate_lease_url's
+ENV_PASSWORD = "Env-pw-31z"  # the server's environment: APP_DB_PASSWORD
+UNKNOWN = "never-seen-9"  # in no configuration: recognised by its key only
+
+#: Each format, as a project file: (path, text, what the agent must be shown).
+SECRET_FORMATS = [
+    ("deploy/settings.sh", f"export DB_PASS={DB_PASSWORD}\nDB_USER=app\n", "export DB_PASS=***\nDB_USER=app\n"),
+    ("deploy/run.sh", f"PGPASSWORD {UNKNOWN} psql -h db\n", "PGPASSWORD *** psql -h db\n"),
+    ("deploy/db.yaml", f"db:\n  password: {UNKNOWN}\n  host: db\n", "db:\n  password: ***\n  host: db\n"),
+    ("deploy/db.json", f'{{"user": "app", "password": "{UNKNOWN}"}}', '{"user": "app", "password": "***"}'),
+    ("deploy/urls.txt", f"primary: mysql://app:{UNKNOWN}@db/app\n", "primary: mysql://app:***@db/app\n"),
+    ("deploy/notes.md", f"vault says {VAULT_PASSWORD}; lease {LEASE_PASSWORD}\n", "vault says ***; lease ***\n"),
+    ("deploy/ci.txt", f"token ({ENV_PASSWORD}) and db ({DB_PASSWORD})\n", "token (***) and db (***)\n"),
+]
+SECRETS = (DB_PASSWORD, VAULT_PASSWORD, LEASE_PASSWORD, ENV_PASSWORD, UNKNOWN)
+
+
+def secret_project(tmp_path: Path, pg_url: str) -> Project:
+    """A project whose env.py connects with a password from a vault file outside the project, whose
+    config holds a database and a lease URL password, with a file of each format and a .env."""
+    project = create_project(tmp_path / "project", pg_url)
+    vault = tmp_path / "vault.txt"
+    vault.write_text(pg_url.replace("postgres@", f"postgres:{VAULT_PASSWORD}@", 1))
+    project.edit_env(
+        "config.get_section(config.config_ini_section, {})",
+        f"{{**config.get_section(config.config_ini_section, {{}}), 'sqlalchemy.url': open({str(vault)!r}).read()}}",
+    )
+    project.set_url(pg_url.replace("postgres@", f"postgres:{DB_PASSWORD}@", 1))
+    project.set_ini_option("fencemigrate_lease_url", f"redis://:{LEASE_PASSWORD}@127.0.0.1:9/0")
+    (project.path / "deploy").mkdir()
+    for path, text, _ in SECRET_FORMATS:
+        (project.path / path).write_text(text)
+    (project.path / ".env").write_text(f"DB_PASS={UNKNOWN}\n")
+    (project.path / "deploy" / ".env.production").write_text(f"DB_PASS={UNKNOWN}\n")
+    (project.path / "deploy" / "plain.txt").write_text("nothing secret here: postgresql, pass, password_hash\n")
+    return project
+
+
+def test_read_file_never_returns_a_password_the_server_knows_or_recognises(tmp_path: Path, pg_url: str) -> None:
+    """Every format comes back with *** (redacted true, no sha256); .env files and the config file
+    holding credentials are refused. Control: the files themselves hold every password in clear."""
+    project = secret_project(tmp_path, pg_url)
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", env={"APP_DB_PASSWORD": ENV_PASSWORD}) as agent:
+            for path, _, shown in SECRET_FORMATS:
+                assert await agent.ok("read_file", path=path) == {
+                    "path": path,
+                    "text": shown,
+                    "sha256": None,
+                    "redacted": True,
+                }, path
+            plain = await agent.ok("read_file", path="deploy/plain.txt")
+            assert plain["redacted"] is False and plain["sha256"] is not None
+            for path, why in [
+                (".env", ".env conventionally holds secrets"),
+                ("deploy/.env.production", ".env.production conventionally holds secrets"),
+                ("alembic.ini", "the server's config file, and it holds credentials"),
+            ]:
+                refused = await agent.error("read_file", "USAGE", path=path)
+                assert refused["message"].startswith(f"USAGE: read_file refuses {path!r}: {why}"), refused
+                assert "start the server with --read-secret-files" in refused["message"]
+                assert not any(secret in refused["message"] for secret in SECRETS)
+
+    run(scenario)
+    # CONTROL: what a plain read of the same files hands over.
+    plain_reads = "".join((project.path / path).read_text() for path, _, _ in SECRET_FORMATS)
+    assert all(secret in plain_reads for secret in SECRETS)
+    assert DB_PASSWORD in project.ini.read_text() and UNKNOWN in (project.path / ".env").read_text()
+
+
+def test_read_secret_files_reads_them_redacted(tmp_path: Path, pg_url: str) -> None:
+    """With --read-secret-files, .env and the config file are read, their secrets still ***."""
+    project = secret_project(tmp_path, pg_url)
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--read-secret-files") as agent:
+            dotenv = await agent.ok("read_file", path=".env")
+            assert (dotenv["text"], dotenv["sha256"], dotenv["redacted"]) == ("DB_PASS=***\n", None, True)
+            ini = await agent.ok("read_file", path="alembic.ini")
+            assert ini["redacted"] is True and ini["sha256"] is None
+            assert "postgres:***@" in ini["text"] and "redis://:***@" in ini["text"]
+            assert not any(secret in ini["text"] for secret in SECRETS)
+
+    run(scenario)
 
 
 def test_writes_expect_the_heads_the_agent_was_shown(tmp_path: Path) -> None:

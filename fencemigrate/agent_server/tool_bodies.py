@@ -19,9 +19,11 @@ from ..fenced_writes import git_branch, project_files
 from ..fenced_writes.git_branch import BranchRecord, BranchRemote
 from ..leases import Grant, LeaseStatus
 from ..progress import LeaseWait, StepStart
+from ..runtime.env_reads import database_heads
 from ..runtime.outcome import RunOutcome
-from ..scrub import scrub_secrets
+from ..scrub import redact_file_text, scrub_secrets
 from ..state import State
+from . import secret_files
 from .lease_state import ServerLease
 from .results import CheckResult, FileText, LeaseResult, PushResult, RunResult, StateView, WrittenFile
 from .tool_errors import drops_token, error_result, ok_result
@@ -60,6 +62,7 @@ class ToolBodies:
         self.config = config
         self.lease = lease
         self.identity = lease.identity
+        self._engine_learnt = False  # whether read_file has had env.py connect once
 
     def answer(self, body: Callable[[], CallToolResult]) -> CallToolResult:
         """``body``'s result, or its failure as a tool error; FENCED and LEASE_LOST drop the token."""
@@ -213,11 +216,27 @@ class ToolBodies:
         return ok_result(result.model_dump(mode="json"))
 
     def read_file(self, path: str) -> CallToolResult:
+        allowed = self.identity.read_secret_files
+        if not allowed:
+            secret_files.refuse_secret_name(path)
+        self._learn_engine_password()
         content = project_files.read_file(self.identity.project_dir, path)
-        shown = scrub_secrets(content.text)
+        shown = redact_file_text(content.text)
         redacted = shown != content.text  # its hash would let the redacted text replace the file's
+        if redacted and not allowed:
+            secret_files.refuse_config_file(self.identity.project_dir, path, self.config.config_file_name)
         result = FileText(path=path, text=shown, sha256=None if redacted else content.sha256, redacted=redacted)
         return ok_result(result.model_dump(mode="json"))
+
+    def _learn_engine_password(self) -> None:
+        """Once per server: run env.py (a read of the heads) so that the password of the engine it
+        connects with, wherever env.py found it, is known before a file is shown. A database that
+        cannot be reached teaches nothing; the config's and the environment's passwords are known anyway."""
+        if self._engine_learnt:
+            return
+        self._engine_learnt = True
+        with contextlib.suppress(Exception):
+            database_heads(self.config)
 
     def write_file(self, path: str, content: str, expected_sha256: str) -> CallToolResult:
         token = self.lease.required().token

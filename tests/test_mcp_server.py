@@ -584,8 +584,8 @@ def project_in(clone: Path, pristine: Project) -> Project:
 
 @pytest.mark.parametrize(
     ("first", "backend"),
-    [("write_file", "postgresql"), ("push_branch", "sqlite")],
-    ids=["write_file first, PostgreSQL", "push_branch first, SQLite"],
+    [("write_file", "postgresql"), ("push_branch", "sqlite"), ("push_branch", "redis")],
+    ids=["write_file first, PostgreSQL", "push_branch first, SQLite", "push_branch first, Redis leases"],
 )
 def test_a_superseded_grant_neither_writes_a_file_nor_pushes(
     tmp_path: Path, request: pytest.FixtureRequest, first: str, backend: str
@@ -598,6 +598,8 @@ def test_a_superseded_grant_neither_writes_a_file_nor_pushes(
     url = sqlite_url(tmp_path / "shared.sqlite") if backend == "sqlite" else str(request.getfixturevalue("pg_url"))
     repos = make_repositories(tmp_path)
     pristine = create_project(tmp_path / "pristine", url)
+    if backend == "redis":
+        pristine.set_ini_option("fencemigrate_lease_url", str(request.getfixturevalue("redis_url")))
     a, b = project_in(repos.agent, pristine), project_in(repos.other, pristine)
     at_grant = repos.remote_sha()
     notes_a, notes_b = a.path / "notes.md", b.path / "notes.md"
@@ -654,6 +656,56 @@ def test_a_superseded_grant_neither_writes_a_file_nor_pushes(
             await agent_b.error("push_branch", "FENCED", branch=BRANCH)
 
     run(scenario)
+
+
+def test_push_branch_after_a_fresh_grant_never_rewinds_another_holders_commit(tmp_path: Path) -> None:
+    """Issue 24, defect 2: B pushed under its grant; A, whose branch never got B's commit, calls
+    acquire_lease (which records B's commit) and push_branch: FENCED, the remote keeps B's commit,
+    A's branch and files are as they were. Built on B's commit under a new grant, A's push goes.
+    Control: the old push, --force-with-lease against the SHA recorded at grant, rewinds B's commit."""
+    repos = make_repositories(tmp_path)
+    url = sqlite_url(tmp_path / "shared.sqlite")
+    pristine = create_project(tmp_path / "pristine", url)
+    a, b = project_in(repos.agent, pristine), project_in(repos.other, pristine)
+    seen: dict[str, str] = {}
+
+    async def scenario() -> None:
+        async with (
+            mcp_agent(a, "agent-A", "--branch", BRANCH, "--ttl", "5m") as agent_a,
+            mcp_agent(b, "agent-B", "--branch", BRANCH, "--ttl", "5m") as agent_b,
+        ):
+            await agent_b.ok("acquire_lease")
+            theirs = repos.commit(repos.other, "0042: B's version")
+            assert (await agent_b.ok("push_branch", branch=BRANCH))["pushed"] == theirs
+            await agent_b.ok("release_lease")
+
+            granted = await agent_a.ok("acquire_lease")  # a fresh grant: it records B's commit
+            assert granted["branches"] == [{"branch": BRANCH, "sha": theirs}]
+            seen["theirs"] = theirs
+            seen["stale"] = repos.commit(repos.agent, "0042: A's version, never rebased on B's")
+            before = git(repos.agent, "for-each-ref"), git(repos.agent, "status", "--porcelain", "--ignored")
+            fenced = await agent_a.error("push_branch", "FENCED", branch=BRANCH)
+            assert fenced["resource"] == f"git:{BRANCH}" and fenced["server_token_dropped"] is True
+            assert fenced["reason"].startswith("the remote has commits your branch does not have: ")
+            assert fenced["message"].startswith(f"FENCED: this write to git:{BRANCH} is not yours to make.\n")
+            assert "Next step: fetch, re-read and re-plan: " in fenced["message"]
+            assert repos.remote_sha() == theirs
+            assert (git(repos.agent, "for-each-ref"), git(repos.agent, "status", "--porcelain", "--ignored")) == before
+
+            git(repos.agent, "fetch", "-q", "origin")  # A re-reads, re-plans and builds on B's commit
+            git(repos.agent, "reset", "-q", "--hard", f"origin/{BRANCH}")
+            mine = repos.commit(repos.agent, "0043: A's revision, on top of B's")
+            await agent_a.ok("acquire_lease")
+            assert (await agent_a.ok("push_branch", branch=BRANCH))["pushed"] == mine
+            assert repos.remote_sha() == mine and repos.remote_has(theirs)
+
+    run(scenario)
+
+    # CONTROL: the stale commit pushed as push_branch did, against the SHA the fresh grant recorded.
+    git(repos.remote, "update-ref", f"refs/heads/{BRANCH}", seen["theirs"])  # the remote as A's grant found it
+    lease = f"--force-with-lease=refs/heads/{BRANCH}:{seen['theirs']}"
+    git(repos.agent, "push", "-q", lease, "origin", f"{seen['stale']}:refs/heads/{BRANCH}")
+    assert repos.remote_sha() == seen["stale"] and not repos.remote_has(seen["theirs"])
 
 
 def test_a_grant_the_lease_service_no_longer_holds_writes_no_file(tmp_path: Path) -> None:

@@ -829,6 +829,7 @@ def secret_project(tmp_path: Path, pg_url: str) -> Project:
         (project.path / path).write_text(text)
     (project.path / ".env").write_text(f"DB_PASS={UNKNOWN}\n")
     (project.path / "deploy" / ".env.production").write_text(f"DB_PASS={UNKNOWN}\n")
+    (project.path / ".envrc").write_text(f"export DB_PASS={UNKNOWN}\n")
     (project.path / "deploy" / "plain.txt").write_text("nothing secret here: postgresql, pass, password_hash\n")
     return project
 
@@ -852,6 +853,7 @@ def test_read_file_never_returns_a_password_the_server_knows_or_recognises(tmp_p
             for path, why in [
                 (".env", ".env conventionally holds secrets"),
                 ("deploy/.env.production", ".env.production conventionally holds secrets"),
+                (".envrc", ".envrc conventionally holds secrets"),
                 ("alembic.ini", "the server's config file, and it holds credentials"),
             ]:
                 refused = await agent.error("read_file", "USAGE", path=path)

@@ -233,7 +233,9 @@ def mcp(config: Config, **options: Unpack[launch.McpKeywords]) -> str | None:
     that grant, whose token never leaves the server (docs/mcp.md). With ``print_rules``, serve
     nothing and return the ownership rule for an agent's system prompt instead. ``branches``: the
     branches of the project's git repository whose SHA on ``remote`` each grant records, the only
-    ones ``push_branch`` pushes. ``write_file`` is confined to the working directory. Needs the
+    ones ``push_branch`` pushes. ``write_file`` is confined to the working directory;
+    ``read_file`` never returns a password the server knows or recognises, and refuses
+    conventionally secret files unless ``read_secret_files``. Needs the
     ``mcp`` SDK: without it a UsageError names ``pip install 'fencemigrate[mcp]'``.
     """
     return launch.run_server(config, options)

@@ -577,6 +577,11 @@ def init(obj: _Context, directory: str, template: str, package: bool, as_json: b
 )
 @click.option("--remote", default="origin", show_default=True, help="The git remote push_branch pushes to.")
 @click.option(
+    "--read-secret-files",
+    is_flag=True,
+    help="Let read_file read .env files and a config file with credentials (their secrets still shown as ***).",
+)
+@click.option(
     "--print-rules", is_flag=True, help="Print the ownership rule for an agent's system prompt, serve nothing."
 )
 @click.option(

@@ -13,7 +13,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from .errors import UsageError
-from .scrub import remember_url_password, url_password
+from .scrub import password_name, remember_password, remember_url_password, url_password
 from .validation import check_resource, check_schema
 
 DEFAULT_SCHEMA = "fencemigrate"
@@ -53,12 +53,15 @@ def init_config(config_files: Sequence[str] = (), name: str = "alembic") -> Conf
 
 
 def _remember_passwords(parser: configparser.ConfigParser) -> None:
-    """Keep the password of every URL in the config file (as written, and as interpolated) out of
-    everything printed, before anything can quote it."""
+    """Keep the password of every URL in the config file, and the value of every password key
+    (``password = ...``), as written and as interpolated, out of everything printed, before
+    anything can quote them."""
     for section in parser.sections():
-        for _, value in parser.items(section, raw=True):
-            remember_url_password(value)
-            remember_url_password(value.replace("%%", "%"))
+        for key, value in parser.items(section, raw=True):
+            for spelt in (value, value.replace("%%", "%")):
+                remember_url_password(spelt)
+                if password_name(key):
+                    remember_password(spelt.strip())
 
 
 def config_error(error: configparser.Error) -> UsageError:

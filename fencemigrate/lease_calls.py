@@ -10,12 +10,13 @@ from alembic.runtime.migration import MigrationContext
 
 from .config import checked_resource, configured_lease_url, fence_schema
 from .durations import parse_ttl_ms, parse_wait_ms
-from .errors import FencemigrateError, UsageError
+from .errors import Fenced, FencemigrateError, UsageError, newer_token_wrote
 from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, open_backend
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_TTL
 from .progress import SILENT, Progress
 from .run_options import reject_unknown
 from .runtime.env_reads import run_without_steps
+from .runtime.fenced_news import with_newer_token_news
 from .state import State, read_state
 from .validation import check_holder, parse_token
 from .version_guard import guard_first_write
@@ -148,3 +149,45 @@ def release(config: Config, keywords: ReleaseKeywords) -> LeaseStatus:
     token = keywords.get("token")
     grant_token = None if token is None else parse_token(token)
     return call_lease_service(config, keywords.get("lease_url"), lambda b: b.release(name, who, grant_token))
+
+
+def confirm(config: Config, grant: Grant) -> Grant:
+    """``grant``, checked live before a write that no database fence guards (an MCP server's git
+    push or file write), as a run's claim and renewals check it: :class:`Fenced` when the database
+    fence has moved above its token (a newer grant, or a newer token's write), :class:`LeaseLost`
+    when the lease service no longer holds it for its holder; otherwise renewed by its own TTL,
+    so that no other grant can be issued while the write is made."""
+    lease = grant.lease
+    assert lease.holder is not None, "a grant names its holder"
+    resource, holder, token = lease.resource, lease.holder, grant.token
+    url = check_lease_url(configured_lease_url(config))
+    schema = fence_schema(config)
+    answers: list[Grant | Fenced] = []
+
+    def with_backend(context: MigrationContext) -> None:
+        if answers:
+            return  # env.py configured a second connection: the lease service has answered already
+        assert context.connection is not None
+        backend = open_backend(context.connection.engine, schema, url)
+        try:
+            fence = backend.status(resource).fence_token
+            if fence is not None and fence > token:
+                answers.append(Fenced(resource, token, fence, newer_token_wrote(fence, resource)))
+            else:
+                answers.append(backend.renew(resource, holder, token, None))
+        finally:
+            backend.close()
+
+    def news(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
+        if answers and isinstance(answers[0], Fenced):
+            assert context.connection is not None
+            quoted = context.dialect.identifier_preparer.quote(schema)
+            answers[0] = with_newer_token_news(context.connection, quoted, answers[0])
+        return []
+
+    run_without_steps(config, news, on_connection=with_backend)
+    if not answers:
+        raise FencemigrateError("env.py did not run the migration context; cannot reach the lease service")
+    if isinstance(answers[0], Fenced):
+        raise answers[0]
+    return answers[0]

@@ -1,15 +1,22 @@
-"""Keep passwords out of everything fencemigrate prints.
+"""Keep passwords out of everything fencemigrate prints, and out of the files an agent reads.
 
-Two nets. The passwords of the URLs fencemigrate is given (every URL-like value of the config
-file, ``--lease-url``, the engine env.py connects with) are remembered and replaced in any URL
+Two nets. The passwords fencemigrate is given (of every URL-like value of the config file,
+``--lease-url`` and the engine env.py connects with; of the config file's password keys; of the
+environment's password variables, for the MCP server) are remembered and replaced in any URL
 printed, however they are spelt: with an ``@``, a space or a ``:`` in them a URL in a message
 cannot be told apart from the text around it. Any other ``scheme://user:password@`` and
 ``password=...`` is replaced by pattern.
+
+A file's text (:func:`redact_file_text`, the MCP server's ``read_file``) is redacted harder: every
+remembered password wherever it stands as a word of its own, and the value of every password-like
+key, whatever the format (``DB_PASS=...``, ``PGPASSWORD ...``, YAML ``password: ...``, JSON
+``"password": ...``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from urllib.parse import unquote
 
 # A scheme starts where no scheme character precedes it, and a password is at most 1024 characters:
@@ -51,3 +58,55 @@ def scrub_secrets(text: str) -> str:
         text = text.replace(f":{password}@", ":***@")
     text = _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
     return _KEYWORD_PASSWORD.sub(lambda m: f"{m.group(1)}***", text)
+
+
+# A key that names a password: "password", "passwd" or "secret" in it, or "pass" or "pwd" as a part
+# of its own (DB_PASS, MYSQL_PWD); quoted (JSON) or not, then ":" or "=" and a literal value. A value
+# that is code (a call, an expression) is not a literal and is left alone.
+_SECRET_KEY = r"[\w.-]*(?:password|passwd|secret)[\w.-]*|(?:[\w.-]*[_.-])?(?:pass|pwd)(?:[_.-][\w.-]*)?"
+_KEY_VALUE = re.compile(
+    r"(?i)(?<![\w.-])(?P<key>(?P<quote>[\"']?)(?:" + _SECRET_KEY + r")(?P=quote)\s*[:=]\s*)"
+    r"(?P<value>\"(?:[^\"\\\n]|\\.){1,1024}\"|'[^'\n]{1,1024}'|[^\s,;(){}\[\]\"'=][^\s,;(){}\[\]\"']{0,1023}(?=[\s,;}\]]|$))",
+    re.MULTILINE,
+)
+# libpq's and MySQL's password variables, also as a word followed by the password (``PGPASSWORD s3cret``).
+_PASSWORD_VARIABLE = re.compile(r"(?<![\w.-])(?P<key>(?:PGPASSWORD|MYSQL_PWD)\s+)(?P<value>[^\s=:]\S{0,1023})")
+_SECRET_NAME = re.compile(r"(?i)(?:" + _SECRET_KEY + r")")
+# Names that look like a password's and are not: the working directory, a file's path.
+_NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
+_PATH_SUFFIXES = ("FILE", "_PATH", "_DIR")
+
+
+def password_name(name: str) -> bool:
+    """Whether the key or variable ``name`` says its value is a password (``PGPASSWORD``,
+    ``DB_PASS``, ``api_secret``; not ``PWD`` nor ``PGPASSFILE``)."""
+    upper = name.upper()
+    if upper in _NOT_SECRET_NAMES or upper.endswith(_PATH_SUFFIXES):
+        return False
+    return _SECRET_NAME.fullmatch(name) is not None
+
+
+def remember_environment_passwords(environment: Mapping[str, str]) -> None:
+    """Remember the passwords of ``environment``: the value of each variable whose name says it is
+    one (``PGPASSWORD``, ``DB_PASS``, ``API_SECRET``), and the password of each URL-valued one."""
+    for name, value in environment.items():
+        remember_url_password(value)
+        if password_name(name):
+            remember_password(value)
+
+
+def redact_file_text(text: str) -> str:
+    """``text`` with every secret fencemigrate knows or can recognise replaced by ``***``: the
+    remembered passwords wherever they stand as words of their own, the passwords of URLs and the
+    values of password-like keys in any format (.env, shell, YAML, JSON, ini)."""
+    if _known_passwords:
+        known = "|".join(re.escape(password) for password in sorted(_known_passwords, key=len, reverse=True))
+        text = re.sub(rf"(?<!\w)(?:{known})(?!\w)", "***", text)
+    text = scrub_secrets(text)
+    text = _PASSWORD_VARIABLE.sub(lambda m: f"{m['key']}***", text)
+    return _KEY_VALUE.sub(lambda m: m["key"] + _masked(m["value"]), text)
+
+
+def _masked(value: str) -> str:
+    """``***`` in the quotes ``value`` had."""
+    return f"{value[0]}***{value[0]}" if value[0] in "\"'" else "***"

@@ -130,14 +130,104 @@ def test_a_push_moves_the_record_and_the_next_push_builds_on_it(repos: Repositor
     assert repos.remote_sha() == second
 
 
-def test_a_rewritten_branch_pushes_when_nobody_else_pushed(repos: Repositories, where: BranchRemote) -> None:
-    """``--force-with-lease`` is a force: the holder may replace its own pushed commit."""
+def test_a_rewritten_branch_is_fenced_even_over_the_holders_own_push(repos: Repositories, where: BranchRemote) -> None:
+    """A push is a fast-forward or nothing: the holder's own pushed commit is not replaced either
+    (rewinding a branch is a person's decision, made with git)."""
     record = push_branch(where, record_branch(where, BRANCH, TOKEN))
     git(repos.agent, "commit", "-q", "--amend", "-m", "0042: A's version, amended")
     amended = git(repos.agent, "rev-parse", "HEAD")
     assert amended != record.sha
-    assert push_branch(where, record).sha == amended
-    assert repos.remote_sha() == amended
+
+    with pytest.raises(Fenced) as fenced:
+        push_branch(where, record)
+
+    assert fenced.value.reason == rewind_reason(record.sha or "", amended)
+    assert repos.remote_sha() == record.sha
+
+
+# -- a fresh grant never makes a rewind of the remote legitimate (issue 24, defect 2) ------------------
+
+
+def rewind_reason(tip: str, mine: str) -> str:
+    return (
+        f"the remote has commits your branch does not have: remote origin has refs/heads/{BRANCH} at {tip}, which "
+        f"your {BRANCH} ({mine}) does not contain; push_branch never removes commits from the remote's branch, "
+        "nothing was pushed"
+    )
+
+
+def local_snapshot(clone: Path) -> tuple[str, str, str]:
+    """The clone's refs, status and files: what a refused push must leave as it was."""
+    files = "\n".join(
+        f"{path.relative_to(clone)}:{path.read_bytes().hex()}"
+        for path in sorted(clone.rglob("*"))
+        if path.is_file() and ".git" not in path.relative_to(clone).parts
+    )
+    return git(clone, "for-each-ref"), git(clone, "status", "--porcelain"), files
+
+
+@pytest.mark.parametrize("fetched", [False, True], ids=["B's commit unknown to A", "B's commit fetched, not merged"])
+def test_a_push_under_a_fresh_grant_that_would_drop_another_holders_commit_is_fenced(
+    repos: Repositories, where: BranchRemote, fetched: bool
+) -> None:
+    """B pushed under its grant; A, whose branch never got B's commit, is granted afresh (recording
+    B's commit) and pushes: FENCED, the remote keeps B's commit, A's refs and files are as they were."""
+    theirs = repos.commit(repos.other, "0042: B's version")
+    git(repos.other, "push", "-q", "origin", BRANCH)
+    mine = repos.commit(repos.agent, "0042: A's stale version")
+    if fetched:
+        git(repos.agent, "fetch", "-q", "origin")
+    record = record_branch(where, BRANCH, TOKEN)  # A's fresh grant records B's commit
+    assert record.sha == theirs
+    before = local_snapshot(repos.agent)
+
+    with pytest.raises(Fenced) as fenced:
+        push_branch(where, record)
+
+    assert str(fenced.value) == "\n".join(
+        [
+            f"FENCED: this write to git:{BRANCH} is not yours to make.",
+            f"Rejected for token {TOKEN}: {rewind_reason(theirs, mine)}.",
+            "This is NOT a transient error. Do not retry, rebase, renumber, or re-apply.",
+            "Your plan and your memory of this resource are probably stale, including anything",
+            "your context summary says you 'hold'.",
+            f"Next step: fetch, re-read and re-plan: fetch {BRANCH} from origin, read what it holds now and build on "
+            "it under a new lease (rewinding a branch is a person's decision, made with git).",
+            "If your goal is already met by the current state, report that and stop.",
+        ]
+    )
+    assert fenced.value.resource == f"git:{BRANCH}" and fenced.value.exit_status == 3
+    assert repos.remote_sha() == theirs
+    assert local_snapshot(repos.agent) == before
+
+
+def test_control_force_with_lease_against_the_sha_at_grant_drops_the_other_holders_commit(
+    repos: Repositories, where: BranchRemote
+) -> None:
+    """What push_branch did before: ``--force-with-lease`` against the SHA the fresh grant recorded
+    passes, and B's commit is gone from the remote."""
+    theirs = repos.commit(repos.other, "0042: B's version")
+    git(repos.other, "push", "-q", "origin", BRANCH)
+    mine = repos.commit(repos.agent, "0042: A's stale version")
+    record = record_branch(where, BRANCH, TOKEN)
+
+    git(repos.agent, "push", "-q", f"--force-with-lease=refs/heads/{BRANCH}:{record.sha}", "origin", BRANCH)
+
+    assert repos.remote_sha() == mine
+    assert not repos.remote_has(theirs)
+
+
+def test_a_branch_rebased_on_the_remote_pushes_as_a_fast_forward(repos: Repositories, where: BranchRemote) -> None:
+    theirs = repos.commit(repos.other, "0042: B's version")
+    git(repos.other, "push", "-q", "origin", BRANCH)
+    repos.commit(repos.agent, "0042: A's stale version")
+    git(repos.agent, "fetch", "-q", "origin")
+    git(repos.agent, "reset", "-q", "--hard", f"origin/{BRANCH}")
+    mine = repos.commit(repos.agent, "0043: A's revision, on top of B's")
+    record = record_branch(where, BRANCH, TOKEN)
+
+    assert push_branch(where, record) == BranchRecord(BRANCH, TOKEN, mine)
+    assert repos.remote_sha() == mine and repos.remote_has(theirs)
 
 
 def test_a_branch_absent_at_grant_is_created(repos: Repositories, where: BranchRemote) -> None:
@@ -189,18 +279,22 @@ def test_the_pushed_commit_is_the_project_repositorys_own_branch(
 # -- failures that are not FENCED -----------------------------------------------------------------
 
 
-def test_a_refused_rewrite_is_its_own_error_and_the_record_stays(repos: Repositories, where: BranchRemote) -> None:
-    """A remote that refuses non-fast-forward updates: a clear error, not FENCED, nothing moved."""
+def test_a_push_the_remote_refuses_is_its_own_error_and_the_record_stays(
+    repos: Repositories, where: BranchRemote
+) -> None:
+    """A remote whose hook refuses the push: a clear error, not FENCED, nothing moved."""
     record = push_branch(where, record_branch(where, BRANCH, TOKEN))
-    git(repos.remote, "config", "receive.denyNonFastForwards", "true")
-    git(repos.agent, "commit", "-q", "--amend", "-m", "0042: rewritten")
+    hook = repos.remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'error: pushes are frozen' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    repos.commit(repos.agent, "0043: refused")
 
     with pytest.raises(GitFailed) as failed:
         push_branch(where, record)
 
     assert str(failed.value) == (
-        f"git push origin failed: [remote rejected] (non-fast-forward) / remote: error: denying non-fast-forward "
-        f"refs/heads/{BRANCH} (you should pull first); the remote's refs/heads/{BRANCH} is unchanged at {record.sha}"
+        "git push origin failed: [remote rejected] (pre-receive hook declined) / remote: error: pushes are frozen; "
+        f"the remote's refs/heads/{BRANCH} is unchanged at {record.sha}"
     )
     assert failed.value.exit_status == 1
     assert repos.remote_sha() == record.sha

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -106,13 +107,16 @@ def text_of(result: CallToolResult) -> str:
 
 
 @asynccontextmanager
-async def mcp_agent(project: Project, holder: str, *options: str) -> AsyncIterator[Agent]:
-    """``fencemigrate -c alembic.ini mcp --holder HOLDER OPTIONS`` in ``project``, with a client session."""
+async def mcp_agent(
+    project: Project, holder: str, *options: str, env: dict[str, str] | None = None
+) -> AsyncIterator[Agent]:
+    """``fencemigrate -c alembic.ini mcp --holder HOLDER OPTIONS`` in ``project``, with a client
+    session (``env``: variables added to the server's environment)."""
     params = StdioServerParameters(
         command=script_command("fencemigrate")[0],
         args=["-c", str(project.ini), "mcp", "--holder", holder, *options],
         cwd=project.path,
-        env=subprocess_env(),
+        env=subprocess_env(env),
     )
     stderr = project.path / f"mcp-{holder}.stderr"
     with stderr.open("w") as errlog:
@@ -571,6 +575,167 @@ def test_push_branch_uses_the_sha_recorded_at_grant(tmp_path: Path) -> None:
     assert repos.remote_sha() != theirs and not repos.remote_has(theirs)
 
 
+def project_in(clone: Path, pristine: Project) -> Project:
+    """A copy of the freshly initialised ``pristine`` project inside the git clone ``clone``."""
+    target = clone / "project"
+    shutil.copytree(pristine.path, target)
+    return Project(path=target, url=pristine.url, template=pristine.template)
+
+
+@pytest.mark.parametrize(
+    ("first", "backend"),
+    [("write_file", "postgresql"), ("push_branch", "sqlite"), ("push_branch", "redis")],
+    ids=["write_file first, PostgreSQL", "push_branch first, SQLite", "push_branch first, Redis leases"],
+)
+def test_a_superseded_grant_neither_writes_a_file_nor_pushes(
+    tmp_path: Path, request: pytest.FixtureRequest, first: str, backend: str
+) -> None:
+    """Issue 24, defect 1: A's lease expires, B is granted through its own server and applies 0042;
+    A's write_file and push_branch, each compared only with what A's own grant recorded, are
+    FENCED by the live fence (whichever comes first; the second by the token it dropped): no file
+    written, nothing pushed, and B, still the live holder, writes and pushes. Control: the same
+    stale write and push with plain file I/O and plain git land, and B's push is then FENCED."""
+    url = sqlite_url(tmp_path / "shared.sqlite") if backend == "sqlite" else str(request.getfixturevalue("pg_url"))
+    repos = make_repositories(tmp_path)
+    pristine = create_project(tmp_path / "pristine", url)
+    if backend == "redis":
+        pristine.set_ini_option("fencemigrate_lease_url", str(request.getfixturevalue("redis_url")))
+    a, b = project_in(repos.agent, pristine), project_in(repos.other, pristine)
+    at_grant = repos.remote_sha()
+    notes_a, notes_b = a.path / "notes.md", b.path / "notes.md"
+    notes_a.write_text("A's plan\n")
+    notes_b.write_text("B's plan\n")
+    write_b_0042(b)
+    calls = {
+        "write_file": {"path": "notes.md", "content": "A's stale notes\n"},
+        "push_branch": {"branch": BRANCH},
+    }
+
+    async def scenario() -> None:
+        async with (
+            mcp_agent(a, "agent-A", "--branch", BRANCH, "--ttl", "1s") as agent_a,
+            mcp_agent(b, "agent-B", "--branch", BRANCH, "--ttl", "5m") as agent_b,
+        ):
+            assert (await agent_a.ok("acquire_lease"))["server_token"] == 1
+            read = await agent_a.ok("read_file", path="notes.md")
+            calls["write_file"]["expected_sha256"] = read["sha256"]
+            await anyio.sleep(1.5)  # A is paused; its 1s grant expires
+
+            granted = await agent_b.ok("acquire_lease")
+            assert granted["server_token"] == 2 and granted["branches"] == [{"branch": BRANCH, "sha": at_grant}]
+            assert (await agent_b.ok("upgrade", revision="head"))["outcome"]["token"] == 2
+
+            # A wakes up, still "holding" token 1 and the SHA recorded at its grant.
+            stale = repos.commit(repos.agent, "0042: A's stale version")
+            fenced = await agent_a.error(first, "FENCED", **calls[first])
+            assert (fenced["resource"], fenced["token"], fenced["fence_token"]) == ("db/migrations", 1, 2)
+            assert fenced["reason"] == "token 2 has since written to db/migrations"
+            assert fenced["server_token_dropped"] is True
+            assert fenced["message"].startswith("FENCED: you no longer own db/migrations.\n")
+            second = "push_branch" if first == "write_file" else "write_file"
+            assert (await agent_a.error(second, "FENCED", **calls[second]))["fence_token"] == 2
+            assert notes_a.read_text() == "A's plan\n"
+            assert repos.remote_sha() == at_grant and not repos.remote_has(stale)
+
+            # B is still the live holder, unharmed: it writes and pushes under token 2.
+            view = await agent_b.ok("read_state")
+            assert (view["server_token"], view["lease"]["holder"], view["lease"]["token"]) == (2, "agent-B", 2)
+            theirs = repos.commit(repos.other, "0042: B's version")
+            assert (await agent_b.ok("push_branch", branch=BRANCH))["pushed"] == theirs
+            read_b = await agent_b.ok("read_file", path="notes.md")
+            await agent_b.ok("write_file", path="notes.md", content="B's notes\n", expected_sha256=read_b["sha256"])
+            assert repos.remote_sha() == theirs and notes_b.read_text() == "B's notes\n"
+            assert rows(url, "SELECT version_num FROM alembic_version") == [("0042",)]
+
+            # CONTROL: A's same stale steps with plain file I/O and plain git (the incident's push)
+            # land, and then B, the live holder, is the one FENCED.
+            repos.commit(repos.other, "0043: B's next version")
+            git(repos.agent, "push", "-q", "--force", "origin", BRANCH)
+            notes_a.write_text("A's stale notes\n")
+            assert repos.remote_sha() == stale and notes_a.read_text() == "A's stale notes\n"
+            await agent_b.error("push_branch", "FENCED", branch=BRANCH)
+
+    run(scenario)
+
+
+def test_push_branch_after_a_fresh_grant_never_rewinds_another_holders_commit(tmp_path: Path) -> None:
+    """Issue 24, defect 2: B pushed under its grant; A, whose branch never got B's commit, calls
+    acquire_lease (which records B's commit) and push_branch: FENCED, the remote keeps B's commit,
+    A's branch and files are as they were. Built on B's commit under a new grant, A's push goes.
+    Control: the old push, --force-with-lease against the SHA recorded at grant, rewinds B's commit."""
+    repos = make_repositories(tmp_path)
+    url = sqlite_url(tmp_path / "shared.sqlite")
+    pristine = create_project(tmp_path / "pristine", url)
+    a, b = project_in(repos.agent, pristine), project_in(repos.other, pristine)
+    seen: dict[str, str] = {}
+
+    async def scenario() -> None:
+        async with (
+            mcp_agent(a, "agent-A", "--branch", BRANCH, "--ttl", "5m") as agent_a,
+            mcp_agent(b, "agent-B", "--branch", BRANCH, "--ttl", "5m") as agent_b,
+        ):
+            await agent_b.ok("acquire_lease")
+            theirs = repos.commit(repos.other, "0042: B's version")
+            assert (await agent_b.ok("push_branch", branch=BRANCH))["pushed"] == theirs
+            await agent_b.ok("release_lease")
+
+            granted = await agent_a.ok("acquire_lease")  # a fresh grant: it records B's commit
+            assert granted["branches"] == [{"branch": BRANCH, "sha": theirs}]
+            seen["theirs"] = theirs
+            seen["stale"] = repos.commit(repos.agent, "0042: A's version, never rebased on B's")
+            before = git(repos.agent, "for-each-ref"), git(repos.agent, "status", "--porcelain", "--ignored")
+            fenced = await agent_a.error("push_branch", "FENCED", branch=BRANCH)
+            assert fenced["resource"] == f"git:{BRANCH}" and fenced["server_token_dropped"] is True
+            assert fenced["reason"].startswith("the remote has commits your branch does not have: ")
+            assert fenced["message"].startswith(f"FENCED: this write to git:{BRANCH} is not yours to make.\n")
+            assert "Next step: fetch, re-read and re-plan: " in fenced["message"]
+            assert repos.remote_sha() == theirs
+            assert (git(repos.agent, "for-each-ref"), git(repos.agent, "status", "--porcelain", "--ignored")) == before
+
+            git(repos.agent, "fetch", "-q", "origin")  # A re-reads, re-plans and builds on B's commit
+            git(repos.agent, "reset", "-q", "--hard", f"origin/{BRANCH}")
+            mine = repos.commit(repos.agent, "0043: A's revision, on top of B's")
+            await agent_a.ok("acquire_lease")
+            assert (await agent_a.ok("push_branch", branch=BRANCH))["pushed"] == mine
+            assert repos.remote_sha() == mine and repos.remote_has(theirs)
+
+    run(scenario)
+
+    # CONTROL: the stale commit pushed as push_branch did, against the SHA the fresh grant recorded.
+    git(repos.remote, "update-ref", f"refs/heads/{BRANCH}", seen["theirs"])  # the remote as A's grant found it
+    lease = f"--force-with-lease=refs/heads/{BRANCH}:{seen['theirs']}"
+    git(repos.agent, "push", "-q", lease, "origin", f"{seen['stale']}:refs/heads/{BRANCH}")
+    assert repos.remote_sha() == seen["stale"] and not repos.remote_has(seen["theirs"])
+
+
+def test_a_grant_the_lease_service_no_longer_holds_writes_no_file(tmp_path: Path) -> None:
+    """The fence has not moved, but the lease service no longer holds A's grant (an operator released
+    it from the CLI): write_file is LEASE_LOST, the token dropped, the file as it was. A bad path with
+    a live grant is USAGE before the lease service is asked: no RENEW is logged for it."""
+    project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
+    notes = project.path / "notes.md"
+    notes.write_text("A's plan\n")
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "5m") as agent:
+            await agent.ok("acquire_lease")
+            read = await agent.ok("read_file", path="notes.md")
+            events = project.run_cli("timeline", "--json").check(0).stdout
+            await agent.error("write_file", "USAGE", path="../notes.md", content="x", expected_sha256=read["sha256"])
+            assert project.run_cli("timeline", "--json").check(0).stdout == events
+            project.run_cli("lease", "release", "--holder", "agent-A").check(0)
+            lost = await agent.error(
+                "write_file", "LEASE_LOST", path="notes.md", content="A's notes\n", expected_sha256=read["sha256"]
+            )
+            assert lost["reason"] == "the lease is not held" and lost["server_token_dropped"] is True
+            assert notes.read_text() == "A's plan\n"
+            assert (await agent.ok("read_state"))["server_token"] is None
+
+    run(scenario)
+    notes.write_text("A's notes\n")  # CONTROL: a plain write does not ask the lease service
+    assert notes.read_text() == "A's notes\n"
+
+
 def test_write_file_needs_the_hash_it_was_read_with(tmp_path: Path) -> None:
     """A file changed since the agent read it is FENCED (file:PATH) and keeps the other writer's text;
     a path outside the project is USAGE. Control: a plain write loses the other writer's text."""
@@ -624,6 +789,99 @@ def test_write_file_needs_the_hash_it_was_read_with(tmp_path: Path) -> None:
     target.write_text("the other writer's\n")  # CONTROL: a plain write does not look
     target.write_text("mine, unchecked\n")
     assert target.read_text() == "mine, unchecked\n"
+
+
+# -- read_file never hands the agent a password (issue 24, defect 7) --------------------------------
+
+DB_PASSWORD = "Db-pw-4f9q"  # sqlalchemy.url's (PostgreSQL's trust auth accepts and ignores it)
+VAULT_PASSWORD = "Vault-pw-77x"  # only env.py knows where it is: the engine's, learnt by connecting
+LEASE_PASSWORD = "Lease-pw-k2"  # fencemigrate_lease_url's
+ENV_PASSWORD = "Env-pw-31z"  # the server's environment: APP_DB_PASSWORD
+UNKNOWN = "never-seen-9"  # in no configuration: recognised by its key only
+
+#: Each format, as a project file: (path, text, what the agent must be shown).
+SECRET_FORMATS = [
+    ("deploy/settings.sh", f"export DB_PASS={DB_PASSWORD}\nDB_USER=app\n", "export DB_PASS=***\nDB_USER=app\n"),
+    ("deploy/run.sh", f"PGPASSWORD {UNKNOWN} psql -h db\n", "PGPASSWORD *** psql -h db\n"),
+    ("deploy/db.yaml", f"db:\n  password: {UNKNOWN}\n  host: db\n", "db:\n  password: ***\n  host: db\n"),
+    ("deploy/db.json", f'{{"user": "app", "password": "{UNKNOWN}"}}', '{"user": "app", "password": "***"}'),
+    ("deploy/urls.txt", f"primary: mysql://app:{UNKNOWN}@db/app\n", "primary: mysql://app:***@db/app\n"),
+    ("deploy/notes.md", f"vault says {VAULT_PASSWORD}; lease {LEASE_PASSWORD}\n", "vault says ***; lease ***\n"),
+    ("deploy/ci.txt", f"token ({ENV_PASSWORD}) and db ({DB_PASSWORD})\n", "token (***) and db (***)\n"),
+]
+SECRETS = (DB_PASSWORD, VAULT_PASSWORD, LEASE_PASSWORD, ENV_PASSWORD, UNKNOWN)
+
+
+def secret_project(tmp_path: Path, pg_url: str) -> Project:
+    """A project whose env.py connects with a password from a vault file outside the project, whose
+    config holds a database and a lease URL password, with a file of each format and a .env."""
+    project = create_project(tmp_path / "project", pg_url)
+    vault = tmp_path / "vault.txt"
+    vault.write_text(pg_url.replace("postgres@", f"postgres:{VAULT_PASSWORD}@", 1))
+    project.edit_env(
+        "config.get_section(config.config_ini_section, {})",
+        f"{{**config.get_section(config.config_ini_section, {{}}), 'sqlalchemy.url': open({str(vault)!r}).read()}}",
+    )
+    project.set_url(pg_url.replace("postgres@", f"postgres:{DB_PASSWORD}@", 1))
+    project.set_ini_option("fencemigrate_lease_url", f"redis://:{LEASE_PASSWORD}@127.0.0.1:9/0")
+    (project.path / "deploy").mkdir()
+    for path, text, _ in SECRET_FORMATS:
+        (project.path / path).write_text(text)
+    (project.path / ".env").write_text(f"DB_PASS={UNKNOWN}\n")
+    (project.path / "deploy" / ".env.production").write_text(f"DB_PASS={UNKNOWN}\n")
+    (project.path / ".envrc").write_text(f"export DB_PASS={UNKNOWN}\n")
+    (project.path / "deploy" / "plain.txt").write_text("nothing secret here: postgresql, pass, password_hash\n")
+    return project
+
+
+def test_read_file_never_returns_a_password_the_server_knows_or_recognises(tmp_path: Path, pg_url: str) -> None:
+    """Every format comes back with *** (redacted true, no sha256); .env files and the config file
+    holding credentials are refused. Control: the files themselves hold every password in clear."""
+    project = secret_project(tmp_path, pg_url)
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", env={"APP_DB_PASSWORD": ENV_PASSWORD}) as agent:
+            for path, _, shown in SECRET_FORMATS:
+                assert await agent.ok("read_file", path=path) == {
+                    "path": path,
+                    "text": shown,
+                    "sha256": None,
+                    "redacted": True,
+                }, path
+            plain = await agent.ok("read_file", path="deploy/plain.txt")
+            assert plain["redacted"] is False and plain["sha256"] is not None
+            for path, why in [
+                (".env", ".env conventionally holds secrets"),
+                ("deploy/.env.production", ".env.production conventionally holds secrets"),
+                (".envrc", ".envrc conventionally holds secrets"),
+                ("alembic.ini", "the server's config file, and it holds credentials"),
+            ]:
+                refused = await agent.error("read_file", "USAGE", path=path)
+                assert refused["message"].startswith(f"USAGE: read_file refuses {path!r}: {why}"), refused
+                assert "start the server with --read-secret-files" in refused["message"]
+                assert not any(secret in refused["message"] for secret in SECRETS)
+
+    run(scenario)
+    # CONTROL: what a plain read of the same files hands over.
+    plain_reads = "".join((project.path / path).read_text() for path, _, _ in SECRET_FORMATS)
+    assert all(secret in plain_reads for secret in SECRETS)
+    assert DB_PASSWORD in project.ini.read_text() and UNKNOWN in (project.path / ".env").read_text()
+
+
+def test_read_secret_files_reads_them_redacted(tmp_path: Path, pg_url: str) -> None:
+    """With --read-secret-files, .env and the config file are read, their secrets still ***."""
+    project = secret_project(tmp_path, pg_url)
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--read-secret-files") as agent:
+            dotenv = await agent.ok("read_file", path=".env")
+            assert (dotenv["text"], dotenv["sha256"], dotenv["redacted"]) == ("DB_PASS=***\n", None, True)
+            ini = await agent.ok("read_file", path="alembic.ini")
+            assert ini["redacted"] is True and ini["sha256"] is None
+            assert "postgres:***@" in ini["text"] and "redis://:***@" in ini["text"]
+            assert not any(secret in ini["text"] for secret in SECRETS)
+
+    run(scenario)
 
 
 def test_writes_expect_the_heads_the_agent_was_shown(tmp_path: Path) -> None:

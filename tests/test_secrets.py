@@ -227,3 +227,73 @@ def test_the_scrubber_still_finds_every_url_password() -> None:
     assert scrub_secrets("(x://u:p@h) y://v:q@z, redis://:pw@127.0.0.1/0") == (
         "(x://u:***@h) y://v:***@z, redis://:***@127.0.0.1/0"
     )
+
+
+# -- a file's text, as the MCP server's read_file shows it (issue 24, defect 7) -------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        pytest.param("DB_PASS=s3cr3t-a\nDB_USER=app\n", "DB_PASS=***\nDB_USER=app\n", id="dotenv"),
+        pytest.param("export PGPASSWORD='s3 cr3t'\n", "export PGPASSWORD=***\n", id="shell-quoted"),
+        pytest.param("PGPASSWORD s3cr3t-b psql -h db\n", "PGPASSWORD *** psql -h db\n", id="pgpassword-word"),
+        pytest.param("MYSQL_PWD=s3cr3t-c mysql\n", "MYSQL_PWD=*** mysql\n", id="mysql-pwd"),
+        pytest.param("db:\n  password: s3cr3t-d\n", "db:\n  password: ***\n", id="yaml"),
+        pytest.param('api_secret: "x y"\n', 'api_secret: "***"\n', id="yaml-quoted"),
+        pytest.param(
+            '{"db": {"password": "s3\\"cr3t"}, "port": 5432}', '{"db": {"password": "***"}, "port": 5432}', id="json"
+        ),
+        pytest.param("[db]\npassword = s3cr3t-e\n", "[db]\npassword = ***\n", id="ini"),
+        pytest.param("url = redis://:s3cr3t-f@cache/0\n", "url = redis://:***@cache/0\n", id="url"),
+        pytest.param("conninfo: host=db password=s3cr3t-g\n", "conninfo: host=db password=***\n", id="libpq-keyword"),
+    ],
+)
+def test_a_files_passwords_are_redacted_in_every_format(text: str, shown: str) -> None:
+    from fencemigrate.scrub import redact_file_text
+
+    assert redact_file_text(text) == shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password_hash = sa.Column(sa.String(60))\n",
+        'op.add_column("users", sa.Column("password", sa.String()))\n',
+        "bypass = true\npassenger_count = 3\ncompass: north\n",
+        "the password field is required\n",
+    ],
+)
+def test_code_and_prose_about_passwords_are_left_alone(text: str) -> None:
+    from fencemigrate.scrub import redact_file_text
+
+    assert redact_file_text(text) == text
+
+
+def test_a_known_password_is_redacted_wherever_it_stands_as_a_word() -> None:
+    from fencemigrate.scrub import redact_file_text, remember_environment_passwords
+
+    remember_environment_passwords({"APP_DB_PASSWORD": "Qv7-known", "PWD": "/srv/app", "PGPASSFILE": "/srv/.pgpass"})
+    assert redact_file_text("a Qv7-known b, (Qv7-known) xQv7-known /srv/app /srv/.pgpass") == (
+        "a *** b, (***) xQv7-known /srv/app /srv/.pgpass"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("PGPASSWORD", True),
+        ("DB_PASS", True),
+        ("MYSQL_PWD", True),
+        ("api_secret", True),
+        ("PWD", False),
+        ("OLDPWD", False),
+        ("PGPASSFILE", False),
+        ("BYPASS", False),
+        ("PATH", False),
+    ],
+)
+def test_password_names(name: str, secret: bool) -> None:
+    from fencemigrate.scrub import password_name
+
+    assert password_name(name) is secret

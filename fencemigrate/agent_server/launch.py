@@ -28,6 +28,7 @@ class McpKeywords(TypedDict, total=False):
     print_rules: bool
     branches: Sequence[str]
     remote: str
+    read_secret_files: bool
 
 
 def run_server(config: Config, options: McpKeywords) -> str | None:
@@ -43,6 +44,7 @@ def run_server(config: Config, options: McpKeywords) -> str | None:
         Path.cwd(),
         tuple(options.get("branches", ())),
         options.get("remote", "origin"),
+        options.get("read_secret_files", False),
     )
     if options.get("print_rules", False):
         return ownership_rules(identity.resource)

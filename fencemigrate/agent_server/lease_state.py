@@ -28,6 +28,7 @@ class ServerIdentity:
     project_dir: Path  # the directory write_file is confined to, and whose git repository push_branch pushes
     branches: tuple[str, ...] = ()  # --branch: recorded at each grant, the only branches push_branch pushes
     remote: str = "origin"
+    read_secret_files: bool = False  # --read-secret-files: read_file reads conventionally secret files, redacted
 
 
 class ServerLease:

@@ -18,8 +18,8 @@ from. You never hold a token: the server does, and it writes only under its own 
 1. Before you plan, call read_state (or read the resource fencemigrate://state/{resource}) and plan
    from what it returns, never from memory or from a context summary.
 2. To write, call acquire_lease first and read the state it returns: a new lease comes with a fresh
-   look at the world. upgrade, downgrade, reapply and stamp refuse to run without the server's live
-   grant; no tool takes a lease and writes in one step.
+   look at the world. upgrade, downgrade, reapply, stamp, push_branch and write_file refuse to run
+   without the server's live grant; no tool takes a lease and writes in one step.
 3. A FENCED error means time passed without you noticing and someone else changed {resource}.
    The server has dropped its token. (1) Stop the current plan. (2) Discard any belief that you
    hold a lease or a lock. (3) Call read_state and re-read anything you were about to write that

@@ -28,6 +28,7 @@ from ..scrub import scrub_secrets
 from .lease_state import ServerIdentity, ServerLease
 from .results import CheckResult, FileText, LeaseResult, PushResult, RunResult, StateView, WrittenFile
 from .rules import ownership_rules
+from .secret_files import remember_server_passwords
 from .tool_bodies import ToolBodies, ToolProgress
 from .tool_errors import usage_result
 
@@ -193,9 +194,11 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
             str, Field(description="A branch the server recorded at grant (its --branch).", max_length=_NAME_MAX)
         ],
     ) -> Annotated[CallToolResult, PushResult]:
-        """Push the project repository's local BRANCH to the remote, only if the remote's branch is
-        still at the SHA the server recorded when it granted its lease (--force-with-lease against
-        that SHA; never --force). FENCED (git:BRANCH) if anyone pushed since: the remote is unchanged."""
+        """Push the project repository's local BRANCH to the remote as a fast-forward only: the
+        server's grant must still be the live one, the remote's branch still at the SHA recorded when
+        the lease was granted (or moved by this server's own pushes), and your branch must contain
+        it. Never rewinds the remote. FENCED (git:BRANCH) if anyone pushed since, if the remote has
+        commits your branch does not have, or if a newer grant exists: the remote is unchanged."""
         return tools.answer(lambda: tools.push(branch))
 
     @server.tool(annotations=_READ)
@@ -204,7 +207,13 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
             str, Field(description="A file's path relative to the project's directory.", max_length=_PATH_MAX)
         ],
     ) -> Annotated[CallToolResult, FileText]:
-        """Read a project file: its text and the sha256 to write it back with. Read only."""
+        """Read a project file: its text and the sha256 to write it back with. Read only. Never shows a
+        password: those the server knows (its database's and lease service's, its config's and
+        environment's) and any password-like value (URLs, DB_PASS=, PGPASSWORD, password: in YAML,
+        JSON or ini) come back as *** with redacted true and no sha256. Files that conventionally
+        hold secrets (.env and any .env* name, .pgpass, .my.cnf, .netrc, .git-credentials) and the
+        server's config file when it holds a password are refused (USAGE), unless the server was
+        started with --read-secret-files."""
         return tools.answer(lambda: tools.read_file(path))
 
     @server.tool(annotations=_WRITE)
@@ -240,6 +249,7 @@ def serve(config: Config, identity: ServerIdentity) -> None:
     """Serve MCP over stdin/stdout until the client closes them or a SIGTERM/SIGINT stops the server;
     then release the lease it holds, so that it does not keep other writers off for its TTL."""
     load_all()  # before any tool call or the stop handler's thread runs a command
+    remember_server_passwords()
     lease = ServerLease(identity)
     tools = ToolBodies(config, lease)
 

@@ -13,15 +13,17 @@ from alembic.config import Config
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 
-from .. import api
+from .. import api, lease_calls
 from ..errors import FencemigrateError, LeaseBusy, LeaseLost
 from ..fenced_writes import git_branch, project_files
 from ..fenced_writes.git_branch import BranchRecord, BranchRemote
 from ..leases import Grant, LeaseStatus
 from ..progress import LeaseWait, StepStart
+from ..runtime.env_reads import database_heads
 from ..runtime.outcome import RunOutcome
-from ..scrub import scrub_secrets
+from ..scrub import redact_file_text, scrub_secrets
 from ..state import State
+from . import secret_files
 from .lease_state import ServerLease
 from .results import CheckResult, FileText, LeaseResult, PushResult, RunResult, StateView, WrittenFile
 from .tool_errors import drops_token, error_result, ok_result
@@ -60,6 +62,7 @@ class ToolBodies:
         self.config = config
         self.lease = lease
         self.identity = lease.identity
+        self._engine_learnt = False  # whether read_file has had env.py connect once
 
     def answer(self, body: Callable[[], CallToolResult]) -> CallToolResult:
         """``body``'s result, or its failure as a tool error; FENCED and LEASE_LOST drop the token."""
@@ -193,9 +196,18 @@ class ToolBodies:
 
     # -- the branch and the files ----------------------------------------------------------------
 
+    def live_grant(self) -> Grant:
+        """The server's grant, checked live now (:func:`..lease_calls.confirm`) before a write that
+        no database fence guards, and renewed: FENCED or LEASE_LOST (the token then dropped) when
+        a newer grant exists, as ``upgrade`` is refused."""
+        renewed = lease_calls.confirm(self.config, self.lease.required())
+        self.lease.granted(renewed)
+        return renewed
+
     def push(self, branch: str) -> CallToolResult:
         record = self.lease.branch(branch)
-        moved = git_branch.push_branch(BranchRemote(self.identity.project_dir, self.identity.remote), record)
+        where = BranchRemote(self.identity.project_dir, self.identity.remote)
+        moved = git_branch.push_branch(where, record, confirm=self.live_grant)
         self.lease.pushed(moved)
         assert moved.sha is not None
         result = PushResult(
@@ -204,15 +216,33 @@ class ToolBodies:
         return ok_result(result.model_dump(mode="json"))
 
     def read_file(self, path: str) -> CallToolResult:
+        allowed = self.identity.read_secret_files
+        if not allowed:
+            secret_files.refuse_secret_name(path)
+        self._learn_engine_password()
         content = project_files.read_file(self.identity.project_dir, path)
-        shown = scrub_secrets(content.text)
+        shown = redact_file_text(content.text)
         redacted = shown != content.text  # its hash would let the redacted text replace the file's
+        if redacted and not allowed:
+            secret_files.refuse_config_file(self.identity.project_dir, path, self.config.config_file_name)
         result = FileText(path=path, text=shown, sha256=None if redacted else content.sha256, redacted=redacted)
         return ok_result(result.model_dump(mode="json"))
 
+    def _learn_engine_password(self) -> None:
+        """Once per server: run env.py (a read of the heads) so that the password of the engine it
+        connects with, wherever env.py found it, is known before a file is shown. A database that
+        cannot be reached teaches nothing; the config's and the environment's passwords are known anyway."""
+        if self._engine_learnt:
+            return
+        self._engine_learnt = True
+        with contextlib.suppress(Exception):
+            database_heads(self.config)
+
     def write_file(self, path: str, content: str, expected_sha256: str) -> CallToolResult:
         token = self.lease.required().token
-        written = project_files.write_file(self.identity.project_dir, path, content, expected_sha256, token)
+        written = project_files.write_file(
+            self.identity.project_dir, path, content, expected_sha256, token, confirm=self.live_grant
+        )
         return ok_result(WrittenFile(path=path, sha256=written, server_token=token).model_dump(mode="json"))
 
     # -- writes --------------------------------------------------------------------------------

@@ -1,18 +1,24 @@
-"""A fenced push of the migration branch: ``--force-with-lease`` against the SHA recorded at grant.
+"""A fenced push of the migration branch: a fast-forward of the remote's branch as recorded at grant.
 
 When the lease is granted, :func:`record_branch` reads the remote's ref (``git ls-remote``) and
 keeps its SHA, or that the branch was absent, with the grant's token. :func:`push_branch` pushes
 the project repository's own branch of the same name (``refs/heads/BRANCH``, resolved to its
-commit once, so what is pushed is what is recorded) with
-``--force-with-lease=refs/heads/BRANCH:<recorded SHA>`` (an empty SHA for an absent branch: the
-ref must not exist), never a plain ``--force``, and returns the record moved to the pushed commit.
-If the remote's ref is no longer the recorded SHA (git's "stale info", or a ref that moved while
-the push was in flight) the push is :class:`Fenced` and the remote is unchanged. The agent never
-supplies a SHA: a fenced writer can push again only under a new grant, which records afresh.
+commit once, so what is pushed is what is recorded) only if the remote's ref is still the recorded
+SHA and that SHA is an ancestor of the commit pushed (``git merge-base --is-ancestor``, after
+fetching the remote's commits when they are not in the repository): a push never removes a commit
+from the remote's branch, not even one of the holder's own. The push itself goes with
+``--force-with-lease=refs/heads/BRANCH:<recorded SHA>`` (an empty SHA for an absent branch: the ref
+must not exist), so a ref that moves between the check and the push is caught too; never a plain
+``--force``. It returns the record moved to the pushed commit. If the remote's ref is no longer
+the recorded SHA (checked first, git's "stale info", or a ref that moved while the push was in
+flight), or the commit pushed does not contain it, the push is :class:`Fenced` and the remote is
+unchanged. The agent never supplies a SHA: a fenced writer can push again only under a new grant,
+which records afresh. Rewinding a branch is a person's decision, made with git.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -58,12 +64,22 @@ def record_branch(where: BranchRemote, branch: str, token: int) -> BranchRecord:
     return BranchRecord(branch, token, _remote_sha(where, branch))
 
 
-def push_branch(where: BranchRemote, record: BranchRecord) -> BranchRecord:
+def push_branch(where: BranchRemote, record: BranchRecord, confirm: Callable[[], object] | None = None) -> BranchRecord:
     """Push the local ``refs/heads/BRANCH`` to the remote only if the remote still has the recorded
-    SHA; the record moved to the pushed commit. :class:`Fenced` if the remote's branch moved,
-    :class:`GitFailed` for any other failure, :class:`UsageError` for a bad name or no local branch."""
+    SHA and the local commit contains it (a fast-forward); the record moved to the pushed commit.
+    :class:`Fenced` if the remote's branch moved or the push would remove commits from it,
+    :class:`GitFailed` for any other failure, :class:`UsageError` for a bad name or no local branch.
+    ``confirm``: called once the names are checked, before the remote is compared (an MCP server's
+    check that its grant is still the live one); what it raises is raised, nothing pushed."""
     _check(where, record.branch)
     commit = _local_commit(where, record.branch)
+    if confirm is not None:
+        confirm()
+    current = _remote_sha(where, record.branch)
+    if current != record.sha:
+        raise _fenced(where, record, current)
+    if current is not None and not _contains(where, record, commit, current):
+        raise _rewinds(where, record, commit, current)
     ref = f"refs/heads/{record.branch}"
     lease = f"--force-with-lease={ref}:{record.sha or ''}"
     result = _git(where, ["push", "--porcelain", lease, where.remote, f"{commit}:{ref}"], f"git push {where.remote}")
@@ -119,6 +135,40 @@ def _remote_sha(where: BranchRemote, branch: str) -> str | None:
     # ls-remote matches the pattern against the tail of each ref: keep the exact name only.
     shas = [line.split("\t")[0] for line in result.stdout.splitlines() if line.endswith(f"\t{ref}")]
     return shas[0] if shas else None
+
+
+def _contains(where: BranchRemote, record: BranchRecord, commit: str, tip: str) -> bool:
+    """Whether ``commit`` contains the remote's ``tip`` (``git merge-base --is-ancestor``), the
+    remote's commits fetched first when the repository does not have ``tip`` (into no ref: the
+    project's branches, remote-tracking refs and files stay as they are)."""
+    if not _has_commit(where, tip):
+        fetch = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--refmap=", where.remote]
+        result = _git(where, [*fetch, f"refs/heads/{record.branch}"], f"git fetch {where.remote}")
+        if result.returncode != 0:
+            raise GitFailed(scrub_secrets(f"git fetch {where.remote}"), result.message())
+        if not _has_commit(where, tip):  # the remote's branch moved again meanwhile
+            raise _fenced(where, record, _remote_sha(where, record.branch))
+    result = _git(where, ["merge-base", "--is-ancestor", tip, commit], "git merge-base")
+    if result.returncode not in (0, 1):
+        raise GitFailed("git merge-base", result.message())
+    return result.returncode == 0
+
+
+def _has_commit(where: BranchRemote, sha: str) -> bool:
+    return _git(where, ["cat-file", "-e", f"{sha}^{{commit}}"], "git cat-file").returncode == 0
+
+
+def _rewinds(where: BranchRemote, record: BranchRecord, commit: str, tip: str) -> Fenced:
+    reason = (
+        f"the remote has commits your branch does not have: remote {where.remote} has refs/heads/{record.branch} "
+        f"at {tip}, which your {record.branch} ({commit}) does not contain; push_branch never removes commits from "
+        "the remote's branch, nothing was pushed"
+    )
+    next_step = (
+        f"fetch, re-read and re-plan: fetch {record.branch} from {where.remote}, read what it holds now and build "
+        "on it under a new lease (rewinding a branch is a person's decision, made with git)."
+    )
+    return Fenced(record.resource, record.token, None, scrub_secrets(reason), next_step=scrub_secrets(next_step))
 
 
 def _fenced(where: BranchRemote, record: BranchRecord, current: str | None) -> Fenced:

@@ -19,6 +19,7 @@ import re
 import secrets
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,13 +64,16 @@ def write_file(
     expected_sha256: str,
     token: int,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    confirm: Callable[[], object] | None = None,
 ) -> str:
     """Replace the project's file ``path`` with ``content`` (UTF-8) if it still has
     ``expected_sha256`` (or is absent, for :data:`ABSENT`); the sha256 of what was written.
 
     :class:`Fenced` (resource ``file:PATH``, ``token``) if the file changed, :class:`UsageError` for
     a path outside the project or a bad hash, :class:`LeaseBusy` if another fenced write to the
-    directory holds its lock for ``lock_timeout`` seconds. Nothing is written unless it returns.
+    directory holds its lock for ``lock_timeout`` seconds. ``confirm``: called under the lock once
+    the arguments are checked, before the hash is compared (an MCP server's check that its grant
+    is still the live one); what it raises is raised. Nothing is written unless it returns.
     """
     expected = _expected(expected_sha256)
     try:
@@ -78,6 +82,9 @@ def write_file(
         raise UsageError(f"bad content for {path!r}: not encodable as UTF-8 ({error.reason})") from None
     with open_project_file(project_dir, path) as file:
         _lock(file, lock_timeout)
+        check_file(file)
+        if confirm is not None:
+            confirm()
         current = _read(file)
         current_sha = ABSENT if current is None else hashlib.sha256(current).hexdigest()
         if current_sha != expected:

@@ -421,6 +421,21 @@ class LeaseLost(FencemigrateError):
         }
 
 
+class OtherTokenSource(UsageError):
+    """A lease call made to a service other than the one the resource's tokens come from (its
+    fence's ``token_source``), which that service cannot judge: the built-in lease service asked to
+    grant or detach a resource whose tokens come from Redis, whose leases the database cannot see.
+    Bad usage (the command must name the resource's service): nothing was changed."""
+
+    def __init__(self, resource: str, source: str, reason: str) -> None:
+        self.resource = resource
+        self.source = source
+        super().__init__(reason)
+
+    def as_json(self) -> dict[str, Any]:
+        return {**super().as_json(), "resource": self.resource, "token_source": self.source}
+
+
 class LeaseBusy(FencemigrateError):
     """Another live holder has the lease (or a migration holds the fence): transient, try later."""
 

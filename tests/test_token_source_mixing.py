@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from backend_rows import plain_sql, rows, table
 from support.in_process import run_in_process
 from support.project import MakeProject, Project, Result
 
@@ -58,33 +58,6 @@ def first_line(result: Result, code: int) -> str:
     """The first line of a refusal told in several (LEASE LOST and its next steps)."""
     result.check(code)
     return [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("INFO  [")][0]
-
-
-def table(backend: str, name: str) -> str:
-    return f"fencemigrate.{name}" if backend == "postgresql" else f"fencemigrate_{name}"
-
-
-def rows(backend: str, url: str) -> dict[str, list[tuple[Any, ...]]]:
-    """The fence row, the built-in lease row and the event log: what a refused call must leave alone."""
-    engine = sa.create_engine(url, poolclass=sa.NullPool)
-    try:
-        with engine.connect() as connection:
-            return {
-                name: [tuple(row) for row in connection.execute(sa.text(f"SELECT * FROM {table(backend, name)}"))]
-                for name in ("agent_fence", "lease", "fence_event")
-            }
-    finally:
-        engine.dispose()
-
-
-def plain_sql(backend: str, url: str, sql: str) -> None:
-    """One statement, committed: the control's direct SQL."""
-    engine = sa.create_engine(url, poolclass=sa.NullPool)
-    try:
-        with engine.begin() as connection:
-            connection.execute(sa.text(sql.replace("{fence}", table(backend, "agent_fence"))))
-    finally:
-        engine.dispose()
 
 
 def source(backend: str, url: str) -> str:

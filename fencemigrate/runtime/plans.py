@@ -12,7 +12,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..alembic_internals import downgrade_steps, parent_revisions, stamp_steps, upgrade_steps
 from ..connections import close, probe_connection
-from ..errors import FencemigrateError, UsageError
+from ..errors import DatabaseAhead, FencemigrateError, UsageError
 from .declared_heads import declared_heads, has_revision_files
 from .fenced_run import Planner
 from .ledger_changes import covered
@@ -63,10 +63,15 @@ class NothingToDoProbe:
 
     def nothing_to_do_now(self) -> bool:
         """The first question, before anything is written: True only when the plan from the heads
-        read now has no steps. A command the plan refuses is not answered here: the run goes on as
-        with work to do, and is refused as before."""
+        read now has no steps. A target the plan refuses as bad usage (a relative revision past the
+        end of the graph, one not above the heads) is refused now, before any grant, install or
+        lock (UsageError), and so are heads the revision files do not have (DatabaseAhead: the
+        database moved on); another refusal is not answered here: the run goes on as with work to
+        do, and is refused as before."""
         try:
             return self()
+        except (UsageError, DatabaseAhead):
+            raise
         except FencemigrateError:
             return False
 

@@ -45,14 +45,7 @@ class NothingToDoProbe:
 
     def __call__(self) -> bool:
         try:
-            if self._probe is None:
-                connection = probe_connection(self._engine)
-                opts = {
-                    "version_table": self._context.version_table,
-                    "version_table_schema": self._context.version_table_schema,
-                }
-                self._probe = MigrationContext.configure(connection, opts=opts)
-            heads = self._probe.get_current_heads()
+            heads = self.reads().get_current_heads()
         except SQLAlchemyError:
             self.close()  # a lost connection (killed, server restarted): open a new one next time
             return False
@@ -60,6 +53,17 @@ class NothingToDoProbe:
         if settled is not None:
             return settled
         return not self._plan(tuple(heads), self._context)[0]
+
+    def reads(self) -> MigrationContext:
+        """The probe's own migration context (opened on first need), on its autocommit connection."""
+        if self._probe is None:
+            connection = probe_connection(self._engine)
+            opts = {
+                "version_table": self._context.version_table,
+                "version_table_schema": self._context.version_table_schema,
+            }
+            self._probe = MigrationContext.configure(connection, opts=opts)
+        return self._probe
 
     def nothing_to_do_now(self) -> bool:
         """The first question, before anything is written: True only when the plan from the heads

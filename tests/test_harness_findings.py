@@ -199,3 +199,22 @@ def test_a_checkout_without_the_database_s_revision_is_told_the_database_moved_o
 def _without_log(stderr: str) -> str:
     """``stderr`` without Alembic's log lines."""
     return "".join(line for line in stderr.splitlines(keepends=True) if not line.startswith("INFO  ["))
+
+
+def test_the_mcp_server_tells_an_agent_the_database_moved_on_as_fenced() -> None:
+    """An agent whose checkout lacks the database's revision gets FENCED (its token dropped), with the
+    next step of fetching the files, not a USAGE error."""
+    from fencemigrate.agent_server.tool_errors import code_of, drops_token, error_result
+    from fencemigrate.errors import AppliedBy, DatabaseAhead
+
+    moved_on = DatabaseAhead("db/migrations", 1, (AppliedBy("a2", "A", 2, "2026-12-06T20:27:42.275Z"),))
+    assert (code_of(moved_on), drops_token(moved_on)) == ("FENCED", True)
+    result = error_result(moved_on)
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text.splitlines()[:2] == [
+        "FENCED: db/migrations has moved on past your revision files.",
+        "Revision a2 (applied by A under token 2 at 2026-12-06T20:27:42.275Z) is applied to the database, and your "
+        "checkout has no file for it: a newer holder applied it. Nothing was run.",
+    ]
+    assert "fetch the revision files the database has (`git pull`), run `fencemigrate state`" in text
+    assert result.structured_content is not None and result.structured_content["applied"][0]["holder"] == "A"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import configparser
 import os
 from argparse import Namespace
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic.config import Config
@@ -26,7 +27,8 @@ def load_config(config_files: Sequence[str] = (), name: str = "alembic", x_argum
     for path in (ini, toml):
         if path in explicit and not path.is_file():
             raise UsageError(f"config file {str(path)!r} does not exist")
-    has_toml_config = toml.is_file() and "[tool.alembic]" in toml.read_text(encoding="utf-8")
+    with _utf8(toml):
+        has_toml_config = toml.is_file() and "[tool.alembic]" in toml.read_text(encoding="utf-8")
     if not ini.is_file() and not has_toml_config:
         raise UsageError(
             f"no Alembic configuration found: {str(ini)!r} does not exist (pass -c/--config, or set ALEMBIC_CONFIG)"
@@ -37,12 +39,29 @@ def load_config(config_files: Sequence[str] = (), name: str = "alembic", x_argum
         ini_section=name,
         cmd_opts=Namespace(x=list(x_arguments), config=list(config_files), name=name),
     )
-    if ini.is_file() and not config.file_config.has_section(name):
-        raise UsageError(f"config file {str(ini)!r} has no [{name}] section")
-    _remember_passwords(config.file_config)
-    if not config.get_alembic_option("script_location"):
+    with _utf8(ini):
+        if ini.is_file() and not config.file_config.has_section(name):
+            raise UsageError(f"config file {str(ini)!r} has no [{name}] section")
+        _remember_passwords(config.file_config)
+    with _utf8(toml):
+        script_location = config.get_alembic_option("script_location")
+    if not script_location:
         raise UsageError(f"no script_location in the [{name}] section of {str(ini)!r}")
     return config
+
+
+@contextmanager
+def _utf8(path: Path) -> Iterator[None]:
+    """A config file that is not UTF-8 text (Alembic reads both as UTF-8) is bad config: one line
+    that names the file and the first bad byte, never its content."""
+    try:
+        yield
+    except UnicodeDecodeError as error:
+        byte = error.object[error.start : error.start + 1].hex()
+        raise UsageError(
+            f"config file {str(path)!r} is not UTF-8 text (it has the byte 0x{byte}): "
+            "Alembic reads it as UTF-8; is it the right file?"
+        ) from None
 
 
 def init_config(config_files: Sequence[str] = (), name: str = "alembic") -> Config:

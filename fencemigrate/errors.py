@@ -296,6 +296,67 @@ class Fenced(FencemigrateError, sqlstate="FM001"):
         }
 
 
+@dataclass(frozen=True)
+class AppliedBy:
+    """Who applied a revision, as the ledger says (None: the ledger has no row for it)."""
+
+    revision: str
+    holder: str | None = None
+    token: int | None = None
+    applied_at: str | None = None
+
+    def described(self) -> str:
+        """``r04 (applied by B under token 7 at ...)``."""
+        if self.holder is None:
+            return f"{self.revision} (the ledger does not say who applied it)"
+        return f"{self.revision} (applied by {self.holder} under token {self.token} at {self.applied_at})"
+
+
+FETCH_AND_READ_THE_STATE = (
+    "fetch the revision files the database has (`git pull`), run `fencemigrate state` and re-plan from what "
+    "is actually there."
+)
+"""The next step of an agent whose checkout lacks revisions the database has."""
+
+
+class DatabaseAhead(Fenced):
+    """The database has revisions the run's revision files do not (a newer holder applied them):
+    the news that the database moved on, FENCED like a newer token, never a usage error."""
+
+    def __init__(
+        self, resource: str, token: int | None, applied: tuple[AppliedBy, ...], fence_token: int | None = None
+    ) -> None:
+        """``token``: the run's (None before its own lease was granted)."""
+        self.applied = applied
+        names = ", ".join(entry.revision for entry in applied)
+        reason = f"the database has revision {names}, which your revision files do not have"
+        super().__init__(resource, token or 0, fence_token, reason, next_step=FETCH_AND_READ_THE_STATE)
+
+    def _but(self, **changes: Unpack[_FencedChanges]) -> Fenced:
+        """The same news, with the fence token the log read (nothing else changes for it)."""
+        return DatabaseAhead(self.resource, self.token, self.applied, changes.get("fence_token", self.fence_token))
+
+    def news(self) -> list[str]:
+        one = len(self.applied) == 1
+        listed = ", ".join(entry.described() for entry in self.applied)
+        return [
+            f"FENCED: {self.resource} has moved on past your revision files.",
+            f"Revision{'' if one else 's'} {listed} {'is' if one else 'are'} applied to the database, and your "
+            f"checkout has no file for {'it' if one else 'them'}: a newer holder applied "
+            f"{'it' if one else 'them'}. Nothing was run.",
+        ]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            **super().as_json(),
+            "token": self.token or None,
+            "applied": [
+                {"revision": e.revision, "holder": e.holder, "token": e.token, "applied_at": e.applied_at}
+                for e in self.applied
+            ],
+        }
+
+
 class MonotonicGuardRefused(
     FencemigrateError,
     sqlstate="FM002",
@@ -419,6 +480,21 @@ class LeaseLost(FencemigrateError):
             "reason": self.reason,
             "message": str(self),
         }
+
+
+class OtherTokenSource(UsageError):
+    """A lease call made to a service other than the one the resource's tokens come from (its
+    fence's ``token_source``), which that service cannot judge: the built-in lease service asked to
+    grant or detach a resource whose tokens come from Redis, whose leases the database cannot see.
+    Bad usage (the command must name the resource's service): nothing was changed."""
+
+    def __init__(self, resource: str, source: str, reason: str) -> None:
+        self.resource = resource
+        self.source = source
+        super().__init__(reason)
+
+    def as_json(self) -> dict[str, Any]:
+        return {**super().as_json(), "resource": self.resource, "token_source": self.source}
 
 
 class LeaseBusy(FencemigrateError):

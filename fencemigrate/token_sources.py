@@ -7,6 +7,12 @@ token is the last token issued, and the database refuses every higher token as n
 (claim() on PostgreSQL, ``claim.sql`` elsewhere). A grant makes a resource its service's;
 ``fencemigrate lease detach`` gives it back to external tokens.
 
+A resource's tokens come from one source at a time: while they come from a lease service, the
+other service grants nothing on it, detaches nothing and renews none of its own older leases
+(:func:`recorded_source`). The built-in service cannot see Redis's leases, so it refuses a
+``redis`` resource outright (:func:`redis_only`); Redis, asked about a ``lease service`` resource,
+looks at the built-in lease in the database and waits for it as for any live holder.
+
 From fence schema 0.5 the database holds direct SQL to the same rules (the lease guard, FM006:
 no fence above the lease service's last token, no detach behind a live lease, no lease row given to
 another holder while live); for ``redis`` it cannot, not knowing Redis's counter.
@@ -18,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, CursorResult
 
-from .errors import DatabaseError, Fenced, TokensExhausted, UsageError, newer_token_wrote
+from .errors import DatabaseError, Fenced, OtherTokenSource, TokensExhausted, UsageError, newer_token_wrote
 from .queries import statement
 from .validation import MAX_TOKEN
 
@@ -26,6 +32,58 @@ EXTERNAL = "external"
 LEASE_SERVICE = "lease service"
 REDIS = "redis"
 NONE_YET = "none yet"  # no fence row: nothing has written or been granted
+
+
+REDIS_URL_HINT = "redis://HOST:PORT/DB"
+"""How the messages write the Redis URL, which the database does not record."""
+
+
+def described(source: str) -> str:
+    """A token source in words: ``Redis``, ``the built-in lease service``, ``external tokens``."""
+    return {REDIS: "Redis", LEASE_SERVICE: "the built-in lease service", EXTERNAL: "external tokens"}.get(
+        source, source
+    )
+
+
+def recorded_source(connection: Connection, quoted_schema: str, resource: str, locked: bool = False) -> str:
+    """Where the tokens of ``resource`` come from now (its fence row's ``token_source``; NONE_YET
+    without a row). ``locked``: the caller has locked the fence row (a grant or detach after its
+    ``lock_fence``), so the read is of the committed row, also on MySQL inside a snapshot."""
+    name = "locked_fence_source" if locked else "fence_source"
+    row = connection.execute(
+        statement(name, quoted_schema, connection.dialect.name), {"resource": resource}
+    ).one_or_none()
+    return NONE_YET if row is None else str(row.token_source)
+
+
+def superseded_by(source: str) -> str:
+    """Why a renew of a lease whose service no longer issues the resource's tokens is LEASE LOST."""
+    return f"its tokens now come from {described(source)}: a grant there has superseded this lease"
+
+
+def redis_only(resource: str, call: str) -> OtherTokenSource:
+    """The built-in lease service asked to ``call`` (``grant``, ``renew``, ``detach``) a resource whose tokens
+    come from Redis: refused outright, the database cannot see whether a Redis lease is live."""
+    moves = f"`fencemigrate lease detach --lease-url {REDIS_URL_HINT} --resource {resource}`"
+    if call == "grant":
+        what = (
+            f"so the built-in lease service grants nothing on it: pass --lease-url {REDIS_URL_HINT} (or set "
+            f"fencemigrate_lease_url) to be granted by Redis, or first give it back to external tokens with {moves}, "
+            "which checks Redis for a live lease"
+        )
+    elif call == "renew":
+        what = (
+            "so the built-in lease service renews no lease on it: a Redis lease is renewed with "
+            f"--lease-url {REDIS_URL_HINT} (or fencemigrate_lease_url set)"
+        )
+    else:
+        what = f"so `lease detach` without --lease-url cannot tell whether a Redis lease on it is live: run {moves}"
+    return OtherTokenSource(
+        resource,
+        REDIS,
+        f"{resource} takes its tokens from Redis (its fence's token source is 'redis'), whose leases the "
+        f"migration database cannot see, {what}; nothing was changed",
+    )
 
 
 def never_issued(resource: str, token: int, fence: int, source: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import unicodedata
 
 from .errors import UsageError
 
@@ -14,6 +15,12 @@ and the bits above leave room for an epoch (4611686018427387904)."""
 MAX_NAME_LENGTH = 255
 DEFAULT_RESOURCE = "db/migrations"
 _DECIMAL = re.compile(r"\s*[0-9]+\s*", re.ASCII)
+_CONTROL = frozenset({"Cc", "Cs", "Zl", "Zp"})
+"""Control characters (C0, DEL, C1), lone surrogates (bytes the locale could not decode) and line
+or paragraph separators: a name with one breaks the line it is printed on."""
+_FORMAT = frozenset({"Cf"})
+"""Invisible formatting characters: bidirectional overrides and isolates (U+202E...), zero-width
+ones, soft hyphens: a name with one prints as another name (or as the same name as another)."""
 
 
 def parse_token(value: str | int) -> int:
@@ -38,8 +45,14 @@ def _check_name(kind: str, value: str) -> str:
         raise UsageError(f"{kind} name must not be empty")
     if len(value) > MAX_NAME_LENGTH:
         raise UsageError(f"{kind} name is {len(value)} characters long; the limit is {MAX_NAME_LENGTH}")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+    if any(unicodedata.category(ch) in _CONTROL for ch in value):
         raise UsageError(f"{kind} name must not contain control characters")
+    hidden = next((ch for ch in value if unicodedata.category(ch) in _FORMAT), None)
+    if hidden is not None:
+        raise UsageError(
+            f"{kind} name must not contain invisible formatting characters (it has U+{ord(hidden):04X} "
+            f"{unicodedata.name(hidden, 'FORMAT CHARACTER')}): they make a name print as another"
+        )
     return value
 
 

@@ -241,25 +241,26 @@ def test_control(which: str, target: Target) -> None:
 
 def test_pg_redis_grant_behind_a_live_builtin_lease_is_refused(project: Project, pg_url: str, redis_url: str) -> None:
     """Switching a resource to Redis moves its fence off the lease service, which the lease guard
-    refuses while agent-A's built-in lease is live: exit 1, one line, nothing changed. Control: once
-    that lease is released the Redis grant goes through."""
+    refuses while agent-A's built-in lease is live; the Redis grant sees that lease first (issue 24,
+    defect 5) and is busy: exit 4, one line, nothing changed, nothing issued in Redis. The guard's own
+    refusal of the same switch by direct SQL: attack 1 of ``test_attack`` (detach by hand).
+    Control: once that lease is released the Redis grant goes through."""
     target = pg_target(project, pg_url)
     leased_to_agent_a(target)
     before = target.rows()
-    refused = project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url).check(1)
+    refused = project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url).check(4)
     lines = stderr_lines(refused.stderr)
     assert len(lines) == 1 and lines[0].startswith(
-        "fencemigrate: refused: the fence's lease guard (FM006) refused this write: the lease of db/migrations "
-        "is held by agent-A (token 1) until "
+        "fencemigrate: busy: lease on db/migrations is busy: its tokens come from the built-in lease service "
+        "(its fence's token source is 'lease service'), whose lease is held by agent-A (token 1) until "
     ), refused
-    assert lines[0].endswith(": its fence cannot leave the lease service while that lease is live; nothing was changed")
-    payload = project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url, "--json").check(1)
-    assert '"status": "refused"' in payload.stdout
+    payload = project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url, "--json").check(4)
+    assert '"status": "busy"' in payload.stdout
     assert target.rows() == before
     project.run_cli("lease", "release", "--holder", "agent-A").check(0)
     project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url).check(0)
-    # Redis's counter issued 2 and 3 to the two refused grants (given back, never issued again).
-    assert query(pg_url, "SELECT token, token_source FROM fencemigrate.agent_fence") == [(4, "redis")]
+    # The refused grants took nothing from Redis's counter.
+    assert query(pg_url, "SELECT token, token_source FROM fencemigrate.agent_fence") == [(2, "redis")]
 
 
 def test_pg_a_redis_fence_is_not_guarded(project: Project, pg_url: str, redis_url: str) -> None:

@@ -25,7 +25,7 @@ from ..errors import GrantNotReplicated, LeaseBusy, LeaseLost, is_lock_contentio
 from ..events import log_event
 from ..progress import SILENT, LeaseWait, Progress
 from ..queries import statement
-from ..token_sources import LEASE_SERVICE
+from ..token_sources import LEASE_SERVICE, REDIS, recorded_source, redis_only, superseded_by
 from .epochs import next_token, read_incarnation
 from .fence_on_grant import LEASE_ROW_WAIT_MS, LEASE_TRANSACTION_IN_PROGRESS, fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus
@@ -60,6 +60,9 @@ class DatabaseLeases:
     ) -> Grant:
         """Grant the lease, polling while another live holder has it, for at most ``wait_ms``;
         on PostgreSQL a release wakes the wait (:mod:`.wakeups`)."""
+        self._fence.check_before_grant(
+            request.resource, lambda connection: self._refuse_redis(connection, request.resource)
+        )
         wakeups = ReleaseWakeups(self._connection, self._schema, request.resource)
         grant = poll_for_grant(
             request,
@@ -85,11 +88,20 @@ class DatabaseLeases:
         """
         with _busy_when_locked(resource), self._fence.in_transaction(resource, within) as connection:
             self._enter_lease(resource, within)
-            row = self._change_grant(
-                connection, "lease_renew", resource=resource, holder=holder, token=token, ttl_ms=ttl_ms
-            )
+            # A Redis grant has superseded every lease of this service on the resource; a holder
+            # who never had one here came to the wrong service.
+            superseded = recorded_source(connection, self._schema, resource) == REDIS
+            if superseded and self._peek(connection, resource).holder != holder:
+                raise redis_only(resource, "renew")
+            row = None
+            if not superseded:
+                row = self._change_grant(
+                    connection, "lease_renew", resource=resource, holder=holder, token=token, ttl_ms=ttl_ms
+                )
             if row is None:
-                reason = self._why_lost(connection, resource, holder, token)
+                reason = self._why_lost(
+                    connection, resource, holder, token, superseded_by(REDIS) if superseded else None
+                )
             else:
                 lease = self._peek(connection, resource)
                 self._log(
@@ -124,8 +136,14 @@ class DatabaseLeases:
             return self._peek(connection, resource)
 
     def detach(self, resource: str) -> LeaseStatus:
-        """Give ``resource`` back to external tokens; LeaseBusy while its lease is live."""
-        return self._fence.detach(resource, lambda: self._peek(self._connection, resource))
+        """Give ``resource`` back to external tokens; LeaseBusy while its lease is live; refused
+        outright when its tokens come from Redis (:func:`..token_sources.redis_only`)."""
+
+        def lease_now() -> LeaseStatus:
+            self._refuse_redis(self._connection, resource, locked=True, call="detach")
+            return self._peek(self._connection, resource)
+
+        return self._fence.detach(resource, lease_now)
 
     # -- a grant ---------------------------------------------------------------------------
 
@@ -183,6 +201,7 @@ class DatabaseLeases:
                 if locked.holder not in (None, holder) and not locked.expired:
                     return self._peek(connection, resource)  # taken meanwhile: preempt nobody
             fence_token, writers = self._fence.lock_fence(resource, remaining_ms, request.preempt)
+            self._refuse_redis(connection, resource, locked=True)
             preempted = stuck + writers
             if not request.preempt:
                 locked = self._run(connection, "lease_lock", resource=resource).one()
@@ -218,6 +237,12 @@ class DatabaseLeases:
 
     # -- helpers ---------------------------------------------------------------------------
 
+    def _refuse_redis(self, connection: Connection, resource: str, locked: bool = False, call: str = "grant") -> None:
+        """OtherTokenSource when the tokens of ``resource`` come from Redis: this service cannot see
+        whether a Redis lease on it is live. ``locked``: the fence row is this transaction's."""
+        if recorded_source(connection, self._schema, resource, locked) == REDIS:
+            raise redis_only(resource, call)
+
     def _enter_lease(self, resource: str, within: Connection | None) -> None:
         """A renew or release on the lease connection enters the lease first (:meth:`FenceOnGrant.enter_lease`);
         busy after :data:`LEASE_ROW_WAIT_MS`. One ``within`` a run's transaction does not (that
@@ -246,16 +271,18 @@ class DatabaseLeases:
             self._run(connection, name, **params)
         return held
 
-    def _why_lost(self, connection: Connection, resource: str, holder: str, token: int | None) -> str:
-        """Why a renew or release matched nothing, logged as LOST in the caller's transaction."""
-        reason = self._peek(connection, resource).why_not_held_by(holder, token, "the lease was never granted")
+    def _why_lost(
+        self, connection: Connection, resource: str, holder: str, token: int | None, reason: str | None = None
+    ) -> str:
+        """Why a renew or release matched nothing (``reason``, when the caller knows it), logged as
+        LOST in the caller's transaction."""
+        if reason is None:
+            reason = self._peek(connection, resource).why_not_held_by(holder, token, "the lease was never granted")
         self._log(connection, resource, "LOST", holder, token, {"reason": reason})
         return reason
 
     def _peek(self, connection: Connection, resource: str) -> LeaseStatus:
-        return _status(
-            dialect_for(self._dialect), resource, self._run(connection, "lease_peek", resource=resource).one()
-        )
+        return builtin_lease(connection, self._schema, resource)
 
     def _run(self, connection: Connection, name: str, **params: Any) -> Any:
         return connection.execute(statement(name, self._schema, self._dialect), params)
@@ -273,6 +300,12 @@ class DatabaseLeases:
         log_event(
             connection, self._schema, resource=resource, kind=kind, holder=holder, token=token, detail=detail, at=at
         )
+
+
+def builtin_lease(connection: Connection, quoted_schema: str, resource: str) -> LeaseStatus:
+    """The built-in service's lease on ``resource``, as the database's clock sees it now."""
+    row = connection.execute(statement("lease_peek", quoted_schema, connection.dialect.name), {"resource": resource})
+    return _status(dialect_for(connection), resource, row.one())
 
 
 def _replication(connection: Connection, synchronous: bool) -> str | None:

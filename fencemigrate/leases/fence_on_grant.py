@@ -156,6 +156,13 @@ class FenceOnGrant(ABC):
         resource's named lock, a stuck grant too; SQLite refuses ``--preempt``."""
         return ()
 
+    def check_before_grant(self, resource: str, check: Callable[[Connection], None]) -> None:
+        """Run ``check`` (a refusal by the resource's token source) in a short transaction of its
+        own before a grant's, so that a grant it refuses waits for no migration and preempts nobody.
+        The grant checks again once it has locked the fence (:func:`..token_sources.recorded_source`)."""
+        with self.transaction(resource):
+            check(self._connection)
+
     def check_clock(self) -> None:  # noqa: B027 (a hook: most dialects have nothing to check)
         """Before the built-in service grants on this database's clock: ImplausibleClock when that
         clock cannot be trusted. A server's clock (PostgreSQL, MySQL) is everyone's: nothing to check."""
@@ -289,6 +296,11 @@ class SqliteFenceOnGrant(FenceOnGrant):
         with self._begin(resource, wait_ms) as transaction:
             ensure_installed(self._connection, self._schema)
             yield transaction
+
+    def check_before_grant(self, resource: str, check: Callable[[Connection], None]) -> None:
+        """Nothing before the grant: its ``BEGIN IMMEDIATE`` waits for the only writer (which a run
+        queued behind another must see, :attr:`waited_for_writer`), and ``--preempt`` is refused on
+        SQLite, so the check the grant makes under that lock is the first to matter."""
 
     def check_clock(self) -> None:  # noqa: B027 (a hook: most dialects have nothing to check)
         """SQLite's clock is the clock of whichever machine writes the file: refuse to grant when it

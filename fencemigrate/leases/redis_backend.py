@@ -29,7 +29,8 @@ from ..errors import DatabaseError, GrantNotReplicated, LeaseBusy, LeaseLost
 from ..events import log_event
 from ..progress import SILENT, LeaseWait, Progress
 from ..queries import statement
-from ..token_sources import REDIS, check_room
+from ..token_sources import LEASE_SERVICE, REDIS, check_room, recorded_source, superseded_by
+from .database import builtin_lease
 from .epochs import Incarnation, next_token, read_incarnation
 from .fence_on_grant import fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus
@@ -69,7 +70,11 @@ class RedisLeases:
         self, request: LeaseRequest, stop_waiting: Callable[[], bool] | None = None, progress: Progress = SILENT
     ) -> Grant:
         """Grant the lease, polling while another live holder has it, for at most ``wait_ms``; every
-        Redis call waits for its reply at most what is left of it."""
+        Redis call waits for its reply at most what is left of it. LeaseBusy at once while the
+        resource's tokens come from the built-in lease service and its lease is live."""
+        self._fence.check_before_grant(
+            request.resource, lambda connection: self._refuse_builtin_live(connection, request.resource)
+        )
         try:
             return poll_for_grant(
                 request,
@@ -92,9 +97,13 @@ class RedisLeases:
         ``within``: the event goes into that connection's open transaction (see the protocol).
         """
         with self._fence.in_transaction(resource, within) as connection:
-            renewed = self._store.renew(resource, holder, token, ttl_ms)
+            # A grant by the built-in service has superseded every Redis lease on the resource.
+            superseded = recorded_source(connection, self._schema, resource) == LEASE_SERVICE
+            renewed = None if superseded else self._store.renew(resource, holder, token, ttl_ms)
             if renewed is None:
-                reason = self._why_lost(connection, resource, holder, token)
+                reason = self._why_lost(
+                    connection, resource, holder, token, superseded_by(LEASE_SERVICE) if superseded else None
+                )
             else:
                 self._log(
                     connection,
@@ -128,8 +137,14 @@ class RedisLeases:
             return self._status(connection, resource)
 
     def detach(self, resource: str) -> LeaseStatus:
-        """Give ``resource`` back to external tokens; LeaseBusy while Redis has a live lease on it."""
-        return self._fence.detach(resource, lambda: self._status(self._connection, resource))
+        """Give ``resource`` back to external tokens; LeaseBusy while Redis has a live lease on it,
+        or while its tokens come from the built-in lease service and that service's lease is live."""
+
+        def lease_now() -> LeaseStatus:
+            self._refuse_builtin_live(self._connection, resource, locked=True)
+            return self._status(self._connection, resource)
+
+        return self._fence.detach(resource, lease_now)
 
     # -- a grant ---------------------------------------------------------------------------
 
@@ -146,6 +161,7 @@ class RedisLeases:
                 stuck = self._fence.cancel_stuck_grants(resource, remaining_ms) if request.preempt else ()
                 self._fence.serialise_grants(resource, remaining_ms)
                 fence_token, writers = self._fence.lock_fence(resource, remaining_ms, request.preempt)
+                self._refuse_builtin_live(self._connection, resource, locked=True)
                 preempted = stuck + writers
                 incarnation = read_incarnation(self._connection, self._schema, resource).also(
                     "redis", self._store.run_id()
@@ -234,8 +250,31 @@ class RedisLeases:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _why_lost(self, connection: Connection, resource: str, holder: str, token: int | None) -> str:
-        """Why a renew or release matched nothing, logged as LOST in the caller's transaction."""
+    def _refuse_builtin_live(self, connection: Connection, resource: str, locked: bool = False) -> None:
+        """LeaseBusy when the tokens of ``resource`` come from the built-in lease service and its
+        lease is live: Redis grants nothing and detaches nothing behind it. ``locked``: the fence
+        row is this transaction's."""
+        if recorded_source(connection, self._schema, resource, locked) != LEASE_SERVICE:
+            return
+        lease = builtin_lease(connection, self._schema, resource)
+        if lease.live_holder is not None:
+            expires = lease.expires_at.isoformat() if lease.expires_at else "an unknown time"
+            raise LeaseBusy(
+                resource,
+                lease.holder,
+                "its tokens come from the built-in lease service (its fence's token source is 'lease service'), "
+                f"whose lease is held by {lease.holder} (token {lease.token}) until {expires}; Redis grants and "
+                "detaches nothing on it until that lease is released or has expired (nothing was changed)",
+            )
+
+    def _why_lost(
+        self, connection: Connection, resource: str, holder: str, token: int | None, reason: str | None = None
+    ) -> str:
+        """Why a renew or release matched nothing (``reason``, when the caller knows it), logged as
+        LOST in the caller's transaction."""
+        if reason is not None:
+            self._log(connection, resource, "LOST", holder, token, {"reason": reason, "lease_service": "redis"})
+            return reason
         peek = self._store.peek(resource)
         if peek.lease is not None and peek.lease.token == 0 and peek.lease.holder != holder:
             reason = f"it is being granted to {peek.lease.holder}"

@@ -30,7 +30,7 @@ def told_and_logged(engine: Engine | None, request: RunRequest, fenced: Fenced) 
                 resource=fenced.resource,
                 kind="FENCED",
                 holder=settings.holder,
-                token=fenced.token,
+                token=fenced.token or None,  # 0: refused before the run's own lease was granted
                 revision=request.target,
                 detail={
                     "command": request.command,

@@ -12,7 +12,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..alembic_internals import downgrade_steps, parent_revisions, stamp_steps, upgrade_steps
 from ..connections import close, probe_connection
-from ..errors import FencemigrateError, UsageError
+from ..errors import DatabaseAhead, FencemigrateError, UsageError
 from .declared_heads import declared_heads, has_revision_files
 from .fenced_run import Planner
 from .ledger_changes import covered
@@ -45,14 +45,7 @@ class NothingToDoProbe:
 
     def __call__(self) -> bool:
         try:
-            if self._probe is None:
-                connection = probe_connection(self._engine)
-                opts = {
-                    "version_table": self._context.version_table,
-                    "version_table_schema": self._context.version_table_schema,
-                }
-                self._probe = MigrationContext.configure(connection, opts=opts)
-            heads = self._probe.get_current_heads()
+            heads = self.reads().get_current_heads()
         except SQLAlchemyError:
             self.close()  # a lost connection (killed, server restarted): open a new one next time
             return False
@@ -61,12 +54,28 @@ class NothingToDoProbe:
             return settled
         return not self._plan(tuple(heads), self._context)[0]
 
+    def reads(self) -> MigrationContext:
+        """The probe's own migration context (opened on first need), on its autocommit connection."""
+        if self._probe is None:
+            connection = probe_connection(self._engine)
+            opts = {
+                "version_table": self._context.version_table,
+                "version_table_schema": self._context.version_table_schema,
+            }
+            self._probe = MigrationContext.configure(connection, opts=opts)
+        return self._probe
+
     def nothing_to_do_now(self) -> bool:
         """The first question, before anything is written: True only when the plan from the heads
-        read now has no steps. A command the plan refuses is not answered here: the run goes on as
-        with work to do, and is refused as before."""
+        read now has no steps. A target the plan refuses as bad usage (a relative revision past the
+        end of the graph, one not above the heads) is refused now, before any grant, install or
+        lock (UsageError), and so are heads the revision files do not have (DatabaseAhead: the
+        database moved on); another refusal is not answered here: the run goes on as with work to
+        do, and is refused as before."""
         try:
             return self()
+        except (UsageError, DatabaseAhead):
+            raise
         except FencemigrateError:
             return False
 

@@ -13,11 +13,13 @@ from collections.abc import Callable
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine
 
+from ..errors import TokenRequired, UsageError
 from .outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, RunOutcome
 from .plans import NothingToDoProbe
 from .precheck_run import PrecheckRun
 from .run_choice import ChosenRun
 from .run_request import RunRequest
+from .superseded_plans import refuse_if_superseded
 
 
 class RunConnection:
@@ -50,7 +52,7 @@ class RunConnection:
             # Runners that queue behind one doing the work stop waiting once nothing is left.
             probe = NothingToDoProbe(self._run.planner, context, settled=self._settled)
             try:
-                if probe.nothing_to_do_now():
+                if self._nothing_to_do_now(probe):
                     chosen.expect_nothing_to_do(context)
                     self._outcome.no_lease = NOTHING_TO_DO if leasing else None
                 elif leasing:
@@ -62,3 +64,15 @@ class RunConnection:
                 probe.close()
         if isinstance(chosen, PrecheckRun):
             chosen.connected(context)
+
+    def _nothing_to_do_now(self, probe: NothingToDoProbe) -> bool:
+        """:meth:`NothingToDoProbe.nothing_to_do_now`; a command it refuses as bad usage is FENCED
+        instead when a token newer than the run's has written (:func:`.superseded_plans.refuse_if_superseded`,
+        read on the probe's connection), as the run's own plan would have it."""
+        try:
+            return probe.nothing_to_do_now()
+        except TokenRequired:
+            raise
+        except UsageError:
+            refuse_if_superseded(self._request.settings, probe.reads())
+            raise

@@ -11,6 +11,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
 from ..progress import SILENT, Progress
+from .database_ahead import refusing_missing_heads
 from .fenced_run import Planner
 from .run_choice import RunChoice
 from .settings import FenceSettings
@@ -39,5 +40,6 @@ class RunRequest:
         return ", ".join(self.destination) if isinstance(self.destination, tuple) else self.destination
 
     def planner(self) -> Planner:
-        """The steps of one attempt, planned from the heads env.py's connection reads."""
-        return self.plan_for(self.script, self.destination)
+        """The steps of one attempt, planned from the heads env.py's connection reads (DatabaseAhead
+        when the revision files lack one of them)."""
+        return refusing_missing_heads(self.plan_for(self.script, self.destination), self.script, self.settings)

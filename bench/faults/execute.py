@@ -50,6 +50,8 @@ class Result:
     violations: list[Violation]
     injected: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
+    #: The schedule's element (faults.elements), for ``--verbose``: its runs, grants, writes and history.
+    element_trace: list[str] = field(default_factory=list)
 
 
 class Cancelled(Exception):
@@ -445,15 +447,27 @@ def run_schedule(
     backend: Backend, system: str, schedule: Schedule, template: Path, workdir: Path, keep: bool = False
 ) -> Result:
     """Run ``schedule`` for ``system`` on a fresh database of ``backend`` and check it; a schedule with a
-    failover on a new primary and standby of its own instead (:mod:`faults.failover`)."""
+    failover on a new primary and standby of its own instead (:mod:`faults.failover`). Its element
+    (:mod:`faults.elements`), if it has one, runs afterwards on databases of its own."""
     with ExitStack() as servers:
         failover = None
+        on = backend
         if any(fault.kind == "failover" for fault in schedule.faults):
             failover = servers.enter_context(failover_servers())
-            backend = failover.backend
-        runner = ScheduleRun(backend, system, schedule, template, workdir, failover)
+            on = failover.backend
+        runner = ScheduleRun(on, system, schedule, template, workdir, failover)
         try:
-            return runner.execute()
+            result = runner.execute()
         finally:
             if not keep:
                 runner.close()
+    if schedule.element is not None:
+        from faults.elements import run_element
+
+        violations, notes, trace = run_element(
+            backend, system, schedule.element, template, workdir, schedule.index, keep
+        )
+        result.violations += violations
+        result.injected[f"element {schedule.element.kind}:{schedule.element.variant}"] += 1
+        result.element_trace = [*trace, *(f"    note: {note}" for note in notes)]
+    return result

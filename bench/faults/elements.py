@@ -242,18 +242,27 @@ class ElementRun:
 
     # -- reading what happened -------------------------------------------------------------------------
 
-    def history(self, url: str, after_id: int = 0) -> list[Event]:
-        """``faults_history`` rows above ``after_id``, in commit order."""
-        if after_id == 0:
-            return self.backend.events(url)
-        order = "pg_xact_commit_timestamp(xmin), id" if self.backend.commit_timestamps else "id"
-        with self.backend.engine(url).connect() as conn:
-            rows = conn.execute(
-                text(f"SELECT {HISTORY_COLUMNS} FROM faults_history WHERE id > :i ORDER BY {order}"), {"i": after_id}
-            ).all()
+    def history(self, url: str) -> list[Event]:
+        """``faults_history`` in commit order."""
+        return self.backend.events(url)
+
+    def moved_history(self, old: str, new: str, copied_id: int) -> list[Event]:
+        """The history of a database that moved (PostgreSQL, one server): the old database's rows and the
+        new one's above ``copied_id`` (what it did not copy), in commit order."""
+        rows = []
+        for url, after_id in ((old, 0), (new, copied_id)):
+            with self.backend.engine(url).connect() as conn:
+                rows += conn.execute(
+                    text(
+                        f"SELECT pg_xact_commit_timestamp(xmin) AS at, id, {HISTORY_COLUMNS} FROM faults_history "
+                        "WHERE id > :i"
+                    ),
+                    {"i": after_id},
+                ).all()
+        rows.sort(key=lambda row: (row[0], row[1]))
         return [
             Event(kind, None if token is None else int(token), holder or "", rev, ch)
-            for kind, token, holder, rev, ch in rows
+            for _, _, kind, token, holder, rev, ch in rows
         ]
 
     def last_history_id(self, url: str) -> int:
@@ -307,7 +316,7 @@ def dump_restore(run: ElementRun) -> None:
     project.repoint(checkout, restored)
     run.write("A", checkout, restored, "agent-A", a, "upgrade head", stale=True)
     run.write("B", checkout, restored, "agent-B", b, "upgrade head")
-    run.outcome.events = run.history(url) + run.history(restored, dumped)
+    run.outcome.events = run.moved_history(url, restored, dumped)
 
 
 # -- the migration role attacks by SQL ---------------------------------------------------------------------
@@ -349,7 +358,14 @@ TOKENLESS_ROLLBACK = (
     "INSERT INTO faults_history (kind, token, holder, revision, change_id) "
     "VALUES ('rollback', NULL, 'mallory', 'r03', 'c03')",
 )
+#: The copy's own incarnation, as a grant computes it (sql/queries/postgresql/incarnation.sql).
+REWRITE_INCARNATION = (
+    "UPDATE fencemigrate.agent_fence SET incarnation = format('%s/%s/%s', (pg_control_system()).system_identifier, "
+    "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint, "
+    "(SELECT oid FROM pg_database WHERE datname = current_database())) WHERE resource = :r"
+)
 ATTACKS: dict[str, list[tuple[str, ...]]] = {
+    "rewrite-incarnation": [(REWRITE_INCARNATION,)],
     "forge-lease": [(FORGE_LEASE,), (RAISE_FENCE,), (FORGE_EVENT,)],
     "raise-fence": [(RAISE_FENCE,)],
     "forge-event": [(FORGE_EVENT,)],
@@ -382,20 +398,18 @@ def attack(run: ElementRun, url: str, forged: int) -> list[str]:
 def sql_attack(run: ElementRun) -> None:
     """A grants and writes as the migration role; its lease expires; the role forges; B grants and writes."""
     ttl = run.element.ttl_s
-    url = run.database()
+    owner_url = url = run.database()
     if run.system == "fencemigrate":
-        owner, migrator = make_roles(run, url)
-        owner_checkout = run.checkout("owner", as_role(url, owner))
-        run.install(owner_checkout, url, migrator)
-        with run.backend.engine(url).begin() as conn:  # the trigger writes as whoever granted
-            conn.execute(text("ALTER FUNCTION public.faults_log_grant() SECURITY DEFINER"))
-        url = as_role(url, migrator)
+        url = two_roles(run, url)
     checkout = run.checkout("main", url)
     a = run.grant("A", checkout, url, "agent-A", ttl)
     if a is None:
         raise RuntimeError("sql-attack: agent-A got no lease")
     run.write("A", checkout, url, "agent-A", a, "upgrade head")
     run.away(ttl)
+    if run.element.variant == "rewrite-incarnation":
+        rewrite_incarnation(run, owner_url, url, checkout)
+        return
     forged = MAX_TOKEN if run.element.big_token else a + 1
     run.notes += [f"refused: {refusal}" for refusal in attack(run, url, forged)]
     if run.element.variant != "pretend-claim":
@@ -405,7 +419,44 @@ def sql_attack(run: ElementRun) -> None:
         run.write("B", checkout, url, "agent-B", b, "upgrade head")
     else:
         run.notes.append("agent-B got no lease after the attack")
-    run.outcome.events = run.history(url)
+    run.outcome.events = run.history(owner_url)
+
+
+def two_roles(run: ElementRun, url: str) -> str:
+    """The owner installs the fence for the migration role (``install --grant-to``); the migration role's URL."""
+    owner, migrator = make_roles(run, url)
+    owner_checkout = run.checkout("owner", as_role(url, owner))
+    run.install(owner_checkout, url, migrator)
+    with run.backend.engine(url).begin() as conn:  # the trigger writes as whoever granted
+        conn.execute(text("ALTER FUNCTION public.faults_log_grant() SECURITY DEFINER"))
+    return as_role(url, migrator)
+
+
+def rewrite_incarnation(run: ElementRun, owner_url: str, url: str, checkout: Path) -> None:
+    """B is granted and writes; the database is copied (``CREATE DATABASE ... TEMPLATE``); in the copy the
+    migration role sets the fence's incarnation to the copy's own, so that C's grant there does not
+    move epochs; D is granted the same number in the original and then writes to the copy."""
+    ttl = run.element.ttl_s
+    b = run.grant("B", checkout, url, "agent-B", ttl)
+    if b is None:
+        raise RuntimeError("sql-attack: agent-B got no lease")
+    run.write("B", checkout, url, "agent-B", b, "downgrade r01")
+    copied = run.last_history_id(owner_url)
+    name = f"{make_url(owner_url).database}_copy"
+    with run.backend.engine(run.backend.server_url.rstrip("/") + "/postgres").connect() as conn:
+        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+        conn.execute(text(f"CREATE DATABASE {name} TEMPLATE {make_url(owner_url).database}"))
+    owner_copy = str(make_url(owner_url).set(database=name).render_as_string(hide_password=False))
+    run.databases.append(owner_copy)
+    copy = str(make_url(url).set(database=name).render_as_string(hide_password=False))
+    if run.system == "fencemigrate":
+        run.notes += [f"refused: {refusal}" for refusal in attack(run, copy, 0)]
+    in_copy = run.checkout("copy", copy)
+    c = run.grant("C", in_copy, copy, "agent-C", ttl)
+    d = run.grant("D", checkout, url, "agent-D", ttl)
+    if c is not None and d is not None:
+        run.write("D", in_copy, copy, "agent-D", d, "upgrade head", stale=d <= c)
+    run.outcome.events = run.moved_history(owner_url, owner_copy, copied)
 
 
 # -- mixed token sources -------------------------------------------------------------------------------------

@@ -362,7 +362,9 @@ def stale_side_writes(writes: Iterable[SideWrite], grants: list[Grant], remote: 
         newest = newest_grant(grants, write.started)
         if not write.landed:
             continue
-        if write.token is None or (newest is not None and write.token < newest):
+        if write.token is None:
+            found.append(Violation(prop, f"{what} by {write.holder} under no grant landed"))
+        elif newest is not None and write.token < newest:
             found.append(
                 Violation(prop, f"{what} by {write.holder} under token {write.token} landed after token {newest}")
             )

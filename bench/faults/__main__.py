@@ -171,7 +171,8 @@ def run_harness(args: argparse.Namespace, backends: list[Backend]) -> Summary:
             for system in ("fencemigrate", "control"):
                 result = run_schedule(backend, system, plan, template, scratch, keep=args.keep)
                 summary.add(backend.name, index, system, result)
-                line.append(f"{system}: {describe(result.violations)}")
+                took = f"{result.runners_s:.0f}s" + (f"+{result.element_s:.0f}s" if plan.element else "")
+                line.append(f"{system} ({took}): {describe(result.violations)}")
                 if args.verbose:
                     print_trace(system, result)
             print("  ".join(line), flush=True)

@@ -52,6 +52,9 @@ class Result:
     notes: list[str] = field(default_factory=list)
     #: The schedule's element (faults.elements), for ``--verbose``: its runs, grants, writes and history.
     element_trace: list[str] = field(default_factory=list)
+    #: How long the schedule's runners took, and its element (0 without one), in seconds.
+    runners_s: float = 0.0
+    element_s: float = 0.0
 
 
 class Cancelled(Exception):
@@ -455,9 +458,11 @@ def run_schedule(
         if any(fault.kind == "failover" for fault in schedule.faults):
             failover = servers.enter_context(failover_servers())
             on = failover.backend
+        started = time.monotonic()
         runner = ScheduleRun(on, system, schedule, template, workdir, failover)
         try:
             result = runner.execute()
+            result.runners_s = time.monotonic() - started
         finally:
             if not keep:
                 runner.close()

@@ -469,9 +469,11 @@ def run_schedule(
     if schedule.element is not None:
         from faults.elements import run_element
 
+        started = time.monotonic()
         violations, notes, trace = run_element(
             backend, system, schedule.element, template, workdir, schedule.index, keep
         )
+        result.element_s = time.monotonic() - started
         result.violations += violations
         result.injected[f"element {schedule.element.kind}:{schedule.element.variant}"] += 1
         result.element_trace = [*trace, *(f"    note: {note}" for note in notes)]

@@ -491,10 +491,11 @@ def mixed_sources(run: ElementRun) -> None:
 
 
 def colliding_names(run: ElementRun) -> None:
-    """V migrates svc-32835 (a slow revision); P takes svc-62004's lease with ``--preempt`` meanwhile."""
+    """V migrates svc-32835 (a 3 s revision); P takes svc-62004's lease with ``--preempt`` once V holds its
+    claim lock (plus up to 0.75 s, so that P lands in r01, r02 or between them)."""
     victim, other = COLLIDING
     url = run.database(COLLIDING if run.system == "control" else ())
-    slow = project.chain((0.0, 4.0, 0.0), False)
+    slow = project.chain((0.0, 3.0, 0.0), False)
     checkout = run.checkout("victim", url, resource=victim, chain=slow)
     other_checkout = run.checkout("other", url, resource=other)
     if run.system == "fencemigrate":
@@ -505,10 +506,32 @@ def colliding_names(run: ElementRun) -> None:
     started = time.monotonic()
     argv = [*run.command(url, "agent-V", victim), *args]
     process = run.process(checkout, argv, "agent-V", resource=victim)
-    time.sleep(2.5 + run.element.pause_s)  # V is inside r02 (Python start-up, the grant, r01)
-    run.grant("P", other_checkout, url, "agent-P", run.element.ttl_s, resource=other, preempt=True, wait_s=2.0)
+    if claimed(run, url, victim, process):
+        time.sleep(run.element.pause_s / 2)
+        run.grant("P", other_checkout, url, "agent-P", run.element.ttl_s, resource=other, preempt=True, wait_s=2.0)
+    else:
+        run.notes.append("V never held its claim lock: P did not run")
     run.outcome.bystanders.append(run.finish("V", process, argv, started, holder="agent-V"))
     run.outcome.events = run.history(url)
+
+
+def claimed(run: ElementRun, url: str, resource: str, process: subprocess.Popen[str]) -> bool:
+    """Wait (at most RUN_TIMEOUT_S) until a session holds ``resource``'s claim lock (fencemigrate's, or the
+    control's); False if ``process`` ended first."""
+    classid = CLAIM_LOCK_CLASS if run.system == "fencemigrate" else 1
+    probe = text(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = :c "
+        "AND objid = hashtext(:r)::oid AND objsubid = 2 "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    engine = run.backend.engine(url)
+    while process.poll() is None and time.monotonic() < deadline:
+        with engine.connect() as conn:
+            if conn.execute(probe, {"c": classid, "r": resource}).scalar_one():
+                return True
+        time.sleep(0.05)
+    return False
 
 
 # -- MCP servers as writers ----------------------------------------------------------------------------------

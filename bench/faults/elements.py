@@ -13,8 +13,12 @@ for fencemigrate and for the control, and checks it with :func:`faults.checker.c
   migration role writes, by plain SQL: a forged grant on the lease row and the fence
   (``forge-lease``), a raised fence (``raise-fence``), a forged GRANT event (``forge-event``), each
   followed by a write under the forged token; or ``alembic_version`` after claiming by
-  ``set_config('fencemigrate.claimed_xact', ...)`` and the claim's shared lock (``pretend-claim``).
-  Then B is granted and writes. The control: the same forgery of its lease row, or a plain write.
+  ``set_config('fencemigrate.claimed_xact', ...)`` and the claim's shared lock (``pretend-claim``),
+  or after dropping the version table's guard trigger on a version table the migration role created
+  before ``install --grant-to`` (``drop-guard``). Then B is granted and writes. Or
+  (``rewrite-incarnation``) B is granted, the database copied as a template, the copy's fence
+  incarnation set to the copy's own, C granted in the copy and D in the original, and D writes to
+  the copy. The control: the same forgery of its lease row, or a plain write.
 * ``mixed-sources`` (Redis): R holds a Redis lease and writes; meanwhile W takes the built-in
   service's lease (``builtin-beside-redis``), or runs ``lease detach`` without ``--lease-url`` and writes
   under ``--token 50``, which no source issued (``detach-beside-redis``). The control: its Redis lease
@@ -65,6 +69,10 @@ def pg_url(url: str) -> str:
     return str(make_url(url).set(drivername="postgresql").render_as_string(hide_password=False))
 
 
+class SetupRefused(Exception):
+    """``fencemigrate install`` refused the element's set-up."""
+
+
 class ElementRun:
     """One element, one system, on databases of its own."""
 
@@ -113,10 +121,12 @@ class ElementRun:
         )
 
     def install(self, checkout: Path, url: str, *grant_to: str) -> None:
-        """``fencemigrate install`` (``--grant-to ROLE``), then the trigger copying grants into the history."""
+        """``fencemigrate install`` (``--grant-to ROLE``), then the trigger copying grants into the history;
+        :class:`SetupRefused` when install fails (its run is not counted)."""
         run = self.cli("setup", checkout, ["install", *(("--grant-to", *grant_to) if grant_to else ())], "setup")
         if run.exit_code != 0:
-            raise RuntimeError(f"fencemigrate install failed: {run.output}")
+            self.outcome.runs.remove(run)
+            raise SetupRefused(f"install exited {run.exit_code}: {run.output.strip().splitlines()[-1:]}")
         self.backend.log_grants(url)
 
     def env(self, holder: str, token: int | None = None, resource: str | None = None) -> dict[str, str]:
@@ -364,7 +374,13 @@ REWRITE_INCARNATION = (
     "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint, "
     "(SELECT oid FROM pg_database WHERE datname = current_database())) WHERE resource = :r"
 )
+#: Alembic's version table as Alembic creates it.
+CREATE_VERSION_TABLE = (
+    "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL, "
+    "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num))"
+)
 ATTACKS: dict[str, list[tuple[str, ...]]] = {
+    "drop-guard": [("DROP TRIGGER IF EXISTS fencemigrate_no_tokenless_write ON alembic_version", *TOKENLESS_ROLLBACK)],
     "rewrite-incarnation": [(REWRITE_INCARNATION,)],
     "forge-lease": [(FORGE_LEASE,), (RAISE_FENCE,), (FORGE_EVENT,)],
     "raise-fence": [(RAISE_FENCE,)],
@@ -377,6 +393,7 @@ CONTROL_ATTACKS: dict[str, list[tuple[str, ...]]] = {
         ("UPDATE faults_control_lease SET token = :f, holder = 'mallory', expires_at = 1e12 WHERE resource = :r",)
     ],
     "pretend-claim": [TOKENLESS_ROLLBACK],
+    "drop-guard": [TOKENLESS_ROLLBACK],
 }
 
 
@@ -400,7 +417,13 @@ def sql_attack(run: ElementRun) -> None:
     ttl = run.element.ttl_s
     owner_url = url = run.database()
     if run.system == "fencemigrate":
-        url = two_roles(run, url)
+        try:
+            url = two_roles(run, url, version_table_first=run.element.variant == "drop-guard")
+        except SetupRefused as refused:
+            if run.element.variant != "drop-guard":
+                raise
+            run.notes.append(f"install --grant-to refused a version table the migration role owns: {refused}")
+            return
     checkout = run.checkout("main", url)
     a = run.grant("A", checkout, url, "agent-A", ttl)
     if a is None:
@@ -412,7 +435,7 @@ def sql_attack(run: ElementRun) -> None:
         return
     forged = MAX_TOKEN if run.element.big_token else a + 1
     run.notes += [f"refused: {refusal}" for refusal in attack(run, url, forged)]
-    if run.element.variant != "pretend-claim":
+    if run.element.variant not in ("pretend-claim", "drop-guard"):
         run.write("M", checkout, url, "mallory", forged, "downgrade r01", stale=True)
     b = run.grant("B", checkout, url, "agent-B", ttl)
     if b is not None:
@@ -422,9 +445,14 @@ def sql_attack(run: ElementRun) -> None:
     run.outcome.events = run.history(owner_url)
 
 
-def two_roles(run: ElementRun, url: str) -> str:
-    """The owner installs the fence for the migration role (``install --grant-to``); the migration role's URL."""
+def two_roles(run: ElementRun, url: str, version_table_first: bool = False) -> str:
+    """The owner installs the fence for the migration role (``install --grant-to``); the migration role's URL.
+    ``version_table_first``: the migration role has created Alembic's version table before (it owns it)."""
     owner, migrator = make_roles(run, url)
+    if version_table_first:
+        with run.backend.engine(as_role(url, migrator)).begin() as conn:
+            conn.execute(text(CREATE_VERSION_TABLE))
+            conn.execute(text(f'GRANT ALL ON alembic_version TO "{owner}"'))
     owner_checkout = run.checkout("owner", as_role(url, owner))
     run.install(owner_checkout, url, migrator)
     with run.backend.engine(url).begin() as conn:  # the trigger writes as whoever granted

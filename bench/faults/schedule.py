@@ -35,7 +35,7 @@ AUTOCOMMIT_POINT = "r03:autocommit"
 #: The elements (faults.elements) and their variants.
 ELEMENTS: dict[str, tuple[str, ...]] = {
     "mcp-writers": ("stale-grant", "fresh-grant"),
-    "sql-attack": ("forge-lease", "raise-fence", "forge-event", "pretend-claim", "rewrite-incarnation"),
+    "sql-attack": ("forge-lease", "raise-fence", "forge-event", "pretend-claim", "rewrite-incarnation", "drop-guard"),
     "mixed-sources": ("builtin-beside-redis", "detach-beside-redis"),
     "colliding-names": ("preempt-other",),
     "dump-restore": ("runner-installed",),

@@ -102,14 +102,9 @@ class ElementRun:
         return url
 
     def checkout(
-        self,
-        name: str,
-        url: str,
-        *,
-        resource: str | None = None,
-        lease_url: str | None = None,
-        chain: list[project.Revision] | None = None,
+        self, name: str, url: str, *, resource: str | None = None, chain: list[project.Revision] | None = None
     ) -> Path:
+        """A checkout of the project (r01-r03 without sleeps unless ``chain``) on ``url``; no lease URL in it."""
         return project.checkout(
             self.template,
             self.dir / name,
@@ -117,7 +112,6 @@ class ElementRun:
             resource or self.resource,
             chain or self.chain,
             self.backend.fence_table,
-            lease_url,
         )
 
     def install(self, checkout: Path, url: str, *grant_to: str) -> None:
@@ -259,7 +253,7 @@ class ElementRun:
     def moved_history(self, old: str, new: str, copied_id: int) -> list[Event]:
         """The history of a database that moved (PostgreSQL, one server): the old database's rows and the
         new one's above ``copied_id`` (what it did not copy), in commit order."""
-        rows = []
+        rows: list[Any] = []
         for url, after_id in ((old, 0), (new, copied_id)):
             with self.backend.engine(url).connect() as conn:
                 rows += conn.execute(

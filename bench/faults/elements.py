@@ -34,6 +34,7 @@ for fencemigrate and for the control, and checks it with :func:`faults.checker.c
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -475,6 +476,8 @@ def rewrite_incarnation(run: ElementRun, owner_url: str, url: str, checkout: Pat
         run.notes += [f"refused: {refusal}" for refusal in attack(run, copy, 0)]
     in_copy = run.checkout("copy", copy)
     c = run.grant("C", in_copy, copy, "agent-C", ttl)
+    if c is not None:  # a lease in another database: not a second live holder beside D's
+        run.outcome.grants[-1] = dataclasses.replace(run.outcome.grants[-1], resource=f"{run.resource} (copy)")
     d = run.grant("D", checkout, url, "agent-D", ttl)
     if c is not None and d is not None:
         run.write("D", in_copy, copy, "agent-D", d, "upgrade head", stale=d <= c)

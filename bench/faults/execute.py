@@ -474,7 +474,8 @@ def run_schedule(
             backend, system, schedule.element, template, workdir, schedule.index, keep
         )
         result.element_s = time.monotonic() - started
-        result.violations += violations
-        result.injected[f"element {schedule.element.kind}:{schedule.element.variant}"] += 1
+        name = f"{schedule.element.kind}:{schedule.element.variant}"
+        result.violations += [Violation(v.prop, f"element {name}: {v.detail}") for v in violations]
+        result.injected[f"element {name}"] += 1
         result.element_trace = [*trace, *(f"    note: {note}" for note in notes)]
     return result

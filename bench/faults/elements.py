@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
@@ -668,7 +669,7 @@ async def mcp_story(run: ElementRun, a: McpAgent, b: McpAgent, remote: Path) -> 
     await a.write_file("notes.md", "A's notes\n")
     await a.push("A: the plan")
     await a.migrate("upgrade head")
-    run.away(ttl)  # A is paused: its lease expires
+    await anyio.sleep(ttl + run.element.pause_s)  # A is paused: its lease expires
     await b.acquire(ttl)
     git(b.clone, "pull", "-q", "--ff-only", "origin", BRANCH)
     await b.migrate("downgrade r01")
@@ -685,8 +686,6 @@ async def mcp_story(run: ElementRun, a: McpAgent, b: McpAgent, remote: Path) -> 
 
 def mcp_writers(run: ElementRun) -> None:
     """Two agents on one remote and one database: MCP servers (fencemigrate) or plain tools (control)."""
-    import anyio
-
     url = run.database()
     remote, first, second = repositories(run, url)
     if run.system == "fencemigrate":
@@ -716,7 +715,11 @@ def mcp_writers(run: ElementRun) -> None:
                 agents = McpAgent(run, "A", first, url, session_a), McpAgent(run, "B", second, url, session_b)
                 await mcp_story(run, *agents, remote)
 
-    anyio.run(scenario)
+    async def bounded() -> None:
+        with anyio.fail_after(RUN_TIMEOUT_S):  # a server that hangs fails the schedule, it does not hang it
+            await scenario()
+
+    anyio.run(bounded)
     run.outcome.events = run.history(url)
 
 

@@ -173,6 +173,7 @@ def test_elements_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> Non
     assert parse_args(["--elements", "all"]).elements == tuple(ELEMENTS)
     assert parse_args(["--elements", "sql-attack,dump-restore"]).elements == ("sql-attack", "dump-restore")
     assert parse_args([]).elements == ()
+    assert parse_args(["--elements", "all", "--elements-beside"]).elements_beside is True
     with pytest.raises(SystemExit) as stop:
         parse_args(["--elements", "sql-attack,bogus"])
     assert stop.value.code == 2

@@ -88,6 +88,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         + ", ".join(ELEMENTS)
         + "; each where its backend runs it)",
     )
+    parser.add_argument(
+        "--elements-beside",
+        action="store_true",
+        help="run each element at the same time as the schedule's runners (not beside a server restart)",
+    )
     parser.add_argument("--restarts", action="store_true", help="also restart the PostgreSQL server as a fault")
     parser.add_argument(
         "--failovers",
@@ -169,7 +174,9 @@ def run_harness(args: argparse.Namespace, backends: list[Backend]) -> Summary:
                 + (f" element={plan.element.kind}:{plan.element.variant}" if plan.element else "")
             ]
             for system in ("fencemigrate", "control"):
-                result = run_schedule(backend, system, plan, template, scratch, keep=args.keep)
+                result = run_schedule(
+                    backend, system, plan, template, scratch, keep=args.keep, beside=args.elements_beside
+                )
                 summary.add(backend.name, index, system, result)
                 took = f"{result.runners_s:.0f}s" + (f"+{result.element_s:.0f}s" if plan.element else "")
                 line.append(f"{system} ({took}): {describe(result.violations)}")

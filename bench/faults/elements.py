@@ -1,7 +1,8 @@
 """The schedule elements: writers and attacks beyond the runners, each on a database of its own.
 
-A schedule drawn with elements (faults.schedule.draw_element) runs one of these after its runners,
-for fencemigrate and for the control, and checks it with :func:`faults.checker.check_element`:
+A schedule drawn with elements (faults.schedule.draw_element) runs one of these after its runners
+(with ``--elements-beside``, at the same time), for fencemigrate and for the control, and checks it
+with :func:`faults.checker.check_element`:
 
 * ``mcp-writers``: two real ``fencemigrate mcp`` servers (agent-A, agent-B; the MCP SDK's stdio
   client), each in its own clone of one git remote, on one database. A is granted, writes

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -446,12 +446,60 @@ def parse_token(output: str) -> int | None:
     return None
 
 
+#: An element's violations, notes, trace and duration.
+ElementResult = tuple[list[Violation], list[str], list[str], float]
+
+
+class Beside(threading.Thread):
+    """Work run in a thread beside the schedule's runners; :meth:`result` re-raises its error."""
+
+    def __init__(self, work: Callable[[], ElementResult]) -> None:
+        super().__init__(daemon=True)
+        self.work = work
+        self.value: ElementResult | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.value = self.work()
+        except BaseException as error:  # re-raised by result()
+            self.error = error
+
+    def result(self) -> ElementResult:
+        self.join()
+        if self.error is not None:
+            raise self.error
+        assert self.value is not None
+        return self.value
+
+
 def run_schedule(
-    backend: Backend, system: str, schedule: Schedule, template: Path, workdir: Path, keep: bool = False
+    backend: Backend,
+    system: str,
+    schedule: Schedule,
+    template: Path,
+    workdir: Path,
+    keep: bool = False,
+    beside: bool = False,
 ) -> Result:
     """Run ``schedule`` for ``system`` on a fresh database of ``backend`` and check it; a schedule with a
     failover on a new primary and standby of its own instead (:mod:`faults.failover`). Its element
-    (:mod:`faults.elements`), if it has one, runs afterwards on databases of its own."""
+    (:mod:`faults.elements`), if it has one, runs on databases of its own: after the runners, or
+    with ``beside`` at the same time (unless a fault restarts the server they share)."""
+    element = schedule.element
+
+    def run_the_element() -> ElementResult:
+        from faults.elements import run_element
+
+        assert element is not None
+        started = time.monotonic()
+        found = run_element(backend, system, element, template, workdir, schedule.index, keep)
+        return (*found, time.monotonic() - started)
+
+    thread = None
+    if element is not None and beside and not any(fault.kind == "restart" for fault in schedule.faults):
+        thread = Beside(run_the_element)
+        thread.start()
     with ExitStack() as servers:
         failover = None
         on = backend
@@ -466,15 +514,9 @@ def run_schedule(
         finally:
             if not keep:
                 runner.close()
-    if schedule.element is not None:
-        from faults.elements import run_element
-
-        started = time.monotonic()
-        violations, notes, trace = run_element(
-            backend, system, schedule.element, template, workdir, schedule.index, keep
-        )
-        result.element_s = time.monotonic() - started
-        name = f"{schedule.element.kind}:{schedule.element.variant}"
+    if element is not None:
+        violations, notes, trace, result.element_s = thread.result() if thread else run_the_element()
+        name = f"{element.kind}:{element.variant}"
         result.violations += [Violation(v.prop, f"element {name}: {v.detail}") for v in violations]
         result.injected[f"element {name}"] += 1
         result.element_trace = [*trace, *(f"    note: {note}" for note in notes)]

@@ -17,7 +17,7 @@ committed in that window is lost, and the schedule goes on on the promoted serve
 With ``elements`` the schedule also draws one **element** (:mod:`faults.elements`), from a random
 stream of its own so that the rest of the schedule stays what it was without elements: MCP servers
 as writers, a migration role attacking the fence by plain SQL, mixed token sources, colliding
-resource names, a dump and restore. It runs after the runners, on a database of its own.
+resource names, a dump and restore. It runs after the runners (or beside them), on databases of its own.
 """
 
 from __future__ import annotations

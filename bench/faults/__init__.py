@@ -8,6 +8,8 @@ Run it with ``bash bench/faults/run --seed S --schedules N --budget SECONDS [--j
 * :mod:`faults.launch` -- the ``fencemigrate`` CLI with stop points on chosen SQL statements;
 * :mod:`faults.control` -- the control: plain Alembic behind a hand-rolled lease;
 * :mod:`faults.execute` -- runs one schedule for one system and injects its faults;
+* :mod:`faults.elements` -- the schedule elements: MCP writers, SQL attacks, mixed token sources, colliding
+  resource names, dump and restore;
 * :mod:`faults.checker` -- pure checks over the recorded history;
 * :mod:`faults.summary` -- the figures printed at the end, and their merge over shards;
 * :mod:`faults.shards` -- ``--jobs N``: the schedules in N shards at once, each with its own servers.

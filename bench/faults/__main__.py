@@ -23,6 +23,7 @@ from faults import schedule as schedules
 from faults.backends import Backend, workdir
 from faults.execute import Result, run_schedule
 from faults.project import alembic_template
+from faults.schedule import ELEMENTS
 from faults.shards import run_shards
 from faults.summary import Summary, describe, verdict
 
@@ -61,6 +62,8 @@ def print_trace(system: str, result: Result) -> None:
     for event in result.outcome.events:
         print(f"  event {event.kind} token={event.token} {event.holder} {event.revision or ''}")
     print(f"  heads {result.outcome.version_heads} ledger {result.outcome.ledger}")
+    for line in result.element_trace:
+        print(line)
     for violation in result.violations:
         print(f"  VIOLATION {violation.prop}: {violation.detail}")
 
@@ -76,6 +79,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--with-tokenless", action="store_true", help="add a plain `alembic downgrade -1` (no token) to every schedule"
+    )
+    parser.add_argument(
+        "--elements",
+        type=element_list,
+        default=(),
+        help="add one of these schedule elements to every schedule (comma-separated, or all: "
+        + ", ".join(ELEMENTS)
+        + "; each where its backend runs it)",
+    )
+    parser.add_argument(
+        "--elements-beside",
+        action="store_true",
+        help="run each element at the same time as the schedule's runners (not beside a server restart)",
     )
     parser.add_argument("--restarts", action="store_true", help="also restart the PostgreSQL server as a fault")
     parser.add_argument(
@@ -99,6 +115,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.jobs > 1 and args.shard is None and args.pgdata:
         parser.error("--pgdata cannot be given with --jobs: each shard starts a PostgreSQL server of its own")
     return args
+
+
+def element_list(value: str) -> tuple[str, ...]:
+    """``all`` or comma-separated names of faults.schedule.ELEMENTS."""
+    names = tuple(ELEMENTS) if value == "all" else tuple(name for name in value.split(",") if name)
+    unknown = [name for name in names if name not in ELEMENTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown element {', '.join(unknown)}: choose from {', '.join(ELEMENTS)}")
+    return names
 
 
 def shard_of(value: str) -> tuple[int, int]:
@@ -141,15 +166,20 @@ def run_harness(args: argparse.Namespace, backends: list[Backend]) -> Summary:
                 autocommit_block=backend.has_autocommit_block,
                 tokenless=args.with_tokenless,
                 failover=args.failovers and backend.can_fail_over,
+                elements=tuple(name for name in args.elements if name in backend.elements),
             )
             line = [
                 f"#{index} {backend.name} ttl={plan.ttl_s:g}s follow-up={plan.follow_up} "
                 f"faults={','.join(f.kind + (':' + f.point if f.point else '') for f in plan.faults)}"
+                + (f" element={plan.element.kind}:{plan.element.variant}" if plan.element else "")
             ]
             for system in ("fencemigrate", "control"):
-                result = run_schedule(backend, system, plan, template, scratch, keep=args.keep)
+                result = run_schedule(
+                    backend, system, plan, template, scratch, keep=args.keep, beside=args.elements_beside
+                )
                 summary.add(backend.name, index, system, result)
-                line.append(f"{system}: {describe(result.violations)}")
+                took = f"{result.runners_s:.0f}s" + (f"+{result.element_s:.0f}s" if plan.element else "")
+                line.append(f"{system} ({took}): {describe(result.violations)}")
                 if args.verbose:
                     print_trace(system, result)
             print("  ".join(line), flush=True)

@@ -72,6 +72,16 @@ class Backend:
         return self.dialect == "postgresql"
 
     @property
+    def elements(self) -> tuple[str, ...]:
+        """The schedule elements (faults.elements) the backend runs: two roles, ``pg_dump`` and
+        ``hashtext()`` need PostgreSQL, mixed token sources a Redis lease."""
+        if self.name == "redis":
+            return ("mixed-sources",)
+        if self.name == "postgresql":
+            return ("mcp-writers", "sql-attack", "colliding-names", "dump-restore")
+        return ("mcp-writers",)
+
+    @property
     def fence_table(self) -> str:
         """Where a revision reads the token its run claimed."""
         return "fencemigrate.agent_fence" if self.dialect == "postgresql" else "fencemigrate_agent_fence"

@@ -11,6 +11,16 @@
   (fencemigrate's ledger; for the control, the history its revisions wrote);
 * ``wait-bound``: no run waits past its ``--wait`` (nor hangs);
 * ``exit-status``: every exit status is documented, and a write with a superseded token is refused.
+
+The elements (faults.elements) add, over an :class:`~faults.history.ElementOutcome`:
+
+* ``forged-grant``: every grant in the committed history was made by a lease call (none written by SQL);
+* ``unissued-token``: every committed write is under a token some lease call issued (any source);
+* ``two-live-holders``: no grant to one holder while another holder's grant, from any source, is live;
+* ``stale-push``: no push lands under a superseded grant, and every commit a live holder pushed
+  stays reachable from the remote branch;
+* ``stale-file-write``: no file write lands under a superseded grant;
+* ``foreign-preempt``: a run alone on its resource is not ended by what is done to another one.
 """
 
 from __future__ import annotations
@@ -18,9 +28,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from faults.history import Event, Outcome, Run
+from faults.history import ElementOutcome, Event, Grant, Outcome, Run, SideWrite
 
-PROPERTIES = ("stale-commit", "token-reissued", "applied-twice", "version-vs-ledger", "wait-bound", "exit-status")
+PROPERTIES = (
+    "stale-commit",
+    "token-reissued",
+    "applied-twice",
+    "version-vs-ledger",
+    "wait-bound",
+    "exit-status",
+    "forged-grant",
+    "unissued-token",
+    "two-live-holders",
+    "stale-push",
+    "stale-file-write",
+    "foreign-preempt",
+)
 
 #: fencemigrate's documented exit statuses (docs/exit-statuses.md); 2 (bad usage) only as
 #: :func:`state_refusal` allows it.
@@ -252,4 +275,135 @@ def check(outcome: Outcome, work_bound_s: float) -> list[Violation]:
         + ledger_mismatch(outcome)
         + wait_overruns(outcome.runs, work_bound_s)
         + undocumented_exits(outcome.runs, outcome.system, outcome.connection_faults)
+    )
+
+
+# -- the elements' properties (faults.elements) ----------------------------------------------------
+
+
+def forged_grants(events: Iterable[Event], grants: Iterable[Grant]) -> list[Violation]:
+    """Grants in the committed history that no lease call reported (a GRANT event written by SQL)."""
+    reported = {(grant.token, grant.holder) for grant in grants}
+    return [
+        Violation("forged-grant", f"token {event.token} granted to {event.holder}, which no lease call made")
+        for event in events
+        if event.kind == "grant" and event.token is not None and (event.token, event.holder) not in reported
+    ]
+
+
+def unissued_tokens(events: Iterable[Event], grants: Iterable[Grant]) -> list[Violation]:
+    """Writes committed under a token that no lease call, of any source, issued."""
+    issued = {grant.token for grant in grants}
+    return [
+        Violation(
+            "unissued-token",
+            f"{event.kind} {event.revision} by {event.holder} under token {event.token}, which no lease call issued",
+        )
+        for event in events
+        if event.kind != "grant" and event.token is not None and event.token not in issued
+    ]
+
+
+def reissued_grants(events: Iterable[Event], grants: list[Grant]) -> list[Violation]:
+    """A token reported granted to one holder that was reported to, or committed for, another one."""
+    holders: dict[int, set[str]] = {}
+    for event in events:
+        if event.kind == "grant" and event.token is not None:
+            holders.setdefault(event.token, set()).add(event.holder)
+    for grant in grants:
+        holders.setdefault(grant.token, set()).add(grant.holder)
+    found, reported = [], set()
+    for grant in grants:
+        others = sorted(holders[grant.token] - {grant.holder})
+        if others and grant.token not in reported:
+            reported.add(grant.token)
+            found.append(
+                Violation(
+                    "token-reissued", f"token {grant.token} was granted to {grant.holder} and to {', '.join(others)}"
+                )
+            )
+    return found
+
+
+def overlapping_grants(grants: list[Grant]) -> list[Violation]:
+    """A grant to one holder that certainly came while another holder's grant on the resource was live:
+    the later call ended before the earlier one's TTL had run from the earlier call's start."""
+    found = []
+    for earlier in grants:
+        for later in grants:
+            if (
+                later.started >= earlier.ended
+                and later.resource == earlier.resource
+                and later.holder != earlier.holder
+                and later.ended < earlier.started + earlier.ttl_s
+            ):
+                found.append(
+                    Violation(
+                        "two-live-holders",
+                        f"token {later.token} ({later.source}) granted to {later.holder} while "
+                        f"{earlier.holder}'s token {earlier.token} ({earlier.source}) was live",
+                    )
+                )
+    return found
+
+
+def newest_grant(grants: Iterable[Grant], before: float) -> int | None:
+    """The highest token reported by a lease call that ended before ``before``."""
+    return max((grant.token for grant in grants if grant.ended <= before), default=None)
+
+
+def stale_side_writes(writes: Iterable[SideWrite], grants: list[Grant], remote: set[str] | None) -> list[Violation]:
+    """Pushes and file writes that landed under a superseded grant (or none), and commits a live holder
+    pushed that the remote branch no longer reaches."""
+    found = []
+    for write in writes:
+        prop = "stale-push" if write.kind == "push" else "stale-file-write"
+        what = "push" if write.kind == "push" else "file write"
+        newest = newest_grant(grants, write.started)
+        if not write.landed:
+            continue
+        if write.token is None:
+            found.append(Violation(prop, f"{what} by {write.holder} under no grant landed"))
+        elif newest is not None and write.token < newest:
+            found.append(
+                Violation(prop, f"{what} by {write.holder} under token {write.token} landed after token {newest}")
+            )
+        elif write.kind == "push" and remote is not None and write.commit and write.commit not in remote:
+            found.append(
+                Violation(
+                    prop,
+                    f"commit {write.commit[:10]} pushed by {write.holder} under live token {write.token} "
+                    "is gone from the remote branch",
+                )
+            )
+    return found
+
+
+def foreign_preemptions(bystanders: Iterable[Run]) -> list[Violation]:
+    """Runs alone on their resource that did not succeed: something done to another resource ended them."""
+    return [
+        Violation(
+            "foreign-preempt",
+            f"{run.step} ({run.holder}) alone on its resource exited {run.exit_code}: "
+            f"{run.output.strip().splitlines()[-1:] or ''}",
+        )
+        for run in bystanders
+        if run.exit_code != 0
+    ]
+
+
+def check_element(outcome: ElementOutcome) -> list[Violation]:
+    """Every violation in one element's outcome. The history's tokens are one resource's, except with
+    colliding resource names (two resources): there only the bystander and the exit statuses count."""
+    found = foreign_preemptions(outcome.bystanders) + undocumented_exits(outcome.runs, outcome.system, 0)
+    if outcome.kind == "colliding-names":
+        return found
+    return (
+        stale_commits(outcome.events)
+        + reissued_grants(outcome.events, outcome.grants)
+        + forged_grants(outcome.events, outcome.grants)
+        + unissued_tokens(outcome.events, outcome.grants)
+        + overlapping_grants(outcome.grants)
+        + stale_side_writes(outcome.writes, outcome.grants, outcome.remote)
+        + found
     )

@@ -8,6 +8,10 @@ The lease is the usual one: a row with holder, token counter and expiry by the d
 token is handed to the revisions (``FAULTS_TOKEN``) but nothing checks it where the migration
 lands. With ``--token`` it writes under a token it remembers, as the agent in the incident did.
 Exit statuses: 0 done, 1 alembic failed, 4 the lease stayed busy for ``--wait``.
+
+On PostgreSQL, ``--claim-lock`` holds a shared advisory lock keyed by ``hashtext(resource)`` on every
+connection the run opens, and ``--preempt`` ends the sessions holding that key before the grant, as
+a team's "kill the stale migration" would (faults.elements, colliding resource names).
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 from alembic.config import main as alembic_main
-from sqlalchemy import Connection, create_engine, text
-from sqlalchemy.pool import NullPool
+from sqlalchemy import Connection, create_engine, event, text
+from sqlalchemy.pool import NullPool, Pool
 
 NOW = {
     "postgresql": "extract(epoch from clock_timestamp())",
@@ -40,6 +45,34 @@ def record_grant(conn: Connection, token: int, holder: str) -> None:
     conn.execute(
         text("INSERT INTO faults_history (kind, token, holder) VALUES ('grant', :t, :h)"), {"t": token, "h": holder}
     )
+
+
+#: The advisory-lock class of the control's claim lock.
+CLAIM_LOCK_CLASS = 1
+
+
+def hold_claim_lock(resource: str) -> None:
+    """Every new connection (alembic's too) holds the claim lock of ``resource``, shared, for its session."""
+
+    @event.listens_for(Pool, "connect")
+    def claim(dbapi_connection: Any, record: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute(f"SELECT pg_advisory_lock_shared({CLAIM_LOCK_CLASS}, hashtext(%s))", (resource,))
+        dbapi_connection.commit()
+
+
+def preempt(url: str, resource: str) -> None:
+    """End the sessions holding ``resource``'s claim lock."""
+    with create_engine(url, poolclass=NullPool).begin() as conn:
+        conn.execute(
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                f"AND classid = {CLAIM_LOCK_CLASS} AND objid = hashtext(:r)::oid AND objsubid = 2 "
+                "AND pid <> pg_backend_pid()"
+            ),
+            {"r": resource},
+        )
 
 
 def grant_in_database(url: str, resource: str, holder: str, ttl: float) -> int | None:
@@ -137,7 +170,13 @@ def main() -> None:
     parser.add_argument("--lease-url")
     parser.add_argument("--acquire-only", action="store_true")
     parser.add_argument("--command", action="append", default=[])
+    parser.add_argument("--claim-lock", action="store_true")
+    parser.add_argument("--preempt", action="store_true")
     args = parser.parse_args()
+    if args.claim_lock:
+        hold_claim_lock(args.resource)
+    if args.preempt:
+        preempt(args.url, args.resource)
     token = args.token
     if token is None:
         token = acquire(args)

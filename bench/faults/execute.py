@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +50,11 @@ class Result:
     violations: list[Violation]
     injected: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
+    #: The schedule's element (faults.elements), for ``--verbose``: its runs, grants, writes and history.
+    element_trace: list[str] = field(default_factory=list)
+    #: How long the schedule's runners took, and its element (0 without one), in seconds.
+    runners_s: float = 0.0
+    element_s: float = 0.0
 
 
 class Cancelled(Exception):
@@ -441,19 +446,78 @@ def parse_token(output: str) -> int | None:
     return None
 
 
+#: An element's violations, notes, trace and duration.
+ElementResult = tuple[list[Violation], list[str], list[str], float]
+
+
+class Beside(threading.Thread):
+    """Work run in a thread beside the schedule's runners; :meth:`result` re-raises its error."""
+
+    def __init__(self, work: Callable[[], ElementResult]) -> None:
+        super().__init__(daemon=True)
+        self.work = work
+        self.value: ElementResult | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.value = self.work()
+        except BaseException as error:  # re-raised by result()
+            self.error = error
+
+    def result(self) -> ElementResult:
+        self.join()
+        if self.error is not None:
+            raise self.error
+        assert self.value is not None
+        return self.value
+
+
 def run_schedule(
-    backend: Backend, system: str, schedule: Schedule, template: Path, workdir: Path, keep: bool = False
+    backend: Backend,
+    system: str,
+    schedule: Schedule,
+    template: Path,
+    workdir: Path,
+    keep: bool = False,
+    beside: bool = False,
 ) -> Result:
     """Run ``schedule`` for ``system`` on a fresh database of ``backend`` and check it; a schedule with a
-    failover on a new primary and standby of its own instead (:mod:`faults.failover`)."""
+    failover on a new primary and standby of its own instead (:mod:`faults.failover`). Its element
+    (:mod:`faults.elements`), if it has one, runs on databases of its own: after the runners, or
+    with ``beside`` at the same time (unless a fault restarts the server they share)."""
+    element = schedule.element
+
+    def run_the_element() -> ElementResult:
+        from faults.elements import run_element
+
+        assert element is not None
+        started = time.monotonic()
+        found = run_element(backend, system, element, template, workdir, schedule.index, keep)
+        return (*found, time.monotonic() - started)
+
+    thread = None
+    if element is not None and beside and not any(fault.kind == "restart" for fault in schedule.faults):
+        thread = Beside(run_the_element)
+        thread.start()
     with ExitStack() as servers:
         failover = None
+        on = backend
         if any(fault.kind == "failover" for fault in schedule.faults):
             failover = servers.enter_context(failover_servers())
-            backend = failover.backend
-        runner = ScheduleRun(backend, system, schedule, template, workdir, failover)
+            on = failover.backend
+        started = time.monotonic()
+        runner = ScheduleRun(on, system, schedule, template, workdir, failover)
         try:
-            return runner.execute()
+            result = runner.execute()
+            result.runners_s = time.monotonic() - started
         finally:
             if not keep:
                 runner.close()
+    if element is not None:
+        violations, notes, trace, result.element_s = thread.result() if thread else run_the_element()
+        name = f"{element.kind}:{element.variant}"
+        result.violations += [Violation(v.prop, f"element {name}: {v.detail}") for v in violations]
+        result.injected[f"element {name}"] += 1
+        result.element_trace = [*trace, *(f"    note: {note}" for note in notes)]
+    return result

@@ -13,6 +13,11 @@ inside an ``autocommit_block()``, inside a lease grant's transaction. A ``failov
 at most one per schedule, never with a restart) holds back the primary's WAL for ``duration_s``
 before ``at_s``, then stops the primary immediately and promotes its streaming standby: what
 committed in that window is lost, and the schedule goes on on the promoted server.
+
+With ``elements`` the schedule also draws one **element** (:mod:`faults.elements`), from a random
+stream of its own so that the rest of the schedule stays what it was without elements: MCP servers
+as writers, a migration role attacking the fence by plain SQL, mixed token sources, colliding
+resource names, a dump and restore. It runs after the runners (or beside them), on databases of its own.
 """
 
 from __future__ import annotations
@@ -27,6 +32,26 @@ FOLLOW_UPS = ("reapply", "renumbered", "downgrade")
 #: Where a runner can be made to stop itself (see faults.project and faults.launch).
 POINTS = ("r02:ddl", "r02:downgrade", "r02:start", "r02:start-down", "lease")
 AUTOCOMMIT_POINT = "r03:autocommit"
+#: The elements (faults.elements) and their variants.
+ELEMENTS: dict[str, tuple[str, ...]] = {
+    "mcp-writers": ("stale-grant", "fresh-grant"),
+    "sql-attack": ("forge-lease", "raise-fence", "forge-event", "pretend-claim", "rewrite-incarnation", "drop-guard"),
+    "mixed-sources": ("builtin-beside-redis", "detach-beside-redis"),
+    "colliding-names": ("preempt-other",),
+    "dump-restore": ("runner-installed",),
+}
+
+
+@dataclass(frozen=True)
+class Element:
+    """One element of a schedule: its ``kind`` (of ELEMENTS), variant, TTL, how long the stale writer
+    is away past it, and whether a forged token is 2^62 rather than the next one."""
+
+    kind: str
+    variant: str
+    ttl_s: float
+    pause_s: float
+    big_token: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,6 +103,7 @@ class Schedule:
     follow_up: str
     steps: tuple[Step, ...]
     faults: tuple[Fault, ...]
+    element: Element | None = None
 
 
 def generate(
@@ -90,8 +116,10 @@ def generate(
     autocommit_block: bool,
     tokenless: bool,
     failover: bool = False,
+    elements: tuple[str, ...] = (),
 ) -> Schedule:
-    """Schedule number ``index`` of the run seeded ``seed`` (the same arguments give the same schedule)."""
+    """Schedule number ``index`` of the run seeded ``seed`` (the same arguments give the same schedule);
+    with ``elements``, one of them drawn (:func:`draw_element`)."""
     rng = random.Random(f"{seed}:{index}")
     ttl = rng.choice((1.0, 1.5, 2.0))
     wait = rng.choice((1.0, 2.0, 3.0))
@@ -139,7 +167,19 @@ def generate(
         )
         if not clashes(fault, faults):
             faults.append(fault)
-    return Schedule(index, seed, ttl, wait, sleeps, autocommit_block, follow_up, tuple(steps), tuple(faults))
+    element = draw_element(seed, index, elements)
+    return Schedule(index, seed, ttl, wait, sleeps, autocommit_block, follow_up, tuple(steps), tuple(faults), element)
+
+
+def draw_element(seed: int, index: int, elements: tuple[str, ...]) -> Element | None:
+    """One of ``elements`` (the ones the schedule's backend runs) with its variant and timing, or None
+    without any; from a random stream of its own, so that the rest of the schedule does not change."""
+    if not elements:
+        return None
+    rng = random.Random(f"{seed}:{index}:element")
+    kind = rng.choice(sorted(elements))
+    variant = rng.choice(ELEMENTS[kind])
+    return Element(kind, variant, rng.choice((1.0, 1.5)), round(rng.uniform(0.3, 1.5), 2), rng.random() < 0.5)
 
 
 def clashes(fault: Fault, faults: list[Fault]) -> bool:

@@ -162,6 +162,19 @@ def test_a_stale_write_refused_as_usage_is_reported_apart() -> None:
     )
 
 
+def test_a_lease_call_to_the_wrong_token_source_may_exit_2() -> None:
+    refused = "fencemigrate: usage: db/migrations takes its tokens from Redis (its fence's token source is 'redis')\n"
+    assert undocumented_exits([run(exit_code=2, output=refused)], "fencemigrate", 0) == []
+    assert (
+        len(
+            undocumented_exits(
+                [run(exit_code=2, output=refused + "Traceback (most recent call last):\n")], "fencemigrate", 0
+            )
+        )
+        == 1
+    )
+
+
 def test_a_stale_run_with_nothing_to_do_may_exit_0() -> None:
     """README: a run with nothing to do writes nothing and claims nothing (exit 0), stale or not."""
     stale = {"expect_fenced": True, "token": 1}

@@ -46,7 +46,7 @@ PROPERTIES = (
 )
 
 #: fencemigrate's documented exit statuses (docs/exit-statuses.md); 2 (bad usage) only as
-#: :func:`state_refusal` allows it.
+#: :func:`state_refusal` and :func:`source_refusal` allow it.
 DOCUMENTED_EXITS = frozenset({0, 1, 3, 4, 5})
 #: The statuses a signal the harness sent may end a run with: killed by it, or, for SIGTERM,
 #: fencemigrate's own documented 143 once its handler is installed (rolled back, lease released).
@@ -208,6 +208,15 @@ def state_refusal(output: str) -> bool:
     )
 
 
+def source_refusal(output: str) -> bool:
+    """A one-line ``usage:`` refusal of a lease call made to a service other than the one the resource's
+    tokens come from (exit 2, nothing changed): the mixed-sources element's second writer."""
+    return "Traceback" not in output and any(
+        line.startswith("fencemigrate: usage:") and "takes its tokens from Redis" in line
+        for line in output.splitlines()
+    )
+
+
 def undocumented_exits(runs: Iterable[Run], system: str, connection_faults: int) -> list[Violation]:
     """Exit statuses docs/exit-statuses.md does not list, and stale writes that were not refused.
 
@@ -234,6 +243,8 @@ def undocumented_exits(runs: Iterable[Run], system: str, connection_faults: int)
             continue
         if run.exit_code == 2 and state_refusal(run.output):
             continue  # a stale one is counted by stale_usage_refusals
+        if run.exit_code == 2 and source_refusal(run.output):
+            continue
         if run.exit_code not in DOCUMENTED_EXITS or "Traceback (most recent call last)" in run.output:
             found.append(
                 Violation(

@@ -104,6 +104,7 @@ def test_extension_loads_and_is_used_without_reinstalling(
         "fence_event",
         "lease",
         "pending_version_check",
+        "resource_lock_key",
         "tokenless_writes_allowed",
     ]
     members_before = query(

@@ -73,9 +73,10 @@ class FencedRun:
 
     def connected(self, context: MigrationContext) -> None:
         """Once env.py has connected, before it begins its transaction: when the run has steps to run,
-        install the fence schema and create and guard Alembic's version table, committed on their
-        own, so that a first revision that fails (its transaction rolled back) leaves the database
-        fenced against plain ``alembic``. A plan refused here changes nothing. Nothing when env.py
+        install the fence schema, create and guard Alembic's version table and register the resource
+        (:meth:`~fencemigrate.dialects.Dialect.register_resource`), committed on their own, so that a
+        first revision that fails (its transaction rolled back) leaves the database fenced against
+        plain ``alembic``. A plan refused here changes nothing. Nothing when env.py
         began a transaction of its own (the first step's transaction does it then)."""
         connection = context.connection
         if self._idle or context.as_sql or connection is None or connection.in_transaction():
@@ -88,6 +89,7 @@ class FencedRun:
                 return
             self.outcome.installed_fence_schema = ensure_installed(connection, quoted)
             guard_first_write(context, quoted)
+            dialect_for(context).register_resource(connection, quoted, self.settings.resource)
         self._prepared = True
 
     # -- the function Alembic calls with the current heads ------------------------------

@@ -93,6 +93,7 @@ class PrecheckRun:
         if not self._external:
             # With the version table, guarded: a first revision that fails leaves plain alembic refused.
             guard_first_write(context, self._quoted_schema)
+            dialect_for(context).register_resource(connection, self._quoted_schema, self.settings.resource)
             connection.commit()  # the install, and its lock, are not held while waiting below
         lock = NamedLock(connection, self._quoted_schema, self.settings.resource)
         lock.take(self._lock_wait_ms)

@@ -11,7 +11,8 @@
 -- domain checks are NOT VALID.
 --
 -- Sections: the fence and the claim; the ledger and the event log; one revision per transaction;
--- leases and their guards; pre-check mode's named lock; two roles; writes without a token.
+-- leases and their guards; pre-check mode's named lock; two roles; writes without a token; dump and
+-- restore.
 --
 -- Advisory locks (PostgreSQL's, two keys: classid, objid = the resource's lock key, see
 -- resource_lock_key); the keys never change, whichever version of fencemigrate or of this schema
@@ -641,6 +642,15 @@ COMMENT ON TABLE @extschema@.lease IS
 ALTER TABLE @extschema@.lease
     ADD CONSTRAINT lease_token_domain CHECK (token <= 4611686018427387904) NOT VALID;
 
+-- leased: the resource, while its tokens come from the built-in lease service (NULL otherwise),
+-- which then has its lease row: a foreign key, NOT VALID as the token domain checks are. It says
+-- what the lease guards hold to anyway, and gives pg_dump the order in which a restore's COPY must
+-- load the two tables for the guards to accept it (see Dump and restore).
+ALTER TABLE @extschema@.agent_fence
+    ADD COLUMN leased text GENERATED ALWAYS AS (CASE WHEN token_source = 'lease service' THEN resource END) STORED;
+ALTER TABLE @extschema@.agent_fence
+    ADD CONSTRAINT agent_fence_leased_fkey FOREIGN KEY (leased) REFERENCES @extschema@.lease (resource) NOT VALID;
+
 -- The lease token counter is monotonic, like the fence (SQLSTATE FM002).
 CREATE FUNCTION @extschema@.lease_guard() RETURNS trigger
 LANGUAGE plpgsql
@@ -950,5 +960,33 @@ AS $$
 BEGIN
     DELETE FROM @extschema@.tokenless_writes_allowed WHERE version_table = p_version_table;
     RETURN @extschema@.guard_version_table(p_version_table, p_table);
+END
+$$;
+
+
+-- == Dump and restore ==
+
+-- Created by CREATE EXTENSION, the fence tables are the extension's, which pg_dump leaves out
+-- unless they are marked as configuration: a restore would start every token again at 1, and a
+-- stale holder would write. Marked, their rows are dumped (pending_version_check holds nothing
+-- between transactions; the event log's identity sequence goes with it), and a restore loads
+-- them into the tables CREATE EXTENSION has just made, guards on: lease before agent_fence (the
+-- foreign key on agent_fence.leased orders pg_dump's COPY), which the guards accept. A restore
+-- into another database or cluster is a new incarnation, so the next grant moves to a new epoch
+-- (see agent_fence.incarnation). Installed by the runner, the tables are ordinary ones that
+-- pg_dump dumps anyway: nothing to mark.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_depend d
+                WHERE d.classid = 'pg_class'::regclass AND d.objid = '@extschema@.agent_fence'::regclass
+                  AND d.deptype = 'e') THEN
+        PERFORM pg_extension_config_dump('@extschema@.agent_fence', '');
+        PERFORM pg_extension_config_dump('@extschema@.lease', '');
+        PERFORM pg_extension_config_dump('@extschema@.applied_revision', '');
+        PERFORM pg_extension_config_dump('@extschema@.fence_event', '');
+        PERFORM pg_extension_config_dump('@extschema@.fence_event_id_seq', '');
+        PERFORM pg_extension_config_dump('@extschema@.tokenless_writes_allowed', '');
+        PERFORM pg_extension_config_dump('@extschema@.resource_lock_key', '');
+    END IF;
 END
 $$;

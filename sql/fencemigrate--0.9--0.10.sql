@@ -216,3 +216,40 @@ BEGIN
     RETURN pg_advisory_unlock(1718503790, v_key);
 END
 $$;
+
+
+-- == e: the extension's tables in pg_dump (issue 24, 8(e)) ==
+
+-- leased: the resource, while its tokens come from the built-in lease service (NULL otherwise),
+-- which then has its lease row: a foreign key, NOT VALID as the token domain checks are. It says
+-- what the lease guards hold to anyway, and gives pg_dump the order in which a restore's COPY must
+-- load the two tables for the guards to accept it (see Dump and restore).
+ALTER TABLE @extschema@.agent_fence
+    ADD COLUMN leased text GENERATED ALWAYS AS (CASE WHEN token_source = 'lease service' THEN resource END) STORED;
+ALTER TABLE @extschema@.agent_fence
+    ADD CONSTRAINT agent_fence_leased_fkey FOREIGN KEY (leased) REFERENCES @extschema@.lease (resource) NOT VALID;
+
+-- Created by CREATE EXTENSION, the fence tables are the extension's, which pg_dump leaves out
+-- unless they are marked as configuration: a restore would start every token again at 1, and a
+-- stale holder would write. Marked, their rows are dumped (pending_version_check holds nothing
+-- between transactions; the event log's identity sequence goes with it), and a restore loads
+-- them into the tables CREATE EXTENSION has just made, guards on: lease before agent_fence (the
+-- foreign key on agent_fence.leased orders pg_dump's COPY), which the guards accept. A restore
+-- into another database or cluster is a new incarnation, so the next grant moves to a new epoch
+-- (see agent_fence.incarnation). Installed by the runner, the tables are ordinary ones that
+-- pg_dump dumps anyway: nothing to mark.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_depend d
+                WHERE d.classid = 'pg_class'::regclass AND d.objid = '@extschema@.agent_fence'::regclass
+                  AND d.deptype = 'e') THEN
+        PERFORM pg_extension_config_dump('@extschema@.agent_fence', '');
+        PERFORM pg_extension_config_dump('@extschema@.lease', '');
+        PERFORM pg_extension_config_dump('@extschema@.applied_revision', '');
+        PERFORM pg_extension_config_dump('@extschema@.fence_event', '');
+        PERFORM pg_extension_config_dump('@extschema@.fence_event_id_seq', '');
+        PERFORM pg_extension_config_dump('@extschema@.tokenless_writes_allowed', '');
+        PERFORM pg_extension_config_dump('@extschema@.resource_lock_key', '');
+    END IF;
+END
+$$;

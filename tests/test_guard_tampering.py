@@ -159,8 +159,11 @@ def test_one_role_a_guard_left_disabled_is_reported_by_state_and_put_back_by_ins
         execute(url, "UPDATE fencemigrate.agent_fence SET token = 1")
     with pytest.raises(psycopg.Error, match="counter is monotonic: delete of lease x"):
         execute(url, "INSERT INTO fencemigrate.lease (resource, token) VALUES ('x', 0); DELETE FROM fencemigrate.lease")
-    with pytest.raises(psycopg.Error, match="counter is monotonic: truncate"):
+    # agent_fence's foreign key to lease (fence schema 0.10) refuses it before the guard can.
+    with pytest.raises(psycopg.Error, match="cannot truncate a table referenced in a foreign key constraint"):
         execute(url, "TRUNCATE fencemigrate.lease")
+    with pytest.raises(psycopg.Error, match="counter is monotonic: truncate"):
+        execute(url, "TRUNCATE fencemigrate.lease, fencemigrate.agent_fence")
     with pytest.raises(psycopg.Error, match="lease guard: fence token 6 of db/migrations is above the last token"):
         execute(url, "UPDATE fencemigrate.agent_fence SET token_source = 'lease service', token = 6")
     with pytest.raises(psycopg.Error, match="lease guard: token 0 of x was released: a new holder needs a new token"):

@@ -13,7 +13,7 @@ from .config import configured_backend, fence_schema
 from .dialects import ensure_installed, installed_version, offline_install_script
 from .errors import UsageError
 from .install_outcome import InstallOutcome
-from .migration_role import check_grant_to, grant_to_migration_role
+from .migration_role import check_grant_to, check_version_table_owner, grant_to_migration_role, take_version_table
 from .runtime.env_reads import run_without_steps
 from .version_guard import VersionTable, allow_tokenless_writes, forbid_tokenless_writes, guard_first_write
 
@@ -36,7 +36,17 @@ def install_fence_schema(
         install_through(context, schema, grant_to, tokenless_writes, outcome)
         return []
 
-    run_without_steps(config, install)
+    def before_alembic(context: MigrationContext) -> None:
+        # Alembic reads the version table first: a table the installing role cannot take is refused
+        # before that read fails.
+        assert context.connection is not None and grant_to is not None
+        external = context.connection.in_transaction()
+        quoted = context.dialect.identifier_preparer.quote(schema)
+        check_version_table_owner(context.connection, quoted, grant_to, VersionTable.of(context).relation(context))
+        if not external:
+            context.connection.rollback()
+
+    run_without_steps(config, install, on_connection=None if grant_to is None else before_alembic)
     return outcome  # as it was when env.py never ran the migration context
 
 
@@ -56,6 +66,9 @@ def install_through(
             version = installed_version(context.connection, quoted)
             assert version is not None
             outcome.restored = restore_guards(context.connection, quoted, version)
+        relation = VersionTable.of(context).relation(context)
+        # The version table's owner can drop its guard: with two roles, the fence's owner owns it.
+        taken_from = None if grant_to is None else take_version_table(context.connection, quoted, grant_to, relation)
         if tokenless_writes == "allow":
             allow_tokenless_writes(context, quoted)
             outcome.tokenless_writes = "allowed"
@@ -65,6 +78,4 @@ def install_through(
                 outcome.tokenless_writes = "refused"
             guard_first_write(context, quoted)
         if grant_to is not None:
-            outcome.granted = grant_to_migration_role(
-                context.connection, quoted, grant_to, VersionTable.of(context).relation(context)
-            )
+            outcome.granted = grant_to_migration_role(context.connection, quoted, grant_to, relation, taken_from)

@@ -15,7 +15,7 @@ from .dirty import Unsettled, unsettled_revisions
 from .queries import statement
 from .runtime.ledger_changes import version_table_name
 from .tampering import FenceBelowLease, LedgerAboveFence, fence_below_lease, installed_tables, ledger_above_fence
-from .version_guard import GuardState, guard_state
+from .version_guard import UNGUARDED, GuardState, guard_state
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,7 @@ class State:
     fence_below_lease: list[FenceBelowLease] = field(default_factory=list)
     fence_schema_problems: list[str] = field(default_factory=list)
     tokenless_writes: GuardState | None = None
+    unguarded_version_table: bool = False  # it exists, unguarded, and tokenless writes were never allowed
     unrecorded: Unrecorded = field(default_factory=lambda: Unrecorded())
 
     def as_json(self) -> dict[str, Any]:
@@ -171,6 +172,9 @@ def read_state(context: MigrationContext, schema: str) -> State:
         state.autocommit_leftovers = _autocommit_leftovers(connection, quoted, dialect, state.ledger)
     if version_at_least(state.fence_schema_version, (0, 4)):  # the guard came with fence schema 0.4
         state.tokenless_writes = guard_state(context, quoted)
+        state.unguarded_version_table = state.tokenless_writes.status == UNGUARDED and inspect(connection).has_table(
+            context.version_table, context.version_table_schema
+        )
     state.unrecorded = reconcile(context, state.heads, state.ledger)
     if database.tracks_dirty(state.fence_schema_version):
         # Pre-check mode (MySQL/MariaDB, --mode precheck on PostgreSQL) leaves revisions dirty.

@@ -11,11 +11,12 @@
 -- domain checks are NOT VALID.
 --
 -- Sections: the fence and the claim; the ledger and the event log; one revision per transaction;
--- leases and their guards; pre-check mode's named lock; two roles; writes without a token.
+-- leases and their guards; pre-check mode's named lock; two roles; writes without a token; dump and
+-- restore.
 --
--- Advisory locks (PostgreSQL's, two keys: classid, objid = hashtext(resource)); the keys never
--- change, whichever version of fencemigrate or of this schema takes them (sql/advisory_locks.conf
--- names them for the runner's queries):
+-- Advisory locks (PostgreSQL's, two keys: classid, objid = the resource's lock key, see
+-- resource_lock_key); the keys never change, whichever version of fencemigrate or of this schema
+-- takes them (sql/advisory_locks.conf names them for the runner's queries):
 --   * 1718503789, the claim lock: claim() holds it shared until its transaction ends, pre-check
 --     mode's named_lock() shared for its session; a lease grant takes it exclusively;
 --   * 1718503790, pre-check mode's named lock: exclusive, for a writer's whole session.
@@ -95,12 +96,112 @@ AS $$
                   p_resource, p_fence_token)
 $$;
 
+-- The advisory lock key of each resource: claim(), a grant, --preempt and pre-check mode's named
+-- lock key their locks by it, never by hashtext(resource) alone, which two names can share
+-- (svc-32835 and svc-62004): a --preempt on one would end the other's migration. A resource gets
+-- its key once (resource_key()) and keeps it: the key is hashtext(resource) unless another resource
+-- has that one, else the first of hashtext(resource || '#1'), hashtext(resource || '#2'), ... that
+-- no resource has (lock_key()). A fenced run registers its resource in a transaction of its own
+-- before its first claim, a grant in its own transaction; a claim made otherwise (a --sql script,
+-- plain SQL) registers it itself, unseen by a grant of another resource until it commits. The key a
+-- resource will get is known from the committed rows alone, so a grant with --preempt finds the
+-- first claim of the same resource still in flight by that key; two first claims of one key are
+-- serialised by the key's unique index. Written only by register_lock_key() (the migration role
+-- may read it, see Two roles); never changed or deleted.
+CREATE TABLE @extschema@.resource_lock_key (
+    resource text    PRIMARY KEY,
+    key      integer NOT NULL UNIQUE
+);
+COMMENT ON TABLE @extschema@.resource_lock_key IS
+    'The advisory lock key of each resource, assigned once: no two resources share one.';
+
+CREATE FUNCTION @extschema@.resource_lock_key_guard() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = 'FM002',
+        MESSAGE = format('resource_lock_key is assigned once: %s of lock keys is not allowed', lower(TG_OP));
+END
+$$;
+
+CREATE TRIGGER resource_lock_key_assigned_once
+    BEFORE UPDATE OR DELETE ON @extschema@.resource_lock_key
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.resource_lock_key_guard();
+
+CREATE TRIGGER resource_lock_key_no_truncate
+    BEFORE TRUNCATE ON @extschema@.resource_lock_key
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.resource_lock_key_guard();
+
+-- The lock key of p_resource as the committed rows have it: its own, or the one it will get.
+CREATE FUNCTION @extschema@.lock_key(p_resource text) RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key   integer;
+    v_probe integer := 0;
+BEGIN
+    SELECT k.key INTO v_key FROM @extschema@.resource_lock_key k WHERE k.resource = p_resource;
+    IF FOUND THEN
+        RETURN v_key;
+    END IF;
+    v_key := hashtext(p_resource);
+    WHILE EXISTS (SELECT 1 FROM @extschema@.resource_lock_key k WHERE k.key = v_key) LOOP
+        v_probe := v_probe + 1;
+        v_key := hashtext(p_resource || '#' || v_probe);
+    END LOOP;
+    RETURN v_key;
+END
+$$;
+
+-- Give p_resource its key unless it has one; its key. A first claim of the same resource or key in
+-- flight makes this wait for that transaction (at most lock_timeout). As the owner of the fence:
+-- the migration role cannot write the table itself.
+CREATE FUNCTION @extschema@.register_lock_key(p_resource text) RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key integer;
+BEGIN
+    LOOP
+        v_key := @extschema@.lock_key(p_resource);
+        INSERT INTO @extschema@.resource_lock_key (resource, key) VALUES (p_resource, v_key)
+        ON CONFLICT DO NOTHING;
+        IF FOUND THEN
+            RETURN v_key;
+        END IF;
+        -- Registered meanwhile: this resource (then lock_key() returns its key) or another one
+        -- with that key (then lock_key() goes on to the next).
+        SELECT k.key INTO v_key FROM @extschema@.resource_lock_key k WHERE k.resource = p_resource;
+        IF FOUND THEN
+            RETURN v_key;
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- The lock key of p_resource, given now if it has none (the locks themselves are taken by the caller).
+CREATE FUNCTION @extschema@.resource_key(p_resource text) RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key integer;
+BEGIN
+    SELECT k.key INTO v_key FROM @extschema@.resource_lock_key k WHERE k.resource = p_resource;
+    RETURN coalesce(v_key, @extschema@.register_lock_key(p_resource));
+END
+$$;
+
 -- The claim: claim(resource, token), run inside the migration's own transaction before any DDL.
 -- It has the effect of
 --   UPDATE agent_fence SET token = :t WHERE resource = :r AND token <= :t
 -- with 0 rows meaning a higher token has written: FENCED (FM001), and the caller's transaction is
 -- doomed. In two steps, both here:
---   1. claim() takes the claim lock, advisory lock (1718503789, hashtext(resource)), shared, until
+--   1. claim() takes the claim lock, advisory lock (1718503789, resource_key(resource)), shared, until
 --      its transaction ends: a lease grant with --preempt finds a stale writer's in-flight
 --      transaction in pg_locks and cancels it (queries/postgresql/preempt_writers.sql), and the
 --      version-table guard below knows this transaction claimed the fence;
@@ -156,7 +257,7 @@ AS $$
 DECLARE
     v_xact bigint;
 BEGIN
-    PERFORM pg_advisory_xact_lock_shared(1718503789, hashtext(p_resource));
+    PERFORM pg_advisory_xact_lock_shared(1718503789, @extschema@.resource_key(p_resource));
     v_xact := @extschema@.claim_fence_row(p_resource, p_token);
     PERFORM set_config('fencemigrate.claimed_xact', v_xact::text, true);
     RETURN v_xact;
@@ -436,7 +537,7 @@ DECLARE
 BEGIN
     -- The claim, as claim() makes it; the usual case (this token claimed the fence for the
     -- revision before) takes the row lock and goes on, anything else is claim_fence_row()'s.
-    PERFORM pg_advisory_xact_lock_shared(1718503789, hashtext(p_resource));
+    PERFORM pg_advisory_xact_lock_shared(1718503789, @extschema@.resource_key(p_resource));
     SELECT f.token INTO v_fence FROM @extschema@.agent_fence f WHERE f.resource = p_resource FOR UPDATE;
     IF p_token IS NULL OR v_fence IS DISTINCT FROM p_token THEN
         PERFORM @extschema@.claim_fence_row(p_resource, p_token);
@@ -540,6 +641,15 @@ COMMENT ON TABLE @extschema@.lease IS
 -- The token domain of agent_fence, NOT VALID for the same reason.
 ALTER TABLE @extschema@.lease
     ADD CONSTRAINT lease_token_domain CHECK (token <= 4611686018427387904) NOT VALID;
+
+-- leased: the resource, while its tokens come from the built-in lease service (NULL otherwise),
+-- which then has its lease row: a foreign key, NOT VALID as the token domain checks are. It says
+-- what the lease guards hold to anyway, and gives pg_dump the order in which a restore's COPY must
+-- load the two tables for the guards to accept it (see Dump and restore).
+ALTER TABLE @extschema@.agent_fence
+    ADD COLUMN leased text GENERATED ALWAYS AS (CASE WHEN token_source = 'lease service' THEN resource END) STORED;
+ALTER TABLE @extschema@.agent_fence
+    ADD CONSTRAINT agent_fence_leased_fkey FOREIGN KEY (leased) REFERENCES @extschema@.lease (resource) NOT VALID;
 
 -- The lease token counter is monotonic, like the fence (SQLSTATE FM002).
 CREATE FUNCTION @extschema@.lease_guard() RETURNS trigger
@@ -660,7 +770,7 @@ CREATE TRIGGER agent_fence_no_unissued_token
 
 -- Held by a writer on its own session for its whole run (session advisory locks survive its
 -- commits and go with its connection):
---   * classid 1718503790, objid hashtext(resource), exclusive: pre-check writers never overlap;
+--   * classid 1718503790, objid the resource's lock key, exclusive: pre-check writers never overlap;
 --   * classid 1718503789 (the claim lock, see claim()), shared: a lease grant, which takes that
 --     lock exclusively, waits for the writer or, with --preempt, finds it in pg_locks and ends it.
 -- Waits at most p_timeout_ms; false when the lock was not free by then.
@@ -670,13 +780,14 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     deadline timestamptz := clock_timestamp() + p_timeout_ms * interval '1 millisecond';
+    v_key    integer := @extschema@.lock_key(p_resource);  -- given by the run's claim
 BEGIN
     LOOP
-        IF pg_try_advisory_lock(1718503790, hashtext(p_resource)) THEN
-            IF pg_try_advisory_lock_shared(1718503789, hashtext(p_resource)) THEN
+        IF pg_try_advisory_lock(1718503790, v_key) THEN
+            IF pg_try_advisory_lock_shared(1718503789, v_key) THEN
                 RETURN true;
             END IF;
-            PERFORM pg_advisory_unlock(1718503790, hashtext(p_resource));
+            PERFORM pg_advisory_unlock(1718503790, v_key);
         END IF;
         IF clock_timestamp() >= deadline THEN
             RETURN false;
@@ -690,9 +801,11 @@ CREATE FUNCTION @extschema@.named_lock_release(p_resource text) RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_key integer := @extschema@.lock_key(p_resource);
 BEGIN
-    PERFORM pg_advisory_unlock_shared(1718503789, hashtext(p_resource));
-    RETURN pg_advisory_unlock(1718503790, hashtext(p_resource));
+    PERFORM pg_advisory_unlock_shared(1718503789, v_key);
+    RETURN pg_advisory_unlock(1718503790, v_key);
 END
 $$;
 
@@ -756,7 +869,7 @@ $$;
 -- fails, and PostgreSQL rolls the revision's DDL back with it. A version-table write is allowed
 -- after a claim in the same transaction (claim() notes it in the transaction-local setting
 -- fencemigrate.claimed_xact, cheap to read), or while this backend holds the claim lock
--- (1718503789, hashtext(resource)) for some resource: pre-check mode's named_lock() holds it for
+-- (1718503789, the resource's lock key) for some resource: pre-check mode's named_lock() holds it for
 -- its session, across that mode's commits (pg_locks, read only when the setting does not match).
 -- Neither proof stops a session that forges it on purpose (any role can take an advisory lock or
 -- set a setting): the guard keeps out writers that never claimed, plain `alembic` among them.
@@ -847,5 +960,33 @@ AS $$
 BEGIN
     DELETE FROM @extschema@.tokenless_writes_allowed WHERE version_table = p_version_table;
     RETURN @extschema@.guard_version_table(p_version_table, p_table);
+END
+$$;
+
+
+-- == Dump and restore ==
+
+-- Created by CREATE EXTENSION, the fence tables are the extension's, which pg_dump leaves out
+-- unless they are marked as configuration: a restore would start every token again at 1, and a
+-- stale holder would write. Marked, their rows are dumped (pending_version_check holds nothing
+-- between transactions; the event log's identity sequence goes with it), and a restore loads
+-- them into the tables CREATE EXTENSION has just made, guards on: lease before agent_fence (the
+-- foreign key on agent_fence.leased orders pg_dump's COPY), which the guards accept. A restore
+-- into another database or cluster is a new incarnation, so the next grant moves to a new epoch
+-- (see agent_fence.incarnation). Installed by the runner, the tables are ordinary ones that
+-- pg_dump dumps anyway: nothing to mark.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_depend d
+                WHERE d.classid = 'pg_class'::regclass AND d.objid = '@extschema@.agent_fence'::regclass
+                  AND d.deptype = 'e') THEN
+        PERFORM pg_extension_config_dump('@extschema@.agent_fence', '');
+        PERFORM pg_extension_config_dump('@extschema@.lease', '');
+        PERFORM pg_extension_config_dump('@extschema@.applied_revision', '');
+        PERFORM pg_extension_config_dump('@extschema@.fence_event', '');
+        PERFORM pg_extension_config_dump('@extschema@.fence_event_id_seq', '');
+        PERFORM pg_extension_config_dump('@extschema@.tokenless_writes_allowed', '');
+        PERFORM pg_extension_config_dump('@extschema@.resource_lock_key', '');
+    END IF;
 END
 $$;

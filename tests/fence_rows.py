@@ -24,13 +24,14 @@ from support.project import Result
 FENCE_SCHEMA = "fencemigrate"
 RESOURCE = "db/migrations"
 VERSION_TABLE = "alembic_version"
-#: The tables of the fence schema (version 0.2), sorted.
+#: The tables of the fence schema (version 0.10), sorted.
 FENCE_TABLES = [
     "agent_fence",
     "applied_revision",
     "fence_event",
     "lease",
     "pending_version_check",
+    "resource_lock_key",
     "tokenless_writes_allowed",
 ]
 

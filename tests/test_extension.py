@@ -15,15 +15,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from fence_rows import assert_fenced, fence_token
+from fence_rows import assert_fenced, fence_token, scratch_database
 from support.db import alembic_versions, query, table_names
-from support.project import Project
+from support.pg import PgServer
+from support.project import MakeProject, Project
 
 from fencemigrate.dialects.postgresql_schema import install_script
 from fencemigrate.resources import sql_dir
@@ -104,6 +106,7 @@ def test_extension_loads_and_is_used_without_reinstalling(
         "fence_event",
         "lease",
         "pending_version_check",
+        "resource_lock_key",
         "tokenless_writes_allowed",
     ]
     members_before = query(
@@ -240,7 +243,7 @@ def test_guard_rejects_with_fm002(guarded: psycopg.Connection[Any], statement: s
 @pytest.mark.parametrize("statement", FORBIDDEN)
 def test_guard_control_plain_table_allows_it(guarded: psycopg.Connection[Any], statement: str) -> None:
     """Control: the same statement succeeds on a copy of agent_fence without the guard triggers."""
-    guarded.execute("CREATE TABLE plain_fence (LIKE fencemigrate.agent_fence INCLUDING ALL)")
+    guarded.execute("CREATE TABLE plain_fence (LIKE fencemigrate.agent_fence INCLUDING ALL EXCLUDING GENERATED)")
     guarded.execute("INSERT INTO plain_fence SELECT * FROM fencemigrate.agent_fence")
     assert fence_rows(guarded, "plain_fence") == [(RESOURCE, 5)]
     guarded.execute(statement.format(table="plain_fence"))
@@ -326,3 +329,79 @@ def test_claim_refuses_a_token_the_lease_service_never_issued(guarded: psycopg.C
         "token 6 was never issued by the lease service for db/migrations (the last token it issued is 5)"
     )
     assert fence_rows(guarded) == [(RESOURCE, 5)]
+
+
+# -- dump and restore (issue 24, 8(e)) ---------------------------------------------------------
+
+
+def dump_and_restore(source_url: str, target_url: str, *pg_dump_args: str) -> None:
+    """``pg_dump SOURCE | psql TARGET``, as an operator restores a database; psql stops at an error."""
+    libpq = [url.replace("postgresql+psycopg://", "postgresql://") for url in (source_url, target_url)]
+    dump = subprocess.run(["pg_dump", *pg_dump_args, libpq[0]], capture_output=True, text=True, check=True)
+    restore = subprocess.run(
+        ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", libpq[1]], input=dump.stdout, capture_output=True, text=True
+    )
+    assert restore.returncode == 0, restore.stderr
+
+
+def two_holders_then_restored(
+    pg_conn: psycopg.Connection[Any], pg_url: str, project: Project, make_project: MakeProject, restored: str
+) -> Project:
+    """The extension fences the database: agent-A is granted token 1 and released, agent-B token 2
+    applies a1 and releases; the database is dumped and restored into ``restored``: agent-A's checkout there."""
+    pg_conn.execute("CREATE SCHEMA fencemigrate")
+    pg_conn.execute("CREATE EXTENSION fencemigrate SCHEMA fencemigrate")
+    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    project.add_revision("b2", "a1", "CREATE TABLE t2 (id int)", "DROP TABLE t2", slug="t2")
+    project.run_cli("lease", "acquire", "--holder", "agent-A").check(0)
+    project.run_cli("lease", "release", "--holder", "agent-A").check(0)
+    project.run_cli("lease", "acquire", "--holder", "agent-B").check(0)
+    project.run_cli("upgrade", "a1", "--token", "2", "--holder", "agent-B").check(0)
+    project.run_cli("lease", "release", "--holder", "agent-B").check(0)
+    stale = make_project(url=restored, name="restored")
+    stale.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    stale.add_revision("b2", "a1", "CREATE TABLE t2 (id int)", "DROP TABLE t2", slug="t2")
+    return stale
+
+
+def test_a_restored_extension_keeps_its_fence_and_moves_to_a_new_epoch(
+    extension_dir: Path,
+    pg_conn: psycopg.Connection[Any],
+    pg_url: str,
+    pg_server: PgServer,
+    project: Project,
+    make_project: MakeProject,
+) -> None:
+    """pg_dump | psql into a new database: the fence tables come along (the extension marks them for
+    pg_dump), the guards accept the restore's COPY, the stale agent-A's token 1 is FENCED there, and
+    the next grant issues its token from a new epoch (the restored database is another incarnation)."""
+    with scratch_database(pg_conn, pg_server, "restored") as restored:
+        stale = two_holders_then_restored(pg_conn, pg_url, project, make_project, restored)
+        dump_and_restore(pg_url, restored)
+        assert query(restored, "SELECT resource, token, token_source FROM fencemigrate.agent_fence") == [
+            (RESOURCE, 2, "lease service")
+        ]
+        assert_fenced(stale.run_cli("upgrade", "head", "--token", "1", "--holder", "agent-A"), token=1, fence=2)
+        assert alembic_versions(restored) == ["a1"]
+        assert table_names(restored) == ["alembic_version", "t1"]
+        assert stale.run_alembic("upgrade", "head").code != 0  # the version table's guard came along too
+        granted = json.loads(stale.run_cli("lease", "acquire", "--holder", "agent-C", "--json").check(0).stdout)
+        assert (granted["lease"]["token"], granted["lease"]["new_epoch"]) == (2**32, True)  # ((2 >> 32) + 1) << 32
+
+
+def test_a_restore_without_the_fence_rows_lets_the_stale_holder_write(
+    extension_dir: Path,
+    pg_conn: psycopg.Connection[Any],
+    pg_url: str,
+    pg_server: PgServer,
+    project: Project,
+    make_project: MakeProject,
+) -> None:
+    """Control: restored without the fence tables' rows (as pg_dump left the extension's tables out
+    before fence schema 0.10), the tokens start again at 1 and the stale agent-A applies b2."""
+    with scratch_database(pg_conn, pg_server, "restored") as restored:
+        stale = two_holders_then_restored(pg_conn, pg_url, project, make_project, restored)
+        dump_and_restore(pg_url, restored, "--exclude-table-data=fencemigrate.*")
+        assert query(restored, "SELECT count(*) FROM fencemigrate.agent_fence") == [(0,)]
+        stale.run_cli("upgrade", "head", "--token", "1", "--holder", "agent-A").check(0)
+        assert alembic_versions(restored) == ["b2"]

@@ -159,8 +159,11 @@ def test_one_role_a_guard_left_disabled_is_reported_by_state_and_put_back_by_ins
         execute(url, "UPDATE fencemigrate.agent_fence SET token = 1")
     with pytest.raises(psycopg.Error, match="counter is monotonic: delete of lease x"):
         execute(url, "INSERT INTO fencemigrate.lease (resource, token) VALUES ('x', 0); DELETE FROM fencemigrate.lease")
-    with pytest.raises(psycopg.Error, match="counter is monotonic: truncate"):
+    # agent_fence's foreign key to lease (fence schema 0.10) refuses it before the guard can.
+    with pytest.raises(psycopg.Error, match="cannot truncate a table referenced in a foreign key constraint"):
         execute(url, "TRUNCATE fencemigrate.lease")
+    with pytest.raises(psycopg.Error, match="counter is monotonic: truncate"):
+        execute(url, "TRUNCATE fencemigrate.lease, fencemigrate.agent_fence")
     with pytest.raises(psycopg.Error, match="lease guard: fence token 6 of db/migrations is above the last token"):
         execute(url, "UPDATE fencemigrate.agent_fence SET token_source = 'lease service', token = 6")
     with pytest.raises(psycopg.Error, match="lease guard: token 0 of x was released: a new holder needs a new token"):
@@ -393,3 +396,84 @@ def test_grant_to_is_refused_on_sqlite_and_with_sql(tmp_path: Path) -> None:
         "fencemigrate: usage: --grant-to is for PostgreSQL: sqlite has no roles that can own the fence apart"
     )
     assert not (tmp_path / "db.sqlite").exists()
+
+
+# -- Two roles: a version table the migration role already owns (issue 24, 8(b)) ------------------
+# Alembic's version table, created by the migration role's plain alembic before the database was
+# fenced, is the migration role's: its owner can drop the guard trigger. `install --grant-to` gives
+# it to the fence's owner when the installing role may, and otherwise refuses, naming the statement.
+
+
+def migrator_owns_the_version_table(
+    make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str
+) -> tuple[Project, str, str]:
+    """The migration role's project, its URL and role name, after its plain `alembic upgrade 0001`."""
+    migrator = make_role()
+    url = role_url(pg_server, pg_dbname, migrator)
+    project = make_project(url=url)
+    add_revisions(project, 2)
+    project.run_alembic("upgrade", "0001").check()
+    return project, url, migrator
+
+
+DROP_GUARD = "DROP TRIGGER fencemigrate_no_tokenless_write ON public.alembic_version"
+
+
+def test_two_roles_install_takes_the_version_table_from_the_migration_role(
+    make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str, pg_url: str
+) -> None:
+    project, url, migrator = migrator_owns_the_version_table(make_project, make_role, pg_server, pg_dbname)
+    installer = make_project(url=pg_url, name="dba")  # a superuser may give the table away
+    granted = installer.run_cli("install", "--grant-to", migrator).check(0)
+    assert granted.stdout.splitlines()[-1] == (
+        f"granted {migrator} what fencemigrate runs need in the fence schema fencemigrate, which it does not "
+        f"own, and the rows of the version table (the version table, {migrator}'s until now, is the fence "
+        "owner's): it cannot switch the guard off"
+    )
+    assert query(url, "SELECT relowner::regrole::text FROM pg_class WHERE oid = 'alembic_version'::regclass") == [
+        ("postgres",)
+    ]
+    with pytest.raises(psycopg.Error, match="must be owner of"):
+        execute(url, DROP_GUARD)
+    refused = project.run_alembic("upgrade", "head")
+    assert refused.code != 0 and "fencemigrate refused this" in refused.stderr, refused
+    project.run_cli("upgrade", "head", "--token", "5", "--holder", "agent").check(0)
+    assert query(url, "SELECT version_num FROM alembic_version") == [("0002",)]
+
+
+def test_two_roles_install_refuses_when_it_cannot_take_the_version_table(
+    make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str
+) -> None:
+    project, url, migrator = migrator_owns_the_version_table(make_project, make_role, pg_server, pg_dbname)
+    owner = make_role()
+    installer = make_project(url=role_url(pg_server, pg_dbname, owner), name="owner")
+    refused = installer.run_cli("install", "--grant-to", migrator)
+    refused.check(2)
+    assert refused.stderr.splitlines()[-1] == (
+        f"fencemigrate: usage: the version table alembic_version belongs to {migrator}, which could drop "
+        f"its guard and write without a token: run `ALTER TABLE alembic_version OWNER TO {owner};` as a "
+        f"superuser, then `fencemigrate install --grant-to {migrator}` again (nothing was changed)"
+    )
+    assert query(url, "SELECT count(*) FROM pg_namespace WHERE nspname = 'fencemigrate'") == [(0,)]
+    execute(url.replace(migrator, "postgres"), f'ALTER TABLE alembic_version OWNER TO "{owner}"')  # as told
+    installer.run_cli("install", "--grant-to", migrator).check(0)
+    with pytest.raises(psycopg.Error, match="must be owner of"):
+        execute(url, DROP_GUARD)
+
+
+def test_the_owner_of_the_version_table_drops_its_guard_and_check_db_reports_it(project: Project) -> None:
+    """Control: whoever owns the version table (one role here) drops the guard, and plain alembic
+    writes; check --db reports the missing guard (FM410), and `install` puts it back."""
+    add_revisions(project, 2)
+    project.run_cli("upgrade", "0001", "--token", "1", "--holder", "agent").check(0)
+    execute(project.url, DROP_GUARD)
+    project.run_alembic("upgrade", "head").check()
+    rules = [rule for rule, _ in findings(project, 1)]
+    assert "FM410" in rules, rules
+    assert (
+        "FM410",
+        "the version table alembic_version has no guard trigger, and tokenless writes were never allowed: "
+        "plain alembic writes it without a fencing token",
+    ) in findings(project, 1)
+    project.run_cli("install").check(0)
+    assert "FM410" not in [rule for rule, _ in findings(project, 1)]

@@ -247,6 +247,72 @@ def test_preempt_cancels_a_stale_in_flight_migration(project: Project, pg_url: s
     ]
 
 
+# svc-32835 and svc-62004: two names with one hashtext(), which keyed every advisory lock before
+# fence schema 0.10 (issue 24, 8(a)).
+COLLIDING = ("svc-32835", "svc-62004")
+
+
+def test_the_colliding_names_share_a_hashtext_key(pg_url: str) -> None:
+    """Control: keyed by hashtext(resource), as claim() was, the two names' claim locks are one lock,
+    and the old preempt query for svc-32835 finds a session that claimed svc-62004 only."""
+    assert query(pg_url, "SELECT hashtext('svc-32835') = hashtext('svc-62004')") == [(True,)]
+    holder = textwrap.dedent(
+        f"""
+        import psycopg, sys
+        connection = psycopg.connect({pg_url.replace("postgresql+psycopg://", "postgresql://")!r})
+        connection.execute("SELECT pg_advisory_xact_lock_shared(1718503789, hashtext('svc-62004'))")
+        print(connection.execute("SELECT pg_backend_pid()").fetchone()[0], flush=True)
+        sys.stdin.read()
+        """
+    )
+    with paused_holder(holder) as pid:
+        found = query(
+            pg_url,
+            "SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = 1718503789 "
+            "AND l.objid = hashtext('svc-32835')::oid AND l.objsubid = 2 AND l.granted",
+        )
+    assert found == [(int(pid),)]
+
+
+def test_preempting_one_resource_leaves_a_colliding_resources_migration_alone(project: Project, pg_url: str) -> None:
+    """svc-62004's migration is in flight (its first claim, under an external token); a grant of
+    svc-32835 with --preempt cancels nobody and svc-62004's migration commits. Each name has a lock
+    key of its own; the first keeps hashtext(), the second gets the next free key."""
+    project.add_revision("a1", None, ["CREATE TABLE t1 (id int)", "SELECT pg_sleep(3)"], "DROP TABLE t1", slug="t1")
+    first, second = COLLIDING[1], COLLIDING[0]
+    runner = _start(project, "upgrade", "head", "--resource", first, "--token", "5", "--holder", "agent-A")
+    try:
+        _wait_for_sleeping_migration(pg_url)
+        granted = acquire(project, "agent-B", "--resource", second, "--preempt", "--json").check(0)
+        _, stderr = runner.communicate(timeout=60)
+    finally:
+        runner.kill()
+    assert runner.returncode == 0, stderr
+    assert json.loads(granted.stdout)["lease"]["preempted_pids"] == []
+    assert alembic_versions(pg_url) == ["a1"]
+    keys = dict(query(pg_url, "SELECT resource, key FROM fencemigrate.resource_lock_key"))
+    assert keys[first] == query(pg_url, f"SELECT hashtext('{first}')")[0][0]
+    assert keys[second] != keys[first]
+
+
+def test_a_first_claim_in_flight_is_waited_for_or_preempted(project: Project, pg_url: str) -> None:
+    """The first claim of a resource, its lock key not committed yet: a grant waits for it (busy
+    after --wait) or, with --preempt, cancels it; the key the claim took is the one the grant finds."""
+    project.add_revision("a1", None, ["CREATE TABLE t1 (id int)", "SELECT pg_sleep(60)"], "DROP TABLE t1", slug="t1")
+    runner = _start(project, "upgrade", "head", "--resource", COLLIDING[0], "--token", "5", "--holder", "agent-A")
+    try:
+        _wait_for_sleeping_migration(pg_url)
+        busy = acquire(project, "agent-B", "--resource", COLLIDING[0], "--wait", "500ms").check(4)
+        assert "a migration under an older token is still in flight" in busy.stderr
+        granted = acquire(project, "agent-B", "--resource", COLLIDING[0], "--preempt", "--json").check(0)
+        _, stderr = runner.communicate(timeout=60)
+    finally:
+        runner.kill()
+    assert runner.returncode == 1 and "terminating connection due to administrator command" in stderr, stderr
+    assert len(json.loads(granted.stdout)["lease"]["preempted_pids"]) == 1
+    assert table_names(pg_url) == ["alembic_version"]
+
+
 @pytest.mark.serial
 def test_preempt_never_touches_another_databases_runs(
     make_project: MakeProject, pg_url: str, pg_conn: Any, pg_server: PgServer

@@ -84,7 +84,7 @@ def test_precheck_on_postgresql_marks_an_escaped_failure_dirty(project: Project,
 @pytest.mark.serial
 def test_precheck_writer_holds_the_named_lock_and_a_grant_waits_or_preempts(project: Project, pg_url: str) -> None:
     project.add_revision(
-        "0001", None, extra_upgrade_code="import time\ntime.sleep(4)\nop.execute('CREATE TABLE late (id int)')"
+        "0001", None, extra_upgrade_code="import time\ntime.sleep(8)\nop.execute('CREATE TABLE late (id int)')"
     )
     writer = start(project, "upgrade", "head", "--token", "5", "--mode", "precheck", "--holder", "stale")
     wait_for(lambda: bool(lock_holder(pg_url)))

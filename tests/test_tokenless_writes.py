@@ -307,3 +307,48 @@ def test_plain_alembics_first_write_after_a_grant_is_refused_on_mariadb(
     project.run_cli("install", "--allow-tokenless-writes").check()  # control: the same write, opted out
     project.run_alembic("stamp", "0001").check()
     assert mysql_versions(mysql_url) == ["0001"]
+
+
+# -- A failed first fenced run (issue 24, 8(f)) ----------------------------------------------------
+# The guard on the version table is committed before the first revision runs: when that revision
+# fails and its transaction rolls back, the database stays fenced and plain alembic stays out.
+# Control: the same failing first revision run by plain alembic leaves nothing that refuses it.
+
+
+def failing_first_revision(project: Project) -> Project:
+    project.add_revision("0001", None, ["CREATE TABLE t1 (id int)", "SELECT 1/0"], "DROP TABLE t1")
+    project.add_revision("0002", "0001", "CREATE TABLE t2 (id int)", "DROP TABLE t2")
+    return project
+
+
+def test_a_failed_first_run_with_a_token_leaves_the_version_table_guarded(project: Project) -> None:
+    failing_first_revision(project)
+    failed = fm(project, "upgrade", "head", token=5, holder="agent")
+    assert failed.code == 1 and "division by zero" in failed.stderr, str(failed)
+    assert table_names(project.url) == ["alembic_version"]  # t1 rolled back; the guarded table stays
+    assert_refused(project.run_alembic("stamp", "head"))
+    assert alembic_versions(project.url) == []
+    assert state_json(project)["tokenless_writes"] == {"status": "refused", "allowed_at": None}
+
+
+def test_a_failed_first_run_with_its_own_lease_leaves_the_version_table_guarded(project: Project) -> None:
+    failing_first_revision(project)
+    failed = project.run_cli("upgrade", "head", "--holder", "agent")
+    assert failed.code == 1 and "division by zero" in failed.stderr, str(failed)
+    assert_refused(project.run_alembic("stamp", "head"))
+    assert alembic_versions(project.url) == []
+
+
+def test_a_failed_first_plain_alembic_run_leaves_nothing_that_refuses_the_next(project: Project) -> None:
+    failing_first_revision(project)
+    assert project.run_alembic("upgrade", "head").code != 0
+    project.run_alembic("stamp", "head").check()  # control: nothing fenced, so nothing refuses it
+    assert alembic_versions(project.url) == ["0002"]
+
+
+def test_a_failed_first_run_in_precheck_mode_leaves_the_version_table_guarded(project: Project) -> None:
+    failing_first_revision(project)
+    failed = fm(project, "upgrade", "head", "--mode", "precheck", token=5, holder="agent")
+    assert failed.code != 0 and "division by zero" in failed.stderr, str(failed)
+    assert_refused(project.run_alembic("stamp", "head"))
+    assert alembic_versions(project.url) == []

@@ -199,6 +199,10 @@ class Dialect(ABC):
     def clear_version_write(self, connection: Connection, quoted_schema: str) -> None:  # noqa: B027 (a hook)
         """After the version row is written: writes without a mark are refused again (SQLite)."""
 
+    def register_resource(self, connection: Connection, quoted_schema: str, resource: str) -> None:  # noqa: B027 (a hook)
+        """Before a run's first claim, in a transaction that commits before it: PostgreSQL gives
+        ``resource`` its advisory lock key, so that a grant of another resource finds it taken."""
+
     # -- times -----------------------------------------------------------------------------
 
     def utc(self, value: datetime | str) -> datetime:

@@ -88,6 +88,9 @@ class PostgresqlDialect(Dialect):
                 enabled.append(row.name)
         return enabled
 
+    def register_resource(self, connection: Connection, quoted_schema: str, resource: str) -> None:
+        connection.execute(statement("register_resource", quoted_schema), {"resource": resource})
+
     def notifying_driver(self, connection: Connection) -> Any:
         """The psycopg 3 connection under ``connection``."""
         psycopg = sys.modules.get("psycopg")

@@ -16,7 +16,7 @@ from ..dialects.fence_calls import FenceCalls
 from ..dirty import refuse_if_dirty
 from ..errors import HeadsMoved, NotTransactional
 from ..progress import SILENT, Progress, StepStart
-from ..version_guard import guard_version_table
+from ..version_guard import guard_first_write, guard_version_table
 from .code_errors import revision_code
 from .environment import autocommits
 from .fenced_step import FencedStep
@@ -64,11 +64,33 @@ class FencedRun:
         self._early: LedgerChange | None = None  # written with the claim, not yet settled
         self._step_revisions: tuple[str, ...] = ()  # the revisions of the step running now
         self._idle = False  # nothing to do when env.py connected (see expect_nothing_to_do)
+        self._prepared = False  # fence schema and guarded version table committed before the run
 
     def expect_nothing_to_do(self, context: MigrationContext) -> None:
         """The heads read when env.py connected left nothing to do: the run writes nothing."""
         self._idle = True
         context.opts["dont_mutate"] = True  # nor does Alembic create its version table if there is none
+
+    def connected(self, context: MigrationContext) -> None:
+        """Once env.py has connected, before it begins its transaction: when the run has steps to run,
+        install the fence schema, create and guard Alembic's version table and register the resource
+        (:meth:`~fencemigrate.dialects.Dialect.register_resource`), committed on their own, so that a
+        first revision that fails (its transaction rolled back) leaves the database fenced against
+        plain ``alembic``. A plan refused here changes nothing. Nothing when env.py
+        began a transaction of its own (the first step's transaction does it then)."""
+        connection = context.connection
+        if self._idle or context.as_sql or connection is None or connection.in_transaction():
+            return
+        if self.settings.tokens.token is None:
+            return  # another runner finished the work while this one waited for the lease
+        quoted = context.dialect.identifier_preparer.quote(self.settings.schema)
+        with connection.begin():
+            if not self.planner(tuple(context.get_current_heads()), context)[0]:
+                return
+            self.outcome.installed_fence_schema = ensure_installed(connection, quoted)
+            guard_first_write(context, quoted)
+            dialect_for(context).register_resource(connection, quoted, self.settings.resource)
+        self._prepared = True
 
     # -- the function Alembic calls with the current heads ------------------------------
 
@@ -158,7 +180,8 @@ class FencedRun:
         settings = self.settings
         self._require_transaction(context)
         if self._first_step and not context.as_sql:
-            self._install_fence_schema(context)
+            if not self._prepared:
+                self._install_fence_schema(context)
             assert context.connection is not None
             dialect = dialect_for(context)
             if dialect.tracks_dirty(dialect.schema_version()):
@@ -174,7 +197,7 @@ class FencedRun:
             claim_xact = calls.claim(settings.resource, settings.token)
         if self._first_step and not context.as_sql:
             self._require_unmoved_heads(context)
-        if self._first_step:
+        if self._first_step and not self._prepared:
             # Alembic has created its version table by now: from here on, only fenced writes reach it.
             guard_version_table(context, self._quoted_schema)
         self._first_step = False

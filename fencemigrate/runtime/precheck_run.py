@@ -26,7 +26,7 @@ from ..dialects.named_lock import NamedLock
 from ..dirty import refuse_if_dirty
 from ..errors import FencemigrateError, HeadsMoved, RevisionFailed
 from ..progress import SILENT, Progress
-from ..version_guard import guard_version_table
+from ..version_guard import guard_first_write, guard_version_table
 from .code_errors import describe, guard_refusal, locate
 from .fenced_run import Planner, step_direction, step_start
 from .fenced_step import FencedStep
@@ -74,7 +74,8 @@ class PrecheckRun:
     # -- once env.py has connected, before Alembic touches the database -----------------------
 
     def connected(self, context: MigrationContext) -> None:
-        """Named lock, fence schema, dirty check and the claim, committed on their own."""
+        """Fence schema and guarded version table, named lock, dirty check and the claim, committed on
+        their own."""
         connection = context.connection
         assert connection is not None
         self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
@@ -90,6 +91,9 @@ class PrecheckRun:
         # first runs install it once (an install lock of its own on both databases).
         self.outcome.installed_fence_schema = ensure_installed(connection, self._quoted_schema)
         if not self._external:
+            # With the version table, guarded: a first revision that fails leaves plain alembic refused.
+            guard_first_write(context, self._quoted_schema)
+            dialect_for(context).register_resource(connection, self._quoted_schema, self.settings.resource)
             connection.commit()  # the install, and its lock, are not held while waiting below
         lock = NamedLock(connection, self._quoted_schema, self.settings.resource)
         lock.take(self._lock_wait_ms)

@@ -3,7 +3,8 @@
 Called by :func:`.environment.run_env` (the ``on_connection`` hook): the run's mode is chosen for
 the database; runners without a token, and pre-check mode, decide from the heads read now whether
 anything is left to do, before any lease, lock or write; the run's own lease is acquired then (its
-token goes to the run's :class:`.run_token.TokenSource`), and pre-check mode takes its named lock.
+token goes to the run's :class:`.run_token.TokenSource`); pre-check mode takes its named lock, and
+either mode commits the fence schema and the guarded version table before the first revision runs.
 """
 
 from __future__ import annotations
@@ -62,8 +63,7 @@ class RunConnection:
                         self._outcome.no_lease = DONE_BY_ANOTHER_RUNNER
             finally:
                 probe.close()
-        if isinstance(chosen, PrecheckRun):
-            chosen.connected(context)
+        chosen.connected(context)
 
     def _nothing_to_do_now(self, probe: NothingToDoProbe) -> bool:
         """:meth:`NothingToDoProbe.nothing_to_do_now`; a command it refuses as bad usage is FENCED

@@ -20,7 +20,7 @@ from .downgrade import MissingDowngrade
 from .files import BadSuppression, UnparsableRevision
 from .integrity import DuplicateRevisionId, MissingDownRevision, MultipleHeads, RevisionCycle
 from .models import ModelDrift
-from .tampering import FenceBelowLease, LedgerAboveFence
+from .tampering import FenceBelowLease, LedgerAboveFence, UnguardedVersionTable
 from .transactions import (
     AutocommitBlock,
     Concurrently,
@@ -52,6 +52,7 @@ RULES: tuple[Rule, ...] = (
     DirtyRevision(),
     UnrecordedVersionWrite(),
     ModelDrift(),
+    UnguardedVersionTable(),
     LedgerAboveFence(),
     FenceBelowLease(),
     UnparsableRevision(),

@@ -49,3 +49,29 @@ class FenceBelowLease(Rule):
         assert context.database is not None, "database rules run only with --db"
         for row in context.database.state.fence_below_lease:
             yield self.finding(row.message)
+
+
+class UnguardedVersionTable(Rule):
+    """FM410: Alembic's version table has no guard trigger on a fenced database that never allowed
+    tokenless writes: its owner dropped (or disabled) the guard, and plain alembic writes again."""
+
+    id = "FM410"
+    name = "version-table-unguarded"
+    summary = (
+        "Alembic's version table has no guard trigger (dropped or disabled) on a fenced database whose "
+        "tokenless writes were never allowed: plain alembic writes it without a fencing token"
+    )
+    fix = (
+        "find out who removed the guard and what was written without a token (FM407); `fencemigrate install` "
+        "puts it back; with two roles the fence's owner owns the version table (`install --grant-to ROLE`)"
+    )
+    needs_database = True
+
+    def check(self, context: CheckContext) -> Iterator[Finding]:
+        assert context.database is not None, "database rules run only with --db"
+        state = context.database.state
+        if state.unguarded_version_table:
+            yield self.finding(
+                f"the version table {state.version_table} has no guard trigger, and tokenless writes were never "
+                "allowed: plain alembic writes it without a fencing token"
+            )

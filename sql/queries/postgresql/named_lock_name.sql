@@ -1,3 +1,3 @@
 -- How pre-check mode's named lock on :resource is shown to people (the lock itself is a pair of
--- advisory locks keyed by hashtext(:resource): see named_lock() in the fence schema).
+-- advisory locks keyed by the resource's lock key: see named_lock() in the fence schema).
 SELECT 'fencemigrate:' || current_database() || '/' || :resource

@@ -546,9 +546,11 @@ def claimed(run: ElementRun, url: str, resource: str, process: subprocess.Popen[
     """Wait (at most RUN_TIMEOUT_S) until a session holds ``resource``'s claim lock (fencemigrate's, or the
     control's); False if ``process`` ended first."""
     classid = CLAIM_LOCK_CLASS if run.system == "fencemigrate" else 1
+    # fencemigrate keys the lock by the resource's own key (fence schema 0.10), the control by hashtext().
+    key = "fencemigrate.lock_key(:r)" if run.system == "fencemigrate" else "hashtext(:r)"
     probe = text(
         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = :c "
-        "AND objid = hashtext(:r)::oid AND objsubid = 2 "
+        f"AND objid = {key}::oid AND objsubid = 2 "
         "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
     )
     deadline = time.monotonic() + RUN_TIMEOUT_S

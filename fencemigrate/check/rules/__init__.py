@@ -20,7 +20,7 @@ from .downgrade import MissingDowngrade
 from .files import BadSuppression, UnparsableRevision
 from .integrity import DuplicateRevisionId, MissingDownRevision, MultipleHeads, RevisionCycle
 from .models import ModelDrift
-from .tampering import FenceBelowLease, LedgerAboveFence
+from .tampering import FenceBelowLease, LedgerAboveFence, UnexplainedToken
 from .transactions import (
     AutocommitBlock,
     Concurrently,
@@ -54,6 +54,7 @@ RULES: tuple[Rule, ...] = (
     ModelDrift(),
     LedgerAboveFence(),
     FenceBelowLease(),
+    UnexplainedToken(),
     UnparsableRevision(),
     BadSuppression(),
 )

@@ -162,8 +162,11 @@ DECLARE
 BEGIN
     PERFORM pg_advisory_xact_lock_shared(1718503789, hashtext(p_resource));
     v_xact := @extschema@.claim_fence_row(p_resource, p_token);
-    INSERT INTO @extschema@.claim_proof AS p (pid, xact) VALUES (pg_backend_pid(), v_xact)
-    ON CONFLICT (pid) DO UPDATE SET xact = excluded.xact;
+    UPDATE @extschema@.claim_proof SET xact = v_xact WHERE pid = pg_backend_pid();
+    IF NOT FOUND THEN
+        INSERT INTO @extschema@.claim_proof AS p (pid, xact) VALUES (pg_backend_pid(), v_xact)
+        ON CONFLICT (pid) DO UPDATE SET xact = excluded.xact;
+    END IF;
     IF to_regclass('pg_temp.fencemigrate_session_claim') IS NULL
        AND EXISTS (SELECT 1 FROM pg_locks l
                     WHERE l.locktype = 'advisory' AND l.classid = 1718503790 AND l.objsubid = 2
@@ -323,7 +326,8 @@ COMMENT ON TABLE @extschema@.fence_event IS
 -- Ledger bookkeeping, called in the same transaction as the revision's DDL (directly in --sql
 -- scripts, through record_steps() and claim_and_record() online). record_apply() and
 -- record_rollback() write the ledger row (write_ledger_row(), delete_ledger_row()) and log its
--- APPLY/STAMP or ROLLBACK event; a rollback names who rolled back under which token.
+-- APPLY/STAMP or ROLLBACK event; a rollback names who rolled back under which token. They run as
+-- the owner of the fence, which alone inserts into fence_event (see log_event()).
 
 -- Writing the ledger row of an applied revision settles a row marked before its DDL.
 CREATE FUNCTION @extschema@.write_ledger_row(
@@ -368,6 +372,7 @@ CREATE FUNCTION @extschema@.record_apply(
     p_holder text, p_method text, p_script_sha256 text, p_source text DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -383,6 +388,7 @@ CREATE FUNCTION @extschema@.record_rollback(
     p_version_table text, p_revision text, p_resource text, p_token bigint, p_holder text
 ) RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -401,6 +407,7 @@ CREATE FUNCTION @extschema@.record_steps(
     p_actions text[], p_revisions text[], p_methods text[], p_shas text[], p_sources text[] DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -454,8 +461,11 @@ BEGIN
     IF p_token IS NULL OR v_fence IS DISTINCT FROM p_token THEN
         PERFORM @extschema@.claim_fence_row(p_resource, p_token);
     END IF;
-    INSERT INTO @extschema@.claim_proof AS p (pid, xact) VALUES (pg_backend_pid(), v_xact)
-    ON CONFLICT (pid) DO UPDATE SET xact = excluded.xact;
+    UPDATE @extschema@.claim_proof SET xact = v_xact WHERE pid = pg_backend_pid();
+    IF NOT FOUND THEN
+        INSERT INTO @extschema@.claim_proof AS p (pid, xact) VALUES (pg_backend_pid(), v_xact)
+        ON CONFLICT (pid) DO UPDATE SET xact = excluded.xact;
+    END IF;
     -- The ledger row and the APPLY event, as record_apply(..., 'upgrade', ...) writes them.
     INSERT INTO @extschema@.applied_revision AS a
            (version_table, revision, resource, applied_token, holder, method, script_sha256, source)
@@ -579,7 +589,7 @@ CREATE TRIGGER lease_no_truncate
     BEFORE TRUNCATE ON @extschema@.lease
     FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.lease_guard();
 
--- The lease guard. The role that runs migrations writes agent_fence, lease and fence_event (see
+-- The lease guard. The role that runs migrations writes agent_fence and lease (see
 -- grant_to_migration_role()); these triggers hold those writes to what a grant, renew, release,
 -- detach or claim does, so plain SQL is no more powerful than the CLI: it can make a grant only as
 -- a grant makes it (the next token, an expiry within the longest TTL, the incarnation the database
@@ -753,32 +763,37 @@ CREATE TRIGGER agent_fence_no_unissued_token
     BEFORE INSERT OR UPDATE ON @extschema@.agent_fence
     FOR EACH ROW EXECUTE FUNCTION @extschema@.agent_fence_source_guard();
 
--- fence_event: a GRANT event is a grant's, written in the grant's transaction: the lease row
--- granted to its holder with its token in this transaction (granted_at, which only a grant sets,
--- not before the transaction began), or for a Redis grant the fence row advanced to its token in
--- this transaction (updated_at, which moves with the token only). Checked for GRANT rows only.
-CREATE FUNCTION @extschema@.fence_event_grant_guard() RETURNS trigger
+-- fence_event: the role that runs migrations has no INSERT on it (see grant_to_migration_role());
+-- every event goes in through the owner's functions: record_apply(), record_rollback(),
+-- record_steps(), claim_and_record(), and log_event() for the lease service's and the runner's
+-- events. log_event() writes a GRANT event only in the transaction of the grant it names: the
+-- lease row granted to its holder with its token since the transaction began (granted_at, which
+-- only a grant sets), or for a Redis grant the fence row advanced to its token in this transaction
+-- (updated_at, which moves with the token only). A check in the function, not a trigger on the
+-- table: a row trigger on fence_event would cost every revision's APPLY event.
+CREATE FUNCTION @extschema@.log_event(
+    p_at timestamptz, p_resource text, p_kind text, p_holder text, p_token bigint, p_revision text, p_detail text
+) RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM @extschema@.lease l
-                    WHERE l.resource = NEW.resource AND l.token = NEW.token AND l.holder = NEW.holder
-                      AND l.granted_at >= now())
+    IF p_kind = 'GRANT'
+       AND NOT EXISTS (SELECT 1 FROM @extschema@.lease l
+                        WHERE l.resource = p_resource AND l.token = p_token AND l.holder = p_holder
+                          AND l.granted_at >= now())
        AND NOT EXISTS (SELECT 1 FROM @extschema@.agent_fence f
-                        WHERE f.resource = NEW.resource AND f.token = NEW.token AND f.token_source = 'redis'
+                        WHERE f.resource = p_resource AND f.token = p_token AND f.token_source = 'redis'
                           AND f.updated_at >= now()) THEN
         RAISE EXCEPTION USING ERRCODE = 'FM006',
             MESSAGE = format('lease guard: no grant of token %s of %s to %s was made in this transaction: only a '
-                             'grant writes its GRANT event', NEW.token, NEW.resource, NEW.holder);
+                             'grant writes its GRANT event', p_token, p_resource, p_holder);
     END IF;
-    RETURN NEW;
+    INSERT INTO @extschema@.fence_event (at, resource, kind, holder, token, revision, detail)
+    VALUES (coalesce(p_at, clock_timestamp()), p_resource, p_kind, p_holder, p_token, p_revision, p_detail);
 END
 $$;
-
-CREATE TRIGGER fence_event_no_forged_grant
-    BEFORE INSERT ON @extschema@.fence_event
-    FOR EACH ROW WHEN ((NEW.kind = 'GRANT'::text)) EXECUTE FUNCTION @extschema@.fence_event_grant_guard();
 
 
 -- == Pre-check mode's named lock ==
@@ -842,8 +857,10 @@ $$;
 --     detach or claim makes (the lease guard); TRUNCATE is not granted;
 --   * applied_revision: INSERT, UPDATE, DELETE (the ledger: upgrades, rollbacks, pre-check marks,
 --     resolve); a row written above the fence is reported by check --db (FM411);
---   * fence_event: INSERT only, the log is append-only for ROLE (undo_record() takes back its own
---     transaction's APPLY event as the owner), and a GRANT event only in its grant's transaction;
+--   * fence_event: nothing: the owner's functions write every event (log_event(), record_apply()
+--     and the others run as the owner), so the log is append-only for ROLE and a GRANT event goes
+--     in only in its grant's transaction (undo_record() takes back its own transaction's APPLY
+--     event as the owner);
 --   * claim_proof: SELECT only: claim() writes the proof of a claim as the owner, so ROLE cannot
 --     write the version table without claiming;
 --   * pending_version_check: INSERT and DELETE (the COMMIT check, which runs as the committing role).
@@ -877,7 +894,6 @@ BEGIN
     EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA @extschema@ TO %I', p_role);
     EXECUTE format('GRANT INSERT, UPDATE ON @extschema@.agent_fence, @extschema@.lease TO %I', p_role);
     EXECUTE format('GRANT INSERT, UPDATE, DELETE ON @extschema@.applied_revision TO %I', p_role);
-    EXECUTE format('GRANT INSERT ON @extschema@.fence_event TO %I', p_role);
     EXECUTE format('GRANT INSERT, DELETE ON @extschema@.pending_version_check TO %I', p_role);
     EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA @extschema@ TO %I', p_role);
 END

@@ -150,28 +150,30 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION @extschema@.fence_event_grant_guard() RETURNS trigger
+-- Every event goes in through the owner's log_event() (see the full script, Leases and their guards).
+CREATE FUNCTION @extschema@.log_event(
+    p_at timestamptz, p_resource text, p_kind text, p_holder text, p_token bigint, p_revision text, p_detail text
+) RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM @extschema@.lease l
-                    WHERE l.resource = NEW.resource AND l.token = NEW.token AND l.holder = NEW.holder
-                      AND l.granted_at >= now())
+    IF p_kind = 'GRANT'
+       AND NOT EXISTS (SELECT 1 FROM @extschema@.lease l
+                        WHERE l.resource = p_resource AND l.token = p_token AND l.holder = p_holder
+                          AND l.granted_at >= now())
        AND NOT EXISTS (SELECT 1 FROM @extschema@.agent_fence f
-                        WHERE f.resource = NEW.resource AND f.token = NEW.token AND f.token_source = 'redis'
+                        WHERE f.resource = p_resource AND f.token = p_token AND f.token_source = 'redis'
                           AND f.updated_at >= now()) THEN
         RAISE EXCEPTION USING ERRCODE = 'FM006',
             MESSAGE = format('lease guard: no grant of token %s of %s to %s was made in this transaction: only a '
-                             'grant writes its GRANT event', NEW.token, NEW.resource, NEW.holder);
+                             'grant writes its GRANT event', p_token, p_resource, p_holder);
     END IF;
-    RETURN NEW;
+    INSERT INTO @extschema@.fence_event (at, resource, kind, holder, token, revision, detail)
+    VALUES (coalesce(p_at, clock_timestamp()), p_resource, p_kind, p_holder, p_token, p_revision, p_detail);
 END
 $$;
-
-CREATE TRIGGER fence_event_no_forged_grant
-    BEFORE INSERT ON @extschema@.fence_event
-    FOR EACH ROW WHEN ((NEW.kind = 'GRANT'::text)) EXECUTE FUNCTION @extschema@.fence_event_grant_guard();
 
 -- The version table's guard recognises a claim by the proof claim() and claim_and_record() write as
 -- the owner of the fence (claim_proof, and pre-check's session table), no longer by the setting
@@ -194,8 +196,11 @@ DECLARE
 BEGIN
     PERFORM pg_advisory_xact_lock_shared(1718503789, hashtext(p_resource));
     v_xact := @extschema@.claim_fence_row(p_resource, p_token);
-    INSERT INTO @extschema@.claim_proof AS p (pid, xact) VALUES (pg_backend_pid(), v_xact)
-    ON CONFLICT (pid) DO UPDATE SET xact = excluded.xact;
+    UPDATE @extschema@.claim_proof SET xact = v_xact WHERE pid = pg_backend_pid();
+    IF NOT FOUND THEN
+        INSERT INTO @extschema@.claim_proof AS p (pid, xact) VALUES (pg_backend_pid(), v_xact)
+        ON CONFLICT (pid) DO UPDATE SET xact = excluded.xact;
+    END IF;
     IF to_regclass('pg_temp.fencemigrate_session_claim') IS NULL
        AND EXISTS (SELECT 1 FROM pg_locks l
                     WHERE l.locktype = 'advisory' AND l.classid = 1718503790 AND l.objsubid = 2
@@ -225,8 +230,11 @@ BEGIN
     IF p_token IS NULL OR v_fence IS DISTINCT FROM p_token THEN
         PERFORM @extschema@.claim_fence_row(p_resource, p_token);
     END IF;
-    INSERT INTO @extschema@.claim_proof AS p (pid, xact) VALUES (pg_backend_pid(), v_xact)
-    ON CONFLICT (pid) DO UPDATE SET xact = excluded.xact;
+    UPDATE @extschema@.claim_proof SET xact = v_xact WHERE pid = pg_backend_pid();
+    IF NOT FOUND THEN
+        INSERT INTO @extschema@.claim_proof AS p (pid, xact) VALUES (pg_backend_pid(), v_xact)
+        ON CONFLICT (pid) DO UPDATE SET xact = excluded.xact;
+    END IF;
     -- The ledger row and the APPLY event, as record_apply(..., 'upgrade', ...) writes them.
     INSERT INTO @extschema@.applied_revision AS a
            (version_table, revision, resource, applied_token, holder, method, script_sha256, source)
@@ -286,5 +294,95 @@ BEGIN
         PERFORM set_config('fencemigrate.version_written', format('%s/%s', pg_current_xact_id(), TG_RELID), true);
     END IF;
     RETURN NULL;
+END
+$$;
+
+-- The event log is the owner's to write: the ledger functions run as the owner, and the
+-- migration role loses INSERT on fence_event (see log_event()).
+
+CREATE OR REPLACE FUNCTION @extschema@.record_apply(
+    p_version_table text, p_revision text, p_resource text, p_token bigint,
+    p_holder text, p_method text, p_script_sha256 text, p_source text DEFAULT NULL
+) RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM @extschema@.write_ledger_row(p_version_table, p_revision, p_resource, p_token,
+                                         p_holder, p_method, p_script_sha256, p_source);
+    INSERT INTO @extschema@.fence_event (resource, kind, holder, token, revision)
+    VALUES (p_resource, CASE WHEN p_method = 'stamp' THEN 'STAMP' ELSE 'APPLY' END,
+            p_holder, p_token, p_revision);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION @extschema@.record_rollback(
+    p_version_table text, p_revision text, p_resource text, p_token bigint, p_holder text
+) RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM @extschema@.delete_ledger_row(p_version_table, p_revision);
+    INSERT INTO @extschema@.fence_event (resource, kind, holder, token, revision)
+    VALUES (p_resource, 'ROLLBACK', p_holder, p_token, p_revision);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION @extschema@.record_steps(
+    p_version_table text, p_resource text, p_token bigint, p_holder text,
+    p_actions text[], p_revisions text[], p_methods text[], p_shas text[], p_sources text[] DEFAULT NULL
+) RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_actions, 1), 0) LOOP
+        IF p_actions[i] = 'apply' THEN
+            PERFORM @extschema@.record_apply(p_version_table, p_revisions[i], p_resource, p_token,
+                                             p_holder, p_methods[i], p_shas[i], p_sources[i]);
+        ELSE
+            PERFORM @extschema@.record_rollback(p_version_table, p_revisions[i], p_resource,
+                                                p_token, p_holder);
+        END IF;
+    END LOOP;
+    RETURN pg_current_xact_id()::text::bigint;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION @extschema@.grant_to_migration_role(p_role text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_owner oid := (SELECT n.nspowner FROM pg_namespace n WHERE n.oid = '@extschema@'::regnamespace);
+BEGIN
+    IF NOT pg_has_role(current_user, v_owner, 'USAGE') THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = format('only the owner of the fence schema (%s) can grant to a migration role, not %s',
+                             v_owner::regrole, current_user);
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = p_role) THEN
+        RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('role %s does not exist', p_role);
+    END IF;
+    IF (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = p_role) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('role %s is a superuser: it could switch the guard off whoever owns the fence', p_role);
+    END IF;
+    IF pg_has_role(p_role, v_owner, 'MEMBER') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('role %s owns the fence schema (or is a member of its owner %s): name the role that '
+                             'runs migrations, and install as another one', p_role, v_owner::regrole);
+    END IF;
+    EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA @extschema@ FROM %I', p_role);
+    EXECUTE format('GRANT USAGE ON SCHEMA @extschema@ TO %I', p_role);
+    EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA @extschema@ TO %I', p_role);
+    EXECUTE format('GRANT INSERT, UPDATE ON @extschema@.agent_fence, @extschema@.lease TO %I', p_role);
+    EXECUTE format('GRANT INSERT, UPDATE, DELETE ON @extschema@.applied_revision TO %I', p_role);
+    EXECUTE format('GRANT INSERT, DELETE ON @extschema@.pending_version_check TO %I', p_role);
+    EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA @extschema@ TO %I', p_role);
 END
 $$;

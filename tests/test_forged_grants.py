@@ -1,8 +1,8 @@
 """Two roles: the migration role cannot forge a grant or a claim by plain SQL (issue 24: 3, 4, 8(d)).
 
-The role that runs migrations (``install --grant-to``) may INSERT and UPDATE agent_fence and lease and
-INSERT into fence_event, for the runner's own writes. The guard triggers accept only what a grant,
-renew, release or claim writes, so that:
+The role that runs migrations (``install --grant-to``) may INSERT and UPDATE agent_fence and lease,
+for the runner's own writes, and logs events through the owner's log_event(). The guard triggers
+(and log_event(), for GRANT events) accept only what a grant, renew, release or claim writes, so that:
 
 3. a forged grant (the issue's: token 2^62, held by mallory until 'infinity', the fence raised to it and a
    GRANT event) is refused statement by statement, nothing changes, and the next grant issues token 2;
@@ -39,17 +39,13 @@ FORGED_LEASE = (
     "granted_at = clock_timestamp()"
 )
 FORGED_FENCE = f"UPDATE fencemigrate.agent_fence SET token = {MAX_TOKEN}"
-FORGED_EVENT = (
-    "INSERT INTO fencemigrate.fence_event (resource, kind, holder, token) "
-    f"VALUES ('{RESOURCE}', 'GRANT', 'mallory', {MAX_TOKEN})"
-)
+FORGED_EVENT = f"SELECT fencemigrate.log_event(NULL, '{RESOURCE}', 'GRANT', 'mallory', {MAX_TOKEN}, NULL, NULL)"
 # What a grant of token 2 writes, in one transaction (queries/postgresql/lease_grant.sql, grant_fence.sql).
 GRANT_SHAPED = [
     "UPDATE fencemigrate.lease SET holder = 'mallory', token = 2, ttl_ms = 60000, granted_at = clock_timestamp(), "
     "expires_at = clock_timestamp() + interval '60 seconds', replication = 'asynchronous'",
     "UPDATE fencemigrate.agent_fence SET token = 2, updated_at = now()",
-    "INSERT INTO fencemigrate.fence_event (resource, kind, holder, token) "
-    f"VALUES ('{RESOURCE}', 'GRANT', 'mallory', 2)",
+    f"SELECT fencemigrate.log_event(NULL, '{RESOURCE}', 'GRANT', 'mallory', 2, NULL, NULL)",
 ]
 
 
@@ -108,6 +104,11 @@ def test_two_roles_a_forged_grant_is_refused(migrator: tuple[Project, str]) -> N
     refused(url, FORGED_FENCE, "above the last token the lease service issued (1)")
     refused(url, FORGED_EVENT, f"no grant of token {MAX_TOKEN} of {RESOURCE} to mallory was made")
     refused(url, GRANT_SHAPED[2], f"no grant of token 2 of {RESOURCE} to mallory was made")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), psycopg.connect(libpq_url(url)) as connection:
+        connection.execute(
+            "INSERT INTO fencemigrate.fence_event (resource, kind, holder, token) "
+            f"VALUES ('{RESOURCE}', 'GRANT', 'mallory', 2)"
+        )
     # Nothing was bricked: the next grant issues token 2, and agent-A is fenced by it.
     assert granted_token(project, "agent-B") == 2
     stale = project.run_cli("upgrade", "head", "--token", "1", "--holder", "agent-A")

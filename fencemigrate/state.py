@@ -239,7 +239,7 @@ def _read_tampering(connection: Connection, quoted_schema: str, state: State) ->
     assert state.fence_schema_version is not None
     state.ledger_above_fence = ledger_above_fence(connection, quoted_schema)
     state.fence_below_lease = fence_below_lease(connection, quoted_schema)
-    state.unexplained_tokens = unexplained_tokens(connection, quoted_schema)
+    state.unexplained_tokens = unexplained_tokens(connection, quoted_schema, state.fence_schema_version)
     state.fence_schema_problems = fence_schema_problems(connection, quoted_schema, state.fence_schema_version)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from .dialects import dialect_for
+from .dialects import dialect_for, version_at_least
 from .queries import prefixed_table_name, statement
 
 
@@ -130,9 +130,12 @@ def fence_below_lease(connection: Connection, quoted_schema: str) -> list[FenceB
     ]
 
 
-def unexplained_tokens(connection: Connection, quoted_schema: str) -> list[UnexplainedToken]:
-    """Lease counters and leased fences at a token no GRANT event names (none without the tables)."""
-    if not {"lease", "agent_fence", "fence_event"} <= installed_tables(connection, quoted_schema):
+def unexplained_tokens(connection: Connection, quoted_schema: str, schema_version: str) -> list[UnexplainedToken]:
+    """Lease counters and leased fences at a token no GRANT event names (none without the tables, or
+    before fence schema 0.4, which records where a fence's tokens come from)."""
+    if not version_at_least(schema_version, (0, 4)) or not {"lease", "agent_fence", "fence_event"} <= installed_tables(
+        connection, quoted_schema
+    ):
         return []
     return [
         UnexplainedToken(row.kind, row.resource, int(row.token), row.token_source)

@@ -713,8 +713,10 @@ CREATE TRIGGER lease_no_forged_grant
 -- by the Redis backend) only while no lease on it is live. The incarnation is a grant's to write,
 -- as the one the database is on now, with the token the grant issued: a rewritten incarnation
 -- would make a copy of the database (or a promoted standby) issue tokens again that were issued
--- here. updated_at moves with the token only. For 'redis' the database cannot know the Redis
--- counter or lease: nothing more is checked here (see README, Token sources).
+-- here. updated_at moves with the token only. A fence whose tokens come from Redis is raised
+-- (or moved to Redis) only by a grant's advance_fence(), which runs as the owner: the database
+-- cannot know Redis's counter, but it can refuse every other raise; with one role the owner's
+-- own UPDATE is not told apart (see docs/leases.md, Token sources).
 CREATE FUNCTION @extschema@.agent_fence_source_guard() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -732,6 +734,12 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'FM006',
             MESSAGE = format('lease guard: the incarnation of %s is written by a grant only, with the token it '
                              'issued, as the incarnation the database is on now', NEW.resource);
+    END IF;
+    IF NEW.token_source = 'redis' AND (TG_OP = 'INSERT' OR NEW.token > OLD.token OR OLD.token_source <> 'redis')
+       AND NOT pg_has_role(current_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = TG_RELID), 'USAGE') THEN
+        RAISE EXCEPTION USING ERRCODE = 'FM006',
+            MESSAGE = format('lease guard: the fence of %s takes its tokens from Redis: only a Redis grant raises it '
+                             '(advance_fence()), to the token it issued', NEW.resource);
     END IF;
     IF TG_OP = 'UPDATE' AND NEW.token = OLD.token AND NEW.updated_at IS DISTINCT FROM OLD.updated_at THEN
         RAISE EXCEPTION USING ERRCODE = 'FM006',
@@ -756,6 +764,33 @@ BEGIN
                              'the lease service while that lease is live', NEW.resource, v_holder, v_issued, v_expires);
     END IF;
     RETURN NEW;
+END
+$$;
+
+-- A grant's fence advance, in its transaction (queries/postgresql/grant_fence.sql and
+-- seed_granted_fence.sql): p_resource moves up to p_token, just issued by the lease service
+-- p_source on the database's p_incarnation, and takes its tokens from that service from now on; its
+-- row is seeded when it has none. True when the fence moved or was seeded; false when a token at or
+-- above p_token has written. It runs as the owner of the fence, the only role that may raise a
+-- fence whose tokens come from Redis (see agent_fence_source_guard()): the database cannot check
+-- Redis's counter, so it keeps the raise to the grant's own path, and a grant records its token.
+CREATE FUNCTION @extschema@.advance_fence(p_resource text, p_token bigint, p_source text, p_incarnation text)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE @extschema@.agent_fence
+       SET token = p_token, token_source = p_source, incarnation = p_incarnation, updated_at = now()
+     WHERE resource = p_resource AND token < p_token;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    INSERT INTO @extschema@.agent_fence (resource, token, token_source, incarnation)
+    VALUES (p_resource, p_token, p_source, p_incarnation)
+    ON CONFLICT (resource) DO NOTHING;
+    RETURN FOUND;
 END
 $$;
 

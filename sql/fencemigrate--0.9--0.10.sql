@@ -124,6 +124,12 @@ BEGIN
             MESSAGE = format('lease guard: the incarnation of %s is written by a grant only, with the token it '
                              'issued, as the incarnation the database is on now', NEW.resource);
     END IF;
+    IF NEW.token_source = 'redis' AND (TG_OP = 'INSERT' OR NEW.token > OLD.token OR OLD.token_source <> 'redis')
+       AND NOT pg_has_role(current_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = TG_RELID), 'USAGE') THEN
+        RAISE EXCEPTION USING ERRCODE = 'FM006',
+            MESSAGE = format('lease guard: the fence of %s takes its tokens from Redis: only a Redis grant raises it '
+                             '(advance_fence()), to the token it issued', NEW.resource);
+    END IF;
     IF TG_OP = 'UPDATE' AND NEW.token = OLD.token AND NEW.updated_at IS DISTINCT FROM OLD.updated_at THEN
         RAISE EXCEPTION USING ERRCODE = 'FM006',
             MESSAGE = format('lease guard: updated_at of %s moves with its token only', NEW.resource);
@@ -384,5 +390,26 @@ BEGIN
     EXECUTE format('GRANT INSERT, UPDATE, DELETE ON @extschema@.applied_revision TO %I', p_role);
     EXECUTE format('GRANT INSERT, DELETE ON @extschema@.pending_version_check TO %I', p_role);
     EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA @extschema@ TO %I', p_role);
+END
+$$;
+
+-- A Redis-sourced fence is raised only by a grant's advance_fence() (issue 24: 6).
+CREATE FUNCTION @extschema@.advance_fence(p_resource text, p_token bigint, p_source text, p_incarnation text)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE @extschema@.agent_fence
+       SET token = p_token, token_source = p_source, incarnation = p_incarnation, updated_at = now()
+     WHERE resource = p_resource AND token < p_token;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    INSERT INTO @extschema@.agent_fence (resource, token, token_source, incarnation)
+    VALUES (p_resource, p_token, p_source, p_incarnation)
+    ON CONFLICT (resource) DO NOTHING;
+    RETURN FOUND;
 END
 $$;

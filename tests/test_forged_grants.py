@@ -238,3 +238,29 @@ def test_two_roles_control_a_claim_proves_the_write(migrator: tuple[Project, str
         connection.execute("UPDATE alembic_version SET version_num = version_num")
     project.run_cli("upgrade", "head", "--token", "6", "--mode", "precheck").check(0)
     assert query(url, "SELECT version_num FROM alembic_version") == [("0002",)]
+
+
+# -- 6: a fence whose tokens come from Redis ------------------------------------------------------
+
+
+def test_two_roles_a_redis_fence_is_raised_by_a_redis_grant_only(migrator: tuple[Project, str], redis_url: str) -> None:
+    """The database cannot know Redis's counter, but only a grant's advance_fence() (the owner's)
+    raises a Redis-sourced fence: the migration role's UPDATE is refused, the forged token stays
+    FENCED and the live Redis holder writes. Control with one role: tests/test_lease_guard.py."""
+    project, url = migrator
+    project.add_revision("0001", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    project.run_cli("lease", "acquire", "--holder", "agent-A", "--lease-url", redis_url).check(0)
+    assert query(url, "SELECT token, token_source FROM fencemigrate.agent_fence") == [(1, "redis")]
+    refused(url, "UPDATE fencemigrate.agent_fence SET token = 777", "takes its tokens from Redis")
+    refused(url, f"UPDATE fencemigrate.agent_fence SET token = {MAX_TOKEN}", "takes its tokens from Redis")
+    refused(
+        url,
+        "INSERT INTO fencemigrate.agent_fence (resource, token, token_source) VALUES ('other', 777, 'redis')",
+        "takes its tokens from Redis",
+    )
+    forged = project.run_cli("upgrade", "head", "--token", "777", "--holder", "mallory")
+    assert forged.code == 3, forged
+    project.run_cli("upgrade", "head", "--token", "1", "--holder", "agent-A").check(0)
+    project.run_cli("lease", "release", "--holder", "agent-A", "--lease-url", redis_url).check(0)
+    project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url).check(0)
+    assert query(url, "SELECT token, token_source FROM fencemigrate.agent_fence") == [(2, "redis")]

@@ -946,7 +946,9 @@ $$;
 -- temporary table fencemigrate_session_claim, and pg_locks, read only when the row does not
 -- match). Only claim() and claim_and_record(), running as the owner of the fence, write either
 -- proof: with two roles (install --grant-to) the migration role cannot forge one, by a setting,
--- an advisory lock or a row; the owner itself can (it owns the table and the trigger).
+-- an advisory lock or a row; the owner itself can (it owns the table and the trigger). The guard
+-- reads them as the owner (SECURITY DEFINER): every role that writes the version table is checked,
+-- whether or not it may read claim_proof.
 -- A write the guard lets through is also the proof claim_and_record's COMMIT check waits for: the
 -- guard notes it in the transaction-local setting fencemigrate.version_written (transaction id and
 -- table), so check_version_row() has nothing to search for. guard_version_table() puts the
@@ -968,6 +970,7 @@ COMMENT ON TABLE @extschema@.tokenless_writes_allowed IS
 
 CREATE FUNCTION @extschema@.refuse_tokenless_write() RETURNS trigger
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN

@@ -275,6 +275,7 @@ $$;
 
 CREATE OR REPLACE FUNCTION @extschema@.refuse_tokenless_write() RETURNS trigger
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN

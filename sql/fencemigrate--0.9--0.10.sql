@@ -8,7 +8,7 @@ CREATE OR REPLACE FUNCTION @extschema@.schema_version() RETURNS text
 LANGUAGE sql IMMUTABLE
 AS $$ SELECT '0.10'::text $$;
 
--- == B1: a grant only as a grant makes it; a claim proved by the owner's row (issue 24: 3, 4, 8(d)) ==
+-- == B1: a grant only as a grant makes it; a claim proved by the owner's row (issue 24: 3, 4, 6, 8(d)) ==
 
 -- The lease guard accepts only what a grant, renew or release writes: the next token (or the epoch
 -- jump the grant computes), an expiry within the longest TTL, an incarnation and a replication

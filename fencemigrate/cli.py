@@ -1080,6 +1080,7 @@ def _state_text(result: State) -> str:
         )
     lines += [f"ERROR: {row.message}" for row in result.ledger_above_fence]
     lines += [f"ERROR: {row.message}" for row in result.fence_below_lease]
+    lines += [f"ERROR: {row.message}" for row in result.unexplained_tokens]
     altered = "ERROR: the fence schema differs from fencemigrate's:"
     lines += [f"{altered} {problem}" for problem in result.fence_schema_problems]
     lines += _tokenless_text(result)

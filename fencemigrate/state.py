@@ -14,7 +14,15 @@ from .dialects import dialect_for, installed_version, version_at_least
 from .dirty import Unsettled, unsettled_revisions
 from .queries import statement
 from .runtime.ledger_changes import version_table_name
-from .tampering import FenceBelowLease, LedgerAboveFence, fence_below_lease, installed_tables, ledger_above_fence
+from .tampering import (
+    FenceBelowLease,
+    LedgerAboveFence,
+    UnexplainedToken,
+    fence_below_lease,
+    installed_tables,
+    ledger_above_fence,
+    unexplained_tokens,
+)
 from .version_guard import UNGUARDED, GuardState, guard_state
 
 
@@ -82,6 +90,7 @@ class State:
     # What only tampering with the fence leaves (errors): see tampering.py and check --db's FM405.
     ledger_above_fence: list[LedgerAboveFence] = field(default_factory=list)
     fence_below_lease: list[FenceBelowLease] = field(default_factory=list)
+    unexplained_tokens: list[UnexplainedToken] = field(default_factory=list)
     fence_schema_problems: list[str] = field(default_factory=list)
     tokenless_writes: GuardState | None = None
     unguarded_version_table: bool = False  # it exists, unguarded, and tokenless writes were never allowed
@@ -100,6 +109,7 @@ class State:
             "autocommit_leftovers": [vars(row) for row in self.autocommit_leftovers],
             "ledger_above_fence": [row.as_json() for row in self.ledger_above_fence],
             "fence_below_lease": [row.as_json() for row in self.fence_below_lease],
+            "unexplained_tokens": [row.as_json() for row in self.unexplained_tokens],
             "fence_schema_problems": self.fence_schema_problems,
             "tokenless_writes": None if self.tokenless_writes is None else self.tokenless_writes.as_json(),
             "unrecorded": self.unrecorded.as_json(),
@@ -233,6 +243,7 @@ def _read_tampering(connection: Connection, quoted_schema: str, state: State) ->
     assert state.fence_schema_version is not None
     state.ledger_above_fence = ledger_above_fence(connection, quoted_schema)
     state.fence_below_lease = fence_below_lease(connection, quoted_schema)
+    state.unexplained_tokens = unexplained_tokens(connection, quoted_schema, state.fence_schema_version)
     state.fence_schema_problems = fence_schema_problems(connection, quoted_schema, state.fence_schema_version)
 
 

@@ -1,11 +1,13 @@
 """States no fenced run can leave, which only tampering with the fence does: read for ``state``
-and ``check --db`` (FM411, FM412).
+and ``check --db`` (FM411, FM412, FM413).
 
 Every write claims the fence first and the fence never goes down, so a ledger row applied under
 a token above its resource's fence token means the fence was lowered (its guard trigger
 disabled or dropped) after that row was written; every grant advances the fence to its token,
 so a fence below the lease's last issued token was lowered too. Either way, stale tokens are no
-longer fenced.
+longer fenced. Every grant also logs a GRANT event of its token, so a lease counter, or the fence
+of a leased resource, at a token no GRANT event names was raised behind the lease service's back:
+every later grant starts above it (at the largest token, none can be issued again).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from .dialects import dialect_for
+from .dialects import dialect_for, version_at_least
 from .queries import prefixed_table_name, statement
 
 
@@ -72,6 +74,34 @@ class FenceBelowLease:
         return {**vars(self), "message": self.message}
 
 
+@dataclass(frozen=True)
+class UnexplainedToken:
+    """A lease counter (``kind`` 'lease') or a leased resource's fence token ('fence') that no recorded
+    grant issued."""
+
+    kind: str
+    resource: str
+    token: int
+    token_source: str | None  # the fence's: 'lease service' or 'redis'; None for a lease counter
+
+    @property
+    def message(self) -> str:
+        """What it means, in one line."""
+        if self.kind == "lease":
+            head = f"the lease token counter of {self.resource} is {self.token}"
+        else:
+            source = "Redis" if self.token_source == "redis" else "the lease service"
+            head = f"the fence token of {self.resource} is {self.token} (tokens from {source})"
+        return (
+            f"{head}, but no grant of that token is recorded: it was written behind the lease service's back, "
+            "and no grant can issue a token above it"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON form, in ``state --json``."""
+        return {**vars(self), "message": self.message}
+
+
 def ledger_above_fence(connection: Connection, quoted_schema: str) -> list[LedgerAboveFence]:
     """Ledger rows, of every version table, above the fence token of their resource (none when a
     table they need was dropped: FM405 reports that)."""
@@ -97,6 +127,19 @@ def fence_below_lease(connection: Connection, quoted_schema: str) -> list[FenceB
     return [
         FenceBelowLease(row.resource, None if row.fence_token is None else int(row.fence_token), int(row.lease_token))
         for row in connection.execute(statement("fence_below_lease", quoted_schema, connection.dialect.name))
+    ]
+
+
+def unexplained_tokens(connection: Connection, quoted_schema: str, schema_version: str) -> list[UnexplainedToken]:
+    """Lease counters and leased fences at a token no GRANT event names (none without the tables, or
+    before fence schema 0.4, which records where a fence's tokens come from)."""
+    if not version_at_least(schema_version, (0, 4)) or not {"lease", "agent_fence", "fence_event"} <= installed_tables(
+        connection, quoted_schema
+    ):
+        return []
+    return [
+        UnexplainedToken(row.kind, row.resource, int(row.token), row.token_source)
+        for row in connection.execute(statement("unexplained_tokens", quoted_schema, connection.dialect.name))
     ]
 
 

@@ -248,10 +248,14 @@ BEGIN
 END
 $$;
 
--- claim() also notes its transaction in the setting fencemigrate.claimed_xact, local to the
--- transaction: the version table's guard reads it (see "Writes without a token").
+-- claim() also leaves the proof of its claim that the version table's guard reads (see "Writes
+-- without a token"): this backend's row of claim_proof names its transaction, and under pre-check
+-- mode's named lock the session's own proof, a temporary table. It runs as the owner of the fence
+-- (SECURITY DEFINER), the only role that can write either: a transaction that never claimed has
+-- no proof.
 CREATE FUNCTION @extschema@.claim(p_resource text, p_token bigint) RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -259,7 +263,17 @@ DECLARE
 BEGIN
     PERFORM pg_advisory_xact_lock_shared(1718503789, @extschema@.resource_key(p_resource));
     v_xact := @extschema@.claim_fence_row(p_resource, p_token);
-    PERFORM set_config('fencemigrate.claimed_xact', v_xact::text, true);
+    UPDATE @extschema@.claim_proof SET xact = v_xact WHERE pid = pg_backend_pid();
+    IF NOT FOUND THEN
+        INSERT INTO @extschema@.claim_proof AS p (pid, xact) VALUES (pg_backend_pid(), v_xact)
+        ON CONFLICT (pid) DO UPDATE SET xact = excluded.xact;
+    END IF;
+    IF to_regclass('pg_temp.fencemigrate_session_claim') IS NULL
+       AND EXISTS (SELECT 1 FROM pg_locks l
+                    WHERE l.locktype = 'advisory' AND l.classid = 1718503790 AND l.objsubid = 2
+                      AND l.pid = pg_backend_pid() AND l.granted) THEN
+        CREATE TEMPORARY TABLE fencemigrate_session_claim ();
+    END IF;
     RETURN v_xact;
 END
 $$;
@@ -413,7 +427,8 @@ COMMENT ON TABLE @extschema@.fence_event IS
 -- Ledger bookkeeping, called in the same transaction as the revision's DDL (directly in --sql
 -- scripts, through record_steps() and claim_and_record() online). record_apply() and
 -- record_rollback() write the ledger row (write_ledger_row(), delete_ledger_row()) and log its
--- APPLY/STAMP or ROLLBACK event; a rollback names who rolled back under which token.
+-- APPLY/STAMP or ROLLBACK event; a rollback names who rolled back under which token. They run as
+-- the owner of the fence, which alone inserts into fence_event (see log_event()).
 
 -- Writing the ledger row of an applied revision settles a row marked before its DDL.
 CREATE FUNCTION @extschema@.write_ledger_row(
@@ -458,6 +473,7 @@ CREATE FUNCTION @extschema@.record_apply(
     p_holder text, p_method text, p_script_sha256 text, p_source text DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -473,6 +489,7 @@ CREATE FUNCTION @extschema@.record_rollback(
     p_version_table text, p_revision text, p_resource text, p_token bigint, p_holder text
 ) RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -491,6 +508,7 @@ CREATE FUNCTION @extschema@.record_steps(
     p_actions text[], p_revisions text[], p_methods text[], p_shas text[], p_sources text[] DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -516,7 +534,8 @@ $$;
 -- that commits behind fencemigrate's back makes its COMMIT fail instead (SQLSTATE FM003).
 -- claim_and_record() runs once per revision, so it does what claim() and record_apply() do in its
 -- own body rather than through them (each call of a function with its own search_path costs):
--- keep the three in step.
+-- keep the three in step. Like claim(), it runs as the owner of the fence, to write the proof of
+-- its claim.
 CREATE TABLE @extschema@.pending_version_check (
     version_table regclass NOT NULL,
     revision      text     NOT NULL,
@@ -529,6 +548,7 @@ CREATE FUNCTION @extschema@.claim_and_record(
     p_revision text, p_holder text, p_script_sha256 text, p_source text DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -542,7 +562,11 @@ BEGIN
     IF p_token IS NULL OR v_fence IS DISTINCT FROM p_token THEN
         PERFORM @extschema@.claim_fence_row(p_resource, p_token);
     END IF;
-    PERFORM set_config('fencemigrate.claimed_xact', v_xact::text, true);
+    UPDATE @extschema@.claim_proof SET xact = v_xact WHERE pid = pg_backend_pid();
+    IF NOT FOUND THEN
+        INSERT INTO @extschema@.claim_proof AS p (pid, xact) VALUES (pg_backend_pid(), v_xact)
+        ON CONFLICT (pid) DO UPDATE SET xact = excluded.xact;
+    END IF;
     -- The ledger row and the APPLY event, as record_apply(..., 'upgrade', ...) writes them.
     INSERT INTO @extschema@.applied_revision AS a
            (version_table, revision, resource, applied_token, holder, method, script_sha256, source)
@@ -675,47 +699,118 @@ CREATE TRIGGER lease_no_truncate
     BEFORE TRUNCATE ON @extschema@.lease
     FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.lease_guard();
 
--- The lease guard. The role that runs migrations writes agent_fence and lease (INSERT and UPDATE,
--- see grant_to_migration_role()); these triggers hold those writes to what a grant, renew,
--- release, detach or claim does, so plain SQL is no more powerful than the CLI. SQLSTATE FM006,
--- every message starting 'lease guard: '. A lease is live while it has a holder and
+-- The lease guard. The role that runs migrations writes agent_fence and lease (see
+-- grant_to_migration_role()); these triggers hold those writes to what a grant, renew, release,
+-- detach or claim does, so plain SQL is no more powerful than the CLI: it can make a grant only as
+-- a grant makes it (the next token, an expiry within the longest TTL, the incarnation the database
+-- is on now), which is what `fencemigrate lease acquire` lets the same role do anyway. SQLSTATE
+-- FM006, every message starting 'lease guard: '. A lease is live while it has a holder and
 -- expires_at > clock_timestamp(), the clock the lease service judges it by.
 --
--- lease: a token is never handed to another holder (renew and release keep holder and token;
--- release clears the holder); a new token goes to another holder only when the old lease is no
--- longer live (a holder granted again while its lease is live keeps it), and a grant's token is
--- above the fence token (the lease_monotonic trigger keeps it above the old one). Holder names
--- are not credentials: a release, renew or grant naming the live holder is what the CLI allows.
+-- The database's incarnation now, as queries/postgresql/incarnation.sql reads it, and its WAL
+-- timeline: what a grant records, and what decides whether it moves to a new epoch.
+CREATE FUNCTION @extschema@.database_incarnation(OUT incarnation text, OUT timeline bigint)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT format('%s/%s/%s', (pg_control_system()).system_identifier, t.timeline,
+                  (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())),
+           t.timeline
+      FROM (SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint AS timeline) t
+$$;
+
+-- The token a grant issues above p_highest (the last token issued, or the fence's, whichever is
+-- higher) when the resource's last grant recorded p_recorded: fencemigrate/leases/epochs.py's
+-- next_token(), kept in step with it. The next token, never below the WAL timeline's epoch; the
+-- first token of an epoch `timeline` epochs on when the database part of p_recorded
+-- ('<database>' or '<database>+redis:<run id>') is not the incarnation the database is on now.
+CREATE FUNCTION @extschema@.next_grant_token(p_highest bigint, p_recorded text) RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now      record;
+    v_recorded text;
+BEGIN
+    SELECT i.incarnation, i.timeline INTO v_now FROM @extschema@.database_incarnation() i;
+    SELECT p INTO v_recorded FROM unnest(string_to_array(p_recorded, '+')) p WHERE strpos(p, ':') = 0 LIMIT 1;
+    IF v_recorded IS NOT NULL AND v_recorded <> v_now.incarnation THEN
+        RETURN ((p_highest >> 32) + v_now.timeline) << 32;
+    END IF;
+    RETURN greatest(p_highest + 1, (v_now.timeline - 1) << 32);
+END
+$$;
+
+-- lease: a row starts free with its counter at 0 (as a grant seeds it). A token is never handed
+-- to another holder (renew and release keep holder and token; release clears the holder); the
+-- counter moves only with a grant, which issues exactly next_grant_token() above the counter and
+-- the fence, to a holder, and only when the old lease is no longer live (a holder granted again
+-- while its lease is live keeps it). A lease never runs longer than the longest TTL (24 hours)
+-- from now; granted_at and replication change with a grant only. Holder names are not
+-- credentials: a release, renew or grant naming the live holder is what the CLI allows.
 CREATE FUNCTION @extschema@.lease_grant_guard() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_fence bigint;
+    v_fence       bigint;
+    v_incarnation text;
+    v_expected    bigint;
 BEGIN
-    IF TG_OP = 'UPDATE' AND NEW.token = OLD.token THEN
+    IF TG_OP = 'INSERT' THEN
+        -- The owner may insert a lease as it was (a restore's COPY: see Dump and restore); it could
+        -- switch this trigger off anyway.
+        IF (NEW.token <> 0 OR NEW.holder IS NOT NULL OR NEW.granted_at IS NOT NULL OR NEW.replication IS NOT NULL)
+           AND NOT pg_has_role(current_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = TG_RELID), 'USAGE') THEN
+            RAISE EXCEPTION USING ERRCODE = 'FM006',
+                MESSAGE = format('lease guard: the lease of %s starts free with its token counter at 0, as a grant '
+                                 'seeds it; only a grant then issues a token', NEW.resource);
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF NEW.expires_at > clock_timestamp() + interval '24 hours' THEN
+        RAISE EXCEPTION USING ERRCODE = 'FM006',
+            MESSAGE = format('lease guard: the lease of %s cannot run until %s: a lease TTL is at most 24 hours',
+                             NEW.resource, NEW.expires_at);
+    END IF;
+    IF NEW.token = OLD.token THEN
         IF NEW.holder IS NOT NULL AND NEW.holder IS DISTINCT FROM OLD.holder THEN
             RAISE EXCEPTION USING ERRCODE = 'FM006',
                 MESSAGE = format('lease guard: token %s of %s was %s: a new holder needs a new token, which only a '
                                  'grant issues', OLD.token, OLD.resource,
                                  CASE WHEN OLD.holder IS NULL THEN 'released' ELSE 'issued to ' || OLD.holder END);
         END IF;
+        IF (NEW.granted_at IS NOT NULL AND NEW.granted_at IS DISTINCT FROM OLD.granted_at)
+           OR NEW.replication IS DISTINCT FROM OLD.replication THEN
+            RAISE EXCEPTION USING ERRCODE = 'FM006',
+                MESSAGE = format('lease guard: the grant of token %s of %s is what it was: only a grant sets when '
+                                 'and how a lease was granted', OLD.token, OLD.resource);
+        END IF;
         RETURN NEW;
     END IF;
-    IF TG_OP = 'UPDATE' AND OLD.holder IS NOT NULL AND NEW.holder IS DISTINCT FROM OLD.holder
-       AND OLD.expires_at > clock_timestamp() THEN
+    IF OLD.holder IS NOT NULL AND NEW.holder IS DISTINCT FROM OLD.holder AND OLD.expires_at > clock_timestamp() THEN
         RAISE EXCEPTION USING ERRCODE = 'FM006',
             MESSAGE = format('lease guard: the lease of %s is held by %s (token %s) until %s: only a grant gives it '
                              'to another holder, once it is released or has expired',
                              OLD.resource, OLD.holder, OLD.token, OLD.expires_at);
     END IF;
-    IF NEW.holder IS NOT NULL THEN
-        SELECT f.token INTO v_fence FROM @extschema@.agent_fence f WHERE f.resource = NEW.resource;
-        IF NEW.token <= v_fence THEN
-            RAISE EXCEPTION USING ERRCODE = 'FM006',
-                MESSAGE = format('lease guard: a grant of %s issues a token above its fence token %s, not %s',
-                                 NEW.resource, v_fence, NEW.token);
-        END IF;
+    SELECT f.token, f.incarnation INTO v_fence, v_incarnation
+      FROM @extschema@.agent_fence f WHERE f.resource = NEW.resource;
+    IF NEW.holder IS NOT NULL AND NEW.token <= v_fence THEN
+        RAISE EXCEPTION USING ERRCODE = 'FM006',
+            MESSAGE = format('lease guard: a grant of %s issues a token above its fence token %s, not %s',
+                             NEW.resource, v_fence, NEW.token);
+    END IF;
+    v_expected := @extschema@.next_grant_token(greatest(OLD.token, coalesce(v_fence, 0)), v_incarnation);
+    IF NEW.holder IS NULL OR NEW.token <> v_expected THEN
+        RAISE EXCEPTION USING ERRCODE = 'FM006',
+            MESSAGE = format('lease guard: the token counter of %s moves only with a grant to a holder, which '
+                             'issues token %s next, not %s', NEW.resource, v_expected, NEW.token);
+    END IF;
+    IF NEW.replication = 'synchronous' AND current_setting('synchronous_standby_names') = '' THEN
+        RAISE EXCEPTION USING ERRCODE = 'FM006',
+            MESSAGE = format('lease guard: the grant of %s cannot be synchronous: the server has no synchronous '
+                             'standby', NEW.resource);
     END IF;
     RETURN NEW;
 END
@@ -728,8 +823,13 @@ CREATE TRIGGER lease_no_forged_grant
 -- agent_fence: while a resource takes its tokens from the built-in lease service, its fence token
 -- is at most the last token that service issued (the lease row's token: a grant writes the lease
 -- row first, then advances the fence to it), and it leaves the service (lease detach, or a grant
--- by the Redis backend) only while no lease on it is live. For 'redis' the database cannot know
--- the Redis counter or lease: nothing is checked here (see README, Token sources).
+-- by the Redis backend) only while no lease on it is live. The incarnation is a grant's to write,
+-- as the one the database is on now, with the token the grant issued: a rewritten incarnation
+-- would make a copy of the database (or a promoted standby) issue tokens again that were issued
+-- here. updated_at moves with the token only. A fence whose tokens come from Redis is raised
+-- (or moved to Redis) only by a grant's advance_fence(), which runs as the owner: the database
+-- cannot know Redis's counter, but it can refuse every other raise; with one role the owner's
+-- own UPDATE is not told apart (see docs/leases.md, Token sources).
 CREATE FUNCTION @extschema@.agent_fence_source_guard() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -739,6 +839,28 @@ DECLARE
     v_holder  text;
     v_expires timestamptz;
 BEGIN
+    -- The owner may insert a fence row as it was (a restore's COPY keeps the old incarnation, so the
+    -- restored database's next grant moves to a new epoch: see Dump and restore).
+    IF ((TG_OP = 'INSERT' AND NEW.incarnation IS NOT NULL
+         AND NOT pg_has_role(current_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = TG_RELID), 'USAGE'))
+        OR (TG_OP = 'UPDATE' AND NEW.incarnation IS DISTINCT FROM OLD.incarnation))
+       AND (NEW.token_source = 'external' OR (TG_OP = 'UPDATE' AND NEW.token <= OLD.token)
+            OR split_part(NEW.incarnation, '+', 1) IS DISTINCT FROM
+               (SELECT i.incarnation FROM @extschema@.database_incarnation() i)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'FM006',
+            MESSAGE = format('lease guard: the incarnation of %s is written by a grant only, with the token it '
+                             'issued, as the incarnation the database is on now', NEW.resource);
+    END IF;
+    IF NEW.token_source = 'redis' AND (TG_OP = 'INSERT' OR NEW.token > OLD.token OR OLD.token_source <> 'redis')
+       AND NOT pg_has_role(current_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = TG_RELID), 'USAGE') THEN
+        RAISE EXCEPTION USING ERRCODE = 'FM006',
+            MESSAGE = format('lease guard: the fence of %s takes its tokens from Redis: only a Redis grant raises it '
+                             '(advance_fence()), to the token it issued', NEW.resource);
+    END IF;
+    IF TG_OP = 'UPDATE' AND NEW.token = OLD.token AND NEW.updated_at IS DISTINCT FROM OLD.updated_at THEN
+        RAISE EXCEPTION USING ERRCODE = 'FM006',
+            MESSAGE = format('lease guard: updated_at of %s moves with its token only', NEW.resource);
+    END IF;
     IF TG_OP = 'UPDATE' AND NEW.token = OLD.token AND NEW.token_source = OLD.token_source THEN
         RETURN NEW;
     END IF;
@@ -761,9 +883,68 @@ BEGIN
 END
 $$;
 
+-- A grant's fence advance, in its transaction (queries/postgresql/grant_fence.sql and
+-- seed_granted_fence.sql): p_resource moves up to p_token, just issued by the lease service
+-- p_source on the database's p_incarnation, and takes its tokens from that service from now on; its
+-- row is seeded when it has none. True when the fence moved or was seeded; false when a token at or
+-- above p_token has written. It runs as the owner of the fence, the only role that may raise a
+-- fence whose tokens come from Redis (see agent_fence_source_guard()): the database cannot check
+-- Redis's counter, so it keeps the raise to the grant's own path, and a grant records its token.
+CREATE FUNCTION @extschema@.advance_fence(p_resource text, p_token bigint, p_source text, p_incarnation text)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE @extschema@.agent_fence
+       SET token = p_token, token_source = p_source, incarnation = p_incarnation, updated_at = now()
+     WHERE resource = p_resource AND token < p_token;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    INSERT INTO @extschema@.agent_fence (resource, token, token_source, incarnation)
+    VALUES (p_resource, p_token, p_source, p_incarnation)
+    ON CONFLICT (resource) DO NOTHING;
+    RETURN FOUND;
+END
+$$;
+
 CREATE TRIGGER agent_fence_no_unissued_token
     BEFORE INSERT OR UPDATE ON @extschema@.agent_fence
     FOR EACH ROW EXECUTE FUNCTION @extschema@.agent_fence_source_guard();
+
+-- fence_event: the role that runs migrations has no INSERT on it (see grant_to_migration_role());
+-- every event goes in through the owner's functions: record_apply(), record_rollback(),
+-- record_steps(), claim_and_record(), and log_event() for the lease service's and the runner's
+-- events. log_event() writes a GRANT event only in the transaction of the grant it names: the
+-- lease row granted to its holder with its token since the transaction began (granted_at, which
+-- only a grant sets), or for a Redis grant the fence row advanced to its token in this transaction
+-- (updated_at, which moves with the token only). A check in the function, not a trigger on the
+-- table: a row trigger on fence_event would cost every revision's APPLY event.
+CREATE FUNCTION @extschema@.log_event(
+    p_at timestamptz, p_resource text, p_kind text, p_holder text, p_token bigint, p_revision text, p_detail text
+) RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_kind = 'GRANT'
+       AND NOT EXISTS (SELECT 1 FROM @extschema@.lease l
+                        WHERE l.resource = p_resource AND l.token = p_token AND l.holder = p_holder
+                          AND l.granted_at >= now())
+       AND NOT EXISTS (SELECT 1 FROM @extschema@.agent_fence f
+                        WHERE f.resource = p_resource AND f.token = p_token AND f.token_source = 'redis'
+                          AND f.updated_at >= now()) THEN
+        RAISE EXCEPTION USING ERRCODE = 'FM006',
+            MESSAGE = format('lease guard: no grant of token %s of %s to %s was made in this transaction: only a '
+                             'grant writes its GRANT event', p_token, p_resource, p_holder);
+    END IF;
+    INSERT INTO @extschema@.fence_event (at, resource, kind, holder, token, revision, detail)
+    VALUES (coalesce(p_at, clock_timestamp()), p_resource, p_kind, p_holder, p_token, p_revision, p_detail);
+END
+$$;
 
 
 -- == Pre-check mode's named lock ==
@@ -797,13 +978,20 @@ BEGIN
 END
 $$;
 
+-- Releasing it also ends the session's proof of its claim (see claim()): it runs as the owner of
+-- the fence, whose temporary table that is.
 CREATE FUNCTION @extschema@.named_lock_release(p_resource text) RETURNS boolean
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_key integer := @extschema@.lock_key(p_resource);
 BEGIN
+    IF (SELECT c.relowner FROM pg_class c WHERE c.oid = to_regclass('pg_temp.fencemigrate_session_claim'))
+       = current_user::regrole THEN
+        DROP TABLE pg_temp.fencemigrate_session_claim;
+    END IF;
     PERFORM pg_advisory_unlock_shared(1718503789, v_key);
     RETURN pg_advisory_unlock(1718503790, v_key);
 END
@@ -818,12 +1006,17 @@ $$;
 -- fencemigrate command, but cannot alter, disable, drop or truncate anything of the fence. It gets
 -- SELECT on every table, EXECUTE on every function, and only the writes the runner makes itself:
 --   * agent_fence, lease: INSERT and UPDATE (the first claim and grant seed a row; a claim locks
---     and raises it); the guard triggers, which ROLE cannot disable, refuse lowering a token,
---     renaming, DELETE; TRUNCATE is not granted;
+--     and raises it; a grant, renew or release writes them); the guard triggers, which ROLE cannot
+--     disable, refuse lowering a token, renaming, DELETE, and every write no grant, renew, release,
+--     detach or claim makes (the lease guard); TRUNCATE is not granted;
 --   * applied_revision: INSERT, UPDATE, DELETE (the ledger: upgrades, rollbacks, pre-check marks,
 --     resolve); a row written above the fence is reported by check --db (FM411);
---   * fence_event: INSERT only, the log is append-only for ROLE (undo_record() takes back its own
---     transaction's APPLY event as the owner);
+--   * fence_event: nothing: the owner's functions write every event (log_event(), record_apply()
+--     and the others run as the owner), so the log is append-only for ROLE and a GRANT event goes
+--     in only in its grant's transaction (undo_record() takes back its own transaction's APPLY
+--     event as the owner);
+--   * claim_proof: SELECT only: claim() writes the proof of a claim as the owner, so ROLE cannot
+--     write the version table without claiming;
 --   * pending_version_check: INSERT and DELETE (the COMMIT check, which runs as the committing role).
 -- ROLE must not be a superuser or a member of the owner: either could act as the owner.
 CREATE FUNCTION @extschema@.grant_to_migration_role(p_role text) RETURNS void
@@ -855,7 +1048,6 @@ BEGIN
     EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA @extschema@ TO %I', p_role);
     EXECUTE format('GRANT INSERT, UPDATE ON @extschema@.agent_fence, @extschema@.lease TO %I', p_role);
     EXECUTE format('GRANT INSERT, UPDATE, DELETE ON @extschema@.applied_revision TO %I', p_role);
-    EXECUTE format('GRANT INSERT ON @extschema@.fence_event TO %I', p_role);
     EXECUTE format('GRANT INSERT, DELETE ON @extschema@.pending_version_check TO %I', p_role);
     EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA @extschema@ TO %I', p_role);
 END
@@ -867,17 +1059,27 @@ $$;
 -- Once a database is fenced, Alembic's version table refuses every write from a transaction that
 -- has not claimed the fence: plain `alembic upgrade`, `downgrade` or `stamp` on a fenced database
 -- fails, and PostgreSQL rolls the revision's DDL back with it. A version-table write is allowed
--- after a claim in the same transaction (claim() notes it in the transaction-local setting
--- fencemigrate.claimed_xact, cheap to read), or while this backend holds the claim lock
--- (1718503789, the resource's lock key) for some resource: pre-check mode's named_lock() holds it for
--- its session, across that mode's commits (pg_locks, read only when the setting does not match).
--- Neither proof stops a session that forges it on purpose (any role can take an advisory lock or
--- set a setting): the guard keeps out writers that never claimed, plain `alembic` among them.
+-- after a claim in the same transaction (this backend's row of claim_proof names the transaction:
+-- one index lookup), or in a pre-check session that claimed under pre-check mode's named lock and
+-- still holds the claim lock (1718503789) for its session, across that mode's commits (the owner's
+-- temporary table fencemigrate_session_claim, and pg_locks, read only when the row does not
+-- match). Only claim() and claim_and_record(), running as the owner of the fence, write either
+-- proof: with two roles (install --grant-to) the migration role cannot forge one, by a setting,
+-- an advisory lock or a row; the owner itself can (it owns the table and the trigger). The guard
+-- reads them as the owner (SECURITY DEFINER): every role that writes the version table is checked,
+-- whether or not it may read claim_proof.
 -- A write the guard lets through is also the proof claim_and_record's COMMIT check waits for: the
 -- guard notes it in the transaction-local setting fencemigrate.version_written (transaction id and
 -- table), so check_version_row() has nothing to search for. guard_version_table() puts the
 -- guard trigger on a version table (once it exists); allow_tokenless_writes() takes it off and
 -- records the opt-out, which every later run respects.
+CREATE TABLE @extschema@.claim_proof (
+    pid  integer PRIMARY KEY,
+    xact bigint  NOT NULL
+);
+COMMENT ON TABLE @extschema@.claim_proof IS
+    'Per backend, the transaction of its last claim (written by claim() only): the version table guard''s proof.';
+
 CREATE TABLE @extschema@.tokenless_writes_allowed (
     version_table text        PRIMARY KEY,
     allowed_at    timestamptz NOT NULL DEFAULT now()
@@ -887,13 +1089,19 @@ COMMENT ON TABLE @extschema@.tokenless_writes_allowed IS
 
 CREATE FUNCTION @extschema@.refuse_tokenless_write() RETURNS trigger
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF current_setting('fencemigrate.claimed_xact', true) IS DISTINCT FROM pg_current_xact_id()::text
-       AND NOT EXISTS (SELECT 1 FROM pg_locks l
-                        WHERE l.locktype = 'advisory' AND l.classid = 1718503789 AND l.objsubid = 2
-                          AND l.pid = pg_backend_pid() AND l.granted) THEN
+    IF (SELECT p.xact FROM @extschema@.claim_proof p WHERE p.pid = pg_backend_pid())
+           IS DISTINCT FROM pg_current_xact_id()::text::bigint
+       AND NOT (EXISTS (SELECT 1 FROM pg_class c
+                         WHERE c.oid = to_regclass('pg_temp.fencemigrate_session_claim')
+                           AND c.relowner = (SELECT f.proowner FROM pg_proc f
+                                              WHERE f.oid = '@extschema@.claim(text,bigint)'::regprocedure))
+                AND EXISTS (SELECT 1 FROM pg_locks l
+                             WHERE l.locktype = 'advisory' AND l.classid = 1718503789 AND l.objsubid = 2
+                               AND l.pid = pg_backend_pid() AND l.granted)) THEN
         RAISE EXCEPTION USING
             ERRCODE = 'FM005',
             MESSAGE = format('fencemigrate refused this %s on the Alembic version table %s.%s: the transaction '

@@ -28,6 +28,7 @@ VERSION_TABLE = "alembic_version"
 FENCE_TABLES = [
     "agent_fence",
     "applied_revision",
+    "claim_proof",
     "fence_event",
     "lease",
     "pending_version_check",

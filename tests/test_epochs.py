@@ -39,6 +39,14 @@ def release(project: Project, holder: str, token: int) -> None:
     project.run_cli("lease", "release", "--holder", holder, "--token", str(token)).check(0)
 
 
+def elsewhere(url: str) -> None:
+    """Record another incarnation on the fence row, as a grant there would have (behind the lease
+    guard, which lets only a grant write it, as the database's own)."""
+    execute(url, f"ALTER TABLE {FENCE_SCHEMA}.agent_fence DISABLE TRIGGER agent_fence_no_unissued_token")
+    execute(url, f"UPDATE {FENCE_SCHEMA}.agent_fence SET incarnation = %s", (ELSEWHERE,))
+    execute(url, f"ALTER TABLE {FENCE_SCHEMA}.agent_fence ENABLE TRIGGER agent_fence_no_unissued_token")
+
+
 def recorded_incarnation(url: str) -> str | None:
     rows = query(url, f"SELECT incarnation FROM {FENCE_SCHEMA}.agent_fence WHERE resource = %s", (RESOURCE,))
     return None if rows[0][0] is None else str(rows[0][0])
@@ -80,7 +88,7 @@ def test_a_grant_on_another_incarnation_starts_the_next_epoch(project: Project, 
     history could have issued; the stale holder's token is FENCED; later grants count on from 2^32."""
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     stale = grant(project, "agent-A")["lease"]["token"]
-    execute(pg_url, f"UPDATE {FENCE_SCHEMA}.agent_fence SET incarnation = %s", (ELSEWHERE,))
+    elsewhere(pg_url)
 
     result = project.run_cli("lease", "acquire", "--holder", "agent-B", "--wait", "0s", "--ttl", "1s")
     assert result.code == 4  # agent-A's lease is live: an epoch changes tokens, not who holds the lease
@@ -116,7 +124,7 @@ def test_the_last_epoch_starts_at_the_largest_token(project: Project, pg_url: st
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     project.run_cli("upgrade", "head", "--token", str(2**62 - 3), "--holder", "harness").check(0)
     release(project, "agent-A", grant(project, "agent-A")["lease"]["token"])
-    execute(pg_url, f"UPDATE {FENCE_SCHEMA}.agent_fence SET incarnation = %s", (ELSEWHERE,))
+    elsewhere(pg_url)
 
     assert grant(project, "agent-B")["lease"]["token"] == 2**62
     release(project, "agent-B", 2**62)

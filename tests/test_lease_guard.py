@@ -16,6 +16,7 @@ would do, and goes through; raising the fence of a detached resource is what a c
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Callable
@@ -263,13 +264,23 @@ def test_pg_redis_grant_behind_a_live_builtin_lease_is_refused(project: Project,
     assert query(pg_url, "SELECT token, token_source FROM fencemigrate.agent_fence") == [(2, "redis")]
 
 
-def test_pg_a_redis_fence_is_not_guarded(project: Project, pg_url: str, redis_url: str) -> None:
-    """The documented limit: the database cannot know Redis's counter, so direct SQL can raise a
-    fence whose tokens come from Redis, and the forged token then writes."""
+def test_pg_one_role_a_redis_fence_is_not_guarded(project: Project, pg_url: str, redis_url: str) -> None:
+    """The documented limit of one role: only the owner's advance_fence() raises a fence whose
+    tokens come from Redis (the database cannot know Redis's counter), and the owner's own UPDATE
+    is the owner's too; the forged token then writes. check --db reports the fence no grant
+    explains (FM413). Two roles: tests/test_forged_grants.py."""
     add_revisions(project)
     project.run_cli("lease", "acquire", "--holder", "agent-A", "--lease-url", redis_url).check(0)
     execute(pg_url, "UPDATE fencemigrate.agent_fence SET token = 50")
     project.run_cli("upgrade", "head", "--token", "50", "--holder", "mallory").check(0)
+    result = project.run_cli("check", "--db", "--json").check(1)
+    assert [(item["rule"], item["message"]) for item in json.loads(result.stdout)["findings"]] == [
+        (
+            "FM413",
+            "the fence token of db/migrations is 50 (tokens from Redis), but no grant of that token is recorded: "
+            "it was written behind the lease service's back, and no grant can issue a token above it",
+        )
+    ]
 
 
 # -- a database at 0.4 gets the guard from its next run --------------------------------------------

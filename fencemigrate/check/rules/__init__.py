@@ -20,7 +20,7 @@ from .downgrade import MissingDowngrade
 from .files import BadSuppression, UnparsableRevision
 from .integrity import DuplicateRevisionId, MissingDownRevision, MultipleHeads, RevisionCycle
 from .models import ModelDrift
-from .tampering import FenceBelowLease, LedgerAboveFence, UnguardedVersionTable
+from .tampering import FenceBelowLease, LedgerAboveFence, UnexplainedToken, UnguardedVersionTable
 from .transactions import (
     AutocommitBlock,
     Concurrently,
@@ -55,6 +55,7 @@ RULES: tuple[Rule, ...] = (
     UnguardedVersionTable(),
     LedgerAboveFence(),
     FenceBelowLease(),
+    UnexplainedToken(),
     UnparsableRevision(),
     BadSuppression(),
 )

@@ -75,3 +75,27 @@ class UnguardedVersionTable(Rule):
                 f"the version table {state.version_table} has no guard trigger, and tokenless writes were never "
                 "allowed: plain alembic writes it without a fencing token"
             )
+
+
+class UnexplainedToken(Rule):
+    """FM413: a lease token counter, or the fence token of a resource whose tokens come from a lease
+    service, that no recorded grant issued: every grant logs a GRANT event of its token, so it was
+    written behind the lease service's back (a forged grant), and every later grant starts above it."""
+
+    id = "FM413"
+    name = "token-without-grant"
+    summary = (
+        "a lease token counter, or the fence token of a leased resource, that no recorded grant issued: it was "
+        "raised behind the lease service's back, and every later grant must issue above it"
+    )
+    fix = (
+        "find out who wrote it (with one role, the guard triggers switched off: FM405; with two roles only the "
+        "owner can); tokens above the last real grant were never issued, so nothing legitimate holds them, but "
+        "no grant can lower the counter: restore the rows as the owner, or move the resource to a new name"
+    )
+    needs_database = True
+
+    def check(self, context: CheckContext) -> Iterator[Finding]:
+        assert context.database is not None, "database rules run only with --db"
+        for row in context.database.state.unexplained_tokens:
+            yield self.finding(row.message)

@@ -10,7 +10,8 @@ cannot be told apart from the text around it. Any other ``scheme://user:password
 A file's text (:func:`redact_file_text`, the MCP server's ``read_file``) is redacted harder: every
 remembered password wherever it stands as a word of its own, and the value of every password-like
 key, whatever the format (``DB_PASS=...``, ``PGPASSWORD ...``, YAML ``password: ...``, JSON
-``"password": ...``).
+``"password": ...``), across lines too (a YAML block, a TOML or .env multi-line string), and the
+last field of a ``.pgpass``-style line.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from urllib.parse import unquote
 _URL_PASSWORD = re.compile(
     r"(?<![\w+.-])(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<user>[^:/@\s]{0,1024}):(?P<password>\S{0,1024}?)@(?!\S{0,1024}?@)"
 )
-_KEYWORD_PASSWORD = re.compile(r"(?i)(password\s*=\s*)('[^']*'|\S+)")
+# (a value already withheld, ``***`` bare, quoted or in parentheses, is left as it is)
+_KEYWORD_PASSWORD = re.compile(r"(?i)(password\s*=\s*)(?![\"'(]{0,3}\*\*\*)('[^']*'|\S+)")
 _known_passwords: set[str] = set()
 
 
@@ -40,7 +42,9 @@ def url_password(url: str) -> str | None:
 def remember_password(password: str | None) -> None:
     """Scrub ``password`` (as given, and percent-decoded) from the URLs printed from now on."""
     if password:
-        _known_passwords.update({password, unquote(password)})
+        for plain in {password, unquote(password)}:
+            # also as a .pgpass line writes it: a backslash and a colon escaped with a backslash
+            _known_passwords.update({plain, plain.replace("\\", "\\\\").replace(":", "\\:")})
 
 
 def remember_url_password(url: str | None) -> None:
@@ -64,10 +68,31 @@ def scrub_secrets(text: str) -> str:
 # of its own (DB_PASS, MYSQL_PWD); quoted (JSON) or not, then ":" or "=" and a literal value. A value
 # that is code (a call, an expression) is not a literal and is left alone.
 _SECRET_KEY = r"[\w.-]*(?:password|passwd|secret)[\w.-]*|(?:[\w.-]*[_.-])?(?:pass|pwd)(?:[_.-][\w.-]*)?"
+# Its value may follow YAML's anchor or tag (``&pw``, ``!!str``), and be a TOML multi-line string, a
+# quoted string across lines (.env), or quoted strings concatenated in parentheses (Python).
 _KEY_VALUE = re.compile(
-    r"(?i)(?<![\w.-])(?P<key>(?P<quote>[\"']?)(?:" + _SECRET_KEY + r")(?P=quote)\s*[:=]\s*)"
-    r"(?P<value>\"(?:[^\"\\\n]|\\.){1,1024}\"|'[^'\n]{1,1024}'|[^\s,;(){}\[\]\"'=][^\s,;(){}\[\]\"']{0,1023}(?=[\s,;}\]]|$))",
+    r"(?i)(?<![\w.-])(?P<key>(?P<quote>[\"']?)(?:" + _SECRET_KEY + r")(?P=quote)\s*[:=]\s*"
+    r"(?:[&!][^\s,\[\]{}]{0,255}[ \t]+){0,2})"
+    r"(?P<value>\"\"\"[\s\S]{0,4096}?\"\"\"|'''[\s\S]{0,4096}?'''"
+    r"|\"(?:[^\"\\]|\\.){1,4096}\"|'[^']{1,4096}'"
+    r"|\((?:\s*(?:\"(?:[^\"\\\n]|\\.){0,1024}\"|'[^'\n]{0,1024}')){1,64}\s*\)"
+    r"|(?![|>][0-9+-]{0,2}[ \t]*(?:#|$))[^\s,;(){}\[\]\"'=][^\s,;(){}\[\]\"']{0,1023}(?=[\s,;}\]]|$))",
     re.MULTILINE,
+)
+# A password-like key with no value on its line (or only YAML's block indicator, anchor, tag or a
+# comment): its value is the lines below it indented further (a YAML block scalar or list, an ini
+# continuation), each withheld whole.
+_BLOCK_KEY = re.compile(
+    r"(?im)^(?P<lead>[ \t]*(?:-[ \t]+)?)(?P<quote>[\"']?)(?:" + _SECRET_KEY + r")(?P=quote)[ \t]*[:=][ \t]*"
+    r"(?:[&!]\S{0,255}[ \t]*){0,2}(?:[|>][0-9+-]{0,2}[ \t]*)?(?:#.{0,1024})?$"
+)
+_XML_ELEMENT = re.compile(
+    r"(?i)(?P<open><(?P<tag>" + _SECRET_KEY + r")(?:\s[^<>]{0,1024})?>)[^<]{1,4096}(?P<close></(?P=tag)\s*>)"
+)
+# A .pgpass line: host:port:database:user:password (``*`` for any; ``\:`` and ``\\`` escaped).
+_PGPASS_FIELD = r"(?:[^:\s\\]|\\.){1,255}"
+_PGPASS_LINE = re.compile(
+    rf"(?m)^(?P<fields>{_PGPASS_FIELD}:(?:[0-9]{{1,5}}|\*):{_PGPASS_FIELD}:{_PGPASS_FIELD}:)(?=\S)(?P<value>.{{1,1024}})$"
 )
 # libpq's and MySQL's password variables, also as a word followed by the password (``PGPASSWORD s3cret``).
 _PASSWORD_VARIABLE = re.compile(r"(?<![\w.-])(?P<key>(?:PGPASSWORD|MYSQL_PWD)\s+)(?P<value>[^\s=:]\S{0,1023})")
@@ -102,11 +127,38 @@ def redact_file_text(text: str) -> str:
     if _known_passwords:
         known = "|".join(re.escape(password) for password in sorted(_known_passwords, key=len, reverse=True))
         text = re.sub(rf"(?<!\w)(?:{known})(?!\w)", "***", text)
+    text = _indented_values(text)
+    text = _XML_ELEMENT.sub(lambda m: f"{m['open']}***{m['close']}", text)
+    text = _PGPASS_LINE.sub(lambda m: f"{m['fields']}***", text)
+    text = _KEY_VALUE.sub(lambda m: m["key"] + _masked(m["value"]), text)
     text = scrub_secrets(text)
-    text = _PASSWORD_VARIABLE.sub(lambda m: f"{m['key']}***", text)
-    return _KEY_VALUE.sub(lambda m: m["key"] + _masked(m["value"]), text)
+    return _PASSWORD_VARIABLE.sub(lambda m: f"{m['key']}***", text)
+
+
+def _indented_values(text: str) -> str:
+    """``text`` with the lines below each :data:`_BLOCK_KEY` that are indented further than its key
+    (blank lines between them kept) replaced by ``***`` at their indentation."""
+    keys = {match.start(): len(match["lead"]) for match in _BLOCK_KEY.finditer(text)}
+    if not keys:
+        return text
+    shown: list[str] = []
+    offset, depth = 0, -1  # depth: the key's column while its value lines follow, else -1
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        indent = len(body) - len(body.lstrip(" \t"))
+        if body.strip() and depth >= 0 and indent > depth:
+            shown.append(body[:indent] + "***" + line[len(body) :])
+        else:
+            if body.strip():
+                depth = keys.get(offset, -1)
+            shown.append(line)
+        offset += len(line)
+    return "".join(shown)
 
 
 def _masked(value: str) -> str:
-    """``***`` in the quotes ``value`` had."""
-    return f"{value[0]}***{value[0]}" if value[0] in "\"'" else "***"
+    """``***`` in the quotes (or parentheses) ``value`` had."""
+    for quote, end in (('"""', '"""'), ("'''", "'''"), ("(", ")"), ('"', '"'), ("'", "'")):
+        if value.startswith(quote):
+            return f"{quote}***{end}"
+    return "***"

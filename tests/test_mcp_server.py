@@ -808,6 +808,17 @@ SECRET_FORMATS = [
     ("deploy/urls.txt", f"primary: mysql://app:{UNKNOWN}@db/app\n", "primary: mysql://app:***@db/app\n"),
     ("deploy/notes.md", f"vault says {VAULT_PASSWORD}; lease {LEASE_PASSWORD}\n", "vault says ***; lease ***\n"),
     ("deploy/ci.txt", f"token ({ENV_PASSWORD}) and db ({DB_PASSWORD})\n", "token (***) and db (***)\n"),
+    # across lines, decorated, or marked by position (each leaked before; issue 24, defect 7 again)
+    (
+        "deploy/block.yaml",
+        f"db:\n  password: |\n    {UNKNOWN}\n  host: db\n",
+        "db:\n  password: |\n    ***\n  host: db\n",
+    ),
+    ("deploy/anchor.yaml", f"password: &pw {UNKNOWN}\n", "password: &pw ***\n"),
+    ("deploy/db.toml", f'[db]\npassword = """\n{UNKNOWN}"""\n', '[db]\npassword = """***"""\n'),
+    ("deploy/app.env", f'DB_PASS="{UNKNOWN}\nrest"\nDB_USER=app\n', 'DB_PASS="***"\nDB_USER=app\n'),
+    ("deploy/db.xml", f"<db><password>{UNKNOWN}</password></db>\n", "<db><password>***</password></db>\n"),
+    ("deploy/pgpass.conf", f"db:5432:app:bob:{UNKNOWN}\n", "db:5432:app:bob:***\n"),
 ]
 SECRETS = (DB_PASSWORD, VAULT_PASSWORD, LEASE_PASSWORD, ENV_PASSWORD, UNKNOWN)
 

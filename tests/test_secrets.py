@@ -236,7 +236,7 @@ def test_the_scrubber_still_finds_every_url_password() -> None:
     ("text", "shown"),
     [
         pytest.param("DB_PASS=s3cr3t-a\nDB_USER=app\n", "DB_PASS=***\nDB_USER=app\n", id="dotenv"),
-        pytest.param("export PGPASSWORD='s3 cr3t'\n", "export PGPASSWORD=***\n", id="shell-quoted"),
+        pytest.param("export PGPASSWORD='s3 cr3t'\n", "export PGPASSWORD='***'\n", id="shell-quoted"),
         pytest.param("PGPASSWORD s3cr3t-b psql -h db\n", "PGPASSWORD *** psql -h db\n", id="pgpassword-word"),
         pytest.param("MYSQL_PWD=s3cr3t-c mysql\n", "MYSQL_PWD=*** mysql\n", id="mysql-pwd"),
         pytest.param("db:\n  password: s3cr3t-d\n", "db:\n  password: ***\n", id="yaml"),
@@ -253,6 +253,54 @@ def test_a_files_passwords_are_redacted_in_every_format(text: str, shown: str) -
     from fencemigrate.scrub import redact_file_text
 
     assert redact_file_text(text) == shown
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        pytest.param(
+            "db:\n  password: |\n    s3cr3t-h\n  host: db\n",
+            "db:\n  password: |\n    ***\n  host: db\n",
+            id="yaml-block",
+        ),
+        pytest.param(
+            "password: >-\n  s3cr3t\n  -i\nuser: app\n", "password: >-\n  ***\n  ***\nuser: app\n", id="yaml-folded"
+        ),
+        pytest.param("passwords:\n  - s3cr3t-j\n  - s3cr3t-k\n", "passwords:\n  ***\n  ***\n", id="yaml-list"),
+        pytest.param("- password:\n    s3cr3t-l\n  host: db\n", "- password:\n    ***\n  host: db\n", id="yaml-item"),
+        pytest.param("password: &pw s3cr3t-m\nother: *pw\n", "password: &pw ***\nother: *pw\n", id="yaml-anchor"),
+        pytest.param("password: !!str s3cr3t-n\n", "password: !!str ***\n", id="yaml-tag"),
+        pytest.param(
+            "[db]\npassword =\n    s3cr3t\n    -o\n[x]\n",
+            "[db]\npassword =\n    ***\n    ***\n[x]\n",
+            id="ini-continued",
+        ),
+        pytest.param('password = """\ns3cr3t-p"""\n', 'password = """***"""\n', id="toml-multi-line"),
+        pytest.param("password = '''\ns3cr3t-q'''\n", "password = '''***'''\n", id="toml-literal"),
+        pytest.param('DB_PASS="s3cr3t\n-r"\nDB_USER=app\n', 'DB_PASS="***"\nDB_USER=app\n', id="dotenv-multi-line"),
+        pytest.param('PASSWORD = ("s3cr3t"\n    "-s")\n', "PASSWORD = (***)\n", id="python-concatenated"),
+        pytest.param("<db><password>s3cr3t-t</password></db>\n", "<db><password>***</password></db>\n", id="xml"),
+        pytest.param(
+            "db.example:5432:app:bob:s3cr3t-u\n*:*:*:app:s3:cr3t\n",
+            "db.example:5432:app:bob:***\n*:*:*:app:***\n",
+            id="pgpass-lines",
+        ),
+    ],
+)
+def test_a_password_across_lines_or_behind_a_decoration_is_redacted(text: str, shown: str) -> None:
+    """Multi-line values (YAML block scalars and lists, ini continuations, TOML and dotenv strings),
+    YAML anchors and tags, XML elements and .pgpass lines: the password never comes through."""
+    from fencemigrate.scrub import redact_file_text
+
+    assert redact_file_text(text) == shown
+    assert "cr3t" not in redact_file_text(text)
+
+
+def test_a_known_password_escaped_as_pgpass_writes_it_is_redacted() -> None:
+    from fencemigrate.scrub import redact_file_text, remember_password
+
+    remember_password("Kn:own\\pw")
+    assert redact_file_text("note: Kn\\:own\\\\pw\n") == "note: ***\n"
 
 
 @pytest.mark.parametrize(

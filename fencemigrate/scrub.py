@@ -96,6 +96,11 @@ _PGPASS_LINE = re.compile(
 )
 # libpq's and MySQL's password variables, also as a word followed by the password (``PGPASSWORD s3cret``).
 _PASSWORD_VARIABLE = re.compile(r"(?<![\w.-])(?P<key>(?:PGPASSWORD|MYSQL_PWD)\s+)(?P<value>[^\s=:]\S{0,1023})")
+# .netrc's ``password WORD``: after ``machine HOST`` (or ``default``) on its line, or alone on a line.
+_NETRC_PASSWORD = re.compile(
+    r"(?im)(?P<key>(?:^|(?<=\s))(?:machine[ \t]+\S+|default)(?:[ \t]+\S+){0,8}?[ \t]+(?:password|passwd)[ \t]+"
+    r"|^[ \t]*(?:password|passwd)[ \t]+(?=\S+[ \t]*$))(?P<value>[^\s=:]\S{0,1023})"
+)
 _SECRET_NAME = re.compile(r"(?i)(?:" + _SECRET_KEY + r")")
 # Names that look like a password's and are not: the working directory, a file's path.
 _NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
@@ -132,6 +137,7 @@ def redact_file_text(text: str) -> str:
     text = _PGPASS_LINE.sub(lambda m: f"{m['fields']}***", text)
     text = _KEY_VALUE.sub(lambda m: m["key"] + _masked(m["value"]), text)
     text = scrub_secrets(text)
+    text = _NETRC_PASSWORD.sub(lambda m: f"{m['key']}***", text)
     return _PASSWORD_VARIABLE.sub(lambda m: f"{m['key']}***", text)
 
 

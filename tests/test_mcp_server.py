@@ -841,6 +841,8 @@ def secret_project(tmp_path: Path, pg_url: str) -> Project:
     (project.path / ".env").write_text(f"DB_PASS={UNKNOWN}\n")
     (project.path / "deploy" / ".env.production").write_text(f"DB_PASS={UNKNOWN}\n")
     (project.path / ".envrc").write_text(f"export DB_PASS={UNKNOWN}\n")
+    (project.path / ".ENV").write_text(f"DB_PASS={UNKNOWN}\n")
+    (project.path / "deploy" / "_netrc").write_text(f"machine db login app password {UNKNOWN}\n")
     (project.path / "deploy" / "plain.txt").write_text("nothing secret here: postgresql, pass, password_hash\n")
     return project
 
@@ -866,6 +868,8 @@ def test_read_file_never_returns_a_password_the_server_knows_or_recognises(tmp_p
                 ("deploy/.env.production", ".env.production conventionally holds secrets"),
                 (".envrc", ".envrc conventionally holds secrets"),
                 ("alembic.ini", "the server's config file, and it holds credentials"),
+                (".ENV", ".ENV conventionally holds secrets"),  # the same file as .env where names ignore case
+                ("deploy/_netrc", "_netrc conventionally holds secrets"),  # .netrc's name on Windows
             ]:
                 refused = await agent.error("read_file", "USAGE", path=path)
                 assert refused["message"].startswith(f"USAGE: read_file refuses {path!r}: {why}"), refused

@@ -285,6 +285,16 @@ def test_a_files_passwords_are_redacted_in_every_format(text: str, shown: str) -
             "db.example:5432:app:bob:***\n*:*:*:app:***\n",
             id="pgpass-lines",
         ),
+        pytest.param(
+            "machine db.example login bob password s3cr3t-v\n",
+            "machine db.example login bob password ***\n",
+            id="netrc",
+        ),
+        pytest.param(
+            "machine db.example\n  login bob\n  password s3cr3t-w\n",
+            "machine db.example\n  login bob\n  password ***\n",
+            id="netrc-lines",
+        ),
     ],
 )
 def test_a_password_across_lines_or_behind_a_decoration_is_redacted(text: str, shown: str) -> None:

@@ -575,6 +575,41 @@ def test_push_branch_uses_the_sha_recorded_at_grant(tmp_path: Path) -> None:
     assert repos.remote_sha() != theirs and not repos.remote_has(theirs)
 
 
+def test_push_branch_runs_no_hook_the_agent_could_have_written(tmp_path: Path) -> None:
+    """The project keeps its git hooks in its own files (core.hooksPath = project/.githooks, as many
+    projects do), where write_file reaches, unlike .git/hooks: an agent that rewrites the executable
+    pre-push and reference-transaction hooks (their mode kept) must not have push_branch run them,
+    which would run what it wrote and let it push anything. Control: a plain git push runs them."""
+    repos = make_repositories(tmp_path)
+    project = create_project(repos.agent / "project", sqlite_url(tmp_path / "db.sqlite"))
+    hooks = project.path / ".githooks"
+    hooks.mkdir()
+    for hook in ("pre-push", "reference-transaction"):
+        (hooks / hook).write_text("#!/bin/sh\nexit 0\n")
+        (hooks / hook).chmod(0o755)
+    git(repos.agent, "config", "core.hooksPath", "project/.githooks")
+    ran = tmp_path / "hooks-ran"
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--branch", BRANCH, "--ttl", "5m") as agent:
+            await agent.ok("acquire_lease")
+            mine = repos.commit(repos.agent, "0042: A's version")  # (its own hooks: still the harmless ones)
+            for hook in ("pre-push", "reference-transaction"):
+                read = await agent.ok("read_file", path=f".githooks/{hook}")
+                payload = f"#!/bin/sh\necho {hook} >> {ran}\n"
+                await agent.ok("write_file", path=f".githooks/{hook}", content=payload, expected_sha256=read["sha256"])
+            assert (await agent.ok("push_branch", branch=BRANCH))["pushed"] == mine
+            assert repos.remote_sha() == mine
+            assert not ran.exists()
+
+    run(scenario)
+    # CONTROL: the same hooks, run by a plain push of the next commit.
+    repos.commit(repos.agent, "0043: A's next version")
+    ran.unlink()  # (the commit ran reference-transaction)
+    git(repos.agent, "push", "-q", "origin", BRANCH)
+    assert ran.read_text().splitlines()[0] == "pre-push"
+
+
 def project_in(clone: Path, pristine: Project) -> Project:
     """A copy of the freshly initialised ``pristine`` project inside the git clone ``clone``."""
     target = clone / "project"

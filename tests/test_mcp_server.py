@@ -771,6 +771,34 @@ def test_a_grant_the_lease_service_no_longer_holds_writes_no_file(tmp_path: Path
     assert notes.read_text() == "A's notes\n"
 
 
+@pytest.mark.parametrize("leases", ["built-in", "redis"])
+def test_a_grant_expired_but_not_taken_over_writes_and_is_renewed(
+    tmp_path: Path, request: pytest.FixtureRequest, leases: str
+) -> None:
+    """A's 1s grant expires and nobody is granted the lease: write_file still goes (the check renews
+    the grant, as lease renew after expiry does), and B's grant is then busy, not issued beside it."""
+    project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
+    if leases == "redis":
+        project.set_ini_option("fencemigrate_lease_url", str(request.getfixturevalue("redis_url")))
+    notes = project.path / "notes.md"
+    notes.write_text("A's plan\n")
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "1s") as agent_a, mcp_agent(project, "agent-B") as agent_b:
+            await agent_a.ok("acquire_lease")
+            read = await agent_a.ok("read_file", path="notes.md")
+            await anyio.sleep(1.5)
+            assert (await agent_a.ok("read_state"))["lease"]["expired"] is True
+            await agent_a.ok("write_file", path="notes.md", content="A's notes\n", expected_sha256=read["sha256"])
+            lease = (await agent_a.ok("read_state"))["lease"]
+            assert (lease["holder"], lease["token"], lease["expired"]) == ("agent-A", 1, False)
+            busy = await agent_b.error("acquire_lease", "LEASE_BUSY")
+            assert busy["holder"] == "agent-A"
+
+    run(scenario)
+    assert notes.read_text() == "A's notes\n"
+
+
 def test_write_file_needs_the_hash_it_was_read_with(tmp_path: Path) -> None:
     """A file changed since the agent read it is FENCED (file:PATH) and keeps the other writer's text;
     a path outside the project is USAGE. Control: a plain write loses the other writer's text."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from urllib.parse import unquote
+from urllib.parse import quote, quote_plus, unquote
 
 # A scheme starts where no scheme character precedes it, and a password is at most 1024 characters:
 # the search stays linear in the text's length (an agent's long argument is echoed in messages).
@@ -28,6 +28,7 @@ _URL_PASSWORD = re.compile(
 # (a value already withheld, ``***`` bare, quoted or in parentheses, is left as it is)
 _KEYWORD_PASSWORD = re.compile(r"(?i)(password\s*=\s*)(?![\"'(]{0,3}\*\*\*)('[^']*'|\S+)")
 _known_passwords: set[str] = set()
+_HEX = re.compile(r"%[0-9A-F]{2}")
 
 
 def url_password(url: str) -> str | None:
@@ -40,11 +41,13 @@ def url_password(url: str) -> str | None:
 
 
 def remember_password(password: str | None) -> None:
-    """Scrub ``password`` (as given, and percent-decoded) from the URLs printed from now on."""
+    """Scrub ``password`` (as given, and percent-decoded) from the URLs printed from now on; a
+    file's text also of its percent-encoded forms and of the form a .pgpass line writes."""
     if password:
         for plain in {password, unquote(password)}:
-            # also as a .pgpass line writes it: a backslash and a colon escaped with a backslash
-            _known_passwords.update({plain, plain.replace("\\", "\\\\").replace(":", "\\:")})
+            escaped = plain.replace("\\", "\\\\").replace(":", "\\:")  # .pgpass: a backslash and a colon escaped
+            forms = {plain, escaped, quote(plain, safe=""), quote_plus(plain, safe="")}
+            _known_passwords.update(forms | {_HEX.sub(lambda m: m[0].lower(), form) for form in forms})
 
 
 def remember_url_password(url: str | None) -> None:
@@ -164,7 +167,7 @@ def _indented_values(text: str) -> str:
 
 def _masked(value: str) -> str:
     """``***`` in the quotes (or parentheses) ``value`` had."""
-    for quote, end in (('"""', '"""'), ("'''", "'''"), ("(", ")"), ('"', '"'), ("'", "'")):
-        if value.startswith(quote):
-            return f"{quote}***{end}"
+    for opening, closing in (('"""', '"""'), ("'''", "'''"), ("(", ")"), ('"', '"'), ("'", "'")):
+        if value.startswith(opening):
+            return f"{opening}***{closing}"
     return "***"

@@ -306,6 +306,15 @@ def test_a_password_across_lines_or_behind_a_decoration_is_redacted(text: str, s
     assert "cr3t" not in redact_file_text(text)
 
 
+def test_a_known_password_percent_encoded_outside_a_url_is_redacted() -> None:
+    """A password the server knows raw (a config key, the environment) is withheld percent-encoded
+    too, also where no scheme marks a URL (a DSN, a query string), in either case of hex digits."""
+    from fencemigrate.scrub import redact_file_text, remember_password
+
+    remember_password("Pe@rc:w/rd Z")
+    assert redact_file_text("dsn u:Pe%40rc%3Aw%2Frd%20Z@db\nq=Pe%40rc%3aw%2frd+Z&x=1\n") == "dsn u:***@db\nq=***&x=1\n"
+
+
 def test_a_known_password_escaped_as_pgpass_writes_it_is_redacted() -> None:
     from fencemigrate.scrub import redact_file_text, remember_password
 

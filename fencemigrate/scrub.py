@@ -71,11 +71,12 @@ def scrub_secrets(text: str) -> str:
 # of its own (DB_PASS, MYSQL_PWD); quoted (JSON) or not, then ":" or "=" and a literal value. A value
 # that is code (a call, an expression) is not a literal and is left alone.
 _SECRET_KEY = r"[\w.-]*(?:password|passwd|secret)[\w.-]*|(?:[\w.-]*[_.-])?(?:pass|pwd)(?:[_.-][\w.-]*)?"
-# Its value may follow YAML's anchor or tag (``&pw``, ``!!str``), and be a TOML multi-line string, a
-# quoted string across lines (.env), or quoted strings concatenated in parentheses (Python).
+# Its value may follow YAML's anchor or tag (``&pw``, ``!!str``) or a Python string's prefix (``b"``),
+# and be a TOML multi-line string, a quoted string across lines (.env), or quoted strings
+# concatenated in parentheses (Python).
 _KEY_VALUE = re.compile(
     r"(?i)(?<![\w.-])(?P<key>(?P<quote>[\"']?)(?:" + _SECRET_KEY + r")(?P=quote)\s*[:=]\s*"
-    r"(?:[&!][^\s,\[\]{}]{0,255}[ \t]+){0,2})"
+    r"(?:[&!][^\s,\[\]{}]{0,255}[ \t]+){0,2}(?:[rbuf]{1,2}(?=[\"']))?)"
     r"(?P<value>\"\"\"[\s\S]{0,4096}?\"\"\"|'''[\s\S]{0,4096}?'''"
     r"|\"(?:[^\"\\]|\\.){1,4096}\"|'[^']{1,4096}'"
     r"|\((?:\s*(?:\"(?:[^\"\\\n]|\\.){0,1024}\"|'[^'\n]{0,1024}')){1,64}\s*\)"

@@ -295,6 +295,11 @@ def test_a_files_passwords_are_redacted_in_every_format(text: str, shown: str) -
             "machine db.example\n  login bob\n  password ***\n",
             id="netrc-lines",
         ),
+        pytest.param(
+            "DB_PASS = b\"s3cr3t-x\"\nAPI_SECRET = rb's3cr3t-y'\n",
+            "DB_PASS = b\"***\"\nAPI_SECRET = rb'***'\n",
+            id="python-prefixed",
+        ),
     ],
 )
 def test_a_password_across_lines_or_behind_a_decoration_is_redacted(text: str, shown: str) -> None:

@@ -80,7 +80,7 @@ _KEY_VALUE = re.compile(
     r"(?P<value>\"\"\"[\s\S]{0,4096}?\"\"\"|'''[\s\S]{0,4096}?'''"
     r"|\"(?:[^\"\\]|\\.){1,4096}\"|'[^']{1,4096}'"
     r"|\((?:\s*(?:\"(?:[^\"\\\n]|\\.){0,1024}\"|'[^'\n]{0,1024}')){1,64}\s*\)"
-    r"|(?![|>][0-9+-]{0,2}[ \t]*(?:#|$))[^\s,;(){}\[\]\"'=][^\s,;(){}\[\]\"']{0,1023}(?=[\s,;}\]]|$))",
+    r"|(?![|>][0-9+-]{0,2}[ \t]*(?:#|\r?$))[^\s,;(){}\[\]\"'=][^\s,;(){}\[\]\"']{0,1023}(?=[\s,;}\]]|$))",
     re.MULTILINE,
 )
 # A password-like key with no value on its line (or only YAML's block indicator, anchor, tag or a
@@ -88,7 +88,7 @@ _KEY_VALUE = re.compile(
 # continuation), each withheld whole.
 _BLOCK_KEY = re.compile(
     r"(?im)^(?P<lead>[ \t]*(?:-[ \t]+)?)(?P<quote>[\"']?)(?:" + _SECRET_KEY + r")(?P=quote)[ \t]*[:=][ \t]*"
-    r"(?:[&!]\S{0,255}[ \t]*){0,2}(?:[|>][0-9+-]{0,2}[ \t]*)?(?:#.{0,1024})?$"
+    r"(?:[&!]\S{0,255}[ \t]*){0,2}(?:[|>][0-9+-]{0,2}[ \t]*)?(?:#[^\r\n]{0,1024})?\r?$"
 )
 _XML_ELEMENT = re.compile(
     r"(?i)(?P<open><(?P<tag>" + _SECRET_KEY + r")(?:\s[^<>]{0,1024})?>)[^<]{1,4096}(?P<close></(?P=tag)\s*>)"
@@ -96,14 +96,14 @@ _XML_ELEMENT = re.compile(
 # A .pgpass line: host:port:database:user:password (``*`` for any; ``\:`` and ``\\`` escaped).
 _PGPASS_FIELD = r"(?:[^:\s\\]|\\.){1,255}"
 _PGPASS_LINE = re.compile(
-    rf"(?m)^(?P<fields>{_PGPASS_FIELD}:(?:[0-9]{{1,5}}|\*):{_PGPASS_FIELD}:{_PGPASS_FIELD}:)(?=\S)(?P<value>.{{1,1024}})$"
+    rf"(?m)^(?P<fields>{_PGPASS_FIELD}:(?:[0-9]{{1,5}}|\*):{_PGPASS_FIELD}:{_PGPASS_FIELD}:)(?=\S)(?P<value>[^\r\n]{{1,1024}})(?=\r?$)"
 )
 # libpq's and MySQL's password variables, also as a word followed by the password (``PGPASSWORD s3cret``).
 _PASSWORD_VARIABLE = re.compile(r"(?<![\w.-])(?P<key>(?:PGPASSWORD|MYSQL_PWD)\s+)(?P<value>[^\s=:]\S{0,1023})")
 # .netrc's ``password WORD``: after ``machine HOST`` (or ``default``) on its line, or alone on a line.
 _NETRC_PASSWORD = re.compile(
     r"(?im)(?P<key>(?:^|(?<=\s))(?:machine[ \t]+\S+|default)(?:[ \t]+\S+){0,8}?[ \t]+(?:password|passwd)[ \t]+"
-    r"|^[ \t]*(?:password|passwd)[ \t]+(?=\S+[ \t]*$))(?P<value>[^\s=:]\S{0,1023})"
+    r"|^[ \t]*(?:password|passwd)[ \t]+(?=\S+[ \t]*\r?$))(?P<value>[^\s=:]\S{0,1023})"
 )
 _SECRET_NAME = re.compile(r"(?i)(?:" + _SECRET_KEY + r")")
 # Names that look like a password's and are not: the working directory, a file's path.

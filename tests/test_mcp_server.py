@@ -10,6 +10,7 @@ which destroys B's table.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -797,6 +798,34 @@ def test_a_grant_expired_but_not_taken_over_writes_and_is_renewed(
 
     run(scenario)
     assert notes.read_text() == "A's notes\n"
+
+
+def test_a_fenced_write_never_tells_the_hash_read_file_withheld(tmp_path: Path) -> None:
+    """read_file withholds the hash of a file it redacted (so that its *** can never replace the
+    passwords) and reads no .env at all; a write_file with a made-up hash is FENCED without naming
+    the hash on disk, so the agent cannot learn it there and overwrite the file with the redacted
+    text. Control: with the hash the file had, the redacted text would have replaced the password."""
+    project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
+    secret = project.path / "db.yaml"
+    secret.write_text("password: hunter2-q\n")
+    dotenv = project.path / ".env"
+    dotenv.write_text("DB_PASS=hunter2-r\n")
+    hashes = {hashlib.sha256(path.read_bytes()).hexdigest() for path in (secret, dotenv)}
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "5m") as agent:
+            read = await agent.ok("read_file", path="db.yaml")
+            assert (read["text"], read["sha256"]) == ("password: ***\n", None)
+            for path in ("db.yaml", ".env"):
+                await agent.ok("acquire_lease")
+                fenced = await agent.error(
+                    "write_file", "FENCED", path=path, content="password: ***\n", expected_sha256="0" * 64
+                )
+                assert not any(known in json.dumps(fenced) for known in hashes), fenced
+                assert f"{path} has another sha256 on disk, not {'0' * 64} as you read it" in fenced["reason"]
+
+    run(scenario)
+    assert (secret.read_text(), dotenv.read_text()) == ("password: hunter2-q\n", "DB_PASS=hunter2-r\n")
 
 
 def test_write_file_needs_the_hash_it_was_read_with(tmp_path: Path) -> None:

@@ -105,6 +105,10 @@ _NETRC_PASSWORD = re.compile(
     r"(?im)(?P<key>(?:^|(?<=\s))(?:machine[ \t]+\S+|default)(?:[ \t]+\S+){0,8}?[ \t]+(?:password|passwd)[ \t]+"
     r"|^[ \t]*(?:password|passwd)[ \t]+(?=\S+[ \t]*\r?$))(?P<value>[^\s=:]\S{0,1023})"
 )
+# SQL's password literal: CREATE/ALTER ROLE ... PASSWORD '...', MySQL's IDENTIFIED BY '...'.
+_SQL_PASSWORD = re.compile(
+    r"(?i)(?<![\w.-])(?P<key>(?:PASSWORD|IDENTIFIED[ \t]+BY)[ \t]+E?)(?P<value>'(?:[^'\n]|''){1,1024}')"
+)
 _SECRET_NAME = re.compile(r"(?i)(?:" + _SECRET_KEY + r")")
 # Names that look like a password's and are not: the working directory, a file's path.
 _NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
@@ -142,6 +146,7 @@ def redact_file_text(text: str) -> str:
     text = _KEY_VALUE.sub(lambda m: m["key"] + _masked(m["value"]), text)
     text = scrub_secrets(text)
     text = _NETRC_PASSWORD.sub(lambda m: f"{m['key']}***", text)
+    text = _SQL_PASSWORD.sub(lambda m: f"{m['key']}'***'", text)
     return _PASSWORD_VARIABLE.sub(lambda m: f"{m['key']}***", text)
 
 

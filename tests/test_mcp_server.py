@@ -423,6 +423,33 @@ def test_check_returns_structured_findings(tmp_path: Path) -> None:
     run(scenario)
 
 
+def test_a_drift_diff_withholds_what_read_file_withholds(tmp_path: Path) -> None:
+    """A revision that creates a role with a password (SQL's PASSWORD '...'), applied, then edited:
+    read_file, check's FM402 diff and read_state's drift all show the password as ***. Control: the
+    file and the diff that check --db --json prints hold it in clear."""
+    project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
+    path = project.add_revision("0001", None, ["CREATE TABLE t (id int)"], ["DROP TABLE t"], slug="role")
+    path.write_text(path.read_text() + "ROLE_SQL = \"CREATE ROLE app LOGIN PASSWORD 'hunter2-s'\"\n")
+    relative = str(path.relative_to(project.path))
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A") as agent:
+            await agent.ok("acquire_lease")
+            await agent.ok("upgrade", revision="head")
+            path.write_text(path.read_text().replace("ROLE_SQL", "ROLE_SQL_EDITED"))
+            read = await agent.ok("read_file", path=relative)
+            assert "PASSWORD '***'" in read["text"] and read["sha256"] is None
+            report = (await agent.ok("check", select=["FM402"]))["report"]
+            state = await agent.ok("read_state")
+            for findings in (report["findings"], state["drift"]):
+                assert [finding["rule"] for finding in findings] == ["FM402"]
+                assert "PASSWORD '***'" in findings[0]["diff"] and "hunter2" not in json.dumps(findings)
+
+    run(scenario)
+    printed = project.run_cli("check", "--db", "--json", "--select", "FM402").stdout
+    assert "hunter2-s" in printed and "hunter2-s" in path.read_text()
+
+
 def test_bad_arguments_are_usage_errors_and_change_nothing(tmp_path: Path) -> None:
     url = sqlite_url(tmp_path / "db.sqlite")
     project = create_project(tmp_path / "project", url)

@@ -296,6 +296,11 @@ def test_a_files_passwords_are_redacted_in_every_format(text: str, shown: str) -
             id="netrc-lines",
         ),
         pytest.param(
+            "op.execute(\"CREATE ROLE app LOGIN PASSWORD 's3cr3t-z'\")\nALTER USER u IDENTIFIED BY 's3cr3t-zz';\n",
+            "op.execute(\"CREATE ROLE app LOGIN PASSWORD '***'\")\nALTER USER u IDENTIFIED BY '***';\n",
+            id="sql",
+        ),
+        pytest.param(
             "DB_PASS = b\"s3cr3t-x\"\nAPI_SECRET = rb's3cr3t-y'\n",
             "DB_PASS = b\"***\"\nAPI_SECRET = rb'***'\n",
             id="python-prefixed",

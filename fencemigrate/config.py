@@ -66,7 +66,9 @@ def _utf8(path: Path, read: bool = True) -> Iterator[None]:
             f"config file {str(path)!r} starts with a byte order mark (0xef 0xbb 0xbf), which Alembic reads as "
             "text before its first line: save it as UTF-8 without a BOM"
         )
-    if b"\0" in data and _decodes(data):  # otherwise the read below names the first byte that is not UTF-8
+    # UTF-16 text (a NUL byte beside each ASCII one), not a stray NUL in a value (refused where it is read);
+    # text that does not decode has the read below name its first byte that is not UTF-8
+    if data.count(0) * 4 >= len(data) > 0 and _decodes(data):
         raise UsageError(
             f"config file {str(path)!r} has the byte 0x00 (UTF-16 text?): Alembic reads it as UTF-8; save it as UTF-8"
         )

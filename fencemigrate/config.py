@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import configparser
 import os
+import re
+import tomllib
 from argparse import Namespace
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -17,6 +19,8 @@ from .errors import UsageError
 from .scrub import password_name, remember_password, remember_url_password, url_password
 from .validation import check_resource, check_schema
 
+_UTF8_BOM = b"\xef\xbb\xbf"
+
 DEFAULT_SCHEMA = "fencemigrate"
 
 
@@ -27,7 +31,7 @@ def load_config(config_files: Sequence[str] = (), name: str = "alembic", x_argum
     for path in (ini, toml):
         if path in explicit and not path.is_file():
             raise UsageError(f"config file {str(path)!r} does not exist")
-    with _utf8(toml):
+    with _utf8(toml, read=False):
         has_toml_config = toml.is_file() and "[tool.alembic]" in toml.read_text(encoding="utf-8")
     if not ini.is_file() and not has_toml_config:
         raise UsageError(
@@ -43,7 +47,7 @@ def load_config(config_files: Sequence[str] = (), name: str = "alembic", x_argum
         if ini.is_file() and not config.file_config.has_section(name):
             raise UsageError(f"config file {str(ini)!r} has no [{name}] section")
         _remember_passwords(config.file_config)
-    with _utf8(toml):
+    with _utf8(toml, read=has_toml_config):
         script_location = config.get_alembic_option("script_location")
     if not script_location:
         raise UsageError(f"no script_location in the [{name}] section of {str(ini)!r}")
@@ -51,9 +55,23 @@ def load_config(config_files: Sequence[str] = (), name: str = "alembic", x_argum
 
 
 @contextmanager
-def _utf8(path: Path) -> Iterator[None]:
-    """A config file that is not UTF-8 text (Alembic reads both as UTF-8) is bad config: one line
-    that names the file and the first bad byte, never its content."""
+def _utf8(path: Path, read: bool = True) -> Iterator[None]:
+    """A config file that is not UTF-8 text (Alembic reads both as UTF-8; a byte order mark or a NUL
+    byte, UTF-16's, included) or that is not TOML (pyproject.toml) is bad config: one line that
+    names the file and the first bad byte or line, never its content. ``read``: Alembic reads the
+    file (a pyproject.toml without ``[tool.alembic]`` is not read, a BOM or a NUL there is no matter)."""
+    data = path.read_bytes() if read and path.is_file() else b""
+    if data.startswith(_UTF8_BOM):
+        raise UsageError(
+            f"config file {str(path)!r} starts with a byte order mark (0xef 0xbb 0xbf), which Alembic reads as "
+            "text before its first line: save it as UTF-8 without a BOM"
+        )
+    # UTF-16 text (a NUL byte beside each ASCII one), not a stray NUL in a value (refused where it is read);
+    # text that does not decode has the read below name its first byte that is not UTF-8
+    if data.count(0) * 4 >= len(data) > 0 and _decodes(data):
+        raise UsageError(
+            f"config file {str(path)!r} has the byte 0x00 (UTF-16 text?): Alembic reads it as UTF-8; save it as UTF-8"
+        )
     try:
         yield
     except UnicodeDecodeError as error:
@@ -62,6 +80,18 @@ def _utf8(path: Path) -> Iterator[None]:
             f"config file {str(path)!r} is not UTF-8 text (it has the byte 0x{byte}): "
             "Alembic reads it as UTF-8; is it the right file?"
         ) from None
+    except tomllib.TOMLDecodeError as error:
+        where = re.search(r"at line (\d+)", str(error))
+        line = f" (line {where[1]})" if where else ""
+        raise UsageError(f"config file {str(path)!r} is not valid TOML{line}: Alembic cannot read it") from None
+
+
+def _decodes(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def init_config(config_files: Sequence[str] = (), name: str = "alembic") -> Config:

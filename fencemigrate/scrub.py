@@ -10,22 +10,25 @@ cannot be told apart from the text around it. Any other ``scheme://user:password
 A file's text (:func:`redact_file_text`, the MCP server's ``read_file``) is redacted harder: every
 remembered password wherever it stands as a word of its own, and the value of every password-like
 key, whatever the format (``DB_PASS=...``, ``PGPASSWORD ...``, YAML ``password: ...``, JSON
-``"password": ...``).
+``"password": ...``), across lines too (a YAML block, a TOML or .env multi-line string), and the
+last field of a ``.pgpass``-style line.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from urllib.parse import unquote
+from urllib.parse import quote, quote_plus, unquote
 
 # A scheme starts where no scheme character precedes it, and a password is at most 1024 characters:
 # the search stays linear in the text's length (an agent's long argument is echoed in messages).
 _URL_PASSWORD = re.compile(
     r"(?<![\w+.-])(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<user>[^:/@\s]{0,1024}):(?P<password>\S{0,1024}?)@(?!\S{0,1024}?@)"
 )
-_KEYWORD_PASSWORD = re.compile(r"(?i)(password\s*=\s*)('[^']*'|\S+)")
+# (a value already withheld, ``***`` bare, quoted or in parentheses, is left as it is)
+_KEYWORD_PASSWORD = re.compile(r"(?i)(password\s*=\s*)(?![\"'(]{0,3}\*\*\*)('[^']*'|\S+)")
 _known_passwords: set[str] = set()
+_HEX = re.compile(r"%[0-9A-F]{2}")
 
 
 def url_password(url: str) -> str | None:
@@ -38,9 +41,13 @@ def url_password(url: str) -> str | None:
 
 
 def remember_password(password: str | None) -> None:
-    """Scrub ``password`` (as given, and percent-decoded) from the URLs printed from now on."""
+    """Scrub ``password`` (as given, and percent-decoded) from the URLs printed from now on; a
+    file's text also of its percent-encoded forms and of the form a .pgpass line writes."""
     if password:
-        _known_passwords.update({password, unquote(password)})
+        for plain in {password, unquote(password)}:
+            escaped = plain.replace("\\", "\\\\").replace(":", "\\:")  # .pgpass: a backslash and a colon escaped
+            forms = {plain, escaped, quote(plain, safe=""), quote_plus(plain, safe="")}
+            _known_passwords.update(forms | {_HEX.sub(lambda m: m[0].lower(), form) for form in forms})
 
 
 def remember_url_password(url: str | None) -> None:
@@ -64,13 +71,44 @@ def scrub_secrets(text: str) -> str:
 # of its own (DB_PASS, MYSQL_PWD); quoted (JSON) or not, then ":" or "=" and a literal value. A value
 # that is code (a call, an expression) is not a literal and is left alone.
 _SECRET_KEY = r"[\w.-]*(?:password|passwd|secret)[\w.-]*|(?:[\w.-]*[_.-])?(?:pass|pwd)(?:[_.-][\w.-]*)?"
+# Its value may follow YAML's anchor or tag (``&pw``, ``!!str``) or a Python string's prefix (``b"``),
+# and be a TOML multi-line string, a quoted string across lines (.env), or quoted strings
+# concatenated in parentheses (Python).
 _KEY_VALUE = re.compile(
-    r"(?i)(?<![\w.-])(?P<key>(?P<quote>[\"']?)(?:" + _SECRET_KEY + r")(?P=quote)\s*[:=]\s*)"
-    r"(?P<value>\"(?:[^\"\\\n]|\\.){1,1024}\"|'[^'\n]{1,1024}'|[^\s,;(){}\[\]\"'=][^\s,;(){}\[\]\"']{0,1023}(?=[\s,;}\]]|$))",
+    r"(?i)(?<![\w.-])(?P<key>(?P<quote>[\"']?)(?:" + _SECRET_KEY + r")(?P=quote)\s*[:=]\s*"
+    r"(?:[&!][^\s,\[\]{}]{0,255}[ \t]+){0,2}(?:[rbuf]{1,2}(?=[\"']))?)"
+    r"(?P<value>\"\"\"[\s\S]{0,4096}?\"\"\"|'''[\s\S]{0,4096}?'''"
+    r"|\"(?:[^\"\\]|\\.){1,4096}\"|'[^']{1,4096}'"
+    r"|\((?:\s*(?:\"(?:[^\"\\\n]|\\.){0,1024}\"|'[^'\n]{0,1024}')){1,64}\s*\)"
+    r"|(?![|>][0-9+-]{0,2}[ \t]*(?:#|\r?$))[^\s,;(){}\[\]\"'=][^\s,;(){}\[\]\"']{0,1023}(?=[\s,;}\]]|$))",
     re.MULTILINE,
+)
+# A password-like key with no value on its line (or only YAML's block indicator, anchor, tag or a
+# comment): its value is the lines below it indented further (a YAML block scalar or list, an ini
+# continuation), each withheld whole.
+_BLOCK_KEY = re.compile(
+    r"(?im)^(?P<lead>[ \t]*(?:-[ \t]+)?)(?P<quote>[\"']?)(?:" + _SECRET_KEY + r")(?P=quote)[ \t]*[:=][ \t]*"
+    r"(?:[&!]\S{0,255}[ \t]*){0,2}(?:[|>][0-9+-]{0,2}[ \t]*)?(?:#[^\r\n]{0,1024})?\r?$"
+)
+_XML_ELEMENT = re.compile(
+    r"(?i)(?P<open><(?P<tag>" + _SECRET_KEY + r")(?:\s[^<>]{0,1024})?>)[^<]{1,4096}(?P<close></(?P=tag)\s*>)"
+)
+# A .pgpass line: host:port:database:user:password (``*`` for any; ``\:`` and ``\\`` escaped).
+_PGPASS_FIELD = r"(?:[^:\s\\]|\\.){1,255}"
+_PGPASS_LINE = re.compile(
+    rf"(?m)^(?P<fields>{_PGPASS_FIELD}:(?:[0-9]{{1,5}}|\*):{_PGPASS_FIELD}:{_PGPASS_FIELD}:)(?=\S)(?P<value>[^\r\n]{{1,1024}})(?=\r?$)"
 )
 # libpq's and MySQL's password variables, also as a word followed by the password (``PGPASSWORD s3cret``).
 _PASSWORD_VARIABLE = re.compile(r"(?<![\w.-])(?P<key>(?:PGPASSWORD|MYSQL_PWD)\s+)(?P<value>[^\s=:]\S{0,1023})")
+# .netrc's ``password WORD``: after ``machine HOST`` (or ``default``) on its line, or alone on a line.
+_NETRC_PASSWORD = re.compile(
+    r"(?im)(?P<key>(?:^|(?<=\s))(?:machine[ \t]+\S+|default)(?:[ \t]+\S+){0,8}?[ \t]+(?:password|passwd)[ \t]+"
+    r"|^[ \t]*(?:password|passwd)[ \t]+(?=\S+[ \t]*\r?$))(?P<value>[^\s=:]\S{0,1023})"
+)
+# SQL's password literal: CREATE/ALTER ROLE ... PASSWORD '...', MySQL's IDENTIFIED BY '...'.
+_SQL_PASSWORD = re.compile(
+    r"(?i)(?<![\w.-])(?P<key>(?:PASSWORD|IDENTIFIED[ \t]+BY)[ \t]+E?)(?P<value>'(?:[^'\n]|''){1,1024}')"
+)
 _SECRET_NAME = re.compile(r"(?i)(?:" + _SECRET_KEY + r")")
 # Names that look like a password's and are not: the working directory, a file's path.
 _NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
@@ -102,11 +140,40 @@ def redact_file_text(text: str) -> str:
     if _known_passwords:
         known = "|".join(re.escape(password) for password in sorted(_known_passwords, key=len, reverse=True))
         text = re.sub(rf"(?<!\w)(?:{known})(?!\w)", "***", text)
+    text = _indented_values(text)
+    text = _XML_ELEMENT.sub(lambda m: f"{m['open']}***{m['close']}", text)
+    text = _PGPASS_LINE.sub(lambda m: f"{m['fields']}***", text)
+    text = _KEY_VALUE.sub(lambda m: m["key"] + _masked(m["value"]), text)
     text = scrub_secrets(text)
-    text = _PASSWORD_VARIABLE.sub(lambda m: f"{m['key']}***", text)
-    return _KEY_VALUE.sub(lambda m: m["key"] + _masked(m["value"]), text)
+    text = _NETRC_PASSWORD.sub(lambda m: f"{m['key']}***", text)
+    text = _SQL_PASSWORD.sub(lambda m: f"{m['key']}'***'", text)
+    return _PASSWORD_VARIABLE.sub(lambda m: f"{m['key']}***", text)
+
+
+def _indented_values(text: str) -> str:
+    """``text`` with the lines below each :data:`_BLOCK_KEY` that are indented further than its key
+    (blank lines between them kept) replaced by ``***`` at their indentation."""
+    keys = {match.start(): len(match["lead"]) for match in _BLOCK_KEY.finditer(text)}
+    if not keys:
+        return text
+    shown: list[str] = []
+    offset, depth = 0, -1  # depth: the key's column while its value lines follow, else -1
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        indent = len(body) - len(body.lstrip(" \t"))
+        if body.strip() and depth >= 0 and indent > depth:
+            shown.append(body[:indent] + "***" + line[len(body) :])
+        else:
+            if body.strip():
+                depth = keys.get(offset, -1)
+            shown.append(line)
+        offset += len(line)
+    return "".join(shown)
 
 
 def _masked(value: str) -> str:
-    """``***`` in the quotes ``value`` had."""
-    return f"{value[0]}***{value[0]}" if value[0] in "\"'" else "***"
+    """``***`` in the quotes (or parentheses) ``value`` had."""
+    for opening, closing in (('"""', '"""'), ("'''", "'''"), ("(", ")"), ('"', '"'), ("'", "'")):
+        if value.startswith(opening):
+            return f"{opening}***{closing}"
+    return "***"

@@ -60,6 +60,43 @@ def test_a_config_file_that_is_not_utf8_is_bad_config(tmp_path: Path, name: str,
     assert not (tmp_path / "db.sqlite").exists()
 
 
+_INI = "[alembic]\nscript_location = migrations\n"
+_TOML = '[tool.alembic]\nscript_location = "migrations"\n'
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "why"),
+    [
+        ("alembic.ini", b"\xef\xbb\xbf" + _INI.encode(), "starts with a byte order mark (0xef 0xbb 0xbf)"),
+        ("pyproject.toml", b"\xef\xbb\xbf" + _TOML.encode(), "starts with a byte order mark (0xef 0xbb 0xbf)"),
+        ("alembic.ini", _INI.encode("utf-16-le"), "has the byte 0x00 (UTF-16 text?)"),
+        ("pyproject.toml", b'[tool.alembic]\nscript_location = "migrations\n', "is not valid TOML (line 2)"),
+    ],
+    ids=["ini-utf8-bom", "pyproject-utf8-bom", "ini-utf16-no-bom", "pyproject-not-toml"],
+)
+def test_a_config_file_alembic_cannot_parse_is_bad_config_naming_it(
+    tmp_path: Path, name: str, content: bytes, why: str
+) -> None:
+    """UTF-8 text with a byte order mark (Notepad's), UTF-16 without one, TOML that does not parse:
+    exit 2 in one line naming the file and why, not 'File contains no section headers' without a
+    name, a TOMLDecodeError with exit 1, or 'alembic.ini does not exist'; the database is never opened."""
+    project = make_sqlite_project(tmp_path)
+    if name == "pyproject.toml":
+        project.ini.unlink()
+    (project.path / name).write_bytes(content)
+    for command in (("upgrade", "head", "--token", "1"), ("state",), ("lease", "acquire", "--holder", "A")):
+        line = one_line(cli(project, *command), 2)
+        assert line.startswith(f"fencemigrate: usage: config file {name!r} {why}"), line
+    assert not (tmp_path / "db.sqlite").exists()
+
+
+def test_a_pyproject_toml_alembic_does_not_read_may_have_a_byte_order_mark(tmp_path: Path) -> None:
+    """Beside alembic.ini, a pyproject.toml without [tool.alembic] is not Alembic's: its BOM is no matter."""
+    project = make_sqlite_project(tmp_path)
+    (project.path / "pyproject.toml").write_bytes(b'\xef\xbb\xbf[project]\nname = "app"\n')
+    cli(project, "heads").check(0)
+
+
 # -- (iv) names that print as other names -------------------------------------------------------
 
 _MISLEADING = {

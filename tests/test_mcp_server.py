@@ -10,6 +10,7 @@ which destroys B's table.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -422,6 +423,33 @@ def test_check_returns_structured_findings(tmp_path: Path) -> None:
     run(scenario)
 
 
+def test_a_drift_diff_withholds_what_read_file_withholds(tmp_path: Path) -> None:
+    """A revision that creates a role with a password (SQL's PASSWORD '...'), applied, then edited:
+    read_file, check's FM402 diff and read_state's drift all show the password as ***. Control: the
+    file and the diff that check --db --json prints hold it in clear."""
+    project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
+    path = project.add_revision("0001", None, ["CREATE TABLE t (id int)"], ["DROP TABLE t"], slug="role")
+    path.write_text(path.read_text() + "ROLE_SQL = \"CREATE ROLE app LOGIN PASSWORD 'hunter2-s'\"\n")
+    relative = str(path.relative_to(project.path))
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A") as agent:
+            await agent.ok("acquire_lease")
+            await agent.ok("upgrade", revision="head")
+            path.write_text(path.read_text().replace("ROLE_SQL", "ROLE_SQL_EDITED"))
+            read = await agent.ok("read_file", path=relative)
+            assert "PASSWORD '***'" in read["text"] and read["sha256"] is None
+            report = (await agent.ok("check", select=["FM402"]))["report"]
+            state = await agent.ok("read_state")
+            for findings in (report["findings"], state["drift"]):
+                assert [finding["rule"] for finding in findings] == ["FM402"]
+                assert "PASSWORD '***'" in findings[0]["diff"] and "hunter2" not in json.dumps(findings)
+
+    run(scenario)
+    printed = project.run_cli("check", "--db", "--json", "--select", "FM402").stdout
+    assert "hunter2-s" in printed and "hunter2-s" in path.read_text()
+
+
 def test_bad_arguments_are_usage_errors_and_change_nothing(tmp_path: Path) -> None:
     url = sqlite_url(tmp_path / "db.sqlite")
     project = create_project(tmp_path / "project", url)
@@ -573,6 +601,41 @@ def test_push_branch_uses_the_sha_recorded_at_grant(tmp_path: Path) -> None:
     assert theirs is not None
     git(repos.agent, "push", "-q", "--force", "origin", BRANCH)
     assert repos.remote_sha() != theirs and not repos.remote_has(theirs)
+
+
+def test_push_branch_runs_no_hook_the_agent_could_have_written(tmp_path: Path) -> None:
+    """The project keeps its git hooks in its own files (core.hooksPath = project/.githooks, as many
+    projects do), where write_file reaches, unlike .git/hooks: an agent that rewrites the executable
+    pre-push and reference-transaction hooks (their mode kept) must not have push_branch run them,
+    which would run what it wrote and let it push anything. Control: a plain git push runs them."""
+    repos = make_repositories(tmp_path)
+    project = create_project(repos.agent / "project", sqlite_url(tmp_path / "db.sqlite"))
+    hooks = project.path / ".githooks"
+    hooks.mkdir()
+    for hook in ("pre-push", "reference-transaction"):
+        (hooks / hook).write_text("#!/bin/sh\nexit 0\n")
+        (hooks / hook).chmod(0o755)
+    git(repos.agent, "config", "core.hooksPath", "project/.githooks")
+    ran = tmp_path / "hooks-ran"
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--branch", BRANCH, "--ttl", "5m") as agent:
+            await agent.ok("acquire_lease")
+            mine = repos.commit(repos.agent, "0042: A's version")  # (its own hooks: still the harmless ones)
+            for hook in ("pre-push", "reference-transaction"):
+                read = await agent.ok("read_file", path=f".githooks/{hook}")
+                payload = f"#!/bin/sh\necho {hook} >> {ran}\n"
+                await agent.ok("write_file", path=f".githooks/{hook}", content=payload, expected_sha256=read["sha256"])
+            assert (await agent.ok("push_branch", branch=BRANCH))["pushed"] == mine
+            assert repos.remote_sha() == mine
+            assert not ran.exists()
+
+    run(scenario)
+    # CONTROL: the same hooks, run by a plain push of the next commit.
+    repos.commit(repos.agent, "0043: A's next version")
+    ran.unlink()  # (the commit ran reference-transaction)
+    git(repos.agent, "push", "-q", "origin", BRANCH)
+    assert ran.read_text().splitlines()[0] == "pre-push"
 
 
 def project_in(clone: Path, pristine: Project) -> Project:
@@ -736,6 +799,62 @@ def test_a_grant_the_lease_service_no_longer_holds_writes_no_file(tmp_path: Path
     assert notes.read_text() == "A's notes\n"
 
 
+@pytest.mark.parametrize("leases", ["built-in", "redis"])
+def test_a_grant_expired_but_not_taken_over_writes_and_is_renewed(
+    tmp_path: Path, request: pytest.FixtureRequest, leases: str
+) -> None:
+    """A's 1s grant expires and nobody is granted the lease: write_file still goes (the check renews
+    the grant, as lease renew after expiry does), and B's grant is then busy, not issued beside it."""
+    project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
+    if leases == "redis":
+        project.set_ini_option("fencemigrate_lease_url", str(request.getfixturevalue("redis_url")))
+    notes = project.path / "notes.md"
+    notes.write_text("A's plan\n")
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "1s") as agent_a, mcp_agent(project, "agent-B") as agent_b:
+            await agent_a.ok("acquire_lease")
+            read = await agent_a.ok("read_file", path="notes.md")
+            await anyio.sleep(1.5)
+            assert (await agent_a.ok("read_state"))["lease"]["expired"] is True
+            await agent_a.ok("write_file", path="notes.md", content="A's notes\n", expected_sha256=read["sha256"])
+            lease = (await agent_a.ok("read_state"))["lease"]
+            assert (lease["holder"], lease["token"], lease["expired"]) == ("agent-A", 1, False)
+            busy = await agent_b.error("acquire_lease", "LEASE_BUSY")
+            assert busy["holder"] == "agent-A"
+
+    run(scenario)
+    assert notes.read_text() == "A's notes\n"
+
+
+def test_a_fenced_write_never_tells_the_hash_read_file_withheld(tmp_path: Path) -> None:
+    """read_file withholds the hash of a file it redacted (so that its *** can never replace the
+    passwords) and reads no .env at all; a write_file with a made-up hash is FENCED without naming
+    the hash on disk, so the agent cannot learn it there and overwrite the file with the redacted
+    text. Control: with the hash the file had, the redacted text would have replaced the password."""
+    project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
+    secret = project.path / "db.yaml"
+    secret.write_text("password: hunter2-q\n")
+    dotenv = project.path / ".env"
+    dotenv.write_text("DB_PASS=hunter2-r\n")
+    hashes = {hashlib.sha256(path.read_bytes()).hexdigest() for path in (secret, dotenv)}
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "5m") as agent:
+            read = await agent.ok("read_file", path="db.yaml")
+            assert (read["text"], read["sha256"]) == ("password: ***\n", None)
+            for path in ("db.yaml", ".env"):
+                await agent.ok("acquire_lease")
+                fenced = await agent.error(
+                    "write_file", "FENCED", path=path, content="password: ***\n", expected_sha256="0" * 64
+                )
+                assert not any(known in json.dumps(fenced) for known in hashes), fenced
+                assert f"{path} has another sha256 on disk, not {'0' * 64} as you read it" in fenced["reason"]
+
+    run(scenario)
+    assert (secret.read_text(), dotenv.read_text()) == ("password: hunter2-q\n", "DB_PASS=hunter2-r\n")
+
+
 def test_write_file_needs_the_hash_it_was_read_with(tmp_path: Path) -> None:
     """A file changed since the agent read it is FENCED (file:PATH) and keeps the other writer's text;
     a path outside the project is USAGE. Control: a plain write loses the other writer's text."""
@@ -808,6 +927,17 @@ SECRET_FORMATS = [
     ("deploy/urls.txt", f"primary: mysql://app:{UNKNOWN}@db/app\n", "primary: mysql://app:***@db/app\n"),
     ("deploy/notes.md", f"vault says {VAULT_PASSWORD}; lease {LEASE_PASSWORD}\n", "vault says ***; lease ***\n"),
     ("deploy/ci.txt", f"token ({ENV_PASSWORD}) and db ({DB_PASSWORD})\n", "token (***) and db (***)\n"),
+    # across lines, decorated, or marked by position (each leaked before; issue 24, defect 7 again)
+    (
+        "deploy/block.yaml",
+        f"db:\n  password: |\n    {UNKNOWN}\n  host: db\n",
+        "db:\n  password: |\n    ***\n  host: db\n",
+    ),
+    ("deploy/anchor.yaml", f"password: &pw {UNKNOWN}\n", "password: &pw ***\n"),
+    ("deploy/db.toml", f'[db]\npassword = """\n{UNKNOWN}"""\n', '[db]\npassword = """***"""\n'),
+    ("deploy/app.env", f'DB_PASS="{UNKNOWN}\nrest"\nDB_USER=app\n', 'DB_PASS="***"\nDB_USER=app\n'),
+    ("deploy/db.xml", f"<db><password>{UNKNOWN}</password></db>\n", "<db><password>***</password></db>\n"),
+    ("deploy/pgpass.conf", f"db:5432:app:bob:{UNKNOWN}\n", "db:5432:app:bob:***\n"),
 ]
 SECRETS = (DB_PASSWORD, VAULT_PASSWORD, LEASE_PASSWORD, ENV_PASSWORD, UNKNOWN)
 
@@ -830,6 +960,8 @@ def secret_project(tmp_path: Path, pg_url: str) -> Project:
     (project.path / ".env").write_text(f"DB_PASS={UNKNOWN}\n")
     (project.path / "deploy" / ".env.production").write_text(f"DB_PASS={UNKNOWN}\n")
     (project.path / ".envrc").write_text(f"export DB_PASS={UNKNOWN}\n")
+    (project.path / ".ENV").write_text(f"DB_PASS={UNKNOWN}\n")
+    (project.path / "deploy" / "_netrc").write_text(f"machine db login app password {UNKNOWN}\n")
     (project.path / "deploy" / "plain.txt").write_text("nothing secret here: postgresql, pass, password_hash\n")
     return project
 
@@ -855,6 +987,8 @@ def test_read_file_never_returns_a_password_the_server_knows_or_recognises(tmp_p
                 ("deploy/.env.production", ".env.production conventionally holds secrets"),
                 (".envrc", ".envrc conventionally holds secrets"),
                 ("alembic.ini", "the server's config file, and it holds credentials"),
+                (".ENV", ".ENV conventionally holds secrets"),  # the same file as .env where names ignore case
+                ("deploy/_netrc", "_netrc conventionally holds secrets"),  # .netrc's name on Windows
             ]:
                 refused = await agent.error("read_file", "USAGE", path=path)
                 assert refused["message"].startswith(f"USAGE: read_file refuses {path!r}: {why}"), refused

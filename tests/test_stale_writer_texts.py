@@ -122,12 +122,12 @@ CASES: list[tuple[StaleWriter, list[str], list[str], list[str]]] = [
             f"file:{FILE}",
             34,
             None,
-            f"{FILE} has sha256 {'b' * 64} on disk, not {'a' * 64} as you read it; nothing was written",
+            f"{FILE} has another sha256 on disk, not {'a' * 64} as you read it; nothing was written",
             next_step=f"read {FILE} again and re-plan from what it holds now.",
         ),
         [
             f"FENCED: this write to file:{FILE} is not yours to make.",
-            f"Rejected for token 34: {FILE} has sha256 {'b' * 64} on disk, not {'a' * 64} as you read it; "
+            f"Rejected for token 34: {FILE} has another sha256 on disk, not {'a' * 64} as you read it; "
             "nothing was written.",
         ],
         cli_plan(f"read {FILE} again and re-plan from what it holds now."),

@@ -7,7 +7,7 @@ password of the engine env.py connects with (learnt by one read through env.py b
 ``read_file``). A file's text is redacted of those wherever they stand as words of their own, and
 of every URL password and password-like key's value (:func:`..scrub.redact_file_text`). Files that
 conventionally hold secrets (``.env*``: ``.env``, ``.env.production``, ``.envrc``; ``.pgpass``, ``.my.cnf``, ``.netrc``,
-``.git-credentials``) and the server's own config file when it holds a password are refused
+``.git-credentials``, ``_netrc``; in any case) and the server's own config file when it holds a password are refused
 unless the server runs with ``--read-secret-files``.
 """
 
@@ -20,7 +20,8 @@ from ..errors import UsageError
 from ..fenced_writes.project_paths import project_path
 from ..scrub import remember_environment_passwords
 
-SECRET_FILE_NAMES = frozenset({".pgpass", ".my.cnf", ".netrc", ".git-credentials"})  # and every .env*
+# Compared ignoring case (a file system that ignores it opens .env for .ENV); _netrc is .netrc on Windows.
+SECRET_FILE_NAMES = frozenset({".pgpass", ".my.cnf", ".netrc", "_netrc", ".git-credentials"})  # and every .env*
 ALLOW = "start the server with --read-secret-files to read it with its secrets shown as ***"
 
 
@@ -32,7 +33,7 @@ def remember_server_passwords() -> None:
 def refuse_secret_name(path: str) -> None:
     """:class:`UsageError` when ``path`` names a conventionally secret file: nothing of it is read."""
     name = project_path(path).name
-    if name in SECRET_FILE_NAMES or name.startswith(".env"):
+    if name.casefold() in SECRET_FILE_NAMES or name.casefold().startswith(".env"):
         raise UsageError(
             f"read_file refuses {path!r}: {name} conventionally holds secrets (read_file never reads .env*, "
             f"{', '.join(sorted(SECRET_FILE_NAMES))}); {ALLOW}"

@@ -211,7 +211,7 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
         password: those the server knows (its database's and lease service's, its config's and
         environment's) and any password-like value (URLs, DB_PASS=, PGPASSWORD, password: in YAML,
         JSON or ini) come back as *** with redacted true and no sha256. Files that conventionally
-        hold secrets (.env and any .env* name, .pgpass, .my.cnf, .netrc, .git-credentials) and the
+        hold secrets (.env and any .env* name, .pgpass, .my.cnf, .netrc, _netrc, .git-credentials; in any case) and the
         server's config file when it holds a password are refused (USAGE), unless the server was
         started with --read-secret-files."""
         return tools.answer(lambda: tools.read_file(path))

@@ -32,6 +32,21 @@ DRIFT_RULES = ("FM402", "FM403")
 """``check --db``'s drift rules: an applied revision's file changed, or is missing."""
 
 
+def redacted_diffs(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` (a finding or a check report, as JSON) with every FM402 ``diff``, which quotes
+    revision files, redacted as ``read_file`` redacts a file."""
+
+    def shown(value: Any, key: str | None = None) -> Any:
+        if isinstance(value, dict):
+            return {name: shown(item, name) for name, item in value.items()}
+        if isinstance(value, list):
+            return [shown(item) for item in value]
+        return redact_file_text(value) if key == "diff" and isinstance(value, str) else value
+
+    result: dict[str, Any] = shown(report)
+    return result
+
+
 class ToolProgress:
     """A run's progress as MCP notifications of the tool call: revision n of m, and lease waits as log
     lines. Best effort: a notification that cannot be sent (the client went away) never stops the run."""
@@ -122,7 +137,7 @@ class ToolBodies:
             heads=list(state.heads),
             lease=lease.as_json(),
             state=state.as_json(),
-            drift=[finding.as_json() for finding in drift.findings],
+            drift=[redacted_diffs(finding.as_json()) for finding in drift.findings],
             notes=notes,
         )
 
@@ -136,7 +151,7 @@ class ToolBodies:
 
     def check(self, select: list[str] | None, ignore: list[str] | None) -> CallToolResult:
         report = api.check(self.config, db=True, select=select, ignore=ignore)
-        return ok_result(CheckResult(report=report.as_json()).model_dump(mode="json"))
+        return ok_result(CheckResult(report=redacted_diffs(report.as_json())).model_dump(mode="json"))
 
     # -- the lease -----------------------------------------------------------------------------
 

@@ -1,10 +1,11 @@
 """Run git for a fenced push: bounded, non-interactive, in the project's repository, scrubbed.
 
 Each command runs in a session of its own with no terminal and stdin from ``/dev/null``: no
-credential or SSH prompt can wait for a person. At its timeout the whole process group is killed
-(a ``git-remote-https`` or ``ssh`` child included). The repository-local variables git itself
-clears when it changes repositories (``GIT_DIR``, ``GIT_WORK_TREE``, ...) are removed, so a
-caller's environment cannot point the command at another repository.
+credential or SSH prompt can wait for a person. No hook runs (``core.hooksPath=/dev/null``). At
+its timeout the whole process group is killed (a ``git-remote-https`` or ``ssh`` child included).
+The repository-local variables git itself clears when it changes repositories (``GIT_DIR``,
+``GIT_WORK_TREE``, ...) are removed, so a caller's environment cannot point the command at
+another repository.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ _NO_PROMPTS = {
     "GCM_INTERACTIVE": "never",  # Git Credential Manager
     "LC_ALL": "C",  # git's messages in English, as they are matched
 }
-_NO_PROMPT_CONFIG = ("-c", "credential.interactive=false")
+# No credential prompt, and no hook: a hook is a file (core.hooksPath may put it among the project's
+# files, where write_file reaches), so running one would run what an agent wrote, and let it push anything.
+_CONFIG = ("-c", "credential.interactive=false", "-c", "core.hooksPath=/dev/null")
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ def git_environment() -> dict[str, str]:
 def run_git(repository: Path, args: list[str], what: str, timeout: float = DEFAULT_TIMEOUT) -> GitResult:
     """Run ``git -C repository ARGS``; :class:`GitFailed` naming ``what`` (``git push origin``) if it
     cannot start or runs longer than ``timeout`` seconds. A non-zero exit status is returned, not raised."""
-    command = [GIT, "-C", str(repository), *_NO_PROMPT_CONFIG, *args]
+    command = [GIT, "-C", str(repository), *_CONFIG, *args]
     try:
         process = subprocess.Popen(
             command,

@@ -153,12 +153,16 @@ def _replace(file: ProjectFile, data: bytes) -> None:
 
 
 def _fenced(file: ProjectFile, token: int, expected: str, current: str) -> Fenced:
+    """FENCED, never naming the hash on disk: the MCP server's read_file withholds it for a file it
+    redacted (so that the redacted text can never replace it) or refuses (.env)."""
+    found = (
+        "is absent (no such file)" if current == ABSENT else "exists" if expected == ABSENT else "has another sha256"
+    )
     return Fenced(
         f"file:{file.shown}",
         token,
         None,
-        f"{file.shown} has sha256 {_shown(current)} on disk, not {_shown(expected)} as you read it; "
-        "nothing was written",
+        f"{file.shown} {found} on disk, not {_shown(expected)} as you read it; nothing was written",
         next_step=f"read {file.shown} again and re-plan from what it holds now.",
     )
 

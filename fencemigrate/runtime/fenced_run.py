@@ -85,7 +85,7 @@ class FencedRun:
             return  # another runner finished the work while this one waited for the lease
         quoted = context.dialect.identifier_preparer.quote(self.settings.schema)
         with connection.begin():
-            if not self.planner(tuple(context.get_current_heads()), context)[0]:
+            if not plan_or_fenced(self.planner, self.settings, tuple(context.get_current_heads()), context)[0]:
                 return
             self.outcome.installed_fence_schema = ensure_installed(connection, quoted)
             guard_first_write(context, quoted)

@@ -23,7 +23,7 @@ CASES_DIR = Path(__file__).resolve().parent / "check_cases"
 RULES_DOC = Path(__file__).resolve().parent.parent / "docs" / "check-rules.md"
 RULE_IDS = (
     "FM101, FM102, FM103, FM104, FM105, FM106, FM201, FM202, FM203, FM204, FM205, FM206, "
-    "FM301, FM401, FM402, FM403, FM404, FM405, FM406, FM407, FM408, FM411, FM412, FM413, FM901, FM902"
+    "FM301, FM401, FM402, FM403, FM404, FM405, FM406, FM407, FM408, FM410, FM411, FM412, FM413, FM901, FM902"
 )
 SLUG_FIX = (
     "do not re-add a migration under a new number: run `fencemigrate state` and re-plan "

@@ -165,6 +165,8 @@ def test_a_stale_write_refused_as_usage_is_reported_apart() -> None:
 def test_a_lease_call_to_the_wrong_token_source_may_exit_2() -> None:
     refused = "fencemigrate: usage: db/migrations takes its tokens from Redis (its fence's token source is 'redis')\n"
     assert undocumented_exits([run(exit_code=2, output=refused)], "fencemigrate", 0) == []
+    as_json = '{"message": "db/migrations takes its tokens from Redis (its fence...)", "status": "usage"}\n'
+    assert undocumented_exits([run(exit_code=2, output=as_json)], "fencemigrate", 0) == []
     assert (
         len(
             undocumented_exits(

@@ -209,10 +209,11 @@ def state_refusal(output: str) -> bool:
 
 
 def source_refusal(output: str) -> bool:
-    """A one-line ``usage:`` refusal of a lease call made to a service other than the one the resource's
-    tokens come from (exit 2, nothing changed): the mixed-sources element's second writer."""
+    """A one-line ``usage:`` refusal (text or ``--json``) of a lease call made to a service other than the one
+    the resource's tokens come from (exit 2, nothing changed): the mixed-sources element's second writer."""
     return "Traceback" not in output and any(
-        line.startswith("fencemigrate: usage:") and "takes its tokens from Redis" in line
+        (line.startswith("fencemigrate: usage:") or '"status": "usage"' in line)
+        and "takes its tokens from Redis" in line
         for line in output.splitlines()
     )
 

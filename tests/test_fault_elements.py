@@ -25,6 +25,7 @@ from faults.checker import (  # noqa: E402
     stale_side_writes,
     unissued_tokens,
 )
+from faults.elements import extension_files  # noqa: E402
 from faults.history import ElementOutcome, Event, Grant, Run, SideWrite  # noqa: E402
 from faults.schedule import ELEMENTS, generate  # noqa: E402
 
@@ -178,3 +179,19 @@ def test_elements_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> Non
         parse_args(["--elements", "sql-attack,bogus"])
     assert stop.value.code == 2
     assert "unknown element bogus" in capsys.readouterr().err
+
+
+def test_the_extension_files_are_put_where_they_differ(tmp_path: Path) -> None:
+    """dump-restore's ``extension-installed`` puts the checkout's extension files in the server's
+    extension directory: every one that differs, none that is already there, nothing else."""
+    repo_sql = Path(__file__).resolve().parents[1] / "sql"
+    ours = sorted(p.name for p in repo_sql.glob("fencemigrate*") if p.suffix in (".control", ".sql"))
+    (tmp_path / "other.control").write_text("left alone\n")
+    (tmp_path / ours[0]).write_text("an older file\n")
+    extension_files(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*ours, "other.control"])
+    assert all((tmp_path / name).read_bytes() == (repo_sql / name).read_bytes() for name in ours)
+    assert (tmp_path / "other.control").read_text() == "left alone\n"
+    before = {name: (tmp_path / name).stat().st_ino for name in ours}
+    extension_files(tmp_path)
+    assert {name: (tmp_path / name).stat().st_ino for name in ours} == before

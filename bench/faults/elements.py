@@ -30,7 +30,9 @@ with :func:`faults.checker.check_element`:
   ends the sessions holding the key.
 * ``dump-restore`` (PostgreSQL): A is granted and upgrades, is away past its TTL; B is granted and
   downgrades; the database is dumped (``pg_dump``) and restored into a new one, where A, stale,
-  then B write. The history is the old database's followed by what the new one added.
+  then B write. The history is the old database's followed by what the new one added. The fence is
+  installed by the runner (``runner-installed``) or by ``CREATE EXTENSION fencemigrate``
+  (``extension-installed``: pg_dump writes the extension's ``CREATE EXTENSION`` and its tables' rows).
 """
 
 from __future__ import annotations
@@ -289,12 +291,45 @@ class ElementRun:
 # -- dump and restore ---------------------------------------------------------------------------------------
 
 
+def create_extension(run: ElementRun, url: str) -> None:
+    """The fence by ``CREATE EXTENSION fencemigrate`` (its files put in the server's SHAREDIR first,
+    :func:`extension_files`), then the trigger copying grants into the history."""
+    engine = run.backend.engine(url)
+    with engine.begin() as conn:
+        sharedir = conn.execute(text("SELECT setting FROM pg_config WHERE name = 'SHAREDIR'")).scalar_one()
+        extension_files(Path(sharedir) / "extension")
+        conn.execute(text("CREATE SCHEMA fencemigrate"))
+        conn.execute(text("CREATE EXTENSION fencemigrate SCHEMA fencemigrate"))
+    run.backend.log_grants(url)
+
+
+def extension_files(directory: Path) -> None:
+    """Put this checkout's extension files (``sql/fencemigrate.control``, ``sql/fencemigrate--*.sql``) in
+    the server's extension directory, as ``make install`` of an extension does, where they differ; each
+    by a rename, so a shard reading one meanwhile sees the old or the new file whole. They stay there
+    (tests/test_extension.py puts back what it found). An extension directory the harness cannot write
+    is a RuntimeError naming it."""
+    if not os.access(directory, os.W_OK):
+        raise RuntimeError(f"dump-restore: the server's extension directory {directory} is not writable")
+    for source in sorted((BENCH.parent / "sql").glob("fencemigrate*")):
+        if source.suffix not in (".control", ".sql"):
+            continue
+        target = directory / source.name
+        if target.exists() and target.read_bytes() == source.read_bytes():
+            continue
+        partial = directory / f".{source.name}.{os.getpid()}"
+        shutil.copyfile(source, partial)
+        partial.replace(target)
+
+
 def dump_restore(run: ElementRun) -> None:
     """A, B, a dump restored into a new database, then A (stale) and B write there."""
     ttl = run.element.ttl_s
     url = run.database()
     checkout = run.checkout("main", url)
-    if run.system == "fencemigrate":
+    if run.system == "fencemigrate" and run.element.variant == "extension-installed":
+        create_extension(run, url)
+    elif run.system == "fencemigrate":
         run.install(checkout, url)
     a = run.grant("A", checkout, url, "agent-A", ttl)
     if a is None:

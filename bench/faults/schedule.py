@@ -38,7 +38,7 @@ ELEMENTS: dict[str, tuple[str, ...]] = {
     "sql-attack": ("forge-lease", "raise-fence", "forge-event", "pretend-claim", "rewrite-incarnation", "drop-guard"),
     "mixed-sources": ("builtin-beside-redis", "detach-beside-redis"),
     "colliding-names": ("preempt-other",),
-    "dump-restore": ("runner-installed",),
+    "dump-restore": ("runner-installed", "extension-installed"),
 }
 
 

@@ -56,6 +56,7 @@ from faults.checker import Violation, check_element
 from faults.execute import BENCH, parse_token
 from faults.history import ElementOutcome, Event, Grant, Run, SideWrite
 from faults.schedule import Element
+from faults.zygote import Process, spawn
 
 #: Two resource names whose ``hashtext()`` is equal (PostgreSQL's, on every platform).
 COLLIDING = ("svc-32835", "svc-62004")
@@ -147,19 +148,11 @@ class ElementRun:
 
     def process(
         self, cwd: Path, argv: list[str], holder: str, token: int | None = None, resource: str | None = None
-    ) -> subprocess.Popen[str]:
+    ) -> Process:
         """Start one run (recorded once :meth:`finish` has waited for it)."""
-        return subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=self.env(holder, token, resource),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
+        return spawn(argv, cwd, self.env(holder, token, resource))
 
-    def finish(self, step: str, process: subprocess.Popen[str], argv: list[str], started: float, **facts: Any) -> Run:
+    def finish(self, step: str, process: Process, argv: list[str], started: float, **facts: Any) -> Run:
         """Wait for ``process`` (killed after RUN_TIMEOUT_S); the Run, recorded (``facts``: holder, token,
         expect_fenced)."""
         run = Run(step, tuple(argv), **facts)
@@ -577,7 +570,7 @@ def colliding_names(run: ElementRun) -> None:
     run.outcome.events = run.history(url)
 
 
-def claimed(run: ElementRun, url: str, resource: str, process: subprocess.Popen[str]) -> bool:
+def claimed(run: ElementRun, url: str, resource: str, process: Process) -> bool:
     """Wait (at most RUN_TIMEOUT_S) until a session holds ``resource``'s claim lock (fencemigrate's, or the
     control's); False if ``process`` ended first."""
     classid = CLAIM_LOCK_CLASS if run.system == "fencemigrate" else 1

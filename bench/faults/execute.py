@@ -30,6 +30,7 @@ from faults.checker import Violation, check, stale_usage_refusals
 from faults.failover import FailoverServers, failover_servers
 from faults.history import Outcome, Run
 from faults.schedule import Action, Fault, Schedule, Step
+from faults.zygote import Process, spawn
 
 BENCH = Path(__file__).resolve().parents[1]
 #: A schedule's processes are killed (and counted as hung) this long after its start.
@@ -66,24 +67,16 @@ class Processes:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.current: dict[str, tuple[subprocess.Popen[str], Run]] = {}
+        self.current: dict[str, tuple[Process, Run]] = {}
         self.resume_at: dict[int, tuple[float, float, Run]] = {}
         self.cancelled = False
 
-    def start(self, step: str, run: Run, argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    def start(self, step: str, run: Run, argv: list[str], cwd: Path, env: dict[str, str]) -> Process:
         """Start a runner in a session of its own, unless the schedule was cancelled."""
         with self.lock:
             if self.cancelled:
                 raise Cancelled
-            process = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                start_new_session=True,
-            )
+            process = spawn(argv, cwd, env)
             self.current[step] = (process, run)
         return process
 
@@ -98,14 +91,14 @@ class Processes:
             except ProcessLookupError:
                 pass
 
-    def target(self, step: str | None) -> tuple[subprocess.Popen[str], Run] | None:
+    def target(self, step: str | None) -> tuple[Process, Run] | None:
         with self.lock:
             entry = self.current.get(step or "")
         if entry is None or entry[0].poll() is not None:
             return None
         return entry
 
-    def pause(self, process: subprocess.Popen[str], run: Run, duration: float, already_stopped: bool) -> None:
+    def pause(self, process: Process, run: Run, duration: float, already_stopped: bool) -> None:
         if not already_stopped:
             os.kill(process.pid, signal.SIGSTOP)
         with self.lock:
@@ -181,16 +174,10 @@ class ScheduleRun:
 
     def install_fence(self) -> None:
         """``fencemigrate install``, then the trigger that copies grants into the history."""
-        completed = subprocess.run(
-            [sys.executable, "-m", "faults.launch", "install"],
-            cwd=self.checkouts["main"],
-            env=self.env("setup"),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if completed.returncode != 0:
-            raise RuntimeError(f"fencemigrate install failed: {completed.stdout}{completed.stderr}")
+        process = spawn([sys.executable, "-m", "faults.launch", "install"], self.checkouts["main"], self.env("setup"))
+        output, _ = process.communicate(timeout=120)
+        if process.returncode != 0:
+            raise RuntimeError(f"fencemigrate install failed: {output}")
         self.backend.log_grants(self.url)
 
     def env(self, holder: str, token: int | None = None, point: str | None = None) -> dict[str, str]:

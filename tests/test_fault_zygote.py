@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from faults.execute import BENCH, is_stopped  # noqa: E402
-from faults.zygote import Zygote, entry_point, spawn  # noqa: E402
+from faults.zygote import ForkedProcess, Zygote, entry_point, spawn  # noqa: E402
 
 
 @pytest.fixture
@@ -85,3 +86,36 @@ def test_spawn_runs_other_programs_as_processes(tmp_path: Path) -> None:
     process = spawn(["sh", "-c", "pwd; echo $FAULTS_X"], tmp_path, {"PATH": os.environ["PATH"], "FAULTS_X": "x"})
     assert isinstance(process, subprocess.Popen)
     assert process.communicate(timeout=30) == (f"{tmp_path}\nx\n", None)
+
+
+def test_every_exit_reaches_its_runner_while_other_threads_poll(project: Path, zygote: Zygote) -> None:
+    """The harness polls a runner from its fault injector while the runner's own thread waits for it:
+    the status is taken once, and neither thread may lose it (every runner here would hang)."""
+    found = entry_point([sys.executable, "-m", "faults.launch", "--version"])
+    assert found is not None
+    started: list[ForkedProcess] = []
+    statuses: list[int | None] = []
+    done = threading.Event()
+
+    def runner() -> None:
+        for _ in range(4):
+            child = zygote.start(*found, project, env())
+            started.append(child)
+            child.communicate(timeout=30)
+            statuses.append(child.returncode)
+
+    def injector() -> None:
+        while not done.is_set():
+            for child in list(started):
+                child.poll()
+
+    runners = [threading.Thread(target=runner) for _ in range(4)]
+    pollers = [threading.Thread(target=injector) for _ in range(2)]
+    for thread in (*runners, *pollers):
+        thread.start()
+    for thread in runners:
+        thread.join()
+    done.set()
+    for thread in pollers:
+        thread.join()
+    assert statuses == [0] * 16

@@ -104,8 +104,12 @@ class ForkedProcess:
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
+        """The exit status once the zygote has reported it. Several threads poll one process (its
+        runner waits, the fault injector looks for it): only the one that takes the status sets it."""
         if self.returncode is None:
-            self.returncode = self.zygote.exit_status(self.pid)
+            status = self.zygote.exit_status(self.pid)
+            if status is not None:
+                self.returncode = status
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -163,7 +167,6 @@ class Zygote:
         self.sock = ours
         self.lock = threading.Lock()  # one request or read of exits at a time
         self.exits: dict[int, int] = {}
-        self.pending: list[dict[str, Any]] = []
 
     def start(self, function: str, argv: list[str], cwd: Path, env: dict[str, str]) -> ForkedProcess:
         read, write = os.pipe()

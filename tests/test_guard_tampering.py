@@ -28,7 +28,7 @@ from support.mysql_server import connect, mysql_rows
 from support.pg import PgServer
 from support.project import MakeProject, Project
 
-PG_VERSION = "0.10"
+PG_VERSION = "0.11"
 
 
 def add_revisions(project: Project, count: int) -> None:

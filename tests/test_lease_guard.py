@@ -303,7 +303,7 @@ def test_pg_schema_at_0_4_is_updated_to_0_5(project: Project, pg_url: str, pg_co
         )
     assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.4",)]
     attack(pg_target(project, pg_url), "raise")
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.10",)]
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.11",)]
 
 
 def test_sqlite_file_at_0_4_is_updated_to_the_current_version(tmp_path: Path) -> None:

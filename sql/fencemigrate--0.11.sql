@@ -1,9 +1,9 @@
--- fencemigrate 0.10: the fence schema, complete.
+-- fencemigrate 0.11: the fence schema, complete.
 --
--- CREATE EXTENSION fencemigrate (at the default version, 0.10) runs this file alone; the runner
+-- CREATE EXTENSION fencemigrate (at the default version, 0.11) runs this file alone; the runner
 -- applies the same file itself when the extension is not installed on the server, putting the
 -- objects in the configured schema ("fencemigrate" by default). A database at an older version
--- is brought here by the update scripts (fencemigrate--0.1--0.2.sql ... fencemigrate--0.9--0.10.sql,
+-- is brought here by the update scripts (fencemigrate--0.1--0.2.sql ... fencemigrate--0.10--0.11.sql,
 -- through ALTER EXTENSION fencemigrate UPDATE or the runner): 0.1 followed by those updates
 -- creates exactly what this file creates (tests/test_install_scripts.py compares the catalogs),
 -- so some objects are shaped by that history: functions renamed in an update keep doing the work
@@ -25,7 +25,7 @@
 -- The version of this schema, read by the runner to decide what to install.
 CREATE FUNCTION @extschema@.schema_version() RETURNS text
 LANGUAGE sql IMMUTABLE
-AS $$ SELECT '0.10'::text $$;
+AS $$ SELECT '0.11'::text $$;
 
 
 -- == The fence and the claim ==

@@ -24,7 +24,7 @@ from support.project import Result
 FENCE_SCHEMA = "fencemigrate"
 RESOURCE = "db/migrations"
 VERSION_TABLE = "alembic_version"
-#: The tables of the fence schema (version 0.10), sorted.
+#: The tables of the fence schema (version 0.11), sorted.
 FENCE_TABLES = [
     "agent_fence",
     "applied_revision",
@@ -32,6 +32,7 @@ FENCE_TABLES = [
     "fence_event",
     "lease",
     "pending_version_check",
+    "redis_grant",
     "resource_lock_key",
     "tokenless_writes_allowed",
 ]

@@ -1,11 +1,11 @@
 """The fence schema as a real PostgreSQL extension, and its monotonic guard.
 
-``sql/fencemigrate.control``, the install scripts (``sql/fencemigrate--0.10.sql``, the full script
+``sql/fencemigrate.control``, the install scripts (``sql/fencemigrate--0.11.sql``, the full script
 of the default version, and ``sql/fencemigrate--0.1.sql``) and the update scripts
 (``sql/fencemigrate--0.1--0.2.sql`` and the rest) are copied into the server's extension directory;
 ``CREATE EXTENSION fencemigrate`` must load them and fencemigrate must then use the extension
 instead of installing its own copy. A database at 0.1 (extension or runner-installed) is brought
-to 0.10 by the next fenced run.
+to 0.11 by the next fenced run.
 The guard tests show that no client, fencemigrate or not, can lower a fence token or
 delete fence rows; the control shows the same statements succeed on a table without it.
 """
@@ -93,13 +93,13 @@ def test_extension_loads_and_is_used_without_reinstalling(
     available = pg_conn.execute(
         "SELECT default_version FROM pg_available_extensions WHERE name = 'fencemigrate'"
     ).fetchall()
-    assert available == [("0.10",)]
+    assert available == [("0.11",)]
     pg_conn.execute("CREATE SCHEMA fencemigrate")
     pg_conn.execute("CREATE EXTENSION fencemigrate SCHEMA fencemigrate")
     assert pg_conn.execute(
         "SELECT e.extversion, n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
         "WHERE e.extname = 'fencemigrate'"
-    ).fetchall() == [("0.10", "fencemigrate")]
+    ).fetchall() == [("0.11", "fencemigrate")]
     assert table_names(pg_url, "fencemigrate") == [
         "agent_fence",
         "applied_revision",
@@ -107,6 +107,7 @@ def test_extension_loads_and_is_used_without_reinstalling(
         "fence_event",
         "lease",
         "pending_version_check",
+        "redis_grant",
         "resource_lock_key",
         "tokenless_writes_allowed",
     ]
@@ -170,7 +171,7 @@ def test_extension_at_0_1_is_updated_by_the_next_run(
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     project.run_cli("upgrade", "head", "--token", "3").check(0)
     assert pg_conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'fencemigrate'").fetchall() == [
-        ("0.10",)
+        ("0.11",)
     ]
     assert ledger(pg_url) == [("a1", 3)]
     granted = json.loads(project.run_cli("lease", "acquire", "--holder", "h", "--json").check(0).stdout)
@@ -195,7 +196,7 @@ def test_runner_installed_0_1_schema_is_updated_by_the_next_run(
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     result = project.run_cli("upgrade", "head", "--token", "9", "--json").check(0)
     assert json.loads(result.stdout)["installed_fence_schema"] is True
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.10",)]
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.11",)]
     assert fence_token(pg_url) == 9
     assert query(pg_url, "SELECT kind, token, revision FROM fencemigrate.fence_event") == [("APPLY", 9, "a1")]
 
@@ -257,6 +258,67 @@ def test_guard_allows_raising_the_token(guarded: psycopg.Connection[Any]) -> Non
     assert fence_rows(guarded) == [(RESOURCE, 6)]
     guarded.execute("UPDATE fencemigrate.agent_fence SET token = 6")  # same value: allowed
     assert fence_rows(guarded) == [(RESOURCE, 6)]
+
+
+#: What would lower the last token a Redis grant recorded: FORBIDDEN, and an upsert of a lower token.
+REDIS_GRANT_FORBIDDEN = [
+    *FORBIDDEN,
+    pytest.param(
+        "INSERT INTO {table} (resource, token) VALUES ('db/migrations', 1) "
+        "ON CONFLICT (resource) DO UPDATE SET token = excluded.token",
+        id="upsert-lower",
+    ),
+]
+
+
+@pytest.fixture
+def redis_granted(guarded: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    """``guarded``, then a Redis grant's fence advance to token 7: redis_grant records 7."""
+    guarded.execute("SELECT fencemigrate.advance_fence('db/migrations', 7, 'redis', NULL)")
+    assert fence_rows(guarded, "fencemigrate.redis_grant") == [(RESOURCE, 7)]
+    return guarded
+
+
+@pytest.mark.parametrize("statement", REDIS_GRANT_FORBIDDEN)
+def test_redis_grant_guard_rejects_with_fm002(redis_granted: psycopg.Connection[Any], statement: str) -> None:
+    """The last token a Redis grant recorded never goes down, and its row is never renamed, deleted
+    or truncated (SQLSTATE FM002); the row is unchanged."""
+    with pytest.raises(psycopg.Error) as raised:
+        redis_granted.execute(statement.format(table="fencemigrate.redis_grant"))
+    assert raised.value.sqlstate == "FM002", raised.value
+    assert str(raised.value).startswith("redis_grant is monotonic: ")
+    assert fence_rows(redis_granted, "fencemigrate.redis_grant") == [(RESOURCE, 7)]
+
+
+@pytest.mark.parametrize("statement", REDIS_GRANT_FORBIDDEN)
+def test_redis_grant_guard_control_plain_table_allows_it(
+    redis_granted: psycopg.Connection[Any], statement: str
+) -> None:
+    """Control: the same statement succeeds on a copy of redis_grant without the guard triggers."""
+    redis_granted.execute("CREATE TABLE plain_grant (LIKE fencemigrate.redis_grant INCLUDING ALL)")
+    redis_granted.execute("INSERT INTO plain_grant SELECT * FROM fencemigrate.redis_grant")
+    redis_granted.execute(statement.format(table="plain_grant"))
+    assert fence_rows(redis_granted, "plain_grant") != [(RESOURCE, 7)]
+
+
+def test_redis_grant_is_raised_by_the_next_grant_only_upwards(redis_granted: psycopg.Connection[Any]) -> None:
+    """A grant raises the record to the token it issued, and an advance to a lower token (a token at
+    or above it has written: the caller rolls the grant back) leaves it where it was."""
+    redis_granted.execute("SELECT fencemigrate.advance_fence('db/migrations', 9, 'redis', NULL)")
+    assert fence_rows(redis_granted, "fencemigrate.redis_grant") == [(RESOURCE, 9)]
+    advanced = redis_granted.execute("SELECT fencemigrate.advance_fence('db/migrations', 8, 'redis', NULL)").fetchone()
+    assert advanced == (False,)
+    assert fence_rows(redis_granted, "fencemigrate.redis_grant") == [(RESOURCE, 9)]
+    assert fence_rows(redis_granted) == [(RESOURCE, 9)]
+
+
+def test_redis_grant_token_domain(redis_granted: psycopg.Connection[Any]) -> None:
+    """A recorded token is in the tokens' domain, 1 .. 2^62, like the fence's: one above is refused
+    (a check violation); 2^62 itself is a token (the owner's own UPDATE, the documented limit)."""
+    with pytest.raises(psycopg.errors.CheckViolation):
+        redis_granted.execute("UPDATE fencemigrate.redis_grant SET token = 4611686018427387905")
+    redis_granted.execute("UPDATE fencemigrate.redis_grant SET token = 4611686018427387904")
+    assert fence_rows(redis_granted, "fencemigrate.redis_grant") == [(RESOURCE, 4611686018427387904)]
 
 
 #: The two ways a transaction claims the fence: claim(), and claim_and_record() (one revision per
@@ -409,3 +471,39 @@ def test_a_restore_without_the_fence_rows_lets_the_stale_holder_write(
         assert query(restored, "SELECT count(*) FROM fencemigrate.agent_fence") == [(0,)]
         stale.run_cli("upgrade", "head", "--token", "1", "--holder", "agent-A").check(0)
         assert alembic_versions(restored) == ["b2"]
+
+
+def test_a_restored_extension_keeps_the_recorded_redis_grant(
+    extension_dir: Path,
+    pg_conn: psycopg.Connection[Any],
+    pg_url: str,
+    pg_server: PgServer,
+    project: Project,
+    make_project: MakeProject,
+    redis_url: str,
+) -> None:
+    """pg_dump | psql of a database whose fence takes its tokens from Redis: the restore's COPY loads
+    agent_fence before redis_grant (the owner may insert a fence row as it was), the recorded grant
+    comes along, so the fence still cannot be raised above it by hand there, and the next Redis grant
+    on the restored database moves to a new epoch (another incarnation) and records it."""
+    with scratch_database(pg_conn, pg_server, "restored") as restored:
+        pg_conn.execute("CREATE SCHEMA fencemigrate")
+        pg_conn.execute("CREATE EXTENSION fencemigrate SCHEMA fencemigrate")
+        project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+        project.run_cli("lease", "acquire", "--holder", "agent-A", "--lease-url", redis_url).check(0)
+        project.run_cli("upgrade", "a1", "--token", "1", "--holder", "agent-A").check(0)
+        project.run_cli("lease", "release", "--holder", "agent-A", "--lease-url", redis_url).check(0)
+        dump_and_restore(pg_url, restored)
+        assert query(restored, "SELECT resource, token, token_source FROM fencemigrate.agent_fence") == [
+            (RESOURCE, 1, "redis")
+        ]
+        assert query(restored, "SELECT resource, token FROM fencemigrate.redis_grant") == [(RESOURCE, 1)]
+        with pytest.raises(psycopg.Error) as raised:
+            query(restored, "UPDATE fencemigrate.agent_fence SET token = 777")
+        assert raised.value.sqlstate == "FM006", raised.value
+        stale = make_project(url=restored, name="restored")
+        granted = json.loads(
+            stale.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url, "--json").check(0).stdout
+        )
+        assert (granted["lease"]["token"], granted["lease"]["new_epoch"]) == (2**32, True)
+        assert query(restored, "SELECT resource, token FROM fencemigrate.redis_grant") == [(RESOURCE, 2**32)]

@@ -244,9 +244,9 @@ def test_two_roles_control_a_claim_proves_the_write(migrator: tuple[Project, str
 
 
 def test_two_roles_a_redis_fence_is_raised_by_a_redis_grant_only(migrator: tuple[Project, str], redis_url: str) -> None:
-    """The database cannot know Redis's counter, but only a grant's advance_fence() (the owner's)
-    raises a Redis-sourced fence: the migration role's UPDATE is refused, the forged token stays
-    FENCED and the live Redis holder writes. Control with one role: tests/test_lease_guard.py."""
+    """Only a grant's advance_fence() (the owner's) raises a Redis-sourced fence: the migration role's
+    UPDATE is refused, the forged token stays FENCED and the live Redis holder writes. The owner's
+    own UPDATE is held below the recorded grant too: tests/test_lease_guard.py (one role)."""
     project, url = migrator
     project.add_revision("0001", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     project.run_cli("lease", "acquire", "--holder", "agent-A", "--lease-url", redis_url).check(0)
@@ -264,3 +264,24 @@ def test_two_roles_a_redis_fence_is_raised_by_a_redis_grant_only(migrator: tuple
     project.run_cli("lease", "release", "--holder", "agent-A", "--lease-url", redis_url).check(0)
     project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url).check(0)
     assert query(url, "SELECT token, token_source FROM fencemigrate.agent_fence") == [(2, "redis")]
+
+
+def test_two_roles_the_recorded_redis_grant_is_read_only(migrator: tuple[Project, str], redis_url: str) -> None:
+    """The migration role reads redis_grant (the last token Redis issued, which a fence whose tokens
+    come from Redis may not pass) but cannot write it: it cannot raise the ceiling before raising the
+    fence, as the owner can (tests/test_lease_guard.py). Its own grants record their tokens there
+    through advance_fence(), which runs as the owner."""
+    project, url = migrator
+    project.run_cli("lease", "acquire", "--holder", "agent-A", "--lease-url", redis_url).check(0)
+    assert query(url, "SELECT resource, token FROM fencemigrate.redis_grant") == [(RESOURCE, 1)]
+    for sql in (
+        "UPDATE fencemigrate.redis_grant SET token = 777",
+        "INSERT INTO fencemigrate.redis_grant (resource, token) VALUES ('other', 777)",
+        "DELETE FROM fencemigrate.redis_grant",
+        "TRUNCATE fencemigrate.redis_grant",
+    ):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), psycopg.connect(libpq_url(url)) as connection:
+            connection.execute(sql)
+    project.run_cli("lease", "release", "--holder", "agent-A", "--lease-url", redis_url).check(0)
+    project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url).check(0)
+    assert query(url, "SELECT resource, token FROM fencemigrate.redis_grant") == [(RESOURCE, 2)]

@@ -28,7 +28,7 @@ from support.mysql_server import connect, mysql_rows
 from support.pg import PgServer
 from support.project import MakeProject, Project
 
-PG_VERSION = "0.10"
+PG_VERSION = "0.11"
 
 
 def add_revisions(project: Project, count: int) -> None:
@@ -173,6 +173,36 @@ def test_one_role_a_guard_left_disabled_is_reported_by_state_and_put_back_by_ins
             "UPDATE fencemigrate.lease SET holder = 'mallory', expires_at = now() WHERE resource = 'x'",
         )
     assert project.run_cli("install").check(0).stdout == "already installed\n"
+
+
+def test_one_role_the_recorded_redis_grants_guard_is_reported_and_put_back(
+    make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str
+) -> None:
+    """redis_grant and its guard triggers (fence schema 0.11) are fence objects like the others: a
+    guard dropped or disabled is FM405 and ``install`` puts it back; the table dropped is FM405."""
+    url = role_url(pg_server, pg_dbname, make_role())
+    project = make_project(url=url)
+    add_revisions(project, 1)
+    project.run_cli("upgrade", "head", "--token", "5", "--holder", "agent-A").check(0)
+    execute(url, "DROP TRIGGER redis_grant_monotonic ON fencemigrate.redis_grant")
+    execute(url, "ALTER TABLE fencemigrate.redis_grant DISABLE TRIGGER redis_grant_no_truncate")
+    altered = f"the fence schema fencemigrate ({PG_VERSION}) differs from fencemigrate's: "
+    assert findings(project, 1) == [
+        ("FM405", altered + "trigger redis_grant_monotonic is missing"),
+        ("FM405", altered + "trigger redis_grant_no_truncate is disabled"),
+    ]
+    assert project.run_cli("install").check(0).stdout.splitlines() == [
+        "already installed",
+        "put back guard trigger redis_grant_monotonic (it was missing)",
+        "put back guard trigger redis_grant_no_truncate (it was disabled)",
+    ]
+    assert findings(project, 0) == []
+    execute(url, "DROP TABLE fencemigrate.redis_grant")
+    assert findings(project, 1) == [
+        ("FM405", altered + "table redis_grant is missing"),
+        ("FM405", altered + "trigger redis_grant_monotonic is missing"),
+        ("FM405", altered + "trigger redis_grant_no_truncate is missing"),
+    ]
 
 
 def test_a_near_miss_is_not_reported(project: Project) -> None:

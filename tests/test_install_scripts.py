@@ -1,6 +1,6 @@
 """Each database's full install script creates exactly what its oldest script and the update chain create.
 
-A fresh install runs the current version's full script (``sql/fencemigrate--0.10.sql``,
+A fresh install runs the current version's full script (``sql/fencemigrate--0.11.sql``,
 ``sql/sqlite/fencemigrate--0.6.sql``, ``sql/mysql/fencemigrate--0.6.sql``); a database installed
 at an older version is brought to the current one by the update scripts. Both must end with the
 same catalog: tables, columns and their types (on PostgreSQL also their storage and compression:
@@ -135,7 +135,7 @@ def pg_dump_schema(server: PgServer, dbname: str, schema: str) -> list[str]:
 def test_postgresql_full_script_and_update_chain_install_the_same_schema(
     pg_conn: psycopg.Connection[Any], pg_server: PgServer, pg_dbname: str
 ) -> None:
-    """The runner's fresh install (the 0.10 script) and 0.1 plus the updates: the same catalog and dump;
+    """The runner's fresh install (the 0.11 script) and 0.1 plus the updates: the same catalog and dump;
     the ledger's ``source`` compressed with lz4 when the server has it."""
     pg_conn.execute(install_script(f'"{FULL}"'))
     chain = update_script(f'"{CHAIN}"', PG_OLDEST)
@@ -199,7 +199,7 @@ def second_database(pg_conn: psycopg.Connection[Any], pg_server: PgServer, pg_db
 def test_create_extension_runs_the_full_script_and_alter_extension_update_reaches_the_same_schema(
     extension_files: Path, pg_conn: psycopg.Connection[Any], second_database: str
 ) -> None:
-    """CREATE EXTENSION at the default version runs fencemigrate--0.10.sql alone; CREATE EXTENSION at
+    """CREATE EXTENSION at the default version runs fencemigrate--0.11.sql alone; CREATE EXTENSION at
     0.1 and ALTER EXTENSION UPDATE run the chain: the same catalog, the same extension members."""
     pg_conn.execute("CREATE SCHEMA fencemigrate")
     pg_conn.execute("CREATE EXTENSION fencemigrate SCHEMA fencemigrate")

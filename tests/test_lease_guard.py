@@ -12,6 +12,10 @@ The guard triggers refuse each statement (SQLSTATE FM006 on PostgreSQL and MySQL
 on every database), nothing changes, the forged write is still FENCED and agent-A still writes.
 Controls: the same SQL once no lease is live (expired) is what ``lease detach`` or ``lease acquire``
 would do, and goes through; raising the fence of a detached resource is what a claim does.
+
+On PostgreSQL a fence whose tokens come from Redis is held to the last token a Redis grant recorded
+(``redis_grant``, fence schema 0.11), also for the role that owns the fence (one role), and a
+database at 0.10 gets that record from its next run.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from support.mysql_server import mysql_rows
 from support.pg import PgServer
 from support.project import MakeProject, Project
 
+from fencemigrate.dialects.postgresql_schema import install_script
+
 DETACH = "UPDATE {fence} SET token_source = 'external'"
 RAISE = "UPDATE {fence} SET token = 50"
 STEAL = "UPDATE {lease} SET holder = 'mallory', token = token + 1, expires_at = {in_an_hour}"
@@ -44,6 +50,10 @@ RAISE_TO_STOLEN = "UPDATE {fence} SET token = 2"
 LIVE_DETACH = "its fence cannot leave the lease service while that lease is live"
 NEVER_ISSUED = "above the last token the lease service issued"
 LIVE_STEAL = "only a grant gives it to another holder, once it is released or has expired"
+REDIS_NEVER_ISSUED = (
+    "lease guard: this fence token is above the last token Redis issued (recorded by its grant): it was never issued"
+)
+MAX_TOKEN = 4611686018427387904
 
 
 @dataclass(frozen=True)
@@ -264,26 +274,78 @@ def test_pg_redis_grant_behind_a_live_builtin_lease_is_refused(project: Project,
     assert query(pg_url, "SELECT token, token_source FROM fencemigrate.agent_fence") == [(2, "redis")]
 
 
-def test_pg_one_role_a_redis_fence_is_not_guarded(project: Project, pg_url: str, redis_url: str) -> None:
-    """The documented limit of one role: only the owner's advance_fence() raises a fence whose
-    tokens come from Redis (the database cannot know Redis's counter), and the owner's own UPDATE
-    is the owner's too; the forged token then writes. check --db reports the fence no grant
-    explains (FM413). Two roles: tests/test_forged_grants.py."""
+# -- a fence whose tokens come from Redis, with one role (issue 24, defect 6) ----------------------
+
+
+@pytest.fixture
+def one_role(make_project: MakeProject, make_role: MakeRole, pg_server: PgServer, pg_dbname: str) -> Target:
+    """A project whose role owns the fence schema it installs: one role, the default setup."""
+    url = role_url(pg_server, pg_dbname, make_role())
+    return pg_target(make_project(url=url), url)
+
+
+def test_pg_one_role_a_redis_fence_is_not_raised_above_its_recorded_grant(one_role: Target, redis_url: str) -> None:
+    """Issue 24, defect 6: with one role the owner's own UPDATE raised a fence whose tokens come from
+    Redis, and the forged token wrote. A Redis grant records the token it issued (redis_grant) before
+    it advances the fence, and no such fence goes above that, whoever writes: both forged tokens, and
+    a fence moved to Redis above it, are refused (FM006), --token 777 stays FENCED, agent-A's token 1
+    writes and the next grant issues token 2. Control: the same UPDATE on an external fence
+    (test_pg_one_role_control_an_external_fence_is_raised_by_plain_sql)."""
+    project = one_role.project
     add_revisions(project)
     project.run_cli("lease", "acquire", "--holder", "agent-A", "--lease-url", redis_url).check(0)
-    execute(pg_url, "UPDATE fencemigrate.agent_fence SET token = 50")
-    project.run_cli("upgrade", "head", "--token", "50", "--holder", "mallory").check(0)
+    one_role.run("SELECT fencemigrate.claim('other', 5)")
+    for forged in ("777", str(MAX_TOKEN)):
+        assert_refused(
+            one_role, f"UPDATE {{fence}} SET token = {forged} WHERE resource = 'db/migrations'", REDIS_NEVER_ISSUED
+        )
+    assert_refused(one_role, "UPDATE {fence} SET token_source = 'redis' WHERE resource = 'other'", REDIS_NEVER_ISSUED)
+    forged_write = project.run_cli("upgrade", "head", "--token", "777", "--holder", "mallory").check(3)
+    assert stderr_lines(forged_write.stderr)[1] == (
+        "Rejected for token 777: token 777 was never issued by the lease service (Redis) for db/migrations "
+        "(the last token it issued is 1)."
+    )
+    project.run_cli("upgrade", "head", "--token", "1", "--holder", "agent-A").check(0)
+    project.run_cli("lease", "release", "--holder", "agent-A", "--lease-url", redis_url).check(0)
+    project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url).check(0)
+    assert one_role.rows()[0] == [("db/migrations", 2, "redis"), ("other", 5, "external")]
+    project.run_cli("check", "--db").check(0)
+
+
+def test_pg_one_role_control_an_external_fence_is_raised_by_plain_sql(one_role: Target, redis_url: str) -> None:
+    """Control: once agent-A's Redis lease is released and the resource detached, its fence takes
+    external tokens, and the same UPDATE goes through (as a claim with a higher token would); --token
+    777 then writes."""
+    project = one_role.project
+    add_revisions(project)
+    project.run_cli("lease", "acquire", "--holder", "agent-A", "--lease-url", redis_url).check(0)
+    project.run_cli("lease", "release", "--holder", "agent-A", "--lease-url", redis_url).check(0)
+    project.run_cli("lease", "detach", "--lease-url", redis_url).check(0)
+    one_role.run(one_role.sql("UPDATE {fence} SET token = 777"))
+    project.run_cli("upgrade", "head", "--token", "777", "--holder", "mallory").check(0)
+
+
+def test_pg_one_role_forging_both_rows_is_reported_by_check(one_role: Target, redis_url: str) -> None:
+    """The documented limit of one role, as with the built-in service's lease row: the owner raises
+    the recorded grant and then the fence by hand, and the forged token writes. No grant of that token
+    is recorded in the event log: check --db reports it (FM413). Two roles: tests/test_forged_grants.py."""
+    project = one_role.project
+    add_revisions(project)
+    project.run_cli("lease", "acquire", "--holder", "agent-A", "--lease-url", redis_url).check(0)
+    one_role.run("UPDATE fencemigrate.redis_grant SET token = 777")
+    one_role.run(one_role.sql("UPDATE {fence} SET token = 777"))
+    project.run_cli("upgrade", "head", "--token", "777", "--holder", "mallory").check(0)
     result = project.run_cli("check", "--db", "--json").check(1)
     assert [(item["rule"], item["message"]) for item in json.loads(result.stdout)["findings"]] == [
         (
             "FM413",
-            "the fence token of db/migrations is 50 (tokens from Redis), but no grant of that token is recorded: "
+            "the fence token of db/migrations is 777 (tokens from Redis), but no grant of that token is recorded: "
             "it was written behind the lease service's back, and no grant can issue a token above it",
         )
     ]
 
 
-# -- a database at 0.4 gets the guard from its next run --------------------------------------------
+# -- an older database gets the guard from its next run ------------------------------------------
 
 
 def test_pg_schema_at_0_4_is_updated_to_0_5(project: Project, pg_url: str, pg_conn: psycopg.Connection[Any]) -> None:
@@ -303,7 +365,46 @@ def test_pg_schema_at_0_4_is_updated_to_0_5(project: Project, pg_url: str, pg_co
         )
     assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.4",)]
     attack(pg_target(project, pg_url), "raise")
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.11",)]
+
+
+def test_pg_schema_at_0_10_with_a_redis_fence_is_updated_to_0_11(
+    project: Project, pg_url: str, pg_conn: psycopg.Connection[Any], redis_url: str, make_role: MakeRole
+) -> None:
+    """A database at 0.10 whose fence takes its tokens from Redis (agent-A granted token 1, as a 0.10
+    grant leaves it) is updated by its next fenced run, agent-A's write with token 1: the update
+    records that grant in redis_grant (the fence's token, when the fence moved), so the fence cannot
+    be raised above it by hand, and the next Redis grant (token 2) and its holder's write go through.
+    A migration role granted at 0.10 (install --grant-to) may read redis_grant, and not write it."""
+    pg_conn.execute(install_script("fencemigrate", "0.10"))
+    migrator = make_role()
+    pg_conn.execute("SELECT fencemigrate.grant_to_migration_role(%s)", (migrator,))
+    with pg_conn.transaction():
+        pg_conn.execute(
+            "SELECT fencemigrate.advance_fence('db/migrations', 1, 'redis', i.incarnation) "
+            "FROM fencemigrate.database_incarnation() i"
+        )
+        pg_conn.execute("SELECT fencemigrate.log_event(NULL, 'db/migrations', 'GRANT', 'agent-A', 1, NULL, NULL)")
     assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.10",)]
+    add_revisions(project)
+    project.run_cli("upgrade", "0001", "--token", "1", "--holder", "agent-A").check(0)
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.11",)]
+    assert query(
+        pg_url,
+        "SELECT g.resource, g.token, g.granted_at = f.updated_at "
+        "FROM fencemigrate.redis_grant g JOIN fencemigrate.agent_fence f USING (resource)",
+    ) == [("db/migrations", 1, True)]
+    assert query(
+        pg_url,
+        "SELECT has_table_privilege(%(role)s, 'fencemigrate.redis_grant', 'SELECT'), "
+        "has_table_privilege(%(role)s, 'fencemigrate.redis_grant', 'INSERT, UPDATE, DELETE, TRUNCATE')",
+        {"role": migrator},
+    ) == [(True, False)]
+    assert_refused(pg_target(project, pg_url), "UPDATE {fence} SET token = 777", REDIS_NEVER_ISSUED)
+    project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url).check(0)
+    project.run_cli("upgrade", "head", "--token", "2", "--holder", "agent-B").check(0)
+    assert query(pg_url, "SELECT resource, token FROM fencemigrate.redis_grant") == [("db/migrations", 2)]
+    project.run_cli("check", "--db").check(0)
 
 
 def test_sqlite_file_at_0_4_is_updated_to_the_current_version(tmp_path: Path) -> None:

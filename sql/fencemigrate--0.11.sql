@@ -1,9 +1,9 @@
--- fencemigrate 0.10: the fence schema, complete.
+-- fencemigrate 0.11: the fence schema, complete.
 --
--- CREATE EXTENSION fencemigrate (at the default version, 0.10) runs this file alone; the runner
+-- CREATE EXTENSION fencemigrate (at the default version, 0.11) runs this file alone; the runner
 -- applies the same file itself when the extension is not installed on the server, putting the
 -- objects in the configured schema ("fencemigrate" by default). A database at an older version
--- is brought here by the update scripts (fencemigrate--0.1--0.2.sql ... fencemigrate--0.9--0.10.sql,
+-- is brought here by the update scripts (fencemigrate--0.1--0.2.sql ... fencemigrate--0.10--0.11.sql,
 -- through ALTER EXTENSION fencemigrate UPDATE or the runner): 0.1 followed by those updates
 -- creates exactly what this file creates (tests/test_install_scripts.py compares the catalogs),
 -- so some objects are shaped by that history: functions renamed in an update keep doing the work
@@ -25,7 +25,7 @@
 -- The version of this schema, read by the runner to decide what to install.
 CREATE FUNCTION @extschema@.schema_version() RETURNS text
 LANGUAGE sql IMMUTABLE
-AS $$ SELECT '0.10'::text $$;
+AS $$ SELECT '0.11'::text $$;
 
 
 -- == The fence and the claim ==
@@ -820,16 +820,65 @@ CREATE TRIGGER lease_no_forged_grant
     BEFORE INSERT OR UPDATE ON @extschema@.lease
     FOR EACH ROW EXECUTE FUNCTION @extschema@.lease_grant_guard();
 
+-- One row per resource the Redis backend has ever granted: token is the last token Redis issued
+-- for it, as its grant recorded it (advance_fence(), in the grant's transaction, before it advances
+-- the fence). The database cannot read Redis's counter, so it keeps this record of it: a fence
+-- whose tokens come from Redis never goes above it (agent_fence_source_guard()). It only goes up
+-- (redis_grant_guard()); granted_at is the database's clock at that grant. No holder: the grant's
+-- GRANT event names it. Written only by advance_fence() (the migration role may read it, see Two
+-- roles).
+CREATE TABLE @extschema@.redis_grant (
+    resource   text        PRIMARY KEY
+               CHECK (resource <> '' AND length(resource) <= 255),
+    token      bigint      NOT NULL CHECK (token > 0),
+    granted_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE @extschema@.redis_grant IS
+    'The last token Redis issued per resource, recorded by its grant: a Redis-sourced fence stays at or below it.';
+-- The token domain of agent_fence, NOT VALID for the same reason: the update from 0.10 records the
+-- tokens of the fences whose tokens came from Redis as they were.
+ALTER TABLE @extschema@.redis_grant
+    ADD CONSTRAINT redis_grant_token_domain CHECK (token <= 4611686018427387904) NOT VALID;
+
+-- The recorded grants are monotonic, like the lease token counter (SQLSTATE FM002).
+CREATE FUNCTION @extschema@.redis_grant_guard() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.resource = OLD.resource AND NEW.token >= OLD.token THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'FM002',
+        MESSAGE = format('redis_grant is monotonic: %s of the recorded grant of %s is not allowed',
+                         CASE WHEN TG_OP = 'UPDATE' THEN 'lowering or renaming' ELSE lower(TG_OP) END,
+                         coalesce(OLD.resource, '(all)'));
+END
+$$;
+
+CREATE TRIGGER redis_grant_monotonic
+    BEFORE UPDATE OR DELETE ON @extschema@.redis_grant
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.redis_grant_guard();
+
+CREATE TRIGGER redis_grant_no_truncate
+    BEFORE TRUNCATE ON @extschema@.redis_grant
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.redis_grant_guard();
+
 -- agent_fence: while a resource takes its tokens from the built-in lease service, its fence token
 -- is at most the last token that service issued (the lease row's token: a grant writes the lease
 -- row first, then advances the fence to it), and it leaves the service (lease detach, or a grant
 -- by the Redis backend) only while no lease on it is live. The incarnation is a grant's to write,
 -- as the one the database is on now, with the token the grant issued: a rewritten incarnation
 -- would make a copy of the database (or a promoted standby) issue tokens again that were issued
--- here. updated_at moves with the token only. A fence whose tokens come from Redis is raised
--- (or moved to Redis) only by a grant's advance_fence(), which runs as the owner: the database
--- cannot know Redis's counter, but it can refuse every other raise; with one role the owner's
--- own UPDATE is not told apart (see docs/leases.md, Token sources).
+-- here. updated_at moves with the token only. A fence whose tokens come from Redis is never
+-- raised, or moved to Redis, above the last token a Redis grant recorded (redis_grant; none
+-- recorded: 0), whoever writes, the owner included: a grant records its token before it advances
+-- the fence, so only a token Redis never issued is refused. With two roles only the owner raises
+-- such a fence at all, through a grant's advance_fence(). The owner may insert a fence row as it
+-- was, above the record too: a restore's COPY loads agent_fence before redis_grant (see Dump and
+-- restore), and a fence row is inserted once (a grant of a live Redis lease has written its row
+-- already). With one role the owner can still raise the record and then the fence, as it can the
+-- lease row: check --db reports a token no GRANT event names (FM413).
 CREATE FUNCTION @extschema@.agent_fence_source_guard() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -838,6 +887,7 @@ DECLARE
     v_issued  bigint;
     v_holder  text;
     v_expires timestamptz;
+    v_granted bigint;
 BEGIN
     -- The owner may insert a fence row as it was (a restore's COPY keeps the old incarnation, so the
     -- restored database's next grant moves to a new epoch: see Dump and restore).
@@ -851,11 +901,21 @@ BEGIN
             MESSAGE = format('lease guard: the incarnation of %s is written by a grant only, with the token it '
                              'issued, as the incarnation the database is on now', NEW.resource);
     END IF;
-    IF NEW.token_source = 'redis' AND (TG_OP = 'INSERT' OR NEW.token > OLD.token OR OLD.token_source <> 'redis')
-       AND NOT pg_has_role(current_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = TG_RELID), 'USAGE') THEN
-        RAISE EXCEPTION USING ERRCODE = 'FM006',
-            MESSAGE = format('lease guard: the fence of %s takes its tokens from Redis: only a Redis grant raises it '
-                             '(advance_fence()), to the token it issued', NEW.resource);
+    IF NEW.token_source = 'redis' AND (TG_OP = 'INSERT' OR NEW.token > OLD.token OR OLD.token_source <> 'redis') THEN
+        IF NOT pg_has_role(current_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = TG_RELID), 'USAGE') THEN
+            RAISE EXCEPTION USING ERRCODE = 'FM006',
+                MESSAGE = format('lease guard: the fence of %s takes its tokens from Redis: only a Redis grant raises '
+                                 'it (advance_fence()), to the token it issued', NEW.resource);
+        END IF;
+        IF TG_OP = 'UPDATE' THEN
+            SELECT g.token INTO v_granted FROM @extschema@.redis_grant g WHERE g.resource = NEW.resource;
+            IF NEW.token > coalesce(v_granted, 0) THEN
+                RAISE EXCEPTION USING ERRCODE = 'FM006',
+                    MESSAGE = format('lease guard: this fence token is above the last token Redis issued (recorded '
+                                     'by its grant): it was never issued (fence token %s of %s, the last token '
+                                     'recorded %s)', NEW.token, NEW.resource, coalesce(v_granted, 0));
+            END IF;
+        END IF;
     END IF;
     IF TG_OP = 'UPDATE' AND NEW.token = OLD.token AND NEW.updated_at IS DISTINCT FROM OLD.updated_at THEN
         RAISE EXCEPTION USING ERRCODE = 'FM006',
@@ -887,9 +947,10 @@ $$;
 -- seed_granted_fence.sql): p_resource moves up to p_token, just issued by the lease service
 -- p_source on the database's p_incarnation, and takes its tokens from that service from now on; its
 -- row is seeded when it has none. True when the fence moved or was seeded; false when a token at or
--- above p_token has written. It runs as the owner of the fence, the only role that may raise a
--- fence whose tokens come from Redis (see agent_fence_source_guard()): the database cannot check
--- Redis's counter, so it keeps the raise to the grant's own path, and a grant records its token.
+-- above p_token has written (the caller then rolls the grant back). A Redis grant first records
+-- p_token in redis_grant (raised, never lowered), the last token Redis issued, which such a fence
+-- may not pass (see agent_fence_source_guard()). It runs as the owner of the fence, the only role
+-- that writes redis_grant and raises a fence whose tokens come from Redis.
 CREATE FUNCTION @extschema@.advance_fence(p_resource text, p_token bigint, p_source text, p_incarnation text)
 RETURNS boolean
 LANGUAGE plpgsql
@@ -897,6 +958,11 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF p_source = 'redis' THEN
+        INSERT INTO @extschema@.redis_grant AS g (resource, token) VALUES (p_resource, p_token)
+        ON CONFLICT (resource) DO UPDATE SET token = excluded.token, granted_at = excluded.granted_at
+         WHERE g.token < excluded.token;
+    END IF;
     UPDATE @extschema@.agent_fence
        SET token = p_token, token_source = p_source, incarnation = p_incarnation, updated_at = now()
      WHERE resource = p_resource AND token < p_token;
@@ -1017,6 +1083,8 @@ $$;
 --     event as the owner);
 --   * claim_proof: SELECT only: claim() writes the proof of a claim as the owner, so ROLE cannot
 --     write the version table without claiming;
+--   * redis_grant: SELECT only: a Redis grant's advance_fence() records its token as the owner, so
+--     ROLE cannot raise what a fence whose tokens come from Redis is held to;
 --   * pending_version_check: INSERT and DELETE (the COMMIT check, which runs as the committing role).
 -- ROLE must not be a superuser or a member of the owner: either could act as the owner.
 CREATE FUNCTION @extschema@.grant_to_migration_role(p_role text) RETURNS void
@@ -1179,10 +1247,12 @@ $$;
 -- stale holder would write. Marked, their rows are dumped (pending_version_check holds nothing
 -- between transactions; the event log's identity sequence goes with it), and a restore loads
 -- them into the tables CREATE EXTENSION has just made, guards on: lease before agent_fence (the
--- foreign key on agent_fence.leased orders pg_dump's COPY), which the guards accept. A restore
--- into another database or cluster is a new incarnation, so the next grant moves to a new epoch
--- (see agent_fence.incarnation). Installed by the runner, the tables are ordinary ones that
--- pg_dump dumps anyway: nothing to mark.
+-- foreign key on agent_fence.leased orders pg_dump's COPY), and agent_fence before redis_grant
+-- (pg_dump's order by name), which the guards accept: the owner inserts each fence row as it was
+-- (see agent_fence_source_guard()), and the recorded Redis grants hold those fences again once
+-- redis_grant's rows are in. A restore into another database or cluster is a new incarnation, so
+-- the next grant moves to a new epoch (see agent_fence.incarnation). Installed by the runner, the
+-- tables are ordinary ones that pg_dump dumps anyway: nothing to mark.
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_depend d
@@ -1195,6 +1265,7 @@ BEGIN
         PERFORM pg_extension_config_dump('@extschema@.fence_event_id_seq', '');
         PERFORM pg_extension_config_dump('@extschema@.tokenless_writes_allowed', '');
         PERFORM pg_extension_config_dump('@extschema@.resource_lock_key', '');
+        PERFORM pg_extension_config_dump('@extschema@.redis_grant', '');
     END IF;
 END
 $$;

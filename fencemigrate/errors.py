@@ -360,10 +360,14 @@ class DatabaseAhead(Fenced):
 class MonotonicGuardRefused(
     FencemigrateError,
     sqlstate="FM002",
-    message_prefixes=("agent_fence is monotonic: ", "the lease token counter is monotonic: "),
+    message_prefixes=(
+        "agent_fence is monotonic: ",
+        "the lease token counter is monotonic: ",
+        "redis_grant is monotonic: ",  # SQLite and MySQL from fence schema 0.7
+    ),
 ):
-    """The fence's monotonic guard (FM002) refused a write that would lower a fence token or the
-    lease token counter, or rename or delete their rows.
+    """The fence's monotonic guard (FM002) refused a write that would lower a fence token, the
+    lease token counter or the last token Redis issued (``redis_grant``), or rename or delete their rows.
 
     A fencing refusal (exit 3, the FENCED guidance): the guard is there so that no write, by a
     revision, env.py or any client, can hand a resource back to older tokens, and a writer that

@@ -16,9 +16,11 @@ looks at the built-in lease in the database and waits for it as for any live hol
 From fence schema 0.5 the database holds direct SQL to the same rules (the lease guard, FM006:
 no fence above the lease service's last token, no detach behind a live lease, no lease row given to
 another holder while live; on PostgreSQL 0.10, nothing a grant does not write). For ``redis`` it
-cannot check the token, not knowing Redis's counter; on PostgreSQL 0.10 only the grant's own
-advance (``advance_fence()``, the owner's) raises such a fence, which with two roles keeps the
-migration role's plain SQL out.
+cannot read Redis's counter, so each Redis grant records the token it issued (``redis_grant``,
+before the fence advance; on PostgreSQL 0.11 inside ``advance_fence()``, on SQLite and MySQL 0.7
+by ``record_redis_grant.sql``), and the lease guard refuses a ``redis`` fence above that record,
+whoever writes; on PostgreSQL only the owner's ``advance_fence()`` raises such a fence, which with
+two roles keeps the migration role's plain SQL out.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ FENCE_TABLES = (
     "fencemigrate_applied_revision",
     "fencemigrate_fence_event",
     "fencemigrate_lease",
+    "fencemigrate_redis_grant",
     "fencemigrate_schema_version",
     "fencemigrate_tokenless_write",
     "fencemigrate_tokenless_writes_allowed",

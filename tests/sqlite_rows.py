@@ -20,6 +20,7 @@ FENCE_TABLES = [
     "applied_revision",
     "fence_event",
     "lease",
+    "redis_grant",
     "schema_version",
     "tokenless_writes_allowed",
     "version_write_claim",

@@ -176,6 +176,7 @@ def test_sqlite_raises_are_told_by_the_start_of_their_message() -> None:
         "fence tokens are integers from 1 to 4611686018427387904",
         "lease tokens are integers from 0 to 4611686018427387904",
         "ledger tokens are integers from 1 to 4611686018427387904",
+        "Redis grant tokens are integers from 1 to 4611686018427387904",
     }
 
 

@@ -1,7 +1,7 @@
 """Each database's full install script creates exactly what its oldest script and the update chain create.
 
 A fresh install runs the current version's full script (``sql/fencemigrate--0.11.sql``,
-``sql/sqlite/fencemigrate--0.6.sql``, ``sql/mysql/fencemigrate--0.6.sql``); a database installed
+``sql/sqlite/fencemigrate--0.7.sql``, ``sql/mysql/fencemigrate--0.7.sql``); a database installed
 at an older version is brought to the current one by the update scripts. Both must end with the
 same catalog: tables, columns and their types (on PostgreSQL also their storage and compression:
 the ledger's ``source`` is lz4 where the server has it), defaults and constraints, indexes,
@@ -251,7 +251,7 @@ def sqlite_catalog(path: Path, prefix: str) -> dict[str, Any]:
 
 
 def test_sqlite_full_script_and_update_chain_install_the_same_schema(tmp_path: Path) -> None:
-    """The 0.6 script and 0.2 plus the updates: the same sqlite_master (text and order) and columns."""
+    """The 0.7 script and 0.2 plus the updates: the same sqlite_master (text and order) and columns."""
     full, chain = tmp_path / "full.sqlite", tmp_path / "chain.sqlite"
     with closing(sqlite3.connect(full)) as conn:
         for sql in sqlite_schema.install_statements(f'"{FULL}"'):
@@ -332,7 +332,7 @@ def mysql_catalog(url: str, prefix: str) -> dict[str, Any]:
 
 
 def test_mysql_full_script_and_update_chain_install_the_same_schema(mysql_url: str) -> None:
-    """The 0.6 script and 0.3 plus the updates, on MariaDB: the same information_schema and SHOW CREATE."""
+    """The 0.7 script and 0.3 plus the updates, on MariaDB: the same information_schema and SHOW CREATE."""
     engine = create_engine(mysql_url)
     try:
         with engine.connect() as conn:

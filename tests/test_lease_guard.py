@@ -418,4 +418,4 @@ def test_sqlite_file_at_0_4_is_updated_to_the_current_version(tmp_path: Path) ->
         assert connection.execute("SELECT version FROM fencemigrate_schema_version").fetchall() == [("0.4",)]
     attack(target, "steal")
     with closing(sqlite3.connect(tmp_path / "db.sqlite", isolation_level=None)) as connection:
-        assert connection.execute("SELECT version FROM fencemigrate_schema_version").fetchall() == [("0.6",)]
+        assert connection.execute("SELECT version FROM fencemigrate_schema_version").fetchall() == [("0.7",)]

@@ -47,6 +47,7 @@ RUNS_ONLY_ON: dict[str, frozenset[str]] = {
     "seed_fence": _PREFIXED,
     "unguard_version_table": _PREFIXED,  # PostgreSQL: allow_tokenless_writes() drops its trigger
     "lease_held": _PREFIXED,  # renew / release without RETURNING
+    "record_redis_grant": _PREFIXED,  # PostgreSQL: the Redis grant's advance_fence() records it
     "begin_apply": _PRECHECK,
     "begin_rollback": _PRECHECK,
     "forget_revision": _PRECHECK,

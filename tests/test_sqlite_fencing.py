@@ -255,7 +255,7 @@ def test_state_text_and_json(tmp_path: Path) -> None:
     assert payload["status"] == "ok"
     assert payload["version_table"] == "alembic_version"
     assert payload["heads"] == ["0001"]
-    assert payload["fence_schema_version"] == "0.6"
+    assert payload["fence_schema_version"] == "0.7"
     assert [(f["resource"], f["token"]) for f in payload["fences"]] == [("db/migrations", 12)]
     (row,) = payload["ledger"]
     assert (row["revision"], row["resource"], row["applied_token"], row["holder"], row["method"]) == (
@@ -269,7 +269,7 @@ def test_state_text_and_json(tmp_path: Path) -> None:
     assert row["applied_at"].endswith("Z")
 
     lines = project.run_cli("state").check(0).stdout.splitlines()
-    assert lines[:2] == ["heads: 0001", "fence schema: 0.6"]
+    assert lines[:2] == ["heads: 0001", "fence schema: 0.7"]
     assert any(line.startswith("  db/migrations  token=12  since ") for line in lines), lines
     assert any(line.startswith("  0001  applied_token=12  holder=agent  upgrade at ") for line in lines), lines
 

@@ -196,6 +196,12 @@ class FenceOnGrant(ABC):
             detach_fence(self._connection, self._schema, resource)
         return lease
 
+    def record_redis_grant(self, resource: str, token: int) -> None:
+        """Before a Redis grant's fence advance, in its transaction: record ``token`` as the last token
+        Redis issued for ``resource`` (``record_redis_grant.sql``, never lowered), which the lease guard
+        holds a Redis-sourced fence to."""
+        self._run("record_redis_grant", resource=resource, token=token)
+
     def advance(self, resource: str, token: int, source: str, incarnation: str | None) -> None:
         """Advance the fence of ``resource`` to ``token``, just issued by ``source`` on ``incarnation``
         (:mod:`.epochs`), in the grant's transaction: older holders are now fenced, and tokens
@@ -232,6 +238,9 @@ class PostgresFenceOnGrant(FenceOnGrant):
         finally:
             watch.disarm()
             self.commit_cut_short = watch.cut_short
+
+    def record_redis_grant(self, resource: str, token: int) -> None:
+        """Nothing: the fence advance itself (``advance_fence()``) records the Redis grant."""
 
     def cancel_stuck_lease_transactions(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
         rows = self._run(

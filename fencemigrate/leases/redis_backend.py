@@ -8,9 +8,11 @@ A grant has two halves:
 2. one transaction on the fence database: lock the resource's grants and its fence row (waiting
    at most what is left of ``--wait`` behind an in-flight migration, or cancelling it with
    ``--preempt``), then issue the token in Redis (INCR of a counter first raised to the fence's
-   token, so tokens never go backwards when Redis loses its data), advance the fence to it and
-   log the events. The previous holder is fenced when this transaction commits. How the
-   transaction waits is the fence database's (:mod:`.fence_on_grant`): PostgreSQL or SQLite.
+   token, so tokens never go backwards when Redis loses its data), record it as the last token
+   Redis issued (``redis_grant``, which the lease guard holds the fence to; on PostgreSQL the fence
+   advance records it), advance the fence to it and log the events. The previous holder is fenced
+   when this transaction commits. How the transaction waits is the fence database's
+   (:mod:`.fence_on_grant`): PostgreSQL, SQLite or MySQL.
 
 When the database half fails, the Redis half is given back (only what is still this grant's).
 Keys and scripts: :mod:`fencemigrate.leases.redis_store`.
@@ -174,6 +176,7 @@ class RedisLeases:
                     return outcome
                 issued = outcome
                 check_room(resource, issued.token - 1)  # Redis's counter may have been above the fence
+                self._fence.record_redis_grant(resource, issued.token)
                 self._fence.advance(resource, issued.token, REDIS, incarnation.current)
                 previous = self._log_grant(request, issued, fence_token, preempted, incarnation)
                 synchronous = force_synchronous_commit(self._connection, self._schema)

@@ -1,4 +1,4 @@
--- fencemigrate 0.6 on MySQL and MariaDB: the fence schema, complete.
+-- fencemigrate 0.7 on MySQL and MariaDB: the fence schema, complete.
 --
 -- MySQL's schemas are databases, and a migration user may not create databases: every object
 -- lives in the application's own database, named with the fence schema's name as a prefix
@@ -7,10 +7,11 @@
 -- (DELIMITER lines work as in the mysql client) at the start of the first fenced run, under the
 -- named lock 'fencemigrate-install:<database>'; every statement is idempotent. A database at an
 -- older version is brought here by the update scripts (fencemigrate--0.3--0.4.sql,
--- fencemigrate--0.4--0.5.sql, fencemigrate--0.5--0.6.sql): 0.3 followed by those updates creates exactly what this file
--- creates (tests/test_install_scripts.py compares the catalogs), triggers in the same order.
+-- fencemigrate--0.4--0.5.sql, fencemigrate--0.5--0.6.sql, fencemigrate--0.6--0.7.sql): 0.3
+-- followed by those updates creates exactly what this file creates (tests/test_install_scripts.py
+-- compares the catalogs), triggers in the same order.
 --
--- Same tables and columns as the PostgreSQL schema (sql/fencemigrate--0.8.sql), plus the ledger's
+-- Same tables and columns as the PostgreSQL schema (its full script in sql/), plus the ledger's
 -- `state`: MySQL commits DDL implicitly, so a revision runs in pre-check mode and its ledger row
 -- is written as 'applying' (or 'rolling_back') before its DDL and settled after it. A row left
 -- unsettled is a dirty revision: fenced writes are refused until `fencemigrate resolve`.
@@ -93,6 +94,20 @@ CREATE TABLE IF NOT EXISTS @extschema@_lease (
     CONSTRAINT @extschema@_lease_held CHECK ((holder IS NULL) = (expires_at IS NULL))
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
+-- One row per resource ever granted by the Redis lease backend. token is the last token Redis
+-- issued for it: the database cannot ask Redis for its counter, so every Redis grant records its
+-- token here, in its own transaction before it advances the fence (record_redis_grant.sql), and
+-- the lease guard holds a fence whose tokens come from Redis to that record, as it holds a fence
+-- of the built-in lease service to the lease's counter. granted_at: when the grant recorded it.
+-- No holder: the grant's GRANT event in fence_event names it.
+CREATE TABLE IF NOT EXISTS @extschema@_redis_grant (
+    resource   VARCHAR(255) NOT NULL PRIMARY KEY,
+    token      BIGINT       NOT NULL,
+    granted_at DATETIME(6)  NOT NULL,
+    CONSTRAINT @extschema@_redis_grant_resource CHECK (resource <> ''),
+    CONSTRAINT @extschema@_redis_grant_token CHECK (token > 0)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
 -- The story of every resource, for `fencemigrate timeline`: lease grants, renewals, releases,
 -- expiries seen, preemptions, applied and rolled-back revisions, FENCED rejections, and dirty
 -- revisions resolved by hand.
@@ -170,15 +185,15 @@ BEGIN
     END IF;
 END//
 -- The lease guard: the same rules as PostgreSQL's agent_fence_source_guard() and
--- lease_grant_guard() (sql/fencemigrate--0.8.sql): SQLSTATE FM006, every message starting
+-- lease_grant_guard() (its full script in sql/): SQLSTATE FM006, every message starting
 -- 'lease guard: '. A lease is live while it has a holder and expires_at is after
 -- UTC_TIMESTAMP(6), the server's clock that the lease service judges it by (at the start of the
 -- statement). REPLACE fires the delete guard; INSERT ... ON DUPLICATE KEY UPDATE fires the UPDATE
 -- triggers for the row it updates.
 -- agent_fence: while a resource takes its tokens from the built-in lease service, its fence token
 -- is at most the last token that service issued, and it leaves the service only while no lease
--- on it is live. 'redis': nothing the database can check. The lease row is read with a locking
--- read: the latest committed row, not the snapshot of a REPEATABLE READ transaction begun earlier.
+-- on it is live ('redis': below). The lease row is read with a locking read: the latest committed
+-- row, not the snapshot of a REPEATABLE READ transaction begun earlier.
 CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_no_unissued_token
 BEFORE UPDATE ON @extschema@_agent_fence FOR EACH ROW
 BEGIN
@@ -207,6 +222,38 @@ BEGIN
         IF NEW.token > COALESCE(v_issued, 0) THEN
             SIGNAL SQLSTATE 'FM006'
                 SET MESSAGE_TEXT = 'lease guard: this fence token is above the last token the lease service issued: it was never issued';
+        END IF;
+    END IF;
+END//
+-- agent_fence: while a resource takes its tokens from Redis, its fence token is at most the last
+-- token Redis issued for it, as its grants recorded it (none recorded: 0), and a fence moves to
+-- 'redis' only at or below that token (a grant records its token first): SQLSTATE FM006, as the
+-- lease guard's other refusals. A fence may leave Redis: the database cannot see whether a Redis
+-- lease is live (`lease detach --lease-url` asks Redis). Forging the record first, then the
+-- fence, is not refused: the same limit as forging the lease row for the built-in service;
+-- check --db reports the fence no GRANT event explains (FM413). The record is read with a locking
+-- read, as the lease row is.
+CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_no_unissued_redis_token
+BEFORE UPDATE ON @extschema@_agent_fence FOR EACH ROW
+BEGIN
+    DECLARE v_recorded BIGINT DEFAULT NULL;
+    IF NEW.token_source = 'redis' AND (NEW.token > OLD.token OR OLD.token_source <> 'redis') THEN
+        SELECT g.token INTO v_recorded FROM @extschema@_redis_grant g WHERE g.resource = NEW.resource LOCK IN SHARE MODE;
+        IF NEW.token > COALESCE(v_recorded, 0) THEN
+            SIGNAL SQLSTATE 'FM006'
+                SET MESSAGE_TEXT = 'lease guard: this fence token is above the last token Redis issued (recorded by its grant): it was never issued';
+        END IF;
+    END IF;
+END//
+CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_insert_unissued_redis_token
+BEFORE INSERT ON @extschema@_agent_fence FOR EACH ROW
+BEGIN
+    DECLARE v_recorded BIGINT DEFAULT NULL;
+    IF NEW.token_source = 'redis' THEN
+        SELECT g.token INTO v_recorded FROM @extschema@_redis_grant g WHERE g.resource = NEW.resource LOCK IN SHARE MODE;
+        IF NEW.token > COALESCE(v_recorded, 0) THEN
+            SIGNAL SQLSTATE 'FM006'
+                SET MESSAGE_TEXT = 'lease guard: this fence token is above the last token Redis issued (recorded by its grant): it was never issued';
         END IF;
     END IF;
 END//
@@ -282,6 +329,43 @@ END//
 DELIMITER ;
 
 
+-- == The Redis grant record's guards ==
+
+DELIMITER //
+-- The monotonic guard of the record (SQLSTATE FM002), as of the lease token counter: the token
+-- never goes down, and rows are never renamed or deleted (REPLACE fires the delete guard).
+CREATE TRIGGER IF NOT EXISTS @extschema@_redis_grant_monotonic
+BEFORE UPDATE ON @extschema@_redis_grant FOR EACH ROW
+BEGIN
+    IF NEW.resource <> OLD.resource OR NEW.token < OLD.token THEN
+        SIGNAL SQLSTATE 'FM002'
+            SET MESSAGE_TEXT = 'redis_grant is monotonic: lowering or renaming a recorded grant is not allowed';
+    END IF;
+END//
+CREATE TRIGGER IF NOT EXISTS @extschema@_redis_grant_no_delete
+BEFORE DELETE ON @extschema@_redis_grant FOR EACH ROW
+BEGIN
+    SIGNAL SQLSTATE 'FM002'
+        SET MESSAGE_TEXT = 'redis_grant is monotonic: deleting a recorded grant is not allowed';
+END//
+-- The token domain of recorded grants (see agent_fence's).
+CREATE TRIGGER IF NOT EXISTS @extschema@_redis_grant_token_domain_insert
+BEFORE INSERT ON @extschema@_redis_grant FOR EACH ROW
+BEGIN
+    IF NEW.token < 1 OR NEW.token > 4611686018427387904 THEN
+        SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'Redis grant tokens are integers from 1 to 4611686018427387904';
+    END IF;
+END//
+CREATE TRIGGER IF NOT EXISTS @extschema@_redis_grant_token_domain_update
+BEFORE UPDATE ON @extschema@_redis_grant FOR EACH ROW
+BEGIN
+    IF NEW.token <> OLD.token AND (NEW.token < 1 OR NEW.token > 4611686018427387904) THEN
+        SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'Redis grant tokens are integers from 1 to 4611686018427387904';
+    END IF;
+END//
+DELIMITER ;
+
+
 -- == The ledger's triggers ==
 
 DELIMITER //
@@ -331,4 +415,4 @@ CREATE TABLE IF NOT EXISTS @extschema@_schema_version (
     version VARCHAR(16) NOT NULL,
     CONSTRAINT @extschema@_schema_version_one_row CHECK (one_row = 1)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
-INSERT IGNORE INTO @extschema@_schema_version (one_row, version) VALUES (1, '0.6');
+INSERT IGNORE INTO @extschema@_schema_version (one_row, version) VALUES (1, '0.7');

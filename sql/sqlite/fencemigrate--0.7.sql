@@ -1,15 +1,16 @@
--- fencemigrate 0.6 on SQLite: the fence schema, complete.
+-- fencemigrate 0.7 on SQLite: the fence schema, complete.
 --
 -- SQLite has no schemas, so every object is named with the fence schema's name as a prefix:
 -- @extschema@_agent_fence becomes "fencemigrate_agent_fence" by default (fencemigrate_schema
 -- in alembic.ini changes the prefix). The runner applies this file, one statement at a time,
 -- inside the first fenced run's own transaction; every statement is idempotent. A database at an
 -- older version is brought here by the update scripts (fencemigrate--0.2--0.4.sql,
--- fencemigrate--0.4--0.5.sql, fencemigrate--0.5--0.6.sql): 0.2 followed by those updates creates
--- exactly what this file creates (tests/test_install_scripts.py compares the catalogs, down to the
--- text of each CREATE statement: `source` stands where 0.6's ALTER TABLE ... ADD COLUMN puts it).
+-- fencemigrate--0.4--0.5.sql, fencemigrate--0.5--0.6.sql, fencemigrate--0.6--0.7.sql): 0.2
+-- followed by those updates creates exactly what this file creates (tests/test_install_scripts.py
+-- compares the catalogs, down to the text of each CREATE statement: `source` stands where 0.6's
+-- ALTER TABLE ... ADD COLUMN puts it; and each table's triggers in the order they were created).
 --
--- Same tables, columns and checks as the PostgreSQL schema (sql/fencemigrate--0.8.sql), where
+-- Same tables, columns and checks as the PostgreSQL schema (its full script in sql/), where
 -- SQLite has them; version 0.3 (pre-check mode) is not for SQLite. Times are ISO-8601 UTC text
 -- with milliseconds, from SQLite's own clock: strftime('%Y-%m-%dT%H:%M:%fZ', 'now'). The claim,
 -- the ledger writes and their events are plain statements in sql/queries/sqlite/ (SQLite has no
@@ -194,7 +195,7 @@ BEGIN
 END;
 
 -- The lease guard: the same rules as PostgreSQL's lease_grant_guard() and agent_fence_source_guard()
--- (sql/fencemigrate--0.8.sql), one trigger each (SQLite's RAISE takes a fixed message, every
+-- (its full script in sql/), one trigger each (SQLite's RAISE takes a fixed message, every
 -- one starting 'lease guard: '). A lease is live while it has a holder and expires_at is after
 -- strftime('%Y-%m-%dT%H:%M:%fZ', 'now'): SQLite's clock, the clock of whichever machine writes the
 -- file, the same one the lease service judges leases by (see README, SQLite). A token that is not
@@ -248,7 +249,7 @@ END;
 
 -- agent_fence: while a resource takes its tokens from the built-in lease service, its fence token
 -- is at most the last token that service issued, and it leaves the service only while no lease
--- on it is live. 'redis': nothing the database can check.
+-- on it is live. 'redis': see Redis grants below.
 CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_no_unissued_token
 BEFORE UPDATE ON @extschema@_agent_fence
 FOR EACH ROW WHEN typeof(NEW.token) = 'integer' AND NEW.token <= 4611686018427387904 AND NEW.token_source = 'lease service'
@@ -288,6 +289,86 @@ BEGIN
     SELECT RAISE(ABORT, 'lease guard: a fence row of the lease service is never replaced: a grant or lease detach updates it');
 END;
 
+
+-- == Redis grants and their guard ==
+-- The database cannot ask Redis for its counter, so every Redis grant records the token it issued
+-- here, in its own transaction before it advances the fence (record_redis_grant.sql), and the
+-- lease guard holds a fence whose tokens come from Redis to that record, as it holds a fence of
+-- the built-in lease service to the lease's counter.
+
+-- One row per resource ever granted by the Redis lease backend. token is the last token Redis
+-- issued for it; granted_at, when the grant recorded it. No holder: the grant's GRANT event in
+-- fence_event names it.
+CREATE TABLE IF NOT EXISTS @extschema@_redis_grant (
+    resource   TEXT    NOT NULL PRIMARY KEY
+               CHECK (resource <> '' AND length(resource) <= 255),
+    token      INTEGER NOT NULL CHECK (token > 0),
+    granted_at TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+
+-- The monotonic guard of the record, as of the lease token counter: the token never goes down
+-- (INSERT OR REPLACE deletes the row it replaces without firing delete triggers, so an insert may
+-- not land below it either), and rows are never renamed or deleted.
+CREATE TRIGGER IF NOT EXISTS @extschema@_redis_grant_monotonic
+BEFORE UPDATE ON @extschema@_redis_grant
+FOR EACH ROW WHEN NEW.resource IS NOT OLD.resource OR NEW.token < OLD.token
+BEGIN
+    SELECT RAISE(ABORT, 'redis_grant is monotonic: lowering or renaming a recorded grant is not allowed');
+END;
+
+CREATE TRIGGER IF NOT EXISTS @extschema@_redis_grant_no_replace_lower
+BEFORE INSERT ON @extschema@_redis_grant
+FOR EACH ROW WHEN EXISTS (SELECT 1 FROM @extschema@_redis_grant g
+                          WHERE g.resource = NEW.resource AND g.token > NEW.token)
+BEGIN
+    SELECT RAISE(ABORT, 'redis_grant is monotonic: lowering or renaming a recorded grant is not allowed');
+END;
+
+CREATE TRIGGER IF NOT EXISTS @extschema@_redis_grant_no_delete
+BEFORE DELETE ON @extschema@_redis_grant
+FOR EACH ROW
+BEGIN
+    SELECT RAISE(ABORT, 'redis_grant is monotonic: deleting a recorded grant is not allowed');
+END;
+
+-- The token domain of recorded grants (see agent_fence's).
+CREATE TRIGGER IF NOT EXISTS @extschema@_redis_grant_token_domain_insert
+BEFORE INSERT ON @extschema@_redis_grant
+FOR EACH ROW WHEN typeof(NEW.token) <> 'integer' OR NEW.token < 1 OR NEW.token > 4611686018427387904
+BEGIN
+    SELECT RAISE(ABORT, 'Redis grant tokens are integers from 1 to 4611686018427387904');
+END;
+CREATE TRIGGER IF NOT EXISTS @extschema@_redis_grant_token_domain_update
+BEFORE UPDATE OF token ON @extschema@_redis_grant
+FOR EACH ROW WHEN typeof(NEW.token) <> 'integer' OR NEW.token < 1 OR NEW.token > 4611686018427387904
+BEGIN
+    SELECT RAISE(ABORT, 'Redis grant tokens are integers from 1 to 4611686018427387904');
+END;
+
+-- agent_fence: while a resource takes its tokens from Redis, its fence token is at most the last
+-- token Redis issued for it, as its grants recorded it (none recorded: 0), and a fence moves to
+-- 'redis' only at or below that token (a grant records its token first). A fence may leave Redis:
+-- the database cannot see whether a Redis lease is live (`lease detach --lease-url` asks Redis).
+-- Forging the record first, then the fence, is not refused: the same limit as forging the lease
+-- row for the built-in service; check --db reports the fence no GRANT event explains (FM413).
+CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_no_unissued_redis_token
+BEFORE UPDATE ON @extschema@_agent_fence
+FOR EACH ROW WHEN typeof(NEW.token) = 'integer' AND NEW.token <= 4611686018427387904 AND NEW.token_source = 'redis'
+                  AND NEW.token >= OLD.token AND (NEW.token > OLD.token OR OLD.token_source <> 'redis')
+                  AND NEW.token > coalesce((SELECT g.token FROM @extschema@_redis_grant g WHERE g.resource = NEW.resource), 0)
+BEGIN
+    SELECT RAISE(ABORT, 'lease guard: this fence token is above the last token Redis issued (recorded by its grant): it was never issued');
+END;
+
+CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_insert_unissued_redis_token
+BEFORE INSERT ON @extschema@_agent_fence
+FOR EACH ROW WHEN typeof(NEW.token) = 'integer' AND NEW.token <= 4611686018427387904 AND NEW.token_source = 'redis'
+                  AND NEW.token > coalesce((SELECT g.token FROM @extschema@_redis_grant g WHERE g.resource = NEW.resource), 0)
+BEGIN
+    SELECT RAISE(ABORT, 'lease guard: this fence token is above the last token Redis issued (recorded by its grant): it was never issued');
+END;
+
+
 -- == Writes without a token ==
 
 -- Once a database is fenced, Alembic's version table refuses writes that no fenced run made
@@ -313,5 +394,5 @@ CREATE TABLE IF NOT EXISTS @extschema@_schema_version (
     one_row INTEGER NOT NULL PRIMARY KEY CHECK (one_row = 1),
     version TEXT    NOT NULL
 );
-INSERT INTO @extschema@_schema_version (one_row, version) VALUES (1, '0.6')
+INSERT INTO @extschema@_schema_version (one_row, version) VALUES (1, '0.7')
     ON CONFLICT (one_row) DO NOTHING;

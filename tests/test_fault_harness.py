@@ -63,10 +63,10 @@ def test_fencemigrate_survives_the_seeded_slice_and_the_control_does_not(
     assert summary.total("control") > 0, report
 
 
-#: Seed 745, schedule 16 (PostgreSQL, ``--failovers``): the WAL is held from 0.12 s, the primary fails over
-#: at 3.01 s, after agent S's grant (token 1) and its upgrade; R1 takes a lease at 3.83 s on the promoted
-#: server, then S, its lease long expired, sends ``downgrade r01`` under token 1.
-FAILOVER_SEED, FAILOVER_SCHEDULE = 745, 16
+#: Seed 745, schedule 143 (PostgreSQL, ``--failovers``): the WAL is held from the start (before the first
+#: runner starts), agent S is granted token 1 and upgrades, the primary fails over at 2.76 s; R1 and R2 take
+#: leases on the promoted server from 3.58 s, then S, its lease long expired, runs ``upgrade head`` under token 1.
+FAILOVER_SEED, FAILOVER_SCHEDULE = 745, 143
 
 
 def test_a_failover_is_scheduled_once_and_never_beside_a_restart() -> None:

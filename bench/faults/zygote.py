@@ -100,8 +100,9 @@ class ForkedProcess:
 
     def __init__(self, zygote: Zygote, pid: int, output: int) -> None:
         self.zygote, self.pid = zygote, pid
-        self.stdout = os.fdopen(output, "r", encoding="utf-8", errors="replace")
         self.returncode: int | None = None
+        self._output: int | None = output  # the read end of the child's stdout and stderr, until EOF
+        self._read: list[bytes] = []
 
     def poll(self) -> int | None:
         """The exit status once the zygote has reported it. Several threads poll one process (its
@@ -124,20 +125,18 @@ class ForkedProcess:
     def communicate(self, timeout: float | None = None) -> tuple[str, None]:
         """The whole output once the child has exited (TimeoutExpired after ``timeout``; call again)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        if not hasattr(self, "_chunks"):
-            self._chunks: list[str] = []
-        while not self.stdout.closed:
+        while self._output is not None:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([self.stdout], [], [], left)
-            if not ready:
+            if not select.select([self._output], [], [], left)[0]:
                 raise subprocess.TimeoutExpired(str(self.pid), timeout or 0)
-            chunk = os.read(self.stdout.fileno(), 65536)
-            if not chunk:
-                self.stdout.close()
-                break
-            self._chunks.append(chunk.decode("utf-8", errors="replace"))
+            chunk = os.read(self._output, 65536)
+            if chunk:
+                self._read.append(chunk)
+            else:
+                os.close(self._output)
+                self._output = None
         self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        return "".join(self._chunks), None
+        return b"".join(self._read).decode("utf-8", errors="replace"), None
 
     def kill(self) -> None:
         try:

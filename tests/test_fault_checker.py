@@ -87,17 +87,34 @@ def test_a_renumbered_copy_is_a_new_revision_and_stale_only_under_an_old_token()
     assert [v.detail for v in stale_commits(stale)] == ["apply r04 by A under token 1 after token 2"]
 
 
-def outcome(heads: list[str], ledger: list[str] | None, events: list[Event] = ()) -> Outcome:  # type: ignore[assignment]
+def outcome(heads: list[str], ledger: dict[str, str] | None, events: list[Event] = ()) -> Outcome:  # type: ignore[assignment]
     return Outcome("fencemigrate", list(events), [], heads, ledger, CHAIN)
 
 
+def applied(*revisions: str) -> dict[str, str]:
+    return dict.fromkeys(revisions, "applied")
+
+
 def test_the_version_table_must_match_the_ledger() -> None:
-    assert ledger_mismatch(outcome(["r03"], ["r01", "r02", "r03"])) == []
-    assert [v.detail for v in ledger_mismatch(outcome(["r02"], ["r01", "r02", "r03"]))] == [
+    assert ledger_mismatch(outcome(["r03"], applied("r01", "r02", "r03"))) == []
+    assert [v.detail for v in ledger_mismatch(outcome(["r02"], applied("r01", "r02", "r03")))] == [
         "version table implies ['r01', 'r02'], ledger has ['r01', 'r02', 'r03']"
     ]
     # Without a ledger (the control), the committed history stands in for it.
     assert ledger_mismatch(outcome(["r01"], None, [apply("r01", 1)])) == []
+
+
+def test_a_dirty_revision_is_where_its_run_stopped() -> None:
+    """Pre-check mode (MariaDB): a writer killed inside r02's downgrade leaves r02 in the version
+    table, its row 'rolling_back'; one killed inside r02's upgrade leaves it out, its row 'applying'."""
+    assert ledger_mismatch(outcome(["r02"], {"r01": "applied", "r02": "rolling_back"})) == []
+    assert ledger_mismatch(outcome(["r01"], {"r01": "applied", "r02": "applying"})) == []
+    assert [v.detail for v in ledger_mismatch(outcome(["r01"], {"r01": "applied", "r02": "rolling_back"}))] == [
+        "version table implies ['r01'], ledger has ['r01', 'r02']"
+    ]
+    assert [v.detail for v in ledger_mismatch(outcome(["r02"], {"r01": "applied", "r02": "applying"}))] == [
+        "version table implies ['r01', 'r02'], ledger has ['r01']"
+    ]
 
 
 def run(**fields: object) -> Run:

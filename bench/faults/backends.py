@@ -198,18 +198,17 @@ class Backend:
             except Exception:  # noqa: BLE001 - no version table: nothing was ever applied
                 return []
 
-    def ledger(self, url: str) -> list[str]:
-        """fencemigrate's ledger: the revisions it holds as applied."""
+    def ledger(self, url: str) -> dict[str, str]:
+        """fencemigrate's ledger: each revision it holds, with its row's state."""
         table = "fencemigrate.applied_revision" if self.dialect == "postgresql" else "fencemigrate_applied_revision"
-        settled = "" if self.dialect == "sqlite" else " AND state = 'applied'"
         with self.engine(url).connect() as conn:
             try:
                 rows = conn.execute(
-                    text(f"SELECT revision FROM {table} WHERE version_table = 'alembic_version'{settled}")
+                    text(f"SELECT revision, state FROM {table} WHERE version_table = 'alembic_version'")
                 ).all()
             except Exception:  # noqa: BLE001 - no fence schema: nothing was ever fenced
-                return []
-        return sorted(row[0] for row in rows)
+                return {}
+        return {row[0]: row[1] for row in rows}
 
     def max_grant(self, url: str) -> int:
         """The highest token granted (committed) so far."""

@@ -165,9 +165,17 @@ def history_revisions(events: Iterable[Event]) -> set[str]:
 
 
 def ledger_mismatch(outcome: Outcome) -> list[Violation]:
-    """The version table against the ledger (or, without one, against the recorded history)."""
+    """The version table against the ledger (or, without one, against the recorded history).
+
+    A dirty revision of pre-check mode (docs/mysql.md) is where its run stopped: one whose
+    downgrade began (``rolling_back``) is still in the version table, one whose upgrade began
+    (``applying``) not yet; the runs after it are refused with DIRTY.
+    """
     versioned = implied_revisions(outcome.version_heads, outcome.chain)
-    ledger = set(outcome.ledger) if outcome.ledger is not None else history_revisions(outcome.events)
+    if outcome.ledger is None:
+        ledger = history_revisions(outcome.events)
+    else:
+        ledger = {revision for revision, state in outcome.ledger.items() if state != "applying"}
     if versioned == ledger:
         return []
     return [Violation("version-vs-ledger", f"version table implies {sorted(versioned)}, ledger has {sorted(ledger)}")]

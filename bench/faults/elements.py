@@ -651,7 +651,9 @@ class McpAgent:
 
     async def call(self, tool: str, **arguments: Any) -> tuple[bool, dict[str, Any]]:
         result = await self.session.call_tool(tool, arguments)
-        return not result.is_error, dict(result.structured_content or {})
+        if result.structured_content is None:  # an error answered in text only
+            return not result.is_error, {"text": " ".join(getattr(part, "text", "") for part in result.content)}
+        return not result.is_error, dict(result.structured_content)
 
     async def acquire(self, ttl_s: float, wait_s: float = 0.0) -> None:
         started = time.monotonic()
@@ -660,7 +662,10 @@ class McpAgent:
             return
         ok, content = await self.call("acquire_lease", ttl=f"{ttl_s:g}s", wait=f"{wait_s:g}s")
         self.token = int(content["server_token"]) if ok and content.get("server_token") is not None else None
-        if self.token is not None:
+        if self.token is None:  # what the server answered, for --verbose (a grant it made but did not report)
+            answer = {key: content[key] for key in ("status", "message", "text", "lease") if key in content}
+            self.run.notes.append(f"{self.holder}'s acquire_lease gave no token: {answer}"[:2000])
+        else:
             self.run.outcome.grants.append(
                 Grant(self.holder, self.token, "mcp", started, time.monotonic(), ttl_s, self.run.resource)
             )

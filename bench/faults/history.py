@@ -49,7 +49,9 @@ class Outcome:
     events: list[Event]
     runs: list[Run]
     version_heads: list[str]
-    ledger: list[str] | None
+    #: fencemigrate's ledger: each revision's row state ('applied', or pre-check mode's dirty
+    #: 'applying' / 'rolling_back'); None for the control.
+    ledger: dict[str, str] | None
     chain: dict[str, str | None]
     connection_faults: int = 0
 

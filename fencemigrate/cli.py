@@ -16,6 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
+from alembic import __version__ as alembic_version
 from alembic.config import Config
 
 from . import api
@@ -82,9 +83,16 @@ class _Context:
     "-q",
     "--quiet",
     is_flag=True,
-    help="No progress on stderr and none of Alembic's own output; results and errors are still printed.",
+    help=(
+        "No progress on stderr and none of Alembic's own output; results and errors are still printed. "
+        "Alembic's log lines (INFO ... Running upgrade) come from env.py's logging config and stay, as with alembic -q."
+    ),
 )
-@click.version_option(package_name="fencemigrate")
+@click.version_option(
+    package_name="fencemigrate",
+    message=f"%(prog)s, version %(version)s (Alembic {alembic_version})",
+    help="Show fencemigrate's version and the Alembic version it runs, and exit.",
+)
 @click.pass_context
 def main(
     ctx: click.Context,

@@ -558,14 +558,22 @@ def init(obj: _Context, directory: str, template: str, package: bool, as_json: b
     outcome = _authoring(as_json, lambda: api.init(config, directory, template=template, package=package))
     if as_json:
         _print_json(outcome.as_json())
-    elif outcome.fence_aware:
-        click.echo(
-            f"fence-aware Alembic environment written to {directory}; it migrates a SQLite file beside "
-            "alembic.ini until you change sqlalchemy.url there"
+        return
+    kept = outcome.kept
+    if kept is not None:
+        url = "no sqlalchemy.url" if kept.url is None else f"sqlalchemy.url {kept.url}"
+        where = "no script_location" if kept.script_location is None else f"script_location {kept.script_location}"
+        elsewhere = "" if kept.runs_directory else f" (point script_location at {directory} to run this environment)"
+        click.echo(f"{outcome.config_file} already existed and was kept as it was: it still has {url} and {where}{elsewhere}")
+    if outcome.fence_aware:
+        url_note = "" if kept is not None else (
+            "; it migrates a SQLite file beside alembic.ini until you change sqlalchemy.url there"
         )
+        click.echo(f"fence-aware Alembic environment written to {directory}{url_note}")
     else:
+        edit = "" if kept is not None else "; edit sqlalchemy.url in alembic.ini"
         click.echo(
-            f"Alembic environment (template {template}) written to {directory}; edit sqlalchemy.url in alembic.ini; "
+            f"Alembic environment (template {template}) written to {directory}{edit}; "
             "its env.py is not fence-aware: plain alembic runs it without a token"
         )
 

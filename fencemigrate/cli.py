@@ -564,11 +564,13 @@ def init(obj: _Context, directory: str, template: str, package: bool, as_json: b
         url = "no sqlalchemy.url" if kept.url is None else f"sqlalchemy.url {kept.url}"
         where = "no script_location" if kept.script_location is None else f"script_location {kept.script_location}"
         elsewhere = "" if kept.runs_directory else f" (point script_location at {directory} to run this environment)"
-        click.echo(f"{outcome.config_file} already existed and was kept as it was: it still has {url} and {where}{elsewhere}")
-    if outcome.fence_aware:
-        url_note = "" if kept is not None else (
-            "; it migrates a SQLite file beside alembic.ini until you change sqlalchemy.url there"
+        click.echo(
+            f"{outcome.config_file} already existed and was kept as it was: it still has {url} and {where}{elsewhere}"
         )
+    if outcome.fence_aware:
+        url_note = "; it migrates a SQLite file beside alembic.ini until you change sqlalchemy.url there"
+        if kept is not None:
+            url_note = ""
         click.echo(f"fence-aware Alembic environment written to {directory}{url_note}")
     else:
         edit = "" if kept is not None else "; edit sqlalchemy.url in alembic.ini"
@@ -1051,6 +1053,12 @@ def _status_text(status: LeaseStatus) -> str:
         state = "EXPIRED at" if status.expired else "until"
         head = f"{status.resource}: held by {status.holder}, token {status.token}, {state} {expiry}"
     lines = [head, f"  last token issued: {status.token}; fence token: {fence}"]
+    if status.implausible:
+        granted = status.granted_at.isoformat() if status.granted_at else "?"
+        lines.append(
+            f"  implausible: granted at {granted}, further in the future than its TTL by the lease service's "
+            "clock (the granting clock was ahead): treated as expired; the next grant takes it over"
+        )
     if status.holder is not None and status.replication is not None:
         lines.append(f"  {_REPLICATION[status.replication]}")
     return "\n".join(lines)
@@ -1096,6 +1104,7 @@ def _state_text(result: State) -> str:
         )
     lines += [f"ERROR: {row.message}" for row in result.ledger_above_fence]
     lines += [f"ERROR: {row.message}" for row in result.fence_below_lease]
+    lines += [f"WARNING: {row.message}" for row in result.implausible_leases]
     lines += [f"ERROR: {row.message}" for row in result.unexplained_tokens]
     altered = "ERROR: the fence schema differs from fencemigrate's:"
     lines += [f"{altered} {problem}" for problem in result.fence_schema_problems]

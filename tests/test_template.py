@@ -130,7 +130,9 @@ def test_init_says_it_kept_an_existing_alembic_ini(tmp_path: Path, location: str
     with the sqlalchemy.url it still has (password hidden) and its script_location, instead of the
     "it migrates a SQLite file beside alembic.ini" line that is no longer true."""
     ini = tmp_path / "alembic.ini"
-    text = f"[alembic]\nscript_location = {location}\nsqlalchemy.url = postgresql+psycopg://bob:s3cretpw@db.example/app\n"
+    text = (
+        f"[alembic]\nscript_location = {location}\nsqlalchemy.url = postgresql+psycopg://bob:s3cretpw@db.example/app\n"
+    )
     ini.write_text(text)
 
     result = run_in_process(tmp_path, "init", "migrations").check()

@@ -207,6 +207,8 @@ class DatabaseLeases:
                 locked = self._run(connection, "lease_lock", resource=resource).one()
             if locked.holder not in (None, holder) and not locked.expired:
                 return self._peek(connection, resource)
+            if locked.implausible:  # its holder's clock was ahead: let it go, so that the guard sees no live lease
+                self._run(connection, "lease_release", resource=resource, holder=locked.holder, token=locked.token)
             incarnation = read_incarnation(connection, self._schema, resource)
             token = next_token(resource, max(int(locked.token), fence_token or 0), incarnation)
             synchronous = force_synchronous_commit(connection, self._schema)
@@ -221,7 +223,16 @@ class DatabaseLeases:
             )
             self._fence.advance(resource, token, LEASE_SERVICE, incarnation.current)
             previous = locked.holder if locked.holder not in (None, holder) else None
-            if previous is not None:
+            if previous is not None and locked.implausible:  # logged now: its expiry lies in the future
+                self._log(
+                    connection,
+                    resource,
+                    "EXPIRE",
+                    previous,
+                    int(locked.token),
+                    _implausible(dialect_for(connection), locked),
+                )
+            elif previous is not None:
                 self._log(connection, resource, "EXPIRE", previous, int(locked.token), at=seen.expires_at)
             for pid in preempted:
                 self._log(connection, resource, "PREEMPT", holder, token, {"cancelled_pid": pid})
@@ -324,9 +335,19 @@ def _status(dialect: Dialect, resource: str, row: Row[Any]) -> LeaseStatus:
         granted_at=_moment(dialect, row.granted_at),
         expires_at=_moment(dialect, row.expires_at),
         expired=bool(row.expired),
+        implausible=bool(row.implausible),
         fence_token=None if row.fence_token is None else int(row.fence_token),
         replication=row.replication,
     )
+
+
+def _implausible(dialect: Dialect, lease: Row[Any]) -> dict[str, Any]:
+    """The EXPIRE detail of a lease granted further in the future than its TTL, treated as expired."""
+    return {
+        "implausible": True,
+        "granted_at": dialect.utc(lease.granted_at).isoformat(),
+        "expires_at": dialect.utc(lease.expires_at).isoformat(),
+    }
 
 
 def _moment(dialect: Dialect, value: datetime | str | None) -> datetime | None:

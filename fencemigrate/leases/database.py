@@ -21,7 +21,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ..dialects import Dialect, dialect_for
 from ..durations import format_duration
-from ..errors import GrantNotReplicated, LeaseBusy, LeaseLost, is_lock_contention
+from ..errors import GrantNotReplicated, LeaseBusy, LeaseLost, is_lock_contention, refused_step
 from ..events import log_event
 from ..progress import SILENT, LeaseWait, Progress
 from ..queries import statement
@@ -60,6 +60,10 @@ class DatabaseLeases:
     ) -> Grant:
         """Grant the lease, polling while another live holder has it, for at most ``wait_ms``;
         on PostgreSQL a release wakes the wait (:mod:`.wakeups`)."""
+        with refused_step("the lease grant"):
+            return self._acquire(request, stop_waiting, progress)
+
+    def _acquire(self, request: LeaseRequest, stop_waiting: Callable[[], bool] | None, progress: Progress) -> Grant:
         self._fence.check_before_grant(
             request.resource, lambda connection: self._refuse_redis(connection, request.resource)
         )
@@ -86,7 +90,11 @@ class DatabaseLeases:
         LeaseBusy when another lease transaction keeps the lease row longer than
         :data:`LEASE_ROW_WAIT_MS`.
         """
-        with _busy_when_locked(resource), self._fence.in_transaction(resource, within) as connection:
+        with (
+            refused_step("the lease renewal"),
+            _busy_when_locked(resource),
+            self._fence.in_transaction(resource, within) as connection,
+        ):
             self._enter_lease(resource, within)
             # A Redis grant has superseded every lease of this service on the resource; a holder
             # who never had one here came to the wrong service.
@@ -118,7 +126,11 @@ class DatabaseLeases:
 
     def release(self, resource: str, holder: str, token: int | None) -> LeaseStatus:
         """Free the holder's lease; LeaseLost if it is no longer theirs, LeaseBusy as for :meth:`renew`."""
-        with _busy_when_locked(resource), self._fence.in_transaction(resource) as connection:
+        with (
+            refused_step("the lease release"),
+            _busy_when_locked(resource),
+            self._fence.in_transaction(resource) as connection,
+        ):
             self._enter_lease(resource, None)
             row = self._change_grant(connection, "lease_release", resource=resource, holder=holder, token=token)
             if row is None:

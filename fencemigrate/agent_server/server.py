@@ -71,8 +71,9 @@ class AgentServer(MCPServer[Any]):
     ) -> None:
         description = description or inspect.cleandoc(fn.__doc__ or "")
         super().add_tool(fn, name, title, description, annotations, icons, meta, structured_output)
-        for tool in self._tool_manager.list_tools():
-            tool.parameters["additionalProperties"] = False
+        added = self._tool_manager.get_tool(name or fn.__name__)
+        assert added is not None
+        added.parameters["additionalProperties"] = False
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None

@@ -1057,7 +1057,8 @@ def _status_text(status: LeaseStatus) -> str:
         granted = status.granted_at.isoformat() if status.granted_at else "?"
         lines.append(
             f"  implausible: granted at {granted}, further in the future than its TTL by the lease service's "
-            "clock (the granting clock was ahead): treated as expired; the next grant takes it over"
+            "clock (a clock ahead when it was granted, or stepped back since): treated as expired; the next "
+            "grant takes it over"
         )
     if status.holder is not None and status.replication is not None:
         lines.append(f"  {_REPLICATION[status.replication]}")

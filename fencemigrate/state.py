@@ -80,7 +80,8 @@ class Unrecorded:
 @dataclass(frozen=True)
 class ImplausibleLease:
     """A held lease granted further in the future than its TTL by the database's clock (by this
-    machine's on SQLite): its granting clock was ahead. Counted as expired; the next grant takes it over."""
+    machine's on SQLite): a clock was ahead when it was granted, or stepped back since. Counted as
+    expired; the next grant takes it over."""
 
     resource: str
     holder: str
@@ -93,8 +94,9 @@ class ImplausibleLease:
         """The ``WARNING:`` line of ``state``."""
         return (
             f"the lease of {self.resource} (held by {self.holder}, token {self.token}) was granted at "
-            f"{self.granted_at}, further in the future than its TTL ({format_duration(self.ttl_ms)}): its "
-            "granting clock was ahead; it is implausible and treated as expired (the next grant takes it over)"
+            f"{self.granted_at}, further in the future than its TTL ({format_duration(self.ttl_ms)}): a clock was "
+            "ahead when it was granted, or stepped back since; it is implausible and treated as expired (the next "
+            "grant takes it over)"
         )
 
     def as_json(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
+from alembic import __version__ as alembic_version
 from alembic.config import Config
 
 from . import api
@@ -82,9 +83,16 @@ class _Context:
     "-q",
     "--quiet",
     is_flag=True,
-    help="No progress on stderr and none of Alembic's own output; results and errors are still printed.",
+    help=(
+        "No progress on stderr and none of Alembic's own output; results and errors are still printed. "
+        "Alembic's log lines (INFO ... Running upgrade) come from env.py's logging config and stay, as with alembic -q."
+    ),
 )
-@click.version_option(package_name="fencemigrate")
+@click.version_option(
+    package_name="fencemigrate",
+    message=f"%(prog)s, version %(version)s (Alembic {alembic_version})",
+    help="Show fencemigrate's version and the Alembic version it runs, and exit.",
+)
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -550,14 +558,24 @@ def init(obj: _Context, directory: str, template: str, package: bool, as_json: b
     outcome = _authoring(as_json, lambda: api.init(config, directory, template=template, package=package))
     if as_json:
         _print_json(outcome.as_json())
-    elif outcome.fence_aware:
+        return
+    kept = outcome.kept
+    if kept is not None:
+        url = "no sqlalchemy.url" if kept.url is None else f"sqlalchemy.url {kept.url}"
+        where = "no script_location" if kept.script_location is None else f"script_location {kept.script_location}"
+        elsewhere = "" if kept.runs_directory else f" (point script_location at {directory} to run this environment)"
         click.echo(
-            f"fence-aware Alembic environment written to {directory}; it migrates a SQLite file beside "
-            "alembic.ini until you change sqlalchemy.url there"
+            f"{outcome.config_file} already existed and was kept as it was: it still has {url} and {where}{elsewhere}"
         )
+    if outcome.fence_aware:
+        url_note = "; it migrates a SQLite file beside alembic.ini until you change sqlalchemy.url there"
+        if kept is not None:
+            url_note = ""
+        click.echo(f"fence-aware Alembic environment written to {directory}{url_note}")
     else:
+        edit = "" if kept is not None else "; edit sqlalchemy.url in alembic.ini"
         click.echo(
-            f"Alembic environment (template {template}) written to {directory}; edit sqlalchemy.url in alembic.ini; "
+            f"Alembic environment (template {template}) written to {directory}{edit}; "
             "its env.py is not fence-aware: plain alembic runs it without a token"
         )
 
@@ -1035,6 +1053,13 @@ def _status_text(status: LeaseStatus) -> str:
         state = "EXPIRED at" if status.expired else "until"
         head = f"{status.resource}: held by {status.holder}, token {status.token}, {state} {expiry}"
     lines = [head, f"  last token issued: {status.token}; fence token: {fence}"]
+    if status.implausible:
+        granted = status.granted_at.isoformat() if status.granted_at else "?"
+        lines.append(
+            f"  implausible: granted at {granted}, further in the future than its TTL by the lease service's "
+            "clock (a clock ahead when it was granted, or stepped back since): treated as expired; the next "
+            "grant takes it over"
+        )
     if status.holder is not None and status.replication is not None:
         lines.append(f"  {_REPLICATION[status.replication]}")
     return "\n".join(lines)
@@ -1080,6 +1105,7 @@ def _state_text(result: State) -> str:
         )
     lines += [f"ERROR: {row.message}" for row in result.ledger_above_fence]
     lines += [f"ERROR: {row.message}" for row in result.fence_below_lease]
+    lines += [f"WARNING: {row.message}" for row in result.implausible_leases]
     lines += [f"ERROR: {row.message}" for row in result.unexplained_tokens]
     altered = "ERROR: the fence schema differs from fencemigrate's:"
     lines += [f"{altered} {problem}" for problem in result.fence_schema_problems]

@@ -9,6 +9,8 @@ built by :func:`from_database_error`.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypedDict, Unpack
 
@@ -94,6 +96,62 @@ class TokenlessWriteRefused(
 
 class DatabaseError(FencemigrateError):
     """The database refused or could not be reached; nothing was applied."""
+
+
+class ReadOnlyDatabase(DatabaseError):
+    """The database refused a write because it is read-only (PostgreSQL's
+    ``default_transaction_read_only`` or a hot standby, MySQL's ``read_only``, a SQLite file this
+    process may not write): names the step that was refused and why; nothing was changed."""
+
+    def __init__(self, step: str, reason: str) -> None:
+        """``step``: what fencemigrate was doing (``the lease grant``); ``reason``: the database's words."""
+        self.step = step
+        self.reason = reason
+        super().__init__(f"read-only database: {step} was refused: {reason}; nothing was changed")
+
+    def as_json(self) -> dict[str, Any]:
+        return {**super().as_json(), "step": self.step, "reason": self.reason}
+
+
+_READ_ONLY_SQLSTATE = "25006"  # PostgreSQL: read_only_sql_transaction (also on a hot standby)
+_READ_ONLY_MYSQL_ERRORS = {1290, 1792, 1836}  # --read-only / super_read_only, READ ONLY transaction, read-only mode
+_SQLITE_READONLY = 8  # SQLITE_READONLY: "attempt to write a readonly database"
+_READ_ONLY_HINTS = {
+    "postgresql": "default_transaction_read_only is on for this role or database, or the server is a hot standby",
+    "mysql": "the server runs with read_only (or super_read_only), or the transaction is READ ONLY",
+    "sqlite": "this process may not write the database file or its directory, or the URL opens it with mode=ro",
+}
+
+
+def read_only_reason(error: BaseException) -> str | None:
+    """Why the database refused a write as read-only (its first line, and what makes it so), or
+    None when ``error`` is another error."""
+    original = getattr(error, "orig", error)
+    args: tuple[Any, ...] = tuple(getattr(original, "args", ()))
+    if sqlstate_of(error) == _READ_ONLY_SQLSTATE:
+        database = "postgresql"
+    elif len(args) == 2 and args[0] in _READ_ONLY_MYSQL_ERRORS and isinstance(args[1], str):
+        database, args = "mysql", (args[1],)
+    elif getattr(original, "sqlite_errorcode", None) == _SQLITE_READONLY or "readonly database" in str(original):
+        database = "sqlite"
+    else:
+        return None
+    lines = str(args[0] if args else original).strip().splitlines()
+    return f"{lines[0] if lines else type(original).__name__} ({_READ_ONLY_HINTS[database]})"
+
+
+@contextmanager
+def refused_step(step: str) -> Iterator[None]:
+    """A read-only database's refusal of what runs inside is :class:`ReadOnlyDatabase` naming ``step``."""
+    try:
+        yield
+    except FencemigrateError:
+        raise
+    except Exception as error:
+        reason = read_only_reason(error)
+        if reason is None:
+            raise
+        raise ReadOnlyDatabase(step, reason) from None
 
 
 class GitFailed(FencemigrateError):

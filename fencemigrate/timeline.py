@@ -156,6 +156,11 @@ def _body(event: Event, name_resource: bool) -> str:
             return f"{resource} by {holder}{token}{ttl}{late}"
         case "RELEASE":
             return f"{resource} by {holder}{token}"
+        case "EXPIRE" if detail.get("implausible"):
+            return (
+                f"{resource} (holder {holder}{token}): granted at {detail.get('granted_at', '?')}, further in the "
+                "future than its TTL (a clock ahead): implausible, treated as expired"
+            )
         case "EXPIRE":
             return f"{resource} (holder {holder})"
         case "PREEMPT":

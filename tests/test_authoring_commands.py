@@ -404,6 +404,7 @@ def test_init_package_with_the_fence_aware_template(tmp_path: Path) -> None:
         "fence_aware": True,
         "package": True,
         "config_file": str(tmp_path / "alembic.ini"),
+        "config_kept": None,
     }
     assert (tmp_path / "migrations" / "__init__.py").read_text() == ""
     assert (tmp_path / "migrations" / "versions" / "__init__.py").read_text() == ""

@@ -61,6 +61,7 @@ STATE_KEYS = {
     "autocommit_leftovers",
     "ledger_above_fence",
     "fence_below_lease",
+    "implausible_leases",
     "unexplained_tokens",
     "fence_schema_problems",
     "tokenless_writes",
@@ -342,6 +343,7 @@ def test_state_before_any_fenced_run(two: Project) -> None:
         "autocommit_leftovers": [],
         "ledger_above_fence": [],
         "fence_below_lease": [],
+        "implausible_leases": [],
         "unexplained_tokens": [],
         "fence_schema_problems": [],
         "tokenless_writes": None,
@@ -399,6 +401,7 @@ def test_state_after_runs(two: Project) -> None:
         "autocommit_leftovers": [],
         "ledger_above_fence": [],
         "fence_below_lease": [],
+        "implausible_leases": [],
         "unexplained_tokens": [],
         "fence_schema_problems": [],
         "tokenless_writes": {"status": "refused", "allowed_at": None},
@@ -557,9 +560,19 @@ def _bare_in_process(tmp_path: Path, *args: str) -> Result:
 
 
 def test_version(tmp_path: Path) -> None:
-    """--version prints the installed distribution's version and exits 0."""
+    """--version prints the installed distribution's version and the Alembic version it runs, and exits 0."""
     result = _bare_in_process(tmp_path, "--version").check()
-    assert result.stdout == f"fencemigrate, version {version('fencemigrate')}\n"
+    assert result.stdout == f"fencemigrate, version {version('fencemigrate')} (Alembic {version('alembic')})\n"
+
+
+def test_quiet_help_says_where_alembic_log_lines_come_from(tmp_path: Path) -> None:
+    """-q's help: Alembic's log lines come from env.py's logging and stay, as with alembic -q."""
+    help_text = " ".join(_bare_in_process(tmp_path, "--help").check().stdout.split())
+    assert (
+        "-q, --quiet No progress on stderr and none of Alembic's own output; results and errors are still "
+        "printed. Alembic's log lines (INFO ... Running upgrade) come from env.py's logging config and stay, "
+        "as with alembic -q."
+    ) in help_text
 
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])

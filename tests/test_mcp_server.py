@@ -19,6 +19,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from incident_story import (
 )
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, InitializeResult, TextContent
 from support.project import (
     MakeProject,
     Project,
@@ -76,6 +77,7 @@ class Agent:
 
     session: ClientSession
     stderr: Path
+    initialized: InitializeResult
     progress: list[tuple[float, float | None, str | None]] = field(default_factory=list)
 
     async def call(self, tool: str, **arguments: Any) -> CallToolResult:
@@ -122,8 +124,7 @@ async def mcp_agent(
     stderr = project.path / f"mcp-{holder}.stderr"
     with stderr.open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            yield Agent(session, stderr)
+            yield Agent(session, stderr, await session.initialize())
 
 
 def run(scenario: Callable[[], Awaitable[None]]) -> None:
@@ -469,6 +470,21 @@ def test_bad_arguments_are_usage_errors_and_change_nothing(tmp_path: Path) -> No
                 ("renew_lease", {"ttl": "banana"}, "invalid --ttl 'banana'"),
                 ("acquire_lease", {"ttl": "-5s"}, "invalid --ttl '-5s'"),
                 ("acquire_lease", {"wait": 3}, "bad arguments for acquire_lease: wait: Input should be a valid string"),
+                (
+                    "upgrade",
+                    {"revision": "head", "token": 99},
+                    "bad arguments for upgrade: unknown argument 'token' (upgrade takes revision, sql)",
+                ),
+                (
+                    "release_lease",
+                    {"force": True},
+                    "bad arguments for release_lease: unknown argument 'force' (release_lease takes no arguments)",
+                ),
+                (
+                    "stamp",
+                    {"revisions": ["0042"], "purge": True, "dry_run": True, "Force": 1},
+                    "bad arguments for stamp: unknown argument 'dry_run', 'Force' (stamp takes revisions, sql, purge)",
+                ),
             ]
             for tool, arguments, expected in cases:
                 refused = await agent.error(tool, "USAGE", **arguments)
@@ -498,6 +514,19 @@ def test_tools_are_listed_with_schemas(tmp_path: Path) -> None:
             assert set(listed["upgrade"].input_schema["properties"]) == {"revision", "sql"}
             assert set(listed["stamp"].input_schema["properties"]) == {"revisions", "sql", "purge"}
             assert "token" not in json.dumps([tool.input_schema for tool in listed.values()])  # never an argument
+            for tool in listed.values():  # an unknown argument is refused, and the schema says so
+                assert tool.input_schema["additionalProperties"] is False, tool.name
+                lines = (tool.description or "").splitlines()
+                assert lines[0] == lines[0].strip() and not any(line.startswith(" ") for line in lines), tool.name
+            assert listed["release_lease"].description == (
+                "Free this server's lease; the server drops its token. Comes with a fresh read_state."
+            )
+            assert listed["upgrade"].description == (
+                "Upgrade to REVISION under this server's own grant, every step claiming the fence first.\n"
+                "Progress notifications name each revision (n of m); the lease is renewed between revisions."
+            )
+            info = agent.initialized.server_info
+            assert (info.name, info.version) == ("fencemigrate", version("fencemigrate"))
 
     run(scenario)
 
@@ -1103,3 +1132,52 @@ def server_pids(holder: str) -> list[int]:
             if b"mcp" in argv and holder.encode() in argv and (entry / "stat").read_text().split()[2] != "Z":
                 pids.append(int(entry.name))
     return pids
+
+
+# -- docs/mcp.md's client configuration --------------------------------------------------------
+
+DOCS_MCP = Path(__file__).resolve().parent.parent / "docs" / "mcp.md"
+ENV_LINE = '        env={"DATABASE_URL": os.environ["DATABASE_URL"]},  # the server inherits only PATH, HOME, ...\n'
+
+
+def documented_python_client() -> str:
+    """The Python example under "The Python SDK's own stdio client" in docs/mcp.md, as written."""
+    text = DOCS_MCP.read_text()
+    after = text[text.index("**The Python SDK's own stdio client**") :]
+    return after[after.index("```python\n") + len("```python\n") : after.index("\n```\n")] + "\n"
+
+
+def test_the_documented_python_client_runs_as_written(tmp_path: Path) -> None:
+    """docs/mcp.md's Python client, run as a script in a project whose env.py reads DATABASE_URL:
+    it initializes (the server names its version), reads, takes the lease and upgrades. Control:
+    without the example's ``env`` the server never sees DATABASE_URL and the upgrade does not happen."""
+    url = sqlite_url(tmp_path / "db.sqlite")
+    project = create_project(tmp_path / "project", "")
+    project.edit_env(
+        "config = context.config\n",
+        'config = context.config\nconfig.set_main_option("sqlalchemy.url", __import__("os").environ["DATABASE_URL"])\n',
+        1,
+    )
+    write_a_0042(project)
+    example = documented_python_client()
+    assert ENV_LINE in example
+    bin_dir = str(Path(script_command("fencemigrate")[0]).parent)
+    env = subprocess_env({"DATABASE_URL": url, "PATH": bin_dir + os.pathsep + os.environ["PATH"]})
+
+    control = tmp_path / "without_env.py"
+    control.write_text(example.replace(ENV_LINE, ""))
+    refused = run_command([sys.executable, str(control)], project.path, env)
+    assert refused.code != 0 and not has_table(url, "invoice_currency"), refused
+
+    script = tmp_path / "example.py"
+    script.write_text(example)
+    result = run_command([sys.executable, str(script)], project.path, env)
+    assert result.code == 0, result
+    assert result.stdout.splitlines() == [
+        f"server fencemigrate {version('fencemigrate')}",
+        "heads []",
+        "token 1",
+        "progress 1/1: upgrade 0042 (1 of 1) under token 1",
+        "upgraded to ['0042']",
+    ], result
+    assert has_table(url, "invoice_currency")

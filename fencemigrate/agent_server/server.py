@@ -9,15 +9,18 @@ SDK's, and report a long run's revisions as MCP progress notifications.
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import threading
+from collections.abc import Callable
+from importlib.metadata import version
 from typing import Annotated, Any
 
 from alembic.config import Config
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp.types import CallToolResult, Icon, InputRequiredResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from .. import api
@@ -50,12 +53,41 @@ _WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent
 
 
 class AgentServer(MCPServer[Any]):
-    """MCPServer whose argument errors (wrong types, missing arguments) are USAGE tool errors with
-    structured content, like every other refusal of this server."""
+    """MCPServer whose argument errors (wrong types, missing or unknown arguments) are USAGE tool
+    errors with structured content, like every other refusal of this server; its tools' input
+    schemas say so (``additionalProperties: false``), and their descriptions are their docstrings
+    without the source's indentation."""
+
+    def add_tool(
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: list[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        structured_output: bool | None = None,
+    ) -> None:
+        description = description or inspect.cleandoc(fn.__doc__ or "")
+        super().add_tool(fn, name, title, description, annotations, icons, meta, structured_output)
+        added = self._tool_manager.get_tool(name or fn.__name__)
+        assert added is not None
+        added.parameters["additionalProperties"] = False
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        # The SDK's argument models ignore names they do not know: an argument the agent believes
+        # does something (token, force, dry_run) would be dropped in silence.
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            known = tool.parameters.get("properties", {})
+            unknown = [argument for argument in arguments if argument not in known]
+            if unknown:
+                takes = ", ".join(known) or "no arguments"
+                named = ", ".join(repr(argument[:_NAME_MAX]) for argument in unknown[:5])
+                return usage_result(f"bad arguments for {name}: unknown argument {named} ({name} takes {takes})")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as error:
@@ -72,7 +104,12 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
     """The server for ``lease``'s identity, with its tools and its state resource registered."""
     tools = ToolBodies(config, lease)
     identity = lease.identity
-    server = AgentServer("fencemigrate", instructions=ownership_rules(identity.resource), log_level="WARNING")
+    server = AgentServer(
+        "fencemigrate",
+        version=version("fencemigrate"),
+        instructions=ownership_rules(identity.resource),
+        log_level="WARNING",
+    )
 
     @server.tool(annotations=_READ)
     def read_state() -> Annotated[CallToolResult, StateView]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import configparser
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from alembic.config import Config
@@ -19,7 +19,7 @@ from ..connections import cancel_statement_on_server, note_driver, roll_back_or_
 from ..dialects import dialect_for
 from ..dialects.sqlite_transactions import sqlite_transactions
 from ..error_translation import translated_errors
-from ..errors import NotTransactional
+from ..errors import NotTransactional, refused_step
 from ..process_exit import close_at_exit
 from ..scrub import remember_password
 from .code_errors import env_py_code
@@ -93,7 +93,14 @@ def run_env(
             run_migrations(**kw)
 
     around_env_py_calls(context, guarded_configure, guarded_run_migrations)
-    with translated_errors(resource, tokens), sqlite_transactions(), context, env_py_code(script.env_py_location):
+    claim = refused_step("the fence claim") if writes else nullcontext()
+    with (
+        translated_errors(resource, tokens),
+        claim,
+        sqlite_transactions(),
+        context,
+        env_py_code(script.env_py_location),
+    ):
         script.run_env()
     return bool(forced)
 

@@ -11,11 +11,16 @@ a GRANT and a RELEASE before exiting 2.
 An unknown revision exits 2 from every command that names one (``show`` and ``history`` exited 1),
 the message being Alembic's own (``Can't locate revision identified by 'nosuchrev'``): scripts grep
 for it. The control: plain ``alembic`` prints the same words, with its exit status 255.
+
+A revision counted from the database's heads (``downgrade -1``) is resolved from the heads read
+before the run's lease: when another writer moves them while the run waits, the run is FENCED,
+where it used to count again from the new heads and roll back a revision its caller never saw.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +29,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from support.in_process import run_in_process
-from support.project import MakeProject, Project, Result, sqlite_url
+from support.project import MakeProject, Project, Result, script_command, sqlite_url, subprocess_env
 
 import fencemigrate
 from fencemigrate.errors import UsageError
@@ -220,3 +225,40 @@ def test_plain_alembic_words_it_the_same(database: Database, args: tuple[str, ..
 def test_plain_alembic_words_head_of_two_the_same(database: Database) -> None:
     plain = database.project.run_alembic("upgrade", "head")
     assert plain.code == 255 and f"FAILED: {TWO_HEADS}\n" in plain.stdout, str(plain)
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "sqlite"])
+def test_a_relative_revision_is_not_resolved_again_from_heads_that_moved(
+    make_project: MakeProject, tmp_path: Path, request: pytest.FixtureRequest, kind: str
+) -> None:
+    """B's ``downgrade -1`` is resolved from the heads B read (0002) before it waits for the lease A
+    holds; A upgrades to 0003 meanwhile. Granted, B is FENCED (heads are 0003, B planned from
+    0002) and 0003 stays: before, B rolled back 0003, a revision it never saw."""
+    url = sqlite_url(tmp_path / "db.sqlite") if kind == "sqlite" else str(request.getfixturevalue("pg_url"))
+    project = make_project(url=url)
+    project.add_chain(3)
+    cli(project, "upgrade", "r02").check(0)
+    granted = json.loads(cli(project, "lease", "acquire", "--holder", "A", "--ttl", "2m", "--json").check(0).stdout)
+    b = subprocess.Popen(
+        [*script_command("fencemigrate"), "downgrade", "-1", "--holder", "B", "--wait", "2m"],
+        cwd=project.path,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert b.stderr is not None
+        line = "INFO"
+        while line and not line.startswith("waiting for the lease"):  # env.py's logging comes first
+            line = b.stderr.readline()
+        assert line.startswith("waiting for the lease on db/migrations: held by A"), line
+        cli(project, "upgrade", "head", "--token", str(granted["lease"]["token"]), "--holder", "A").check(0)
+        cli(project, "lease", "release", "--holder", "A").check(0)
+        out, err = b.communicate(timeout=120)
+    finally:
+        b.kill()
+    assert b.returncode == 3, out + err
+    assert "heads are r03, you planned from r02." in err, err
+    heads = json.loads(cli(project, "current", "--json").check(0).stdout)["database_heads"]
+    assert heads == ["r03"]

@@ -42,6 +42,7 @@ class NothingToDoProbe:
         self._context = context
         self._engine = context.connection.engine
         self._probe: MigrationContext | None = None
+        self.resolved_from: tuple[str, ...] | None = None  # the heads the first question planned from
 
     def __call__(self) -> bool:
         return self._answer(resolve=False)
@@ -57,7 +58,10 @@ class NothingToDoProbe:
         settled = self._settled(tuple(heads)) if self._settled is not None else None
         if settled or (settled is False and not resolve):
             return settled
-        return not self._plan(tuple(heads), self._context)[0]
+        steps = self._plan(tuple(heads), self._context)[0]
+        if resolve:
+            self.resolved_from = tuple(heads)
+        return not steps
 
     def reads(self) -> MigrationContext:
         """The probe's own migration context (opened on first need), on its autocommit connection."""

@@ -65,6 +65,13 @@ def _require_walkable(script: ScriptDirectory, revision: str) -> None:
         )
 
 
+def relative_to_heads(revision: str | tuple[str, ...]) -> bool:
+    """Whether ``revision`` counts from the database's heads (``-1``, ``+2``, ``main@-1``), not
+    from a revision it names (``head-1``, ``base+2``)."""
+    match = _RELATIVE_TARGET.fullmatch(revision) if isinstance(revision, str) else None
+    return match is not None and match["start"] is None
+
+
 def split_range(revision: str, sql: bool, command: str) -> tuple[str | None, str]:
     """``FROM:TO`` as (FROM or None, TO); a range only with --sql."""
     if ":" not in revision:

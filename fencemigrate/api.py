@@ -270,9 +270,10 @@ def history(
     indicate_current: bool = False,
     as_json: bool = False,
 ) -> RevisionListing | None:
-    """As ``alembic history``; with ``as_json``, the listing instead. When Alembic would run env.py
-    (``current`` in the range, -i, ``revision_environment``), the heads are read without creating the
-    version table and the text printed in Alembic's format; otherwise Alembic prints it."""
+    """As ``alembic history`` (its text, in Alembic's format); with ``as_json``, the listing instead.
+    The range is resolved first (UsageError in Alembic's words). When Alembic would run env.py
+    (``current`` in the range, -i, ``revision_environment``), the heads are read without creating
+    the version table."""
     return revision_commands.history(config, rev_range, verbose, indicate_current, as_json)
 
 
@@ -289,8 +290,9 @@ def show(config: Config, rev: str, as_json: bool = False, *, applied: Literal[Tr
 def show(
     config: Config, rev: str, as_json: bool = False, *, applied: bool = False
 ) -> RevisionListing | AppliedSource | None:
-    """As ``alembic show``; with ``as_json``, the listing instead. ``current``'s heads are read
-    without creating the version table and printed in Alembic's format; otherwise Alembic prints.
+    """As ``alembic show`` (its text, in Alembic's format); with ``as_json``, the listing instead.
+    ``rev`` is resolved first (UsageError in Alembic's words); ``current``'s heads are read without
+    creating the version table.
 
     With ``applied``, what the database has applied as ``rev`` instead, read through env.py (never a
     lease, nothing written): its ledger row (token, holder, time) with the text of its file as the

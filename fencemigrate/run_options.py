@@ -166,7 +166,7 @@ def fenced_request(
         tokens = _token_source(config, run, lease, resource, holder, schema, progress)
     start, destination = target
     for revision in (destination if isinstance(destination, tuple) else (destination,)) + (start,):
-        require_known(script, revision)
+        require_known(script, revision, stamp=command == "stamp")
     return RunRequest(
         config,
         script,

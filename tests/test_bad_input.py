@@ -182,11 +182,17 @@ BAD_INPUT: dict[str, Case] = {
     "reapply-token-negative": Case(("reapply", "0001", "--token=-3"), _invalid_token("-3")),
     # -- revisions
     **{
-        f"{command}-unknown-revision": Case((command, "nope", "--token=10"), r"unknown revision 'nope': .+")
+        f"{command}-unknown-revision": Case(
+            (command, "nope", "--token=10"), exact("Can't locate revision identified by 'nope'")
+        )
         for command in ("upgrade", "downgrade", "stamp", "reapply")
     },
-    "stamp-second-revision-unknown": Case(("stamp", "0002", "nope", "--token=10"), r"unknown revision 'nope': .+"),
-    "upgrade-sql-unknown-start": Case(("upgrade", "nope:0002", "--sql", "--token=10"), r"unknown revision 'nope': .+"),
+    "stamp-second-revision-unknown": Case(
+        ("stamp", "0002", "nope", "--token=10"), exact("Can't locate revision identified by 'nope'")
+    ),
+    "upgrade-sql-unknown-start": Case(
+        ("upgrade", "nope:0002", "--sql", "--token=10"), exact("Can't locate revision identified by 'nope'")
+    ),
     "reapply-not-applied": Case(
         ("reapply", "0002", "--token=10"), exact("cannot reapply 0002: it is not applied to this database")
     ),

@@ -461,8 +461,8 @@ def test_bad_arguments_are_usage_errors_and_change_nothing(tmp_path: Path) -> No
             granted = await agent.ok("acquire_lease")
             before = granted["state"]
             cases: list[tuple[str, dict[str, Any], str]] = [
-                ("upgrade", {"revision": "nope"}, "unknown revision 'nope'"),
-                ("downgrade", {"revision": "0099"}, "unknown revision '0099'"),
+                ("upgrade", {"revision": "nope"}, "Can't locate revision identified by 'nope'"),
+                ("downgrade", {"revision": "0099"}, "Can't locate revision identified by '0099'"),
                 ("upgrade", {"revision": 42}, "bad arguments for upgrade: revision: Input should be a valid string"),
                 ("upgrade", {}, "bad arguments for upgrade: revision: Field required"),
                 ("upgrade", {"revision": "head", "sql": "maybe"}, "bad arguments for upgrade: sql:"),

@@ -466,7 +466,10 @@ def test_a_database_at_an_older_version_is_updated_by_the_next_run(
             "fencemigrate: usage: 0001 is not dirty: only pre-check mode (MySQL/MariaDB, or --mode precheck on "
             "PostgreSQL) marks revisions dirty, and this database has none (nothing was changed)",
         ),
-        (("resolve", "9999", "--token", "5", "--as", "applied"), "fencemigrate: usage: unknown revision '9999': "),
+        (
+            ("resolve", "9999", "--token", "5", "--as", "applied"),
+            "fencemigrate: usage: Can't locate revision identified by '9999'",
+        ),
         (
             ("resolve", "head", "--token", "5", "--as", "applied"),
             "fencemigrate: usage: resolve takes the id of the dirty revision, not 'head'",

@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from ..progress import SILENT, Progress
 from .database_ahead import refusing_missing_heads
 from .fenced_run import Planner
+from .revision_targets import relative_to_heads
 from .run_choice import RunChoice
 from .settings import FenceSettings
 
@@ -38,6 +39,12 @@ class RunRequest:
     def target(self) -> str:
         """The destination as the event log names it."""
         return ", ".join(self.destination) if isinstance(self.destination, tuple) else self.destination
+
+    @property
+    def relative_to_heads(self) -> bool:
+        """The destination counts from the database's heads (``-1``): resolved from the heads read
+        before the lease, the run writes only from those (:class:`.ResolvedFrom`)."""
+        return relative_to_heads(self.destination)
 
     def planner(self) -> Planner:
         """The steps of one attempt, planned from the heads env.py's connection reads (DatabaseAhead

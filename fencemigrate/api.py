@@ -111,17 +111,19 @@ def timeline(config: Config, resource: str | None = None, since: str | None = No
 
 def check(
     config: Config,
-    db: bool = False,
+    db: bool = True,
     select: str | Iterable[str] | None = None,
     ignore: str | Iterable[str] | None = None,
 ) -> CheckReport:
     """Lint the revision files for what breaks fencing or the next deploy; changes nothing.
 
-    With ``db``, also compare them with the database, read through env.py: pending revisions,
-    checksum drift, revisions missing from the directory, the fence schema, and (FM408, Alembic's
-    own ``check``) the models in env.py's ``target_metadata``, all in one env.py run. ``select`` and
-    ``ignore`` take rule ids or names (a list, or one comma-separated string); an unknown one is a
-    UsageError, raised before anything is read. Findings are in the report, never raised.
+    With ``db`` (the default), also compare them with the database, read through env.py: pending
+    revisions, checksum drift, revisions missing from the directory, the fence schema, and (FM408,
+    Alembic's own ``check``) the models in env.py's ``target_metadata``, all in one env.py run; a
+    database env.py cannot read is CheckDatabaseUnreadable. ``db=False``: the revision files alone.
+    ``select`` and ``ignore`` take rule ids or names (a list, or one comma-separated string); an
+    unknown one is a UsageError, raised before anything is read. Findings are in the report, never
+    raised.
     """
     return project_check.check(config, db, select, ignore)
 

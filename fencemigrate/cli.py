@@ -354,11 +354,11 @@ class _RulesEpilogCommand(click.Command):
 
 @main.command(cls=_RulesEpilogCommand)
 @click.option(
-    "--db",
-    is_flag=True,
-    help="Also compare with the database, through env.py: pending revisions, "
-    "checksum drift, revisions missing here, the fence schema, and "
-    "the models (target_metadata) as `alembic check` does.",
+    "--db/--no-db",
+    default=True,
+    help="--db (the default): also compare with the database, through env.py: pending revisions, "
+    "checksum drift, revisions missing here, the fence schema, and the models (target_metadata) as "
+    "`alembic check` does; a database env.py cannot read fails the check. --no-db: the revision files alone.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.option(
@@ -373,7 +373,8 @@ class _RulesEpilogCommand(click.Command):
 @click.option("--ignore", metavar="RULES", help="Leave these rules out: ids or names, comma-separated.")
 @click.pass_obj
 def check(obj: _Context, /, db: bool, as_json: bool, output: str, **rules: str | None) -> None:
-    """Lint the migrations (and with --db the database) for what breaks fencing or the next deploy."""
+    """Lint the migrations and the database for what breaks fencing or the next deploy, and compare
+    the models with the database as alembic check does (--no-db: the revision files alone)."""
     if as_json and output == "github":
         _fail(True, UsageError("--json and --format github exclude each other"))
     from .check.formatters import github_report, text_report

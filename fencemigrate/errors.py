@@ -154,6 +154,17 @@ def refused_step(step: str) -> Iterator[None]:
         raise ReadOnlyDatabase(step, reason) from None
 
 
+class CheckDatabaseUnreadable(FencemigrateError):
+    """``check`` could not read the database through env.py (unreachable, no URL, env.py failed): the
+    gate fails, as ``alembic check`` does, rather than pass on the lint alone; ``--no-db`` lints only."""
+
+    def __init__(self, cause: FencemigrateError) -> None:
+        super().__init__(
+            f"{cause}; check compares the database and the models, as `alembic check` does, so it fails "
+            "without them: to lint the revision files alone, give --no-db"
+        )
+
+
 class GitFailed(FencemigrateError):
     """A git command of a fenced push failed, was refused by the remote or timed out, for a reason
     other than the branch having moved (that is :class:`Fenced`)."""

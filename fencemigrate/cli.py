@@ -969,6 +969,8 @@ def _outcome_text(outcome: RunOutcome) -> str:
             lines.append(f"  {names} {WRITTEN_AS_SQL}, to be {action} under token {step.token}")
         else:
             lines.append(f"  {action} {names} under token {step.token}")
+        if step.applied_text is not None:
+            lines.append(f"    {step.applied_text.described()}")
         if not step.atomic and outcome.mode != PRECHECK:
             lines.append(
                 "    WARNING: this revision ran outside a single transaction (autocommit block or COMMIT): "

@@ -12,7 +12,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..alembic_internals import downgrade_steps, parent_revisions, stamp_steps, upgrade_steps
 from ..connections import close, probe_connection
-from ..errors import DatabaseAhead, FencemigrateError, UsageError
+from ..errors import AppliedTextNotRecorded, DatabaseAhead, FencemigrateError, RevisionFailed, UsageError
 from .declared_heads import declared_heads, has_revision_files
 from .fenced_run import Planner
 from .ledger_changes import covered
@@ -70,11 +70,12 @@ class NothingToDoProbe:
         read now has no steps. A target the plan refuses as bad usage (a relative revision past the
         end of the graph, one not above the heads) is refused now, before any grant, install or
         lock (UsageError), and so are heads the revision files do not have (DatabaseAhead: the
-        database moved on); another refusal is not answered here: the run goes on as with work to
-        do, and is refused as before."""
+        database moved on) and a rollback no known downgrade() can make (AppliedTextNotRecorded, or
+        RevisionFailed: the applied text cannot be loaded); another refusal is not answered here:
+        the run goes on as with work to do, and is refused as before."""
         try:
             return self()
-        except (UsageError, DatabaseAhead):
+        except (UsageError, DatabaseAhead, AppliedTextNotRecorded, RevisionFailed):
             raise
         except FencemigrateError:
             return False

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from support.in_process import run_in_process
-from support.project import MakeProject, Project, Result
+from support.project import MakeProject, Project, Result, sqlite_url
 from test_applied_sources import _install_old_schema, _old_ledger_row
+from test_mcp_server import mcp_agent, run
 from test_offline_sql import run_psql
 
 from fencemigrate.errors import EXIT_ERROR
@@ -207,3 +208,56 @@ def test_an_offline_downgrade_checks_the_applied_file_when_it_runs(make_project:
     written = cli(project, "downgrade", "0042:0041", "--sql", "--token", "34", "--holder", "agent-B").check()
     run_psql(pg_url, written.stdout, project.path).check()
     assert columns(pg_url) == ["id"]
+
+
+def test_the_mcp_tools_roll_back_with_the_applied_text(make_project: MakeProject, pg_url: str) -> None:
+    """The server's ``downgrade`` and ``reapply`` tools: the outcome's step names the applied text."""
+    project = make_project(url=pg_url)
+    write_0041(project)
+    a_sha = sha256(write_a_0042(project))
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "5m") as agent:
+            token = (await agent.ok("acquire_lease"))["server_token"]
+            await agent.ok("upgrade", revision="head")
+            b_sha = sha256(write_b_0042(project))
+            reapplied = await agent.ok("reapply", revision="0042")
+            down, up = reapplied["outcome"]["steps"]
+            assert down["applied_text"] == {
+                "applied_token": token,
+                "applied_by": "agent-A",
+                "applied_sha256": a_sha,
+                "file_sha256": b_sha,
+            }
+            assert "applied_text" not in up and up["action"] == "re-applied"
+            assert columns(pg_url) == ["id", "currency_code"]
+            write_a_0042(project)
+            rolled_back = await agent.ok("downgrade", revision="0041")
+            (step,) = rolled_back["outcome"]["steps"]
+            assert step["applied_text"]["applied_sha256"] == b_sha and step["applied_text"]["file_sha256"] == a_sha
+            assert columns(pg_url) == ["id"]
+
+    run(scenario)
+
+
+def test_an_applied_text_that_fails_is_named_in_the_error(make_project: MakeProject, tmp_path: Path) -> None:
+    """The applied text's downgrade() failing: the error's location is that text, by its line, not the file."""
+    url = sqlite_url(tmp_path / "db.sqlite")
+    project = make_project(url=url)
+    write_0041(project)
+    a_file = project.add_revision("0042", "0041", A_UP, ["DROP TABLE no_such_table"], slug="currency")
+    cli(project, "upgrade", "head", "--token", "33", "--holder", "agent-A").check()
+    a_sha, a_lines = sha256(a_file), a_file.read_text().splitlines()
+    write_b_0042(project)
+
+    result = cli(project, "downgrade", "0041", "--token", "34", "--holder", "agent-B", "--json")
+    assert result.code == EXIT_ERROR, result
+    payload = json.loads(result.stdout)
+    assert payload["revision"] == "0042"
+    assert payload["file"] == f"<0042 as applied under token 33, sha256 {a_sha[:12]}>"
+    assert (payload["function"], payload["line"]) == (
+        "downgrade",
+        a_lines.index("    op.execute('DROP TABLE no_such_table')") + 1,
+    )
+    assert "no such table: no_such_table" in payload["error"]
+    assert columns(url) == ["id", "currency"]

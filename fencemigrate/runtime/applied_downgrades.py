@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
 
-from ..applied_sources import AppliedSource, read_applied_source
+from ..applied_sources import AppliedSource, read_applied_sources
 from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls
 from ..errors import AppliedTextNotRecorded, RevisionFailed
 from .code_errors import describe, locate
@@ -93,22 +93,34 @@ def running_applied_downgrades(plan: Planner, settings: FenceSettings) -> Planne
 
     def planner(heads: tuple[str, ...], context: MigrationContext) -> tuple[list[Any], list[str]]:
         steps, reapplied = plan(heads, context)
-        if context.as_sql or context.connection is None:
+        downgrades = [step.revision.revision for step in steps if _is_downgrade(step)]
+        if context.as_sql or context.connection is None or not downgrades:
             return steps, reapplied
-        return [_replaced(step, context, settings, loaded) for step in steps], reapplied
+        rows = read_applied_sources(context, settings.schema, downgrades)
+        return [_replaced(step, rows, context, settings, loaded) for step in steps], reapplied
 
     return planner
 
 
+def _is_downgrade(step: Any) -> bool:
+    return isinstance(step, RevisionStep) and not step.is_upgrade and step.revision.path is not None
+
+
 def _replaced(
-    step: Any, context: MigrationContext, settings: FenceSettings, loaded: dict[tuple[str, str], Callable[..., None]]
+    step: Any,
+    rows: dict[str, AppliedSource],
+    context: MigrationContext,
+    settings: FenceSettings,
+    loaded: dict[tuple[str, str], Callable[..., None]],
 ) -> Any:
-    if not isinstance(step, RevisionStep) or step.is_upgrade or step.revision.path is None:
+    if not _is_downgrade(step):
         return step
     revision = step.revision.revision
+    row = rows.get(revision)
+    if row is None or row.script_sha256 is None:
+        return step
     file_sha256 = read_revision_file(step.revision.path).sha256
-    row = read_applied_source(context, settings.schema, revision)
-    if row is None or row.script_sha256 is None or row.script_sha256 == file_sha256:
+    if row.script_sha256 == file_sha256:
         return step
     if row.source is None:
         refuse_if_superseded(settings, context)  # a stale writer's news comes first

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from support.in_process import run_in_process
-from support.project import MakeProject, Project, Result, sqlite_url
+from support.project import MakeProject, Project, Result, run_command, script_command, sqlite_url
 from test_applied_sources import _install_old_schema, _old_ledger_row
 from test_mcp_server import mcp_agent, run
 from test_offline_sql import run_psql
@@ -261,3 +261,26 @@ def test_an_applied_text_that_fails_is_named_in_the_error(make_project: MakeProj
     )
     assert "no such table: no_such_table" in payload["error"]
     assert columns(url) == ["id", "currency"]
+
+
+def test_plain_alembic_through_the_fence_aware_env_py_rolls_back_with_the_applied_text(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """``alembic -x fence_token=N downgrade`` with the env.py ``fencemigrate init`` writes: the same
+    rollback as ``fencemigrate downgrade``, said on stderr."""
+    root = tmp_path / "fenced"
+    root.mkdir()
+    run_command(script_command("fencemigrate") + ["init", "migrations"], root).check()
+    project = Project(path=root, url=pg_url, template="fencemigrate")
+    project.set_url(pg_url)
+    write_0041(project)
+    a_sha = sha256(write_a_0042(project))
+    project.run_alembic("-x", "fence_token=33", "-x", "fence_holder=agent-A", "upgrade", "head").check()
+    b_sha = sha256(write_b_0042(project))
+
+    result = project.run_alembic("-x", "fence_token=34", "downgrade", "0041").check()
+    assert (
+        f"fencemigrate: 0042's file changed since it was applied (sha256 {b_sha[:12]} on disk): ran the "
+        f"downgrade() of the text applied under token 33 by agent-A (sha256 {a_sha[:12]}), not the file's"
+    ) in result.stderr.splitlines(), result
+    assert columns(pg_url) == ["id"]

@@ -20,6 +20,7 @@ from .connections import separate_connection
 from .error_translation import translated_errors
 from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired
 from .rendering import render
+from .runtime.applied_downgrades import running_applied_downgrades
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, autocommits
 from .runtime.fenced_news import with_newer_token_news
 from .runtime.fenced_run import FencedRun
@@ -60,10 +61,13 @@ def run_migrations(context: ModuleType | Any) -> None:
             tokens=tokens,
         )
         outcome = RunOutcome("upgrade", settings.resource, settings.holder, settings.tokens)
-        run = FencedRun(settings, planner, outcome)
+        run = FencedRun(settings, running_applied_downgrades(planner, settings), outcome)
         replace_migration_function(migration_context, run.migrations_fn)
         with translated_errors(settings.resource, settings.tokens):
             context.run_migrations()
+        for step in outcome.steps:
+            if step.applied_text is not None:  # as fencemigrate's output says it
+                print(f"fencemigrate: {step.applied_text.described()}", file=sys.stderr)
     except Fenced as fenced:
         _exit_with(_with_news(migration_context, settings.schema, fenced))
     except FencemigrateError as error:

@@ -250,7 +250,13 @@ def upgrade(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> N
 @_sql_option
 @click.pass_obj
 def downgrade(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> None:
-    """Downgrade to REVISION, claiming the fence before every step."""
+    """Downgrade to REVISION, claiming the fence before every step.
+
+    A revision whose file changed since it was applied is rolled back with the downgrade() of the
+    text it was applied from, as the ledger recorded it (the output says so); where the ledger has
+    no text of it, nothing runs (exit 1). With --sql, the script checks when it runs that the
+    database applied the file whose downgrade() it holds.
+    """
     _run(as_json, lambda: api.downgrade(obj.config(), revision, progress=obj.progress, **options))
 
 
@@ -265,6 +271,9 @@ def reapply(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> N
     lease taken now would bring a new token, which could never re-apply anything. So a reapply
     takes no lease of its own (no --ttl, --preempt or --lease-url): it writes under the token it
     applied the revision with.
+
+    A REVISION whose file changed since it was applied is rolled back with the downgrade() of the
+    text it was applied from, then applied from the file, as downgrade does.
     """
     _run(as_json, lambda: api.reapply(obj.config(), revision, progress=obj.progress, **options))
 
@@ -988,6 +997,8 @@ def _outcome_text(outcome: RunOutcome) -> str:
             lines.append(f"  {names} {WRITTEN_AS_SQL}, to be {action} under token {step.token}")
         else:
             lines.append(f"  {action} {names} under token {step.token}")
+        if step.applied_text is not None:
+            lines.append(f"    {step.applied_text.described()}")
         if not step.atomic and outcome.mode != PRECHECK:
             lines.append(
                 "    WARNING: this revision ran outside a single transaction (autocommit block or COMMIT): "

@@ -669,6 +669,25 @@ class NotApplied(FencemigrateError):
         return {"status": self.status, "revision": self.revision, "message": str(self)}
 
 
+class AppliedTextNotRecorded(FencemigrateError):
+    """A downgrade of a revision whose file changed since it was applied, when the ledger keeps no
+    text of what was applied: neither downgrade() is known to undo it, so nothing runs."""
+
+    def __init__(self, revision: str, token: int, file_sha256: str, applied_sha256: str) -> None:
+        self.revision = revision
+        super().__init__(
+            f"cannot roll back {revision}: its file changed since it was applied under token {token} "
+            f"(sha256 {file_sha256[:12]} on disk, {applied_sha256[:12]} applied), and the ledger has no "
+            "text of the applied version (recorded before the fence schema kept it), so neither "
+            "downgrade() is known to undo what the database has. Nothing was run. Put back the file as "
+            f"it was applied (from version control: its sha256 is {applied_sha256}) and run the command "
+            "again, or undo the revision by hand and `fencemigrate stamp` below it"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {"status": self.status, "revision": self.revision, "message": str(self)}
+
+
 class HeadsMoved(FencemigrateError):
     """The heads changed between planning and the first claim; the run rolled back and can re-plan."""
 

@@ -17,6 +17,7 @@ from ..dirty import refuse_if_dirty
 from ..errors import HeadsMoved, NotTransactional
 from ..progress import SILENT, Progress, StepStart
 from ..version_guard import guard_first_write, guard_version_table
+from .applied_downgrades import applied_text_of, code_path, require_applied_file
 from .code_errors import revision_code
 from .environment import autocommits
 from .fenced_step import FencedStep
@@ -214,13 +215,15 @@ class FencedRun:
         if self._end_watch is not None:
             self._end_watch.reset()
         revision = step.revision if isinstance(step, RevisionStep) else None
+        if context.as_sql and revision is not None and not step.is_upgrade:
+            require_applied_file(calls, context, step)
         with self._watching_offline_commits(context):
             if revision is None:
                 migration_fn(**kw)
             else:
                 with revision_code(
                     revision.revision,
-                    revision.path,
+                    code_path(step),
                     lambda: self._aftermath(context),
                     settings.resource,
                     settings.token,
@@ -245,6 +248,7 @@ class FencedRun:
                 direction=step_direction(step, change),
                 token=settings.token,
                 atomic=not self._escaped,
+                applied_text=applied_text_of(step),
             )
         )
         assert self._recorder is not None

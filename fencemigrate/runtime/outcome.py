@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .applied_downgrades import AppliedText
 from .run_token import TokenSource
 
 NOTHING_TO_DO = "nothing_to_do"
@@ -24,6 +25,7 @@ class StepOutcome:
     direction: str  # "up" or "down" (a stamp's too: "down" when it only unstamps revisions)
     token: int
     atomic: bool  # False when the revision ran outside a single transaction
+    applied_text: AppliedText | None = None  # a rollback that ran the applied text's downgrade(), not the file's
 
     def action(self, command: str, offline: bool) -> str:
         """What happened to the step's revisions in a run of ``command``: "applied", "re-applied",
@@ -37,14 +39,17 @@ class StepOutcome:
         return "re-applied" if command == "reapply" else "applied"
 
     def as_json(self, command: str, offline: bool) -> dict[str, Any]:
-        """JSON form of this step in a run of ``command``."""
-        return {
+        """JSON form of this step in a run of ``command`` (``applied_text`` only on a rollback that ran it)."""
+        found = {
             "revisions": list(self.revisions),
             "direction": self.direction,
             "action": self.action(command, offline),
             "token": self.token,
             "atomic": self.atomic,
         }
+        if self.applied_text is not None:
+            found["applied_text"] = self.applied_text.as_json()
+        return found
 
 
 @dataclass

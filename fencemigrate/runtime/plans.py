@@ -12,7 +12,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..alembic_internals import downgrade_steps, parent_revisions, stamp_steps, upgrade_steps
 from ..connections import close, probe_connection
-from ..errors import DatabaseAhead, FencemigrateError, UsageError
+from ..errors import AppliedTextNotRecorded, DatabaseAhead, FencemigrateError, RevisionFailed, UsageError
 from .declared_heads import declared_heads, has_revision_files
 from .fenced_run import Planner
 from .ledger_changes import covered
@@ -80,11 +80,13 @@ class NothingToDoProbe:
         without heads yet), so a target it refuses as bad usage (an unknown revision, ``head``
         among several heads, an ambiguous walk, a relative revision past the end of the graph, one
         not above the heads) is refused now, before any grant, install or lock (UsageError), and
-        so are heads the revision files do not have (DatabaseAhead: the database moved on); another
-        refusal is not answered here: the run goes on as with work to do, and is refused as before."""
+        so are heads the revision files do not have (DatabaseAhead: the database moved on) and a
+        rollback no known downgrade() can make (AppliedTextNotRecorded, or RevisionFailed: the
+        applied text cannot be loaded); another refusal is not answered here: the run goes on as
+        with work to do, and is refused as before."""
         try:
             return self._answer(resolve=True)
-        except (UsageError, DatabaseAhead):
+        except (UsageError, DatabaseAhead, AppliedTextNotRecorded, RevisionFailed):
             raise
         except FencemigrateError:
             return False

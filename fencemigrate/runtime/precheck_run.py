@@ -27,6 +27,7 @@ from ..dirty import refuse_if_dirty
 from ..errors import FencemigrateError, HeadsMoved, RevisionFailed
 from ..progress import SILENT, Progress
 from ..version_guard import guard_first_write, guard_version_table
+from .applied_downgrades import applied_text_of, code_path
 from .code_errors import describe, guard_refusal, locate
 from .fenced_run import Planner, step_direction, step_start
 from .fenced_step import FencedStep
@@ -180,6 +181,7 @@ class PrecheckRun:
                 direction=step_direction(step, change),
                 token=settings.token,
                 atomic=not isinstance(step, RevisionStep),
+                applied_text=applied_text_of(step),
             )
         )
         following = self._next_step
@@ -191,7 +193,7 @@ class PrecheckRun:
     def _failure(self, step: RevisionStep, error: Exception) -> FencemigrateError:
         """A revision failing in pre-check mode: part of its DDL may be committed; it is now dirty.
         A write the monotonic guard refused stays that refusal (exit 3), with the same aftermath."""
-        revision, path = step.revision.revision, step.revision.path
+        revision, path = step.revision.revision, code_path(step)
         aftermath = (
             f"; in pre-check mode a revision's statements can commit before it "
             f"finishes, so part of it may be in the database: {revision} is now marked dirty and fenced "

@@ -11,6 +11,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
 from ..progress import SILENT, Progress
+from .applied_downgrades import running_applied_downgrades
 from .database_ahead import refusing_missing_heads
 from .fenced_run import Planner
 from .revision_targets import relative_to_heads
@@ -48,5 +49,7 @@ class RunRequest:
 
     def planner(self) -> Planner:
         """The steps of one attempt, planned from the heads env.py's connection reads (DatabaseAhead
-        when the revision files lack one of them)."""
-        return refusing_missing_heads(self.plan_for(self.script, self.destination), self.script, self.settings)
+        when the revision files lack one of them); a revision whose file changed since it was applied
+        is rolled back with the applied text's downgrade() (:mod:`.applied_downgrades`)."""
+        plan = running_applied_downgrades(self.plan_for(self.script, self.destination), self.settings)
+        return refusing_missing_heads(plan, self.script, self.settings)

@@ -91,7 +91,10 @@ def applied_history(script: ScriptDirectory, heads: tuple[str, ...]) -> tuple[li
             continue
         if revision_id in found:
             continue
-        revision = script_by_id(script, revision_id)
+        try:
+            revision = script_by_id(script, revision_id)
+        except Exception:  # noqa: BLE001 - a revision map Alembic cannot build (a file gone from below a revision)
+            revision = None
         found[revision_id] = None if revision is None else revision.path
         stack.append((revision_id, True))
         if revision is None:

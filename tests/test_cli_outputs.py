@@ -49,6 +49,7 @@ RUN_KEYS = {
     "no_lease",
     "forced_single_transaction",
     "mode",
+    "adopted",
 }
 STATE_KEYS = {
     "status",
@@ -199,6 +200,7 @@ def test_upgrade_json_output(two: Project) -> None:
         "no_lease": None,
         "forced_single_transaction": False,
         "mode": "transactional",
+        "adopted": None,
     }
 
     payload = cli_json(two, "upgrade", "head", "--token", "8", "--holder", "h2")
@@ -251,6 +253,7 @@ def test_downgrade_text_and_json_output(two: Project) -> None:
         "no_lease": None,
         "forced_single_transaction": False,
         "mode": "transactional",
+        "adopted": None,
     }
     assert alembic_versions(two.url) == []
     assert table_names(two.url) == ["alembic_version"]

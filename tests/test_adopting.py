@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from background_runs import start
 from backend_rows import table
+from background_runs import start
 from support.in_process import run_in_process
 from support.project import MakeProject, Project, Result
 

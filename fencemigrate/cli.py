@@ -951,9 +951,13 @@ def _print_json(payload: dict[str, Any], err: bool = False) -> None:
 
 def _applied_header(found: AppliedSource) -> str:
     """Who applied the revision ``show --applied`` prints, and when (on stderr: stdout is the file's text)."""
-    how = "stamped" if found.method == "stamp" else "applied"
+    if found.method == "adopt":
+        how = f"applied before fencing, adopted with no token by {found.holder} at {found.applied_at}"
+    else:
+        how = f"{'stamped' if found.method == 'stamp' else 'applied'} under token {found.token} by {found.holder} "
+        how += f"at {found.applied_at}"
     line = (
-        f"{found.revision} {how} under token {found.token} by {found.holder} at {found.applied_at} "
+        f"{found.revision} {how} "
         f"(resource {found.resource}, version table {found.version_table}"
         + (f", sha256 {found.script_sha256[:12]}" if found.script_sha256 else "")
         + ")"
@@ -988,6 +992,8 @@ def _outcome_text(outcome: RunOutcome) -> str:
         )
     if outcome.installed_fence_schema:
         lines.append("  installed the fence schema")
+    if outcome.adopted is not None:
+        lines.extend(f"  {line}" for line in outcome.adopted.lines())
     if outcome.forced_single_transaction:
         lines.append("  ran in one transaction (overriding transaction_per_migration=True in env.py)")
     for step in outcome.steps:
@@ -1091,8 +1097,10 @@ def _state_text(result: State) -> str:
     ] or ["  (none yet: no resource has a token source)"]
     lines.append(f"ledger ({result.version_table}):")
     lines += [
-        f"  {row.revision}  applied_token={row.applied_token}  holder={row.holder}  "
-        f"{row.method} at {row.applied_at}" + ("" if row.state == "applied" else f"  DIRTY ({row.state})")
+        f"  {row.revision}  applied_token={row.applied_token}"
+        + (" (none: applied before fencing)" if row.method == "adopt" else "")
+        + f"  holder={row.holder}  {row.method} at {row.applied_at}"
+        + ("" if row.state == "applied" else f"  DIRTY ({row.state})")
         for row in result.ledger
     ] or ["  (empty)"]
     for left in result.autocommit_leftovers:

@@ -15,6 +15,7 @@ from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_TTL
 from .progress import SILENT, Progress
 from .run_options import reject_unknown
+from .runtime.adoption import adopt_applied_history
 from .runtime.env_reads import run_without_steps
 from .runtime.fenced_news import with_newer_token_news
 from .state import State, read_state
@@ -29,13 +30,14 @@ def with_lease_backend(
     lease_url: str | None,
     call: Callable[[LeaseBackend], _T],
     preempt: bool = False,
-    after_grant: bool = False,
+    after_grant: tuple[str, str] | None = None,
     wait_ms: int | None = None,
 ) -> tuple[_T, State | None]:
     """Open the lease service on env.py's database (or Redis), run ``call``, close it; with
-    ``after_grant`` (``call`` granted a lease, which fenced the database), create and guard
-    Alembic's version table (:func:`guard_first_write`) and read the state, through env.py's
-    migration context.
+    ``after_grant`` (``call`` granted a lease of this resource to this holder, which fenced the
+    database), create and guard Alembic's version table (:func:`guard_first_write`), adopt what it
+    applied before fencing (:func:`.runtime.adoption.adopt_applied_history`) and read the state,
+    through env.py's migration context.
     ``wait_ms``: a grant's ``--wait`` (see :func:`open_backend`).
 
     ``call`` runs as soon as env.py has connected, before env.py begins its transaction (as a
@@ -58,8 +60,10 @@ def with_lease_backend(
             backend.close()
 
     def read(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
-        if after_grant:
-            guard_first_write(context, context.dialect.identifier_preparer.quote(schema))
+        if after_grant is not None:
+            quoted = context.dialect.identifier_preparer.quote(schema)
+            guard_first_write(context, quoted)
+            adopt_applied_history(context, quoted, *after_grant)
             states.append(read_state(context, schema))
         return []
 
@@ -125,7 +129,7 @@ def acquire(config: Config, keywords: AcquireKeywords) -> tuple[Grant, State]:
         keywords.get("lease_url"),
         lambda backend: backend.acquire(request, progress=progress),
         preempt=preempt,
-        after_grant=True,
+        after_grant=(request.resource, request.holder),
         wait_ms=request.wait_ms,
     )
     assert fresh is not None

@@ -175,6 +175,14 @@ def _body(event: Event, name_resource: bool) -> str:
                 f"{target} by {holder}{token} as {detail.get('as', '?')} "
                 f"(its {detail.get('was', '?')} under token {started} never finished)"
             )
+        case "ADOPT":
+            adopted = ", ".join(detail.get("revisions", [])) or "?"
+            missing = detail.get("missing_files") or []
+            unknown = f"; no file for {', '.join(missing)}, nothing below it known" if missing else ""
+            return (
+                f"{adopted}{' on ' + resource if name_resource else ''} by {holder}: applied before fencing, "
+                f"recorded with no token{unknown}"
+            )
         case _:  # APPLY, STAMP, ROLLBACK
             return f"{target} by {holder}{token}"
 

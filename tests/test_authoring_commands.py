@@ -542,6 +542,7 @@ def test_install_json(project: Project) -> None:
         "restored": [],
         "tokenless_writes": None,
         "granted": None,
+        "adopted": None,
     }
     second = project.run_cli("install", "--allow-tokenless-writes", "--json").check()
     assert json.loads(second.stdout) == {
@@ -551,6 +552,7 @@ def test_install_json(project: Project) -> None:
         "restored": [],
         "tokenless_writes": "allowed",
         "granted": None,
+        "adopted": None,
     }
     script = project.run_cli("install", "--sql", "--json").check()
     assert script.stdout == project.run_cli("install", "--sql").check().stdout

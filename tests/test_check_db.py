@@ -314,7 +314,7 @@ def test_sqlite_drift_and_a_dropped_guard(tmp_path: Path) -> None:
         (
             "FM405",
             None,
-            "the fence schema fencemigrate (0.7) differs from fencemigrate's: "
+            "the fence schema fencemigrate (0.8) differs from fencemigrate's: "
             "trigger fencemigrate_agent_fence_no_lowering is missing",
         ),
     ]
@@ -330,7 +330,7 @@ def test_check_with_no_db_needs_no_database(project: Project) -> None:
 
 # -- MySQL and MariaDB: prefixed fence tables, guard triggers, dirty revisions ------------------
 
-MYSQL_ALTERED = "the fence schema fencemigrate (0.7) differs from fencemigrate's: {problem}"
+MYSQL_ALTERED = "the fence schema fencemigrate (0.8) differs from fencemigrate's: {problem}"
 
 
 @pytest.mark.parametrize("url_fixture", ["mysql_url", "mariadb_url"])

@@ -49,6 +49,7 @@ RUN_KEYS = {
     "no_lease",
     "forced_single_transaction",
     "mode",
+    "adopted",
 }
 STATE_KEYS = {
     "status",
@@ -200,6 +201,7 @@ def test_upgrade_json_output(two: Project) -> None:
         "no_lease": None,
         "forced_single_transaction": False,
         "mode": "transactional",
+        "adopted": None,
     }
 
     payload = cli_json(two, "upgrade", "head", "--token", "8", "--holder", "h2")
@@ -252,6 +254,7 @@ def test_downgrade_text_and_json_output(two: Project) -> None:
         "no_lease": None,
         "forced_single_transaction": False,
         "mode": "transactional",
+        "adopted": None,
     }
     assert alembic_versions(two.url) == []
     assert table_names(two.url) == ["alembic_version"]
@@ -373,7 +376,7 @@ def test_state_after_runs(two: Project) -> None:
         "status": "ok",
         "version_table": "alembic_version",
         "heads": ["0002"],
-        "fence_schema_version": "0.11",
+        "fence_schema_version": "0.12",
         "fences": [
             {
                 "resource": DEFAULT_RESOURCE,
@@ -413,7 +416,7 @@ def test_state_after_runs(two: Project) -> None:
     result = cli(two, "state", in_process=True).check()
     assert result.stdout.splitlines() == [
         "heads: 0002",
-        "fence schema: 0.11",
+        "fence schema: 0.12",
         "fences:",
         f"  db/migrations  token=8  since {updated_at.isoformat()}  tokens from external",
         "ledger (alembic_version):",
@@ -466,7 +469,7 @@ def test_fence_schema_option_moves_the_fence_tables(two: Project) -> None:
     assert ledger(two.url, "other_schema")["0002"] == (DEFAULT_RESOURCE, 7, "h1", "upgrade")
 
     state = cli_json(two, "state")
-    assert state["fence_schema_version"] == "0.11"
+    assert state["fence_schema_version"] == "0.12"
     assert [row["token"] for row in state["fences"]] == [7]
     assert "other_schema.agent_fence" in cli(two, "install", "--sql").check().stdout
     assert cli(two, "install").check().stdout == "already installed\n"

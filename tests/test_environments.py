@@ -153,6 +153,7 @@ def test_unmodified_env_is_fenced(
         "no_lease": None,
         "forced_single_transaction": False,
         "mode": "transactional",
+        "adopted": None,
     }
     assert table_names(pg_url) == ["alembic_version", "t1"]
     assert query(pg_url, "SELECT lock_held FROM t1") == [(lock_held,)]

@@ -87,6 +87,7 @@ def test_the_sql_files_name_the_ledger_writes() -> None:
         "begin_rollback": {"mysql", "postgresql"},
         "claim_and_record": {"postgresql"},
         "forget_revision": {"mysql", "postgresql"},
+        "record_adopted": {"mysql", "postgresql", "sqlite"},
         "record_apply": {"mysql", "postgresql", "sqlite"},
         "record_rollback": {"mysql", "postgresql", "sqlite"},
         "record_stamp": {"mysql", "sqlite"},

@@ -255,7 +255,7 @@ def test_state_text_and_json(tmp_path: Path) -> None:
     assert payload["status"] == "ok"
     assert payload["version_table"] == "alembic_version"
     assert payload["heads"] == ["0001"]
-    assert payload["fence_schema_version"] == "0.7"
+    assert payload["fence_schema_version"] == "0.8"
     assert [(f["resource"], f["token"]) for f in payload["fences"]] == [("db/migrations", 12)]
     (row,) = payload["ledger"]
     assert (row["revision"], row["resource"], row["applied_token"], row["holder"], row["method"]) == (

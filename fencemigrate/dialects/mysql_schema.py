@@ -8,7 +8,7 @@ from ..errors import DatabaseError
 from ..queries import statement, with_fence_names
 from .prefixed_schema import installed_version, run_install, script_chain
 
-VERSION = "0.7"
+VERSION = "0.8"
 """The fence schema version on MySQL."""
 
 BASE_VERSION = "0.3"

@@ -17,6 +17,7 @@ from ..dirty import refuse_if_dirty
 from ..errors import HeadsMoved, NotTransactional
 from ..progress import SILENT, Progress, StepStart
 from ..version_guard import guard_first_write, guard_version_table
+from .adoption import adopt_applied_history
 from .applied_downgrades import applied_text_of, code_path, require_applied_file
 from .code_errors import revision_code
 from .environment import autocommits
@@ -90,6 +91,7 @@ class FencedRun:
                 return
             self.outcome.installed_fence_schema = ensure_installed(connection, quoted)
             guard_first_write(context, quoted)
+            self._adopt(context, quoted)
             dialect_for(context).register_resource(connection, quoted, self.settings.resource)
         self._prepared = True
 
@@ -183,6 +185,7 @@ class FencedRun:
         if self._first_step and not context.as_sql:
             if not self._prepared:
                 self._install_fence_schema(context)
+                self._adopt(context, self._quoted_schema)
             assert context.connection is not None
             dialect = dialect_for(context)
             if dialect.tracks_dirty(dialect.schema_version()):
@@ -367,6 +370,12 @@ class FencedRun:
         """Install the fence schema in this step's transaction unless it is there (online only)."""
         assert context.connection is not None
         self.outcome.installed_fence_schema = ensure_installed(context.connection, self._quoted_schema)
+
+    def _adopt(self, context: MigrationContext, quoted_schema: str) -> None:
+        """Adopt what the version table applied before fencing, in the transaction that fences the
+        database (see :mod:`.adoption`)."""
+        settings = self.settings
+        self.outcome.adopted = adopt_applied_history(context, quoted_schema, settings.resource, settings.holder)
 
     def _require_transaction(self, context: MigrationContext) -> None:
         """Fail closed unless the claim and the DDL are bound to share one transaction."""

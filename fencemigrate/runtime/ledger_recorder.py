@@ -1,7 +1,8 @@
 """The ledger's one writer: every row of ``applied_revision`` fencemigrate writes, in every mode.
 
 The ledger records, per version table, each revision fencemigrate applied or stamped, with the
-token it was written under (``applied_token``); rolled-back revisions lose their row. Transactional
+token it was written under (``applied_token``), and the revisions the version table had applied
+when the database was first fenced, adopted under no token (0); rolled-back revisions lose their row. Transactional
 runs, pre-check runs, ``stamp`` (``--purge`` too) and ``resolve`` all write it through
 :class:`LedgerRecorder`, as Django's ``MigrationRecorder`` owns its table: no other module runs a
 statement that inserts, updates or deletes ledger rows (``tests/test_ledger_recorder.py`` checks).
@@ -176,6 +177,27 @@ class LedgerRecorder:
         file = self.revision_file(path)
         params = {**self._identity(revision, token), "script_sha256": file.sha256, "source": file.text}
         self._execute("record_apply", params)
+
+    # -- adoption ---------------------------------------------------------------------------
+
+    def record_adopted(self, revisions: Sequence[tuple[str, str | None]], detail: dict[str, Any]) -> None:
+        """Record ``revisions`` (id, file path or None when the file is missing) as adopted: applied
+        before the database was fenced, by no token (applied_token 0, method 'adopt'), each with its
+        file's sha256 and text when the file is there; then one ADOPT event with ``detail``."""
+        for revision, path in revisions:
+            file = None if path is None else self.revision_file(path)
+            params = {
+                "version_table": self.version_table,
+                "revision": revision,
+                "resource": self.resource,
+                "holder": self.holder,
+                "script_sha256": None if file is None else file.sha256,
+                "source": None if file is None else file.text,
+            }
+            self._execute("record_adopted", params)
+        log_event(
+            self.connection, self._schema, resource=self.resource, kind="ADOPT", holder=self.holder, detail=detail
+        )
 
     # -- shared -----------------------------------------------------------------------------
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .applied_downgrades import AppliedText
 from .run_token import TokenSource
+
+if TYPE_CHECKING:
+    from .adoption import Adoption
 
 NOTHING_TO_DO = "nothing_to_do"
 """``RunOutcome.no_lease``: the heads read before the lease already had nothing left to do."""
@@ -71,6 +74,7 @@ class RunOutcome:
     no_lease: str | None = None  # NOTHING_TO_DO or DONE_BY_ANOTHER_RUNNER: why a run without --token took none
     mode: str = "transactional"  # or "precheck": the fence was checked before each revision
     autocommitted: list[str] = field(default_factory=list)  # revisions whose autocommit block ran
+    adopted: Adoption | None = None  # what the version table applied before this run fenced it
 
     @property
     def token(self) -> int | None:
@@ -95,4 +99,5 @@ class RunOutcome:
             "lease_note": self.lease_note,
             "no_lease": self.no_lease,
             "mode": self.mode,
+            "adopted": None if self.adopted is None else self.adopted.as_json(),
         }

@@ -27,6 +27,7 @@ from ..dirty import refuse_if_dirty
 from ..errors import FencemigrateError, HeadsMoved, RevisionFailed
 from ..progress import SILENT, Progress
 from ..version_guard import guard_first_write, guard_version_table
+from .adoption import adopt_applied_history
 from .applied_downgrades import applied_text_of, code_path
 from .code_errors import describe, guard_refusal, locate
 from .fenced_run import Planner, step_direction, step_start
@@ -100,6 +101,10 @@ class PrecheckRun:
         lock.take(self._lock_wait_ms)
         self._lock = lock
         refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
+        # Committed with the claim below: what the version table applied before fencing, adopted.
+        self.outcome.adopted = adopt_applied_history(
+            context, self._quoted_schema, self.settings.resource, self.settings.holder
+        )
         calls = dialect_for(context).fence_calls(context, self._quoted_schema)
         _, reapplied = plan_or_fenced(self.planner, self.settings, tuple(context.get_current_heads()), context)
         if reapplied:  # before the claim: a refused reapply leaves the fence as it was

@@ -1,0 +1,44 @@
+-- fencemigrate 0.7 -> 0.8 on MySQL and MariaDB: the ledger adopts the revisions a database had
+-- applied before it was fenced (issue 25, item 3): method 'adopt', applied_token 0, and one ADOPT
+-- event for all of them.
+--
+-- The runner applies this file one statement at a time (DELIMITER lines work as in the mysql
+-- client), under the install named lock, on a database at 0.7 (a fresh install runs the current
+-- version's full script instead).
+
+ALTER TABLE @extschema@_applied_revision
+    DROP CONSTRAINT @extschema@_applied_revision_token,
+    DROP CONSTRAINT @extschema@_applied_revision_method;
+ALTER TABLE @extschema@_applied_revision
+    ADD CONSTRAINT @extschema@_applied_revision_token
+        CHECK (CASE WHEN method = 'adopt' THEN applied_token = 0 ELSE applied_token > 0 END),
+    ADD CONSTRAINT @extschema@_applied_revision_method CHECK (method IN ('upgrade', 'stamp', 'adopt'));
+ALTER TABLE @extschema@_fence_event
+    DROP CONSTRAINT @extschema@_fence_event_kind;
+ALTER TABLE @extschema@_fence_event
+    ADD CONSTRAINT @extschema@_fence_event_kind
+        CHECK (kind IN ('GRANT', 'RENEW', 'RELEASE', 'EXPIRE', 'PREEMPT', 'LOST', 'APPLY',
+                        'STAMP', 'ROLLBACK', 'FENCED', 'RESOLVE', 'ADOPT'));
+
+DROP TRIGGER IF EXISTS @extschema@_applied_revision_token_domain_insert;
+DROP TRIGGER IF EXISTS @extschema@_applied_revision_token_domain_update;
+DELIMITER //
+-- The token domain of ledger rows (see agent_fence's); an adopted row has token 0.
+CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_token_domain_insert
+BEFORE INSERT ON @extschema@_applied_revision FOR EACH ROW
+BEGIN
+    IF NEW.applied_token < IF(NEW.method = 'adopt', 0, 1) OR NEW.applied_token > 4611686018427387904 THEN
+        SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'ledger tokens are integers from 1 to 4611686018427387904';
+    END IF;
+END//
+CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_token_domain_update
+BEFORE UPDATE ON @extschema@_applied_revision FOR EACH ROW
+BEGIN
+    IF NEW.applied_token <> OLD.applied_token
+       AND (NEW.applied_token < IF(NEW.method = 'adopt', 0, 1) OR NEW.applied_token > 4611686018427387904) THEN
+        SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'ledger tokens are integers from 1 to 4611686018427387904';
+    END IF;
+END//
+DELIMITER ;
+
+UPDATE @extschema@_schema_version SET version = '0.8' WHERE one_row = 1;

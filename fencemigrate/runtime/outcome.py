@@ -22,7 +22,7 @@ class StepOutcome:
 
     revisions: tuple[str, ...]  # applied or stamped when "up", rolled back or unstamped when "down"
     direction: str  # "up" or "down" (a stamp's too: "down" when it only unstamps revisions)
-    token: int
+    token: int | None  # None: written as SQL, under the token the script is granted when it runs
     atomic: bool  # False when the revision ran outside a single transaction
 
     def action(self, command: str, offline: bool) -> str:
@@ -66,6 +66,7 @@ class RunOutcome:
     no_lease: str | None = None  # NOTHING_TO_DO or DONE_BY_ANOTHER_RUNNER: why a run without --token took none
     mode: str = "transactional"  # or "precheck": the fence was checked before each revision
     autocommitted: list[str] = field(default_factory=list)  # revisions whose autocommit block ran
+    script_heads: list[str] | None = None  # the heads a script that takes its own lease requires when it runs
 
     @property
     def token(self) -> int | None:

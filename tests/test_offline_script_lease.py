@@ -359,3 +359,28 @@ def test_transaction_per_migration_script(project: Project, pg_url: str, tmp_pat
     assert [row[:3] for row in ledger(pg_url)] == [("a1", 1, SCRIPT_HOLDER), ("b2", 1, SCRIPT_HOLDER)]
     assert lease_row(pg_url) == (None, 1)
     assert [event[0] for event in events(pg_url)] == ["GRANT", "APPLY", "APPLY", "RELEASE"]
+
+
+def test_downgrade_and_stamp_scripts_take_their_own_lease(project: Project, pg_url: str, tmp_path: Path) -> None:
+    """``downgrade b2:a1 --sql`` and ``stamp a1:b2 --sql`` without a token: each script is granted
+    the next token, writes under it (ROLLBACK, STAMP) and releases its lease."""
+    add_chain(project)
+    project.run_cli("upgrade", "head").check(0)
+    down = project.run_cli("downgrade", "b2:a1", "--sql", "--holder", "dba").check(0).stdout
+    run_psql(pg_url, down, tmp_path).check(0)
+    assert alembic_versions(pg_url) == ["a1"] and table_names(pg_url) == ["alembic_version", "t1"]
+    assert [row[:3] for row in ledger(pg_url)] == [("a1", 1, events(pg_url)[0][1])]
+
+    stamp = project.run_cli("stamp", "a1:b2", "--sql", "--holder", "dba").check(0).stdout
+    run_psql(pg_url, stamp, tmp_path, name="stamp.sql").check(0)
+    assert alembic_versions(pg_url) == ["b2"]
+    assert [row[:3] for row in ledger(pg_url)][1] == ("b2", 3, SCRIPT_HOLDER)
+    assert [event[:3] for event in events(pg_url)[4:]] == [
+        ("GRANT", SCRIPT_HOLDER, 2),
+        ("ROLLBACK", SCRIPT_HOLDER, 2),
+        ("RELEASE", SCRIPT_HOLDER, 2),
+        ("GRANT", SCRIPT_HOLDER, 3),
+        ("STAMP", SCRIPT_HOLDER, 3),
+        ("RELEASE", SCRIPT_HOLDER, 3),
+    ]
+    assert lease_row(pg_url) == (None, 3)

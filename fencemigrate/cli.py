@@ -30,6 +30,7 @@ from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .process_exit import exit_process
 from .progress import SILENT, LeaseWait, Progress, StepStart
 from .rendering import json_text, render
+from .runtime.expected_heads import listed
 from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .scrub import scrub_secrets
@@ -231,7 +232,13 @@ def _reapply_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
-_sql_option = click.option("--sql", is_flag=True, help="Write the SQL (with the fence claims) instead of running it.")
+_sql_option = click.option(
+    "--sql",
+    is_flag=True,
+    help="Write the SQL (with the fence claims) instead of running it; without --token the script takes its own "
+    "lease from the database's lease service when it runs (--ttl, --wait) and refuses unless the heads are the "
+    "ones it was written from (PostgreSQL).",
+)
 
 
 @main.command()
@@ -975,10 +982,18 @@ def _applied_header(found: AppliedSource) -> str:
 
 
 def _outcome_text(outcome: RunOutcome) -> str:
+    script_grant = outcome.tokens.script_grant
+    token = "(none)" if outcome.token is None else outcome.token
     lines = [
         f"{outcome.command} {WRITTEN_AS_SQL if outcome.offline else 'done'}: resource {outcome.resource}, "
-        f"token {outcome.token if outcome.token is not None else '(none)'}, holder {outcome.holder}"
+        f"token {'granted when the script runs' if script_grant else token}, holder {outcome.holder}"
     ]
+    if script_grant:
+        lines.append(
+            f"  the script takes its own lease from the database's lease service when it runs (TTL "
+            f"{format_duration(script_grant.ttl_ms)}, waiting at most {format_duration(script_grant.wait_ms)}) and "
+            f"refuses unless the heads are {listed(outcome.script_heads or ())}"
+        )
     if outcome.no_lease == NOTHING_TO_DO:
         lines.append("  no lease taken: there was nothing to do")
     elif outcome.no_lease == DONE_BY_ANOTHER_RUNNER:
@@ -1000,7 +1015,8 @@ def _outcome_text(outcome: RunOutcome) -> str:
         names = ", ".join(step.revisions) or "(version table only)"
         action = step.action(outcome.command, offline=False)
         if outcome.offline:  # nothing ran: the script does it when it is run
-            lines.append(f"  {names} {WRITTEN_AS_SQL}, to be {action} under token {step.token}")
+            under = "the token the script is granted" if step.token is None else f"token {step.token}"
+            lines.append(f"  {names} {WRITTEN_AS_SQL}, to be {action} under {under}")
         else:
             lines.append(f"  {action} {names} under token {step.token}")
         if step.applied_text is not None:

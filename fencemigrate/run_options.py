@@ -24,9 +24,13 @@ from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .runtime.revision_targets import require_known, script_directory
 from .runtime.run_choice import RunChoice
 from .runtime.run_request import RunRequest
-from .runtime.run_token import TokenSource
+from .runtime.run_token import ScriptGrant, TokenSource
 from .runtime.settings import FenceSettings
 from .validation import check_holder, parse_token
+
+SCRIPT_HOLDER_SUFFIX = " (offline script)"
+"""Appended to the holder of an offline script that takes its own lease: ``state``, ``timeline`` and
+the ledger name it as a script's."""
 
 
 class ReapplyKeywords(TypedDict, total=False):
@@ -152,6 +156,8 @@ def fenced_request(
     run, lease, progress = RunOptions.of(keywords), LeaseOptions.of(keywords), keywords.get("progress", SILENT)
     held = keywords.get("held_lease")
     holder = check_holder(run.holder if held is None else _held_identity(held, run, lease))
+    if run.sql and run.token is None and held is None:
+        holder = check_holder(f"{holder}{SCRIPT_HOLDER_SUFFIX}")  # the lease is the script's own
     resource = checked_resource(config, run.resource if held is None else held.lease.resource)
     schema = fence_schema(config)
     given_token = run.token is not None or held is not None
@@ -230,6 +236,23 @@ def _held_token_source(config: Config, held: Grant, lease: LeaseOptions, schema:
     return TokenSource(given=held.token, lease=lent)
 
 
+def _script_grant(config: Config, lease: LeaseOptions) -> ScriptGrant:
+    """The lease an offline script without a token takes when it runs: from the database's own lease
+    service, for ``--ttl``, waiting at most ``--wait``; a UsageError for what a script cannot do."""
+    if lease.preempt:
+        raise UsageError(
+            "--preempt cannot be used with --sql: a script cannot cancel another session's migration; "
+            "nothing was written"
+        )
+    if lease.lease_url is not None or configured_lease_url(config) is not None:
+        raise UsageError(
+            "an offline script without --token takes its lease from the database's own lease service, "
+            "not from Redis (--lease-url or fencemigrate.lease_url): take a Redis grant and pass its "
+            "token with --token N; nothing was written"
+        )
+    return ScriptGrant(ttl_ms=parse_ttl_ms(DEFAULT_TTL if lease.ttl is None else lease.ttl), wait_ms=lease.wait_ms())
+
+
 def _expected_heads(script: ScriptDirectory, given: Sequence[str] | None, sql: bool) -> ExpectedHeads | None:
     """``--expect-heads`` resolved against the revision files (None: not given); refused with --sql."""
     if given is None:
@@ -255,10 +278,7 @@ def _token_source(
             )
         return TokenSource(given=parse_token(run.token))
     if run.sql:
-        raise UsageError(
-            "a fencing token is required with --sql (pass --token N or set FENCEMIGRATE_TOKEN): "
-            "an offline script cannot take a lease"
-        )
+        return TokenSource(script_grant=_script_grant(config, lease))
     request = LeaseRequest(
         resource=resource,
         holder=holder,

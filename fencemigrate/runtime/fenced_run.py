@@ -12,15 +12,16 @@ from alembic.script import ScriptDirectory
 
 from ..alembic_internals import BlockFactory, around_autocommit_blocks, rewrite_offline_output
 from ..dialects import dialect_for, ensure_installed
-from ..dialects.fence_calls import FenceCalls
+from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls
 from ..dirty import refuse_if_dirty
 from ..errors import HeadsMoved, NotTransactional
 from ..progress import SILENT, Progress, StepStart
-from ..version_guard import guard_first_write, guard_version_table
+from ..version_guard import VersionTable, guard_first_write, guard_version_table
 from .adoption import adopt_applied_history
 from .applied_downgrades import applied_text_of, code_path, require_applied_file
 from .code_errors import revision_code
 from .environment import autocommits
+from .expected_heads import listed
 from .fenced_step import FencedStep
 from .ledger_changes import LedgerChange, ledger_change, version_table_name
 from .ledger_recorder import LedgerRecorder
@@ -100,7 +101,8 @@ class FencedRun:
     def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         """Plan the steps, then hand Alembic fenced proxies of them."""
         steps, self._reapplied = plan_or_fenced(self.planner, self.settings, heads, context)
-        if steps and (self.settings.tokens.token is None or self._idle):
+        tokens = self.settings.tokens
+        if steps and ((tokens.token is None and tokens.script_grant is None) or self._idle):
             # This run took no lease because nothing was left to do; now there is: plan again.
             raise HeadsMoved("the database changed since this run found nothing to do; nothing was applied")
         if not steps:
@@ -137,15 +139,38 @@ class FencedRun:
         before that too. Each step still claims before its own DDL.
         """
         self._require_transaction(context)
-        context.impl.static_output(
-            f"-- fencemigrate: fenced by token {self.settings.token} on resource "
-            f"{self.settings.resource!r}; needs the fence schema "
-            "(fencemigrate install, or CREATE EXTENSION fencemigrate)"
-        )
-        calls.claim(self.settings.resource, self.settings.token)
+        settings = self.settings
+        grant = settings.tokens.script_grant
+        if grant is None:
+            context.impl.static_output(
+                f"-- fencemigrate: fenced by token {settings.token} on resource {settings.resource!r}; needs the "
+                "fence schema (fencemigrate install, or CREATE EXTENSION fencemigrate)"
+            )
+        else:
+            assert isinstance(calls, PostgresFenceCalls)  # other databases refuse --sql (Dialect.fence_calls)
+            context.impl.static_output(
+                f"-- fencemigrate: when it runs, this script takes its own lease of resource {settings.resource!r} "
+                f"from the database's lease service, as {settings.holder!r}, and is fenced by the token it is "
+                f"granted; it refuses to run unless the heads are {listed(self._planned_heads)}; needs the fence "
+                "schema (fencemigrate install, or CREATE EXTENSION fencemigrate); run it with psql -v ON_ERROR_STOP=1"
+            )
+            self.outcome.script_heads = self._planned_heads
+            calls.grant_for_script(
+                settings.resource,
+                settings.holder,
+                (grant.ttl_ms, grant.wait_ms),
+                VersionTable.of(context).relation(context),
+                self._planned_heads,
+            )
+        calls.claim(settings.resource, settings.token)
 
     def _note_heads(self, *, heads: set[str], **_: Any) -> None:
         self.outcome.heads = sorted(heads)
+        context = self._context
+        if context is not None and context.as_sql and self.settings.tokens.script_grant and not self._steps_left:
+            # The last version write of a script that takes its own lease: release it in that transaction.
+            assert isinstance(self._calls, PostgresFenceCalls)
+            self._calls.release_for_script()
         if self._marks_version_writes(self._context):
             assert self._context is not None and self._context.connection is not None
             dialect_for(self._context).clear_version_write(self._context.connection, self._quoted_schema)
@@ -249,7 +274,7 @@ class FencedRun:
             StepOutcome(
                 revisions=change.added or change.removed,
                 direction=step_direction(step, change),
-                token=settings.token,
+                token=settings.tokens.token,  # None: the token an offline script is granted when it runs
                 atomic=not self._escaped,
                 applied_text=applied_text_of(step),
             )

@@ -26,7 +26,7 @@ class StepOutcome:
 
     revisions: tuple[str, ...]  # applied or stamped when "up", rolled back or unstamped when "down"
     direction: str  # "up" or "down" (a stamp's too: "down" when it only unstamps revisions)
-    token: int
+    token: int | None  # None: written as SQL, under the token the script is granted when it runs
     atomic: bool  # False when the revision ran outside a single transaction
     applied_text: AppliedText | None = None  # a rollback that ran the applied text's downgrade(), not the file's
 
@@ -75,6 +75,7 @@ class RunOutcome:
     mode: str = "transactional"  # or "precheck": the fence was checked before each revision
     autocommitted: list[str] = field(default_factory=list)  # revisions whose autocommit block ran
     adopted: Adoption | None = None  # what the version table applied before this run fenced it
+    script_heads: list[str] | None = None  # the heads a script that takes its own lease requires when it runs
 
     @property
     def token(self) -> int | None:

@@ -7,6 +7,15 @@ from abc import ABC, abstractmethod
 from alembic.runtime.migration import MigrationContext
 
 
+class ScriptToken(int):
+    """The token an offline script is granted by the database's lease service when it runs: unknown
+    when the script is written, so its fence calls read it in the script's session instead of taking
+    a literal. Its value, 0, is no token: written literally by mistake, a claim refuses it."""
+
+
+SCRIPT_TOKEN = ScriptToken(0)
+
+
 class FenceCalls(ABC):
     """Claim and re-apply check, in the migration context's current transaction (ledger rows:
     :class:`.LedgerRecorder`).

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Dialect, bindparam
+from sqlalchemy import BindParameter, Dialect, bindparam
 from sqlalchemy.types import UserDefinedType
 
 from ...queries import statement
 from ..driver import scalar_on_driver
-from .base import FenceCalls
+from ..postgresql_schema import default_version
+from .base import FenceCalls, ScriptToken
 
 
 class PostgresFenceCalls(FenceCalls):
@@ -22,7 +24,15 @@ class PostgresFenceCalls(FenceCalls):
         """Run the statement and return its single value; offline, write it out and return None."""
         clause = statement(name, self._schema)
         if self.offline:
-            verbatim = [bindparam(key, type_=_DollarQuoted()) for key in params if key in _VERBATIM]
+            verbatim: list[BindParameter[Any]] = [
+                bindparam(key, type_=_DollarQuoted()) for key in params if key in _VERBATIM
+            ]
+            read_in_script = statement("script_token", self._schema).text
+            verbatim += [
+                bindparam(key, type_=_ReadInScript(read_in_script))
+                for key, value in params.items()
+                if isinstance(value, ScriptToken)
+            ]
             compiled = (
                 clause.bindparams(*verbatim)
                 .bindparams(**params)
@@ -43,6 +53,30 @@ class PostgresFenceCalls(FenceCalls):
         """Claim ``resource`` with ``token``; returns the transaction id. Raises FM001 if fenced."""
         return self.call_for_xact("claim", resource=resource, token=token)
 
+    def grant_for_script(
+        self, resource: str, holder: str, grant: tuple[int, int], version_table: str, heads: Sequence[str]
+    ) -> None:
+        """Offline: write the script's own grant (``grant``: TTL and wait, in ms), which refuses
+        unless ``version_table`` holds exactly ``heads`` when the script runs
+        (``script_grant_function.sql``)."""
+        ttl_ms, wait_ms = grant
+        function = statement("script_grant_function", self._schema).text
+        self._context.impl.static_output(function + self._context.impl.command_terminator)
+        self.call(
+            "script_grant",
+            resource=resource,
+            holder=holder,
+            ttl_ms=ttl_ms,
+            wait_ms=wait_ms,
+            version_table=version_table,
+            heads=text_array(heads),
+            schema_version=default_version(),
+        )
+
+    def release_for_script(self) -> None:
+        """Offline: write the release of the lease the script was granted (``script_release.sql``)."""
+        self.call("script_release")
+
     def check_reapply(self, version_table: str, resource: str, revisions: list[str], token: int) -> None:
         """Raise FM001 unless the fence and every revision's applied token allow ``token`` to re-apply."""
         self.call(
@@ -52,6 +86,22 @@ class PostgresFenceCalls(FenceCalls):
             revisions=revisions,
             token=token,
         )
+
+
+class _ReadInScript(UserDefinedType[int]):
+    """A :class:`.ScriptToken` written into a --sql script as the expression that reads the token the
+    script was granted in its own session, whatever the value."""
+
+    cache_ok = True
+
+    def __init__(self, expression: str) -> None:
+        self.expression = expression
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return "bigint"
+
+    def literal_processor(self, dialect: Dialect) -> Any:
+        return lambda value: self.expression
 
 
 _VERBATIM = frozenset({"source"})
@@ -81,3 +131,9 @@ def dollar_quoted(text: str | None) -> str:
         number += 1
         tag = f"fencemigrate_source_{number}"
     return f"${tag}${text}${tag}$"
+
+
+def text_array(items: Sequence[str]) -> str:
+    """``items`` as the text of a PostgreSQL array (``{"a","b"}``, ``{}`` for none), each element quoted."""
+    quoted = ('"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"' for item in items)
+    return "{" + ",".join(quoted) + "}"

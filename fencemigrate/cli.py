@@ -26,8 +26,9 @@ from .durations import format_duration
 from .errors import EXIT_ERROR, FencemigrateError, Interrupted, UsageError
 from .leases import Grant, LeaseStatus
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
+from .lock_waits import lock_wait_text
 from .process_exit import exit_process
-from .progress import SILENT, LeaseWait, Progress, StepStart
+from .progress import SILENT, LeaseWait, LockWait, Progress, StepStart
 from .rendering import json_text, render
 from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
@@ -905,6 +906,9 @@ class _StderrProgress:
             ),
             err=True,
         )
+
+    def waiting_for_lock(self, wait: LockWait) -> None:
+        click.echo(scrub_secrets(lock_wait_text(wait)), err=True)
 
     def step_started(self, step: StepStart) -> None:
         revisions = ", ".join(step.revisions) or "(version table only)"

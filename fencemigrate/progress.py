@@ -1,4 +1,5 @@
-"""What a run reports while it works: waits for the lease, and each revision as it starts.
+"""What a run reports while it works: waits for the lease or for a lock another writer holds in the
+database, and each revision as it starts.
 
 The API passes a :class:`Progress` into the run and its lease; by default :data:`SILENT`. Only
 ``cli.py`` prints it (on stderr). Reports come from the loops that already run (the lease's poll
@@ -8,13 +9,14 @@ loop, the run's steps): no timer threads.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from .leases.model import LeaseStatus
 
 WAIT_REPORT_INTERVAL_S = 5.0
-"""How often a wait for the lease is reported again after its first report."""
+"""How often a wait for the lease, or for a lock in the database, is reported again after its first report."""
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,32 @@ class LeaseWait:
     """A wait for a busy lease: as the lease service sees it now, and how long this caller will still wait."""
 
     lease: LeaseStatus
+    remaining_ms: int
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds a lock a run waits for, as far as the database tells: its session (``pid``, a
+    PostgreSQL backend pid or a MySQL connection id, named by ``session_kind``), the fencemigrate
+    holder and token it writes as, since when (its transaction, or its lock), and what it runs."""
+
+    pid: int | None = None
+    session_kind: str = "pid"
+    holder: str | None = None
+    token: int | None = None
+    since: datetime | None = None
+    running: str | None = None
+
+
+@dataclass(frozen=True)
+class LockWait:
+    """A wait inside the database for ``lock`` on ``resource`` (the fence row, SQLite's write lock,
+    the named lock): who holds it now, how long this caller has waited and will still wait."""
+
+    resource: str
+    lock: str
+    holders: tuple[LockHolder, ...]
+    waited_ms: int
     remaining_ms: int
 
 
@@ -43,6 +71,10 @@ class Progress(Protocol):
     def waiting_for_lease(self, wait: LeaseWait) -> None:
         """The lease is busy: called at once, then every :data:`WAIT_REPORT_INTERVAL_S` while waiting."""
 
+    def waiting_for_lock(self, wait: LockWait) -> None:
+        """Another writer holds a lock in the database: called within :data:`WAIT_REPORT_INTERVAL_S`
+        of the wait's start, then every :data:`WAIT_REPORT_INTERVAL_S` while waiting."""
+
     def step_started(self, step: StepStart) -> None:
         """A step (a revision, or a stamp) is about to run."""
 
@@ -51,6 +83,9 @@ class _Silent:
     """Reports nothing: the Python API's default."""
 
     def waiting_for_lease(self, wait: LeaseWait) -> None:
+        return None
+
+    def waiting_for_lock(self, wait: LockWait) -> None:
         return None
 
     def step_started(self, step: StepStart) -> None:

@@ -18,7 +18,8 @@ from ..errors import FencemigrateError, LeaseBusy, LeaseLost
 from ..fenced_writes import git_branch, project_files
 from ..fenced_writes.git_branch import BranchRecord, BranchRemote
 from ..leases import Grant, LeaseStatus
-from ..progress import LeaseWait, StepStart
+from ..lock_waits import lock_wait_text
+from ..progress import LeaseWait, LockWait, StepStart
 from ..runtime.env_reads import database_heads
 from ..runtime.outcome import RunOutcome
 from ..scrub import redact_file_text, scrub_secrets
@@ -48,18 +49,27 @@ def redacted_diffs(report: dict[str, Any]) -> dict[str, Any]:
 
 
 class ToolProgress:
-    """A run's progress as MCP notifications of the tool call: revision n of m, and lease waits as log
-    lines. Best effort: a notification that cannot be sent (the client went away) never stops the run."""
+    """A run's progress as MCP notifications of the tool call: revision n of m, a wait for a lock in
+    the database (who holds it), and lease waits as log lines. Best effort: a notification that
+    cannot be sent (the client went away) never stops the run."""
 
     def __init__(self, ctx: Context[Any, Any]) -> None:
         self._ctx = ctx
+        self._position = 0.0  # the progress last reported
 
     def waiting_for_lease(self, wait: LeaseWait) -> None:
         lease = wait.lease
         text = f"waiting for the lease on {lease.resource}: held by {lease.holder} with token {lease.token}"
         self._send(lambda: self._ctx.info(scrub_secrets(text)))
 
+    def waiting_for_lock(self, wait: LockWait) -> None:
+        # Progress must only grow (MCP): each report goes halfway from the last to the next step's number.
+        self._position += (int(self._position) + 1 - self._position) / 2
+        position, text = self._position, scrub_secrets(lock_wait_text(wait))
+        self._send(lambda: self._ctx.report_progress(position, None, text))
+
     def step_started(self, step: StepStart) -> None:
+        self._position = float(step.position)
         revisions = ", ".join(step.revisions) or "(version table only)"
         message = f"{step.action} {revisions} ({step.position} of {step.total}) under token {step.token}"
         self._send(lambda: self._ctx.report_progress(step.position, step.total, message))

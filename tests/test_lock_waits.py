@@ -1,0 +1,128 @@
+"""Waits that block inside the database report progress, are bounded by --wait and can be preempted
+(issue 25): a writer paused (SIGSTOP) inside a revision holds the fence (PostgreSQL's fence row,
+SQLite's write lock, pre-check mode's named lock); the next writer says within 5 s, then every 5 s,
+who holds it (pid, holder, token, since when, what it runs), gives up after --wait with busy (exit 4),
+--token included, and with --preempt ends a holder under an older token.
+
+The holder is a real ``fencemigrate upgrade`` process; the waiting writer runs in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from background_runs import wait_for
+from fence_rows import fence_token, ledger
+from support.db import query, table_names
+from support.in_process import run_in_process
+from support.project import Project, script_command, subprocess_env
+
+WAIT_LINE = re.compile(
+    r"^waiting for the fence of db/migrations: held by pid (\d+) \(agent-A, token 5\) since \S+, "
+    r"(running: SELECT pg_sleep\(60\)|idle in transaction after: .*); waited \d+s, waiting at most \S+ more$"
+)
+
+
+def sleeping_backend(url: str) -> int | None:
+    """The backend pid of the session running the revision's pg_sleep, if one does."""
+    rows = query(url, "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(%' AND pid <> pg_backend_pid()")
+    return int(rows[0][0]) if rows else None
+
+
+@contextmanager
+def paused_writer(project: Project, url: str, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """``fencemigrate upgrade head --token 5 --holder agent-A ARGS`` (its revision sleeps: SLOW set),
+    stopped (SIGSTOP) once it sleeps inside it; killed at the end (its transaction rolls back)."""
+    process = subprocess.Popen(
+        [*script_command("fencemigrate"), "upgrade", "head", "--token", "5", "--holder", "agent-A", *args],
+        cwd=project.path,
+        env=subprocess_env({"SLOW": "1"}),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for(lambda: sleeping_backend(url) is not None or process.poll() is not None, timeout=180)
+        assert process.poll() is None, process.communicate()
+        os.kill(process.pid, signal.SIGSTOP)
+        yield process
+    finally:
+        os.kill(process.pid, signal.SIGCONT)
+        process.kill()
+        process.communicate(timeout=60)
+
+
+SLEEP_IF_SLOW = "import os\nif os.environ.get('SLOW'):\n    op.execute('SELECT pg_sleep(60)')"
+
+
+def slow_project(project: Project) -> None:
+    """One revision: a table, then (in the paused writer only) a long statement."""
+    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1", extra_upgrade_code=SLEEP_IF_SLOW)
+
+
+def wait_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("waiting for ")]
+
+
+@pytest.mark.serial
+def test_a_token_run_behind_a_paused_writer_reports_who_holds_the_fence_and_is_bounded(
+    project: Project, pg_url: str
+) -> None:
+    """Reported within 5 s and every 5 s after (pid, holder, token, since, statement); busy (exit 4)
+    after --wait, with --token: the wait no longer lasts as long as the paused writer."""
+    slow_project(project)
+    with paused_writer(project, pg_url):
+        holder = sleeping_backend(pg_url)
+        started = time.monotonic()
+        result = run_in_process(project.path, "upgrade", "head", "--token", "6", "--holder", "agent-B", "--wait", "12s")
+        elapsed = time.monotonic() - started
+    result.check(4)
+    assert 12 <= elapsed < 60, elapsed
+    lines = wait_lines(result.stderr)
+    assert 2 <= len(lines) <= 3, result.stderr  # at about 1 s, 6 s and 11 s
+    for line in lines:
+        match = WAIT_LINE.match(line)
+        assert match is not None, line
+        assert int(match.group(1)) == holder
+    assert result.stderr.splitlines()[-1].startswith(
+        f"fencemigrate: busy: lease on db/migrations is busy: the fence is held by pid {holder} (agent-A, token 5)"
+    ), result.stderr
+    assert result.stderr.rstrip().endswith("waited 12s; this is transient, try again later")
+    assert table_names(pg_url) == ["alembic_version"]
+
+
+@pytest.mark.serial
+def test_preempt_with_a_token_ends_a_paused_writer_under_an_older_token(project: Project, pg_url: str) -> None:
+    """--preempt --token 6 ends agent-A's session (token 5) at its first report: A's transaction rolls
+    back completely, and B applies the revision under token 6."""
+    slow_project(project)
+    with paused_writer(project, pg_url):
+        holder = sleeping_backend(pg_url)
+        result = run_in_process(
+            project.path, "upgrade", "head", "--token", "6", "--holder", "agent-B", "--wait", "30s", "--preempt"
+        )
+        result.check(0)
+        assert sleeping_backend(pg_url) is None
+    assert holder not in [row[0] for row in query(pg_url, "SELECT pid FROM pg_stat_activity")]
+    assert ledger(pg_url)["a1"].applied_token == 6 and ledger(pg_url)["a1"].holder == "agent-B"
+    assert fence_token(pg_url) == 6
+
+
+@pytest.mark.serial
+def test_preempt_leaves_a_newer_writer_alone(project: Project, pg_url: str) -> None:
+    """A holder under a newer token is never preempted: --preempt --token 4 waits, then is busy."""
+    slow_project(project)
+    with paused_writer(project, pg_url):
+        holder = sleeping_backend(pg_url)
+        result = run_in_process(
+            project.path, "upgrade", "head", "--token", "4", "--holder", "agent-B", "--wait", "2s", "--preempt"
+        )
+        result.check(4)
+        assert sleeping_backend(pg_url) == holder

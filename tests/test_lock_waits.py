@@ -37,11 +37,13 @@ def sleeping_backend(url: str) -> int | None:
 
 
 @contextmanager
-def paused_writer(project: Project, url: str, *args: str) -> Iterator[subprocess.Popen[str]]:
-    """``fencemigrate upgrade head --token 5 --holder agent-A ARGS`` (its revision sleeps: SLOW set),
-    stopped (SIGSTOP) once it sleeps inside it; killed at the end (its transaction rolls back)."""
+def paused_writer(project: Project, url: str, *args: str, token: str | None = "5") -> Iterator[subprocess.Popen[str]]:
+    """``fencemigrate upgrade head --token TOKEN --holder agent-A ARGS`` (its revision sleeps: SLOW
+    set; no --token when ``token`` is None), stopped (SIGSTOP) once it sleeps inside it; killed at the
+    end (its transaction rolls back)."""
+    given = [] if token is None else ["--token", token]
     process = subprocess.Popen(
-        [*script_command("fencemigrate"), "upgrade", "head", "--token", "5", "--holder", "agent-A", *args],
+        [*script_command("fencemigrate"), "upgrade", "head", *given, "--holder", "agent-A", *args],
         cwd=project.path,
         env=subprocess_env({"SLOW": "1"}),
         text=True,
@@ -126,3 +128,22 @@ def test_preempt_leaves_a_newer_writer_alone(project: Project, pg_url: str) -> N
         )
         result.check(4)
         assert sleeping_backend(pg_url) == holder
+
+
+@pytest.mark.serial
+def test_a_run_taking_its_lease_reports_the_paused_writer_it_waits_for(project: Project, pg_url: str) -> None:
+    """The issue's case: agent-A's lease (1 s) expires while A is paused in its revision; B's grant
+    then waits for A's transaction. B says so within 5 s, naming A's pid, holder and token, and is
+    busy after --wait; before the change it printed nothing until then."""
+    slow_project(project)
+    with paused_writer(project, pg_url, "--ttl", "1s", token=None):
+        holder = sleeping_backend(pg_url)
+        result = run_in_process(project.path, "upgrade", "head", "--holder", "agent-B", "--wait", "8s")
+    result.check(4)
+    fence_waits = [line for line in wait_lines(result.stderr) if line.startswith("waiting for the fence")]
+    assert fence_waits, result.stderr
+    assert fence_waits[0].startswith(
+        f"waiting for the fence of db/migrations: held by pid {holder} (agent-A, token 1) since "
+    ), result.stderr
+    assert "a migration under an older token is still in flight" in result.stderr.splitlines()[-1]
+    assert f"(held by pid {holder} (agent-A, token 1)" in result.stderr.splitlines()[-1]

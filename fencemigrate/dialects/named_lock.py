@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Connection
@@ -41,11 +42,14 @@ class NamedLock:
         self.held = self._scalar("named_lock", timeout_s=wait_ms / 1000, timeout_ms=wait_ms) == 1
         return self.held
 
-    def take(self, bound: WaitBound, token: int | None = None) -> None:
+    def take(
+        self, bound: WaitBound, token: int | None = None, busy: Callable[[tuple[LockHolder, ...]], str] | None = None
+    ) -> None:
         """Take the lock within ``bound``, in slices that report who holds it; with ``--preempt``,
         the session of a holder under a token older than ``token`` is ended first (``KILL
         CONNECTION`` on MySQL, ``pg_terminate_backend`` on PostgreSQL: a revision it was running
-        stays dirty). Busy (exit 4) naming who holds it when ``bound.wait_ms`` runs out."""
+        stays dirty). Busy (exit 4) naming who holds it when ``bound.wait_ms`` runs out (``busy``: the
+        reason given then, from the holders)."""
 
         def preempt(holders: tuple[LockHolder, ...]) -> None:
             for holder in holders:
@@ -59,10 +63,12 @@ class NamedLock:
             self.acquire,
             self.holders,
             preempt,
-            busy=lambda holders: (
-                f"another fencemigrate writer holds the named lock {self.name!r}"
-                + (f" ({describe_holders(holders)})" if holders else "")
-            ),
+            busy or self._busy,
+        )
+
+    def _busy(self, holders: tuple[LockHolder, ...]) -> str:
+        return f"another fencemigrate writer holds the named lock {self.name!r}" + (
+            f" ({describe_holders(holders)})" if holders else ""
         )
 
     def holders(self) -> tuple[LockHolder, ...]:

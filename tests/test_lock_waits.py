@@ -16,10 +16,13 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from background_runs import wait_for
 from fence_rows import fence_token, ledger
+from sqlite_rows import make_sqlite_project
+from sqlite_rows import query as sqlite_query
 from support.db import query, table_names
 from support.in_process import run_in_process
 from support.project import Project, script_command, subprocess_env
@@ -32,7 +35,9 @@ WAIT_LINE = re.compile(
 
 def sleeping_backend(url: str) -> int | None:
     """The backend pid of the session running the revision's pg_sleep, if one does."""
-    rows = query(url, "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(%' AND pid <> pg_backend_pid()")
+    rows = query(
+        url, "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(%' AND pid <> pg_backend_pid()"
+    )
     return int(rows[0][0]) if rows else None
 
 
@@ -66,7 +71,15 @@ SLEEP_IF_SLOW = "import os\nif os.environ.get('SLOW'):\n    op.execute('SELECT p
 
 def slow_project(project: Project) -> None:
     """One revision: a table, then (in the paused writer only) a long statement."""
-    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1", extra_upgrade_code=SLEEP_IF_SLOW)
+    project.add_revision(
+        "a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1", extra_upgrade_code=SLEEP_IF_SLOW
+    )
+
+
+def sqlite_tables(database: Path) -> list[str]:
+    """The tables a migration may have created in the SQLite file (not Alembic's, not the fence's)."""
+    rows = sqlite_query(database, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+    return [name for (name,) in rows if name != "alembic_version" and not name.startswith(("fencemigrate_", "sqlite_"))]
 
 
 def wait_lines(stderr: str) -> list[str]:
@@ -147,3 +160,71 @@ def test_a_run_taking_its_lease_reports_the_paused_writer_it_waits_for(project: 
     ), result.stderr
     assert "a migration under an older token is still in flight" in result.stderr.splitlines()[-1]
     assert f"(held by pid {holder} (agent-A, token 1)" in result.stderr.splitlines()[-1]
+
+
+# -- SQLite ------------------------------------------------------------------------------------------
+
+SQLITE_HOLD = """
+import os, pathlib, time
+if os.environ.get('SLOW'):
+    pathlib.Path(os.environ['INSIDE']).touch()
+    time.sleep(60)
+"""
+
+
+@contextmanager
+def paused_sqlite_writer(project: Project, inside: Path) -> Iterator[subprocess.Popen[str]]:
+    """``fencemigrate upgrade head --token 5`` on SQLite, stopped (SIGSTOP) inside its revision, its
+    transaction (and SQLite's write lock) open; killed at the end."""
+    process = subprocess.Popen(
+        [*script_command("fencemigrate"), "upgrade", "head", "--token", "5", "--holder", "agent-A"],
+        cwd=project.path,
+        env=subprocess_env({"SLOW": "1", "INSIDE": str(inside)}),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for(lambda: inside.exists() or process.poll() is not None, timeout=180)
+        assert process.poll() is None, process.communicate()
+        os.kill(process.pid, signal.SIGSTOP)
+        yield process
+    finally:
+        os.kill(process.pid, signal.SIGCONT)
+        process.kill()
+        process.communicate(timeout=60)
+
+
+@pytest.mark.serial
+def test_a_token_run_on_sqlite_reports_the_write_lock_and_is_bounded_by_wait(tmp_path: Path) -> None:
+    """SQLite: B waits for the write lock A's paused transaction holds, says so within 5 s and every
+    5 s after, and is busy after --wait (before: silent for the whole 60 s busy timeout). --preempt is
+    refused: no process can end another's SQLite transaction."""
+    project = make_sqlite_project(tmp_path)
+    project.add_revision(
+        "a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1", extra_upgrade_code=SQLITE_HOLD
+    )
+    with paused_sqlite_writer(project, tmp_path / "inside"):
+        started = time.monotonic()
+        result = run_in_process(project.path, "upgrade", "head", "--token", "6", "--holder", "agent-B", "--wait", "12s")
+        elapsed = time.monotonic() - started
+        refused = run_in_process(project.path, "upgrade", "head", "--token", "6", "--preempt")
+    result.check(4)
+    assert 12 <= elapsed < 50, elapsed
+    lines = wait_lines(result.stderr)
+    assert 2 <= len(lines) <= 3, result.stderr
+    assert all(
+        re.fullmatch(
+            r"waiting for SQLite's write lock of db/migrations: held by another session \(the database does "
+            r"not say which\); waited \d+s, waiting at most \d+s more",
+            line,
+        )
+        for line in lines
+    ), lines
+    assert result.stderr.splitlines()[-1] == (
+        "fencemigrate: busy: lease on db/migrations is busy: SQLite's write lock is held by another session "
+        "(the database does not say which); waited 12s; this is transient, try again later"
+    )
+    refused.check(2)
+    assert "--preempt is not available on SQLite" in refused.stderr
+    assert sqlite_tables(tmp_path / "db.sqlite") == []

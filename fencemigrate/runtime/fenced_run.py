@@ -90,12 +90,18 @@ class FencedRun:
         if self.settings.tokens.token is None:
             return  # another runner finished the work while this one waited for the lease
         quoted = context.dialect.identifier_preparer.quote(self.settings.schema)
-        with connection.begin():
+        dialect = dialect_for(context)
+        begin = (
+            connection.begin()
+            if self._waits is None
+            else dialect.begin_waiting(connection, self.settings.resource, self._waits)
+        )
+        with begin:
             if not plan_or_fenced(self.planner, self.settings, tuple(context.get_current_heads()), context)[0]:
                 return
             self.outcome.installed_fence_schema = ensure_installed(connection, quoted)
             guard_first_write(context, quoted)
-            dialect_for(context).register_resource(connection, quoted, self.settings.resource)
+            dialect.register_resource(connection, quoted, self.settings.resource)
         self._prepared = True
 
     # -- the function Alembic calls with the current heads ------------------------------

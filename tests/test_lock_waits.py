@@ -19,13 +19,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from background_runs import wait_for
+from background_runs import lock_holder, wait_for
 from fence_rows import fence_token, ledger
 from sqlite_rows import make_sqlite_project
 from sqlite_rows import query as sqlite_query
 from support.db import query, table_names
 from support.in_process import run_in_process
-from support.project import Project, script_command, subprocess_env
+from support.project import MakeProject, Project, script_command, subprocess_env
 
 WAIT_LINE = re.compile(
     r"^waiting for the fence of db/migrations: held by pid (\d+) \(agent-A, token 5\) since \S+, "
@@ -164,7 +164,7 @@ def test_a_run_taking_its_lease_reports_the_paused_writer_it_waits_for(project: 
 
 # -- SQLite ------------------------------------------------------------------------------------------
 
-SQLITE_HOLD = """
+HOLD_IF_SLOW = """
 import os, pathlib, time
 if os.environ.get('SLOW'):
     pathlib.Path(os.environ['INSIDE']).touch()
@@ -173,9 +173,10 @@ if os.environ.get('SLOW'):
 
 
 @contextmanager
-def paused_sqlite_writer(project: Project, inside: Path) -> Iterator[subprocess.Popen[str]]:
-    """``fencemigrate upgrade head --token 5`` on SQLite, stopped (SIGSTOP) inside its revision, its
-    transaction (and SQLite's write lock) open; killed at the end."""
+def paused_inside_revision(project: Project, inside: Path) -> Iterator[subprocess.Popen[str]]:
+    """``fencemigrate upgrade head --token 5 --holder agent-A``, stopped (SIGSTOP) inside its revision
+    once the revision has touched ``inside`` (SQLite: its transaction, and the write lock, open; MySQL:
+    the named lock held); killed at the end."""
     process = subprocess.Popen(
         [*script_command("fencemigrate"), "upgrade", "head", "--token", "5", "--holder", "agent-A"],
         cwd=project.path,
@@ -202,9 +203,9 @@ def test_a_token_run_on_sqlite_reports_the_write_lock_and_is_bounded_by_wait(tmp
     refused: no process can end another's SQLite transaction."""
     project = make_sqlite_project(tmp_path)
     project.add_revision(
-        "a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1", extra_upgrade_code=SQLITE_HOLD
+        "a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1", extra_upgrade_code=HOLD_IF_SLOW
     )
-    with paused_sqlite_writer(project, tmp_path / "inside"):
+    with paused_inside_revision(project, tmp_path / "inside"):
         started = time.monotonic()
         result = run_in_process(project.path, "upgrade", "head", "--token", "6", "--holder", "agent-B", "--wait", "12s")
         elapsed = time.monotonic() - started
@@ -228,3 +229,39 @@ def test_a_token_run_on_sqlite_reports_the_write_lock_and_is_bounded_by_wait(tmp
     refused.check(2)
     assert "--preempt is not available on SQLite" in refused.stderr
     assert sqlite_tables(tmp_path / "db.sqlite") == []
+
+
+# -- MariaDB: pre-check mode's named lock ------------------------------------------------------------
+
+
+@pytest.mark.serial
+def test_a_precheck_run_reports_who_holds_the_named_lock_and_preempt_ends_an_older_one(
+    make_project: MakeProject, mysql_url: str, tmp_path: Path
+) -> None:
+    """MariaDB: B waits for the named lock of A (paused inside revision a1, marked in flight under
+    token 5), names A's connection, holder and token within 5 s, and is busy after --wait. With
+    --preempt (token 6) B ends A's session at once; A's revision stays dirty, so B stops DIRTY (exit 5)
+    as a grant's --preempt leaves it."""
+    project = make_project(url=mysql_url)
+    # Its DDL commits the mark 'applying' (agent-A, token 5), then it sleeps: the named lock held.
+    project.add_revision("a1", None, "CREATE TABLE t1 (id int PRIMARY KEY)", extra_upgrade_code=HOLD_IF_SLOW)
+    inside = tmp_path / "inside"
+    with paused_inside_revision(project, inside):
+        holder = lock_holder(mysql_url)
+        busy = run_in_process(project.path, "upgrade", "head", "--token", "6", "--holder", "agent-B", "--wait", "3s")
+        preempting = run_in_process(
+            project.path, "upgrade", "head", "--token", "6", "--holder", "agent-B", "--wait", "30s", "--preempt"
+        )
+        assert lock_holder(mysql_url) is None
+    busy.check(4)
+    name = f"'fencemigrate:{mysql_url.rsplit('/', 1)[1]}/db/migrations'"
+    lines = wait_lines(busy.stderr)
+    assert lines and lines[0].startswith(
+        f"waiting for the named lock {name} of db/migrations: held by connection {holder} (agent-A, token 5) since "
+    ), busy.stderr
+    assert busy.stderr.splitlines()[-1].startswith(
+        f"fencemigrate: busy: lease on db/migrations is busy: another fencemigrate writer holds the named lock {name} "
+        f"(connection {holder} (agent-A, token 5)"
+    ), busy.stderr
+    preempting.check(5)
+    assert "a1" in preempting.stderr

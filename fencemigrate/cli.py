@@ -133,12 +133,14 @@ def _lease_options(wait_default: str) -> list[Callable[..., Any]]:
         click.option(
             "--wait",
             metavar="DURATION",
-            help=f"How long to wait while another live holder has the lease (default {wait_default}).",
+            help=f"How long to wait while another live holder has the lease, or another writer holds the "
+            f"fence in the database, --token included (default {wait_default}).",
         ),
         click.option(
             "--preempt",
             is_flag=True,
-            help="Cancel a stale in-flight migration (older token, expired lease) instead of waiting.",
+            help="Cancel a stale in-flight migration (older token, expired lease) instead of waiting; "
+            "with --token, one under an older token that holds the fence.",
         ),
         _lease_url_option,
     ]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .durations import format_duration
 from .errors import LeaseBusy
-from .progress import SILENT, WAIT_REPORT_INTERVAL_S, LockHolder, LockWait, Progress
+from .lock_reports import UNHEARD, WAIT_REPORT_INTERVAL_S, LockHolder, LockProgress, LockWait
 
 SLICE_MS = 1000
 """How long one slice of a wait lasts at most: the first report comes after it."""
@@ -28,7 +28,7 @@ class WaitBound:
 
     wait_ms: int
     preempt: bool = False
-    progress: Progress = SILENT
+    progress: LockProgress = UNHEARD
 
 
 def wait_in_slices(

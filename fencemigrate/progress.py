@@ -9,14 +9,14 @@ loop, the run's steps): no timer threads.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
+
+from .lock_reports import WAIT_REPORT_INTERVAL_S, LockHolder, LockWait
+
+__all__ = ["SILENT", "WAIT_REPORT_INTERVAL_S", "LeaseWait", "LockHolder", "LockWait", "Progress", "StepStart"]
 
 if TYPE_CHECKING:
     from .leases.model import LeaseStatus
-
-WAIT_REPORT_INTERVAL_S = 5.0
-"""How often a wait for the lease, or for a lock in the database, is reported again after its first report."""
 
 
 @dataclass(frozen=True)
@@ -24,32 +24,6 @@ class LeaseWait:
     """A wait for a busy lease: as the lease service sees it now, and how long this caller will still wait."""
 
     lease: LeaseStatus
-    remaining_ms: int
-
-
-@dataclass(frozen=True)
-class LockHolder:
-    """Who holds a lock a run waits for, as far as the database tells: its session (``pid``, a
-    PostgreSQL backend pid or a MySQL connection id, named by ``session_kind``), the fencemigrate
-    holder and token it writes as, since when (its transaction, or its lock), and what it runs."""
-
-    pid: int | None = None
-    session_kind: str = "pid"
-    holder: str | None = None
-    token: int | None = None
-    since: datetime | None = None
-    running: str | None = None
-
-
-@dataclass(frozen=True)
-class LockWait:
-    """A wait inside the database for ``lock`` on ``resource`` (the fence row, SQLite's write lock,
-    the named lock): who holds it now, how long this caller has waited and will still wait."""
-
-    resource: str
-    lock: str
-    holders: tuple[LockHolder, ...]
-    waited_ms: int
     remaining_ms: int
 
 

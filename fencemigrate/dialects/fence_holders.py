@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ..progress import LockHolder
+from ..lock_reports import LockHolder
 from ..queries import statement
 from .driver import scalar_on_driver
 

@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ..connections import close, probe_connection
+from ..lock_reports import LockHolder
 from ..lock_waits import WaitBound, describe_holders, wait_in_slices
-from ..progress import LockHolder
 from ..queries import statement
 from .driver import scalar_on_dbapi
 from .fence_holders import PREEMPT_WAIT_MS

@@ -18,12 +18,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
 import pytest
 from background_runs import lock_holder, wait_for
 from fence_rows import fence_token, ledger
 from sqlite_rows import make_sqlite_project
 from sqlite_rows import query as sqlite_query
-from support.db import query, table_names
+from support.db import libpq_url, query, table_names
 from support.in_process import run_in_process
 from support.project import MakeProject, Project, script_command, subprocess_env
 
@@ -95,6 +96,13 @@ def test_a_token_run_behind_a_paused_writer_reports_who_holds_the_fence_and_is_b
     slow_project(project)
     with paused_writer(project, pg_url):
         holder = sleeping_backend(pg_url)
+        # CONTROL: the claim itself, unsliced, waits in silence for as long as its lock_timeout lets it.
+        with psycopg.connect(libpq_url(pg_url)) as plain:
+            plain.execute("SET lock_timeout = '3s'")
+            started = time.monotonic()
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                plain.execute("SELECT fencemigrate.claim('db/migrations', 6)")
+            assert time.monotonic() - started >= 3
         started = time.monotonic()
         result = run_in_process(project.path, "upgrade", "head", "--token", "6", "--holder", "agent-B", "--wait", "12s")
         elapsed = time.monotonic() - started

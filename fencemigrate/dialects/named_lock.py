@@ -51,20 +51,21 @@ class NamedLock:
         stays dirty). Busy (exit 4) naming who holds it when ``bound.wait_ms`` runs out (``busy``: the
         reason given then, from the holders)."""
 
-        def preempt(holders: tuple[LockHolder, ...]) -> None:
-            for holder in holders:
-                if holder.pid is not None and holder.token is not None and token is not None and holder.token < token:
-                    self._scalar("preempt_writer", connection_id=holder.pid, wait_ms=PREEMPT_WAIT_MS)
-
         wait_in_slices(
             self._resource,
             f"the named lock {self.name!r}",
             bound,
             self.acquire,
             self.holders,
-            preempt,
+            lambda holders: self._preempt_older(holders, token),
             busy or self._busy,
         )
+
+    def _preempt_older(self, holders: tuple[LockHolder, ...], token: int | None) -> None:
+        """End the sessions among ``holders`` under a token older than ``token``."""
+        for holder in holders:
+            if holder.pid is not None and holder.token is not None and token is not None and holder.token < token:
+                self._scalar("preempt_writer", connection_id=holder.pid, wait_ms=PREEMPT_WAIT_MS)
 
     def _busy(self, holders: tuple[LockHolder, ...]) -> str:
         return f"another fencemigrate writer holds the named lock {self.name!r}" + (

@@ -284,29 +284,12 @@ class PostgresFenceOnGrant(FenceOnGrant):
             rows = self._run("preempt_writers", resource=resource, wait_ms=grace)
             preempted = tuple(int(row.pid) for row in rows if row.terminated)
 
-        def attempt(slice_ms: int) -> bool:
-            """One slice, in a savepoint: every claim holds the claim lock (shared) until its
-            transaction ends; waiting for it exclusively covers a resource whose fence row does not
-            exist yet, and keeps new claims out until the grant has advanced the fence."""
-            self._run("fence_wait_savepoint")
-            try:
-                self._run("lock_timeout", timeout_ms=str(slice_ms))
-                self._run("claim_lock", resource=resource)
-                self._run("fence_lock", resource=resource)
-            except DBAPIError as error:
-                if sqlstate_of(error) != _LOCK_NOT_AVAILABLE:
-                    raise
-                self._run("fence_wait_rollback")
-                return False
-            self._run("fence_wait_release")
-            return True
-
         started = time.monotonic()
         wait_in_slices(
             resource,
             "the fence",
             WaitBound(remaining_ms, progress=self.progress),
-            attempt,
+            lambda slice_ms: self._lock_fence_within(resource, slice_ms),
             lambda: fence_holders(self._connection, self._schema, resource),
             busy=lambda holders: f"{IN_FLIGHT} (held by {describe_holders(holders)})",
         )
@@ -314,6 +297,24 @@ class PostgresFenceOnGrant(FenceOnGrant):
         self._run("lock_timeout", timeout_ms=str(max(left_ms, 1)))  # the slices' own ended with them
         token = self._run("fence_lock", resource=resource).scalar()
         return (None if token is None else int(token)), preempted
+
+    def _lock_fence_within(self, resource: str, slice_ms: int) -> bool:
+        """One slice of :meth:`lock_fence`, in a savepoint: every claim holds the claim lock (shared)
+        until its transaction ends; waiting for it exclusively covers a resource whose fence row does
+        not exist yet, and keeps new claims out until the grant has advanced the fence. False when
+        it was still held after ``slice_ms``."""
+        self._run("fence_wait_savepoint")
+        try:
+            self._run("lock_timeout", timeout_ms=str(slice_ms))
+            self._run("claim_lock", resource=resource)
+            self._run("fence_lock", resource=resource)
+        except DBAPIError as error:
+            if sqlstate_of(error) != _LOCK_NOT_AVAILABLE:
+                raise
+            self._run("fence_wait_rollback")
+            return False
+        self._run("fence_wait_release")
+        return True
 
 
 class SqliteFenceOnGrant(FenceOnGrant):

@@ -27,8 +27,9 @@ from .durations import format_duration
 from .errors import EXIT_ERROR, FencemigrateError, Interrupted, UsageError
 from .leases import Grant, LeaseStatus
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
+from .lock_waits import lock_wait_text
 from .process_exit import exit_process
-from .progress import SILENT, LeaseWait, Progress, StepStart
+from .progress import SILENT, LeaseWait, LockWait, Progress, StepStart
 from .rendering import json_text, render
 from .runtime.expected_heads import listed
 from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
@@ -141,12 +142,14 @@ def _lease_options(wait_default: str) -> list[Callable[..., Any]]:
         click.option(
             "--wait",
             metavar="DURATION",
-            help=f"How long to wait while another live holder has the lease (default {wait_default}).",
+            help=f"How long to wait while another live holder has the lease, or another writer holds the "
+            f"fence in the database, --token included (default {wait_default}).",
         ),
         click.option(
             "--preempt",
             is_flag=True,
-            help="Cancel a stale in-flight migration (older token, expired lease) instead of waiting.",
+            help="Cancel a stale in-flight migration (older token, expired lease) instead of waiting; "
+            "with --token, one under an older token that holds the fence.",
         ),
         _lease_url_option,
     ]
@@ -940,6 +943,9 @@ class _StderrProgress:
             ),
             err=True,
         )
+
+    def waiting_for_lock(self, wait: LockWait) -> None:
+        click.echo(scrub_secrets(lock_wait_text(wait)), err=True)
 
     def step_started(self, step: StepStart) -> None:
         revisions = ", ".join(step.revisions) or "(version table only)"

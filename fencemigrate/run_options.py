@@ -99,8 +99,9 @@ def require_token(command: str, token: int | str | None, held_lease: Grant | Non
 @dataclass(frozen=True)
 class LeaseOptions:
     """The lease a fenced run takes itself when it is given no token (``--ttl``, ``--wait``,
-    ``--preempt``, ``--lease-url``; None: the default). With a token only ``wait`` applies: it
-    bounds pre-check mode's wait for the named lock."""
+    ``--preempt``, ``--lease-url``; None: the default). With a token only ``wait`` and ``preempt``
+    apply: how long the run waits for a lock another writer holds in the database (the fence, SQLite's
+    write lock, pre-check mode's named lock), and whether it ends such a writer under an older token."""
 
     ttl: str | int | None = None
     wait: str | int | None = None
@@ -113,7 +114,7 @@ class LeaseOptions:
         return cls(**{field.name: keywords[field.name] for field in fields(cls) if field.name in keywords})
 
     def wait_ms(self) -> int:
-        """How long a run waits for its lease, and in pre-check mode for the named lock."""
+        """How long a run waits for its lease, and for a lock another writer holds in the database."""
         return parse_wait_ms(DEFAULT_RUN_WAIT if self.wait is None else self.wait)
 
     def given(self) -> list[str]:
@@ -160,10 +161,7 @@ def fenced_request(
         holder = check_holder(f"{holder}{SCRIPT_HOLDER_SUFFIX}")  # the lease is the script's own
     resource = checked_resource(config, run.resource if held is None else held.lease.resource)
     schema = fence_schema(config)
-    given_token = run.token is not None or held is not None
-    choice = RunChoice(
-        check_mode(run.mode), run.sql, lease.wait_ms(), lock_wait_given=given_token and lease.wait is not None
-    )
+    choice = RunChoice(check_mode(run.mode), run.sql, lease.wait_ms(), preempt=lease.preempt)
     script = script_directory(config)
     expected = _expected_heads(script, keywords.get("expect_heads"), run.sql)
     if held is not None:
@@ -270,7 +268,7 @@ def _token_source(
 ) -> TokenSource:
     """The given token, or the lease the run takes itself when it has none."""
     if run.token is not None:
-        lease_only = [name for name in lease.given() if name != "wait"]
+        lease_only = [name for name in lease.given() if name not in ("wait", "preempt")]
         if lease_only:
             raise UsageError(
                 f"--{lease_only[0].replace('_', '-')} applies only when fencemigrate takes the lease "

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
 import sqlalchemy as sa
 from git_repos import BRANCH, git, make_repositories
@@ -39,6 +40,7 @@ from incident_story import (
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, InitializeResult, TextContent
+from support.db import libpq_url
 from support.project import (
     MakeProject,
     Project,
@@ -1181,3 +1183,45 @@ def test_the_documented_python_client_runs_as_written(tmp_path: Path) -> None:
         "upgraded to ['0042']",
     ], result
     assert has_table(url, "invoice_currency")
+
+
+def test_read_state_answers_while_an_upgrade_waits_for_the_fence(tmp_path: Path, pg_url: str) -> None:
+    """Another session holds the fence (its claim's transaction open): the server's upgrade waits,
+    sends a progress notification naming that session within 5 s, and read_state answers meanwhile
+    (the state last read, and what the upgrade waits for) instead of queueing behind it; the upgrade
+    applies once the fence is free."""
+    project = create_project(tmp_path / "project", pg_url)
+    project.add_revision("0001", None, ["CREATE TABLE t1 (id int)"], ["DROP TABLE t1"])
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A") as agent:
+            await agent.ok("acquire_lease")
+            with psycopg.connect(libpq_url(pg_url)) as holder:
+                holder.execute("SELECT fencemigrate.claim('db/migrations', 1)")
+                pid = holder.execute("SELECT pg_backend_pid()").fetchone()[0]
+                async with anyio.create_task_group() as tasks:
+                    upgraded: list[dict[str, Any]] = []
+
+                    async def upgrade() -> None:
+                        upgraded.append(await agent.ok("upgrade", revision="head"))
+
+                    tasks.start_soon(upgrade)
+                    with anyio.fail_after(120):
+                        while not agent.progress:
+                            await anyio.sleep(0.1)
+                    (_, total, message) = agent.progress[0]
+                    assert total is None and message is not None
+                    assert message.startswith(f"waiting for the fence of db/migrations: held by pid {pid} since ")
+                    with anyio.fail_after(30):
+                        view = await agent.ok("read_state")
+                    assert not upgraded
+                    assert view["heads"] == [] and view["server_token"] == 1
+                    assert view["notes"][-1].startswith(
+                        "another tool call of this server is still running (waiting for the fence of db/migrations: "
+                        f"held by pid {pid} since "
+                    ), view["notes"]
+                    holder.rollback()
+            assert upgraded[0]["heads"] == ["0001"]
+            assert (await agent.ok("read_state"))["heads"] == ["0001"]
+
+    run(scenario)

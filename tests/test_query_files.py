@@ -55,6 +55,8 @@ RUNS_ONLY_ON: dict[str, frozenset[str]] = {
     "named_lock_holder": _PRECHECK,
     "named_lock_name": _PRECHECK,
     "named_lock_release": _PRECHECK,
+    "named_lock_session": _PRECHECK,
+    "preempt_writer": _PRECHECK,  # a grant's --preempt on MySQL; a pre-check run's, with --token
     "settle_revision": _PRECHECK,
     "unsettled_revisions": _PRECHECK,
     # MySQL: a mark is settled by its own statement (PostgreSQL: record_steps()), and a refused

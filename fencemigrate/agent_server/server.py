@@ -4,7 +4,8 @@ Each tool is registered here with its typed arguments and result (:mod:`.results
 :mod:`.tool_bodies`, a few lines over the Python API. The lease token belongs to this process
 (:class:`.lease_state.ServerLease`): the agent sees its number for the record and never passes one,
 so nothing it remembers or summarises can write. Tools run one at a time, on a worker thread of the
-SDK's, and report a long run's revisions as MCP progress notifications.
+SDK's, and report a long run's revisions, and its waits for a lock in the database, as MCP progress
+notifications; ``read_state`` answers meanwhile (:meth:`.ToolBodies.read_state`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .lease_state import ServerIdentity, ServerLease
 from .results import CheckResult, FileText, LeaseResult, PushResult, RunResult, StateView, WrittenFile
 from .rules import ownership_rules
 from .secret_files import remember_server_passwords
-from .tool_bodies import ToolBodies, ToolProgress
+from .tool_bodies import ToolBodies
 from .tool_errors import usage_result
 
 STATE_URI = "fencemigrate://state/{+resource}"
@@ -115,8 +116,9 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
     def read_state() -> Annotated[CallToolResult, StateView]:
         """Read the resource now: heads, fence rows, ledger, dirty revisions, the live lease by the lease
         service's clock, and revision files that differ from what was applied. Plan from this, never
-        from memory. Read only: never takes a lease."""
-        return tools.answer(tools.read_state)
+        from memory. Read only: never takes a lease. While another call (a write) is still running, it
+        answers at once with the state last read and a note of what that call waits for."""
+        return tools.read_state()
 
     @server.tool(annotations=_LEASE)
     def acquire_lease(
@@ -160,7 +162,7 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
         return tools.answer(
             lambda: tools.write(
                 lambda grant, heads: api.upgrade(
-                    config, revision, held_lease=grant, expect_heads=heads, sql=sql, progress=ToolProgress(ctx)
+                    config, revision, held_lease=grant, expect_heads=heads, sql=sql, progress=tools.progress(ctx)
                 ),
                 sql,
             )
@@ -174,7 +176,7 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
         return tools.answer(
             lambda: tools.write(
                 lambda grant, heads: api.downgrade(
-                    config, revision, held_lease=grant, expect_heads=heads, sql=sql, progress=ToolProgress(ctx)
+                    config, revision, held_lease=grant, expect_heads=heads, sql=sql, progress=tools.progress(ctx)
                 ),
                 sql,
             )
@@ -187,7 +189,7 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
         return tools.answer(
             lambda: tools.write(
                 lambda grant, heads: api.reapply(
-                    config, revision, held_lease=grant, expect_heads=heads, progress=ToolProgress(ctx)
+                    config, revision, held_lease=grant, expect_heads=heads, progress=tools.progress(ctx)
                 ),
                 False,
             )
@@ -210,7 +212,7 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
                     held_lease=grant,
                     expect_heads=heads,
                     sql=sql,
-                    progress=ToolProgress(ctx),
+                    progress=tools.progress(ctx),
                 ),
                 sql,
             )

@@ -25,11 +25,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Connection, Engine, RootTransaction, event
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry, Pool
 
 from ..alembic_internals import engines_dispatch_events, in_autocommit_isolation, set_engines_dispatch_events
+from ..queries import statement
 
+WRITE_LOCK = "SQLite's write lock"
 _BEGIN = "BEGIN IMMEDIATE"
 _STARTS_TRANSACTION = re.compile(r"\s*BEGIN\b", re.IGNORECASE)
 _MIN_BUSY_TIMEOUT_MS = 60_000  # wait for another writer at least this long (pysqlite's default is 5 s)
@@ -92,6 +95,31 @@ def transaction_number(connection: Connection) -> int:
     if _left_behind(connection):
         connection.exec_driver_sql(_BEGIN)
     return int(connection.connection.info.get(_TRANSACTIONS, 0))
+
+
+def begin_within(connection: Connection, wait_ms: int) -> RootTransaction | None:
+    """Begin (``BEGIN IMMEDIATE``) on a managed ``connection``, waiting at most ``wait_ms`` for the
+    write lock; None when another writer still held it then. SQLite waits inside its busy handler,
+    where no Python signal handler runs: short waits let a SIGTERM in between them. The connection's
+    busy timeout is restored after; PRAGMAs go to the driver (through SQLAlchemy they would BEGIN)."""
+    driver = _dbapi(connection)
+    (usual,) = driver.execute(str(statement("busy_timeout", "", "sqlite"))).fetchone()
+    driver.execute(_busy_timeout_statement(connection, wait_ms))
+    try:
+        return connection.begin()
+    except OperationalError as error:
+        code = getattr(error.orig, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_BUSY:
+            return None
+        raise
+    finally:
+        driver.execute(_busy_timeout_statement(connection, int(usual)))
+
+
+def _busy_timeout_statement(connection: Connection, milliseconds: int) -> str:
+    """``lock_timeout.sql`` with the value written in (PRAGMA takes no bound parameters)."""
+    clause = statement("lock_timeout", "", "sqlite").bindparams(timeout_ms=int(milliseconds))
+    return str(clause.compile(dialect=connection.dialect, compile_kwargs={"literal_binds": True}))
 
 
 def _on_connect(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:

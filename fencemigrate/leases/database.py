@@ -67,6 +67,7 @@ class DatabaseLeases:
         self._fence.check_before_grant(
             request.resource, lambda connection: self._refuse_redis(connection, request.resource)
         )
+        self._fence.progress = progress  # a wait for a migration in flight, inside one attempt
         wakeups = ReleaseWakeups(self._connection, self._schema, request.resource)
         grant = poll_for_grant(
             request,

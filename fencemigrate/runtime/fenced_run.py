@@ -15,6 +15,7 @@ from ..dialects import dialect_for, ensure_installed
 from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls
 from ..dirty import refuse_if_dirty
 from ..errors import HeadsMoved, NotTransactional
+from ..lock_waits import WaitBound
 from ..progress import SILENT, Progress, StepStart
 from ..version_guard import VersionTable, guard_first_write, guard_version_table
 from .adoption import adopt_applied_history
@@ -44,11 +45,16 @@ class FencedRun:
         planner: Planner,
         outcome: RunOutcome,
         progress: Progress = SILENT,
+        waits: WaitBound | None = None,
     ) -> None:
+        """``waits``: how a transaction's first claim waits for another writer's transaction holding
+        the fence (:meth:`FenceCalls.wait_for_fence`); None: it waits as long as that transaction
+        lasts, silently (the fence hook of plain ``alembic``, which has no ``--wait``)."""
         self.settings = settings
         self.outcome = outcome
         self.planner = planner
         self._progress = progress
+        self._waits = waits
         self._steps_total = 0
         self._context: MigrationContext | None = None
         self._calls: FenceCalls | None = None
@@ -87,13 +93,19 @@ class FencedRun:
         if self.settings.tokens.token is None:
             return  # another runner finished the work while this one waited for the lease
         quoted = context.dialect.identifier_preparer.quote(self.settings.schema)
-        with connection.begin():
+        dialect = dialect_for(context)
+        begin = (
+            connection.begin()
+            if self._waits is None
+            else dialect.begin_waiting(connection, self.settings.resource, self._waits)
+        )
+        with begin:
             if not plan_or_fenced(self.planner, self.settings, tuple(context.get_current_heads()), context)[0]:
                 return
             self.outcome.installed_fence_schema = ensure_installed(connection, quoted)
             guard_first_write(context, quoted)
             self._adopt(context, quoted)
-            dialect_for(context).register_resource(connection, quoted, self.settings.resource)
+            dialect.register_resource(connection, quoted, self.settings.resource)
         self._prepared = True
 
     # -- the function Alembic calls with the current heads ------------------------------
@@ -220,6 +232,8 @@ class FencedRun:
             calls.check_reapply(version_table_name(context), settings.resource, self._reapplied, settings.token)
         change = ledger_change(self._script(context), step)
         claim_xact = self._held_claim(context)
+        if claim_xact is None and self._waits is not None and not context.as_sql:
+            calls.wait_for_fence(settings.resource, settings.token, settings.holder, self._waits)
         if claim_xact is None and self._records_with_claim(context, step):
             claim_xact = self._claim_and_record(change)
         elif claim_xact is None:

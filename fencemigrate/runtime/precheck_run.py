@@ -3,7 +3,8 @@
 The claim cannot share a transaction with the DDL there, so the run:
 
 1. installs the fence schema if needed, then takes the resource's named lock on the migration's
-   connection (:class:`NamedLock`), waiting at most ``--wait`` (busy, exit 4), and holds it to the
+   connection (:class:`NamedLock`), waiting at most ``--wait`` (busy, exit 4) in slices that
+   report who holds it (``--preempt`` ends a holder under an older token), and holds it to the
    end: fencemigrate writers never overlap, and a grant of the lease waits for it too;
 2. refuses to start while a revision is dirty (DIRTY, exit 5), and claims the fence in its own
    committed transaction (FENCED, exit 3), before Alembic creates its version table; with
@@ -25,6 +26,7 @@ from ..dialects import dialect_for, ensure_installed, installed_version
 from ..dialects.named_lock import NamedLock
 from ..dirty import refuse_if_dirty
 from ..errors import FencemigrateError, HeadsMoved, RevisionFailed
+from ..lock_waits import WaitBound
 from ..progress import SILENT, Progress
 from ..version_guard import guard_first_write, guard_version_table
 from .adoption import adopt_applied_history
@@ -48,14 +50,15 @@ class PrecheckRun:
         settings: FenceSettings,
         planner: Planner,
         outcome: RunOutcome,
-        lock_wait_ms: int,
+        waits: WaitBound,
         progress: Progress = SILENT,
     ) -> None:
+        """``waits``: how the run waits for the named lock (``--wait``, ``--preempt``, reports)."""
         self.settings = settings
         self.planner = planner
         self.outcome = outcome
         self._progress = progress
-        self._lock_wait_ms = lock_wait_ms
+        self._waits = waits
         self._lock: NamedLock | None = None
         self._quoted_schema = ""
         self._context: MigrationContext | None = None
@@ -98,7 +101,7 @@ class PrecheckRun:
             dialect_for(context).register_resource(connection, self._quoted_schema, self.settings.resource)
             connection.commit()  # the install, and its lock, are not held while waiting below
         lock = NamedLock(connection, self._quoted_schema, self.settings.resource)
-        lock.take(self._lock_wait_ms)
+        lock.take(self._waits, self.settings.token)
         self._lock = lock
         refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
         # Committed with the claim below: what the version table applied before fencing, adopted.

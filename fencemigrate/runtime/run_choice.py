@@ -8,8 +8,9 @@ from typing import Any
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
-from ..dialects import PRECHECK
+from ..dialects import PRECHECK, dialect_for
 from ..errors import UsageError
+from ..lock_waits import WaitBound
 from ..progress import SILENT, Progress
 from .fenced_run import FencedRun, Planner
 from .modes import mode_for
@@ -17,15 +18,22 @@ from .outcome import RunOutcome
 from .precheck_run import PrecheckRun
 from .settings import FenceSettings
 
+PREEMPT_ON_SQLITE = (
+    "--preempt is not available on SQLite: a run cannot end another process's SQLite transaction; "
+    "wait for the writer in flight with --wait instead (nothing was changed)"
+)
+
 
 @dataclass(frozen=True)
 class RunChoice:
-    """What decides the mode: ``--mode``, --sql, and the wait for pre-check mode's named lock."""
+    """What decides the mode: ``--mode``, --sql, and how a run waits for a lock another writer holds
+    in the database (the fence, SQLite's write lock, pre-check mode's named lock): ``--wait``, and
+    ``--preempt`` to end a stale holder."""
 
     requested: str | None
     offline: bool
     lock_wait_ms: int
-    lock_wait_given: bool  # --wait given with --token: only pre-check mode waits for anything
+    preempt: bool = False
 
     def per_migration(self, connection: Connection) -> bool:
         """Pre-check mode: each revision in a transaction of its own, whatever env.py says (or a
@@ -68,18 +76,13 @@ class ChosenRun:
         if self._run is None:
             choice = self._choice
             mode = mode_for(context.dialect.name, choice.requested, bool(context.as_sql))
+            if choice.preempt and not self._settings.tokens.takes_lease and not dialect_for(context).can_preempt:
+                raise UsageError(PREEMPT_ON_SQLITE)  # a run's own lease refuses it before its grant
+            waits = WaitBound(choice.lock_wait_ms, choice.preempt, self._progress)
             if mode == PRECHECK:
-                self._run = PrecheckRun(
-                    self._settings, self.planner, self._outcome, choice.lock_wait_ms, self._progress
-                )
-            elif choice.lock_wait_given:
-                raise UsageError(
-                    "--wait with --token applies only in pre-check mode (MySQL/MariaDB, or --mode "
-                    "precheck), where it bounds the wait for the named lock; with --token your own "
-                    "lease service decides how long to wait"
-                )
+                self._run = PrecheckRun(self._settings, self.planner, self._outcome, waits, self._progress)
             else:
-                self._run = FencedRun(self._settings, self.planner, self._outcome, self._progress)
+                self._run = FencedRun(self._settings, self.planner, self._outcome, self._progress, waits)
             self._outcome.mode = mode
         return self._run
 

@@ -6,6 +6,8 @@ from abc import ABC, abstractmethod
 
 from alembic.runtime.migration import MigrationContext
 
+from ...lock_waits import WaitBound
+
 
 class ScriptToken(int):
     """The token an offline script is granted by the database's lease service when it runs: unknown
@@ -32,6 +34,13 @@ class FenceCalls(ABC):
     def offline(self) -> bool:
         """True in --sql mode: calls are written to the script instead of executed."""
         return bool(self._context.as_sql)
+
+    def wait_for_fence(self, resource: str, token: int, holder: str, bound: WaitBound) -> None:  # noqa: B027 (a hook)
+        """Before a transaction's first claim: wait, in slices that report who holds it (and with
+        ``--preempt`` end a stale holder), until no other transaction holds the fence of
+        ``resource``; busy after ``bound.wait_ms``. Nothing here where the claim itself never
+        waits: SQLite's transaction waited for the write lock at its BEGIN, and pre-check mode
+        for its named lock."""
 
     @abstractmethod
     def claim(self, resource: str, token: int) -> int | None:

@@ -8,10 +8,15 @@ from typing import Any
 from sqlalchemy import BindParameter, Dialect, bindparam
 from sqlalchemy.types import UserDefinedType
 
+from ...errors import sqlstate_of
+from ...lock_waits import WaitBound, wait_in_slices
 from ...queries import statement
-from ..driver import scalar_on_driver
+from ..driver import rowcount_on_driver, scalar_on_driver
+from ..fence_holders import claimant_name, fence_holders, terminate_older
 from ..postgresql_schema import default_version
 from .base import FenceCalls, ScriptToken
+
+_LOCK_NOT_AVAILABLE = "55P03"
 
 
 class PostgresFenceCalls(FenceCalls):
@@ -48,6 +53,38 @@ class PostgresFenceCalls(FenceCalls):
         """Run a statement that returns the transaction id."""
         value = self.call(name, **params)
         return None if value is None else int(value)
+
+    def wait_for_fence(self, resource: str, token: int, holder: str, bound: WaitBound) -> None:
+        """Claim in slices of ``lock_timeout``, each in a savepoint (a slice that runs out rolls back
+        to it and the transaction goes on); then name this transaction for whoever waits behind it
+        (``claimant.sql``) and restore ``lock_timeout``. The claim the step makes next finds the
+        locks held already."""
+        connection = self._context.connection
+        assert connection is not None and not self.offline
+        lock_timeout = str(scalar_on_driver(connection, statement("current_lock_timeout", self._schema), {}))
+
+        def attempt(slice_ms: int) -> bool:
+            rowcount_on_driver(connection, statement("fence_wait_savepoint", self._schema), {})
+            try:
+                self.call("lock_timeout", timeout_ms=str(slice_ms))
+                self.call("claim", resource=resource, token=token)
+            except Exception as error:
+                if sqlstate_of(error) != _LOCK_NOT_AVAILABLE:
+                    raise  # FENCED, a lost session...: the transaction is doomed, as after a claim
+                rowcount_on_driver(connection, statement("fence_wait_rollback", self._schema), {})
+                return False
+            rowcount_on_driver(connection, statement("fence_wait_release", self._schema), {})
+            return True
+
+        wait_in_slices(
+            resource,
+            "the fence",
+            bound,
+            attempt,
+            lambda: fence_holders(connection, self._schema, resource),
+            lambda holders: terminate_older(connection, self._schema, holders, token),
+        )
+        self.call("claimant", lock_timeout=lock_timeout, application_name=claimant_name(holder, token))
 
     def claim(self, resource: str, token: int) -> int | None:
         """Claim ``resource`` with ``token``; returns the transaction id. Raises FM001 if fenced."""

@@ -43,7 +43,7 @@ class StepOutcome:
 
     def as_json(self, command: str, offline: bool) -> dict[str, Any]:
         """JSON form of this step in a run of ``command`` (``applied_text`` only on a rollback that ran it)."""
-        found = {
+        found: dict[str, Any] = {
             "revisions": list(self.revisions),
             "direction": self.direction,
             "action": self.action(command, offline),

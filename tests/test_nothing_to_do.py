@@ -130,7 +130,8 @@ def test_at_head_without_fence_schema_installs_nothing(database: Database) -> No
     assert not database.fence_installed()
     project.run_cli("install").check(0)
     assert database.fence_installed()
-    assert timeline(project) == []
+    # install adopts what plain Alembic applied (docs/adopting.md), and nothing else happens
+    assert [(event["kind"], event["detail"]["revisions"]) for event in timeline(project)] == [("ADOPT", ["r01", "r02"])]
 
 
 def test_read_only_sqlite_file_at_head(tmp_path: Path, make_project: MakeProject) -> None:

@@ -269,7 +269,7 @@ def test_state_text_and_json(tmp_path: Path) -> None:
     assert row["applied_at"].endswith("Z")
 
     lines = project.run_cli("state").check(0).stdout.splitlines()
-    assert lines[:2] == ["heads: 0001", "fence schema: 0.7"]
+    assert lines[:2] == ["heads: 0001", "fence schema: 0.8"]
     assert any(line.startswith("  db/migrations  token=12  since ") for line in lines), lines
     assert any(line.startswith("  0001  applied_token=12  holder=agent  upgrade at ") for line in lines), lines
 

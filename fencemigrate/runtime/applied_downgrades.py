@@ -96,7 +96,12 @@ def running_applied_downgrades(plan: Planner, settings: FenceSettings) -> Planne
         downgrades = [step.revision.revision for step in steps if _is_downgrade(step)]
         if context.as_sql or context.connection is None or not downgrades:
             return steps, reapplied
+        # A read of our own ends as it began: a transaction it opened would look like env.py's own
+        # to Alembic and to pre-check mode, which then would not commit the run's marks.
+        opened = not context.connection.in_transaction()
         rows = read_applied_sources(context, settings.schema, downgrades)
+        if opened:
+            context.connection.rollback()
         return [_replaced(step, rows, context, settings, loaded) for step in steps], reapplied
 
     return planner

@@ -105,11 +105,12 @@ def test_no_database_fails_the_gate_and_no_db_lints_alone(project: Project) -> N
     control = project.run_alembic("check")
     assert control.code != 0 and "Can't load plugin: sqlalchemy.dialects:driver" in control.output
 
-    result = project.run_cli("check").check(1)
-    message = f"database error: Can't load plugin: sqlalchemy.dialects:driver{NO_DB_HINT}"
-    assert (result.stdout, result.stderr) == ("", f"fencemigrate: error: {message}\n")
-    assert json.loads(project.run_cli("check", "--json").check(1).stdout) == {"status": "error", "message": message}
-    assert project.run_cli("check", "--db").check(1).stderr == f"fencemigrate: error: {message}\n"
+    # The placeholder URL is bad config (exit 2), as for every command that connects.
+    result = project.run_cli("check").check(2)
+    message = "bad database URL: SQLAlchemy cannot load the dialect or driver of driver:// (is its driver installed?)"
+    assert (result.stdout, result.stderr) == ("", f"fencemigrate: usage: {message}\n")
+    assert json.loads(project.run_cli("check", "--json").check(2).stdout) == {"status": "usage", "message": message}
+    assert project.run_cli("check", "--db").check(2).stderr == f"fencemigrate: usage: {message}\n"
 
     assert project.run_cli("check", "--no-db").check(0).stdout == f"no problems found in 1 revision file; {NO_DB}\n"
 

@@ -201,10 +201,11 @@ class Backend:
     def ledger(self, url: str) -> dict[str, str]:
         """fencemigrate's ledger: each revision it holds, with its row's state."""
         table = "fencemigrate.applied_revision" if self.dialect == "postgresql" else "fencemigrate_applied_revision"
+        state = "'applied'" if self.dialect == "sqlite" else "state"  # SQLite commits each run whole: no state
         with self.engine(url).connect() as conn:
             try:
                 rows = conn.execute(
-                    text(f"SELECT revision, state FROM {table} WHERE version_table = 'alembic_version'")
+                    text(f"SELECT revision, {state} FROM {table} WHERE version_table = 'alembic_version'")
                 ).all()
             except Exception:  # noqa: BLE001 - no fence schema: nothing was ever fenced
                 return {}

@@ -51,6 +51,9 @@ WRITER_IN_FLIGHT = (
     "(a migration in flight, or another grant); wait for it with a longer --wait (--preempt is not "
     "available on SQLite); this is transient, try again later"
 )
+WAITING_FOR_THE_WRITE_LOCK = (
+    "waiting for SQLite's write lock of db/migrations: held by another session (the database does not say which); "
+)
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -526,7 +529,10 @@ def test_a_holder_paused_inside_its_renewal_blocks_a_grant_no_longer_than_wait(t
     wait_until_expired(project)
     with paused_holder(renewal_script(project.url, "agent-A", "SELECT 0")):
         busy = project.run_cli("lease", "acquire", "--holder", "agent-B", "--wait", "2s", timeout=30).check(4)
-        assert stderr_lines(busy.stderr) == [WRITER_IN_FLIGHT]
+        *waiting, last = stderr_lines(busy.stderr)
+        assert last == WRITER_IN_FLIGHT
+        # The wait said whom it waited for (docs/cli.md), once its first slice found the lock held.
+        assert waiting and all(line.startswith(WAITING_FOR_THE_WRITE_LOCK) for line in waiting), waiting
         refused = project.run_cli("lease", "acquire", "--holder", "agent-B", "--preempt", timeout=30).check(2)
         assert stderr_lines(refused.stderr) == [PREEMPT_REFUSED]
     assert kinds(db) == ["GRANT"]

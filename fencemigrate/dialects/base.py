@@ -177,6 +177,11 @@ class Dialect(ABC):
 
     # -- the version table's guard ---------------------------------------------------------
 
+    def guarding_turns(self, connection: Connection, quoted_schema: str) -> AbstractContextManager[None]:
+        """Held while a first write creates and guards the version table: concurrent first runs take
+        turns where the guard is DDL that commits on its own (MySQL); nothing elsewhere."""
+        return nullcontext()
+
     @abstractmethod
     def guard_version_table(self, context: MigrationContext, quoted_schema: str, table: GuardedTable) -> None:
         """Put the guard on ``table`` unless it is there, the table does not exist yet, or tokenless

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import ClassVar
 
@@ -38,6 +39,9 @@ class MysqlDialect(PrefixedDialect):
 
     def ensure_installed(self, connection: Connection, quoted_schema: str) -> bool:
         return mysql_schema.ensure_installed(connection, quoted_schema)
+
+    def guarding_turns(self, connection: Connection, quoted_schema: str) -> AbstractContextManager[None]:
+        return mysql_schema.install_turns(connection, quoted_schema)
 
     def offline_install_script(self, schema: str) -> str:
         """For the mysql (or mariadb) client, ``DELIMITER`` lines included."""

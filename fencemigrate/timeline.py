@@ -183,7 +183,15 @@ def _body(event: Event, name_resource: bool) -> str:
                 f"{adopted}{' on ' + resource if name_resource else ''} by {holder}: applied before fencing, "
                 f"recorded with no token{unknown}"
             )
-        case _:  # APPLY, STAMP, ROLLBACK
+        case "ROLLBACK" if isinstance(detail.get("applied_text"), dict):
+            applied = detail["applied_text"]
+            return (
+                f"{target} by {holder}{token}: ran the downgrade() of the text applied under token "
+                f"{applied.get('applied_token', '?')} by {applied.get('applied_by', '?')} (sha256 "
+                f"{str(applied.get('applied_sha256', '?'))[:12]}), not the changed file's (sha256 "
+                f"{str(applied.get('file_sha256', '?'))[:12]})"
+            )
+        case _:  # APPLY, STAMP, ROLLBACK, UNSTAMP
             return f"{target} by {holder}{token}"
 
 

@@ -23,7 +23,7 @@ ALTER TABLE @extschema@.fence_event
     DROP CONSTRAINT fence_event_kind_check,
     ADD CONSTRAINT fence_event_kind_check
         CHECK (kind IN ('GRANT', 'RENEW', 'RELEASE', 'EXPIRE', 'PREEMPT', 'LOST', 'APPLY', 'STAMP',
-                        'ROLLBACK', 'FENCED', 'RESOLVE', 'ADOPT'));
+                        'ROLLBACK', 'UNSTAMP', 'FENCED', 'RESOLVE', 'ADOPT'));
 
 -- A re-apply of an adopted revision is refused: no token applied it.
 CREATE OR REPLACE FUNCTION @extschema@.check_reapply(
@@ -64,5 +64,52 @@ BEGIN
                 format('%s was applied under token %s, not yours', v_revision, v_applied));
         END IF;
     END LOOP;
+END
+$$;
+
+-- A stamp going down (and stamp --purge's removals) is logged as UNSTAMP, not ROLLBACK; a rollback
+-- that ran the applied text's downgrade() in place of a changed file's says so in its detail.
+DROP FUNCTION @extschema@.record_steps(text, text, bigint, text, text[], text[], text[], text[], text[]);
+DROP FUNCTION @extschema@.record_rollback(text, text, text, bigint, text);
+CREATE FUNCTION @extschema@.record_rollback(
+    p_version_table text, p_revision text, p_resource text, p_token bigint, p_holder text,
+    p_method text DEFAULT 'upgrade', p_detail text DEFAULT NULL
+) RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM @extschema@.delete_ledger_row(p_version_table, p_revision);
+    INSERT INTO @extschema@.fence_event (resource, kind, holder, token, revision, detail)
+    VALUES (p_resource, CASE WHEN p_method = 'stamp' THEN 'UNSTAMP' ELSE 'ROLLBACK' END,
+            p_holder, p_token, p_revision, p_detail::jsonb::text);
+END
+$$;
+
+-- Several ledger changes in one round trip, in order: p_actions[i] is 'apply' (record_apply
+-- with p_methods[i], p_shas[i] and p_sources[i]) or 'rollback' (record_rollback with p_methods[i]
+-- and p_details[i]). Returns the transaction id, which the caller compares with its claim's to
+-- prove that all of it ran in one transaction.
+CREATE FUNCTION @extschema@.record_steps(
+    p_version_table text, p_resource text, p_token bigint, p_holder text,
+    p_actions text[], p_revisions text[], p_methods text[], p_shas text[], p_sources text[] DEFAULT NULL,
+    p_details text[] DEFAULT NULL
+) RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_actions, 1), 0) LOOP
+        IF p_actions[i] = 'apply' THEN
+            PERFORM @extschema@.record_apply(p_version_table, p_revisions[i], p_resource, p_token,
+                                             p_holder, p_methods[i], p_shas[i], p_sources[i]);
+        ELSE
+            PERFORM @extschema@.record_rollback(p_version_table, p_revisions[i], p_resource,
+                                                p_token, p_holder, p_methods[i], p_details[i]);
+        END IF;
+    END LOOP;
+    RETURN pg_current_xact_id()::text::bigint;
 END
 $$;

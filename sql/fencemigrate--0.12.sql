@@ -428,7 +428,7 @@ CREATE TABLE @extschema@.fence_event (
     detail   text,
     CONSTRAINT fence_event_kind_check
         CHECK (kind IN ('GRANT', 'RENEW', 'RELEASE', 'EXPIRE', 'PREEMPT', 'LOST', 'APPLY', 'STAMP',
-                        'ROLLBACK', 'FENCED', 'RESOLVE', 'ADOPT'))
+                        'ROLLBACK', 'UNSTAMP', 'FENCED', 'RESOLVE', 'ADOPT'))
 );
 CREATE INDEX fence_event_resource_at ON @extschema@.fence_event (resource, at);
 COMMENT ON TABLE @extschema@.fence_event IS
@@ -437,7 +437,8 @@ COMMENT ON TABLE @extschema@.fence_event IS
 -- Ledger bookkeeping, called in the same transaction as the revision's DDL (directly in --sql
 -- scripts, through record_steps() and claim_and_record() online). record_apply() and
 -- record_rollback() write the ledger row (write_ledger_row(), delete_ledger_row()) and log its
--- APPLY/STAMP or ROLLBACK event; a rollback names who rolled back under which token. They run as
+-- APPLY/STAMP or ROLLBACK/UNSTAMP event; a rollback names who rolled back under which token (and,
+-- in its detail, the applied text whose downgrade() ran in place of a changed file's). They run as
 -- the owner of the fence, which alone inserts into fence_event (see log_event()).
 
 -- Writing the ledger row of an applied revision settles a row marked before its DDL.
@@ -496,7 +497,8 @@ END
 $$;
 
 CREATE FUNCTION @extschema@.record_rollback(
-    p_version_table text, p_revision text, p_resource text, p_token bigint, p_holder text
+    p_version_table text, p_revision text, p_resource text, p_token bigint, p_holder text,
+    p_method text DEFAULT 'upgrade', p_detail text DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -504,18 +506,20 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM @extschema@.delete_ledger_row(p_version_table, p_revision);
-    INSERT INTO @extschema@.fence_event (resource, kind, holder, token, revision)
-    VALUES (p_resource, 'ROLLBACK', p_holder, p_token, p_revision);
+    INSERT INTO @extschema@.fence_event (resource, kind, holder, token, revision, detail)
+    VALUES (p_resource, CASE WHEN p_method = 'stamp' THEN 'UNSTAMP' ELSE 'ROLLBACK' END,
+            p_holder, p_token, p_revision, p_detail::jsonb::text);
 END
 $$;
 
 -- Several ledger changes in one round trip, in order: p_actions[i] is 'apply' (record_apply
--- with p_methods[i], p_shas[i] and p_sources[i]) or 'rollback' (record_rollback). Returns the
--- transaction id, which the caller compares with its claim's to prove that all of it ran in one
--- transaction.
+-- with p_methods[i], p_shas[i] and p_sources[i]) or 'rollback' (record_rollback with p_methods[i]
+-- and p_details[i]). Returns the transaction id, which the caller compares with its claim's to
+-- prove that all of it ran in one transaction.
 CREATE FUNCTION @extschema@.record_steps(
     p_version_table text, p_resource text, p_token bigint, p_holder text,
-    p_actions text[], p_revisions text[], p_methods text[], p_shas text[], p_sources text[] DEFAULT NULL
+    p_actions text[], p_revisions text[], p_methods text[], p_shas text[], p_sources text[] DEFAULT NULL,
+    p_details text[] DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -528,7 +532,7 @@ BEGIN
                                              p_holder, p_methods[i], p_shas[i], p_sources[i]);
         ELSE
             PERFORM @extschema@.record_rollback(p_version_table, p_revisions[i], p_resource,
-                                                p_token, p_holder);
+                                                p_token, p_holder, p_methods[i], p_details[i]);
         END IF;
     END LOOP;
     RETURN pg_current_xact_id()::text::bigint;

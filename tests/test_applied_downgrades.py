@@ -110,6 +110,14 @@ def test_a_rewritten_revision_is_rolled_back_with_its_applied_text(make_project:
     assert columns(backend_url) == ["id"]
     state = json.loads(cli(project, "state", "--json").check().stdout)
     assert state["heads"] == ["0041"] and [row["revision"] for row in state["ledger"]] == ["0041"]
+    # The timeline says which downgrade() ran, in the ROLLBACK event's detail and line.
+    rollback = json.loads(cli(project, "timeline", "--json").check().stdout)["events"][-1]
+    assert (rollback["kind"], rollback["revision"], rollback["token"]) == ("ROLLBACK", "0042", 34)
+    assert rollback["detail"] == {"applied_text": step["applied_text"]}
+    assert cli(project, "timeline").check().stdout.splitlines()[-1].endswith(
+        f"ROLLBACK 0042 by agent-B token=34: ran the downgrade() of the text applied under token 33 by "
+        f"agent-A (sha256 {a_sha[:12]}), not the changed file's (sha256 {b_sha[:12]})"
+    )
 
     cli(project, "upgrade", "head", "--token", "34", "--holder", "agent-B").check()
     assert columns(backend_url) == ["id", "currency_code"]
@@ -141,6 +149,13 @@ def test_reapply_of_a_rewritten_revision_undoes_the_applied_text(make_project: M
     (step,) = json.loads(result.stdout)["steps"]
     assert "applied_text" not in step
     assert columns(backend_url) == ["id"]
+    rollbacks = [
+        (event["token"], event["detail"])
+        for event in json.loads(cli(project, "timeline", "--json").check().stdout)["events"]
+        if event["kind"] == "ROLLBACK"
+    ]
+    assert [token for token, _ in rollbacks] == [33, 35]
+    assert "applied_text" in rollbacks[0][1] and rollbacks[1][1] == {}
 
 
 @pytest.mark.parametrize("backend", ["postgresql", "sqlite", "mysql"], indirect=True)

@@ -116,7 +116,7 @@ def test_the_recorder_loads_every_ledger_write() -> None:
 
 # -- behaviour: the rows each mode leaves ------------------------------------------------------
 
-LEDGER_EVENTS = ("APPLY", "STAMP", "ROLLBACK", "RESOLVE")
+LEDGER_EVENTS = ("APPLY", "STAMP", "ROLLBACK", "UNSTAMP", "RESOLVE")
 
 Ledger = dict[str, tuple[int, str, str, str, bool]]
 """``{revision: (applied_token, holder, method, state, sha256 is the file's)}``."""
@@ -209,14 +209,18 @@ def test_every_mode_writes_the_ledger_rows_it_wrote_before(
         "r01": (8, "agent-D", "stamp", "applied", True),
         "r02": (8, "agent-D", "stamp", "applied", True),
     }
-    purged = [
-        ("ROLLBACK", "agent-D", 8, "r01"),
-        ("ROLLBACK", "agent-D", 8, "r02"),
-        ("ROLLBACK", "agent-D", 8, "r03"),
+    purged = [  # nothing was rolled back: the rows left the ledger with the version table's
+        ("UNSTAMP", "agent-D", 8, "r01"),
+        ("UNSTAMP", "agent-D", 8, "r02"),
+        ("UNSTAMP", "agent-D", 8, "r03"),
         ("STAMP", "agent-D", 8, "r01"),
         ("STAMP", "agent-D", 8, "r02"),
     ]
     assert events(url) == applied + rolled_back + stamped + purged
+
+    project.run_cli("stamp", "r01", "--token", "9", "--holder", "agent-E", *mode).check()
+    assert ledger(url, project) == {"r01": (8, "agent-D", "stamp", "applied", True)}
+    assert events(url) == applied + rolled_back + stamped + purged + [("UNSTAMP", "agent-E", 9, "r02")]
 
 
 @pytest.fixture(params=["postgresql-precheck", "mariadb"])

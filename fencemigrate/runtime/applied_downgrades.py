@@ -86,6 +86,13 @@ def applied_text_of(step: Any) -> AppliedText | None:
     return step.applied if isinstance(step, AppliedDowngrade) else None
 
 
+def rollback_detail(step: Any) -> dict[str, Any] | None:
+    """The ROLLBACK event's detail of a step that runs the applied text's downgrade() (as in
+    ``--json``: ``{"applied_text": {...}}``); None for any other step."""
+    applied = applied_text_of(step)
+    return None if applied is None else {"applied_text": applied.as_json()}
+
+
 def running_applied_downgrades(plan: Planner, settings: FenceSettings) -> Planner:
     """``plan``, with each downgrade of a revision whose file differs from what the ledger says was
     applied turned into an :class:`AppliedDowngrade` (online; a script's run checks instead)."""

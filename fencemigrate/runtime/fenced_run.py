@@ -19,7 +19,7 @@ from ..lock_waits import WaitBound
 from ..progress import SILENT, Progress, StepStart
 from ..version_guard import VersionTable, guard_first_write, guard_version_table
 from .adoption import adopt_applied_history
-from .applied_downgrades import applied_text_of, code_path, require_applied_file
+from .applied_downgrades import applied_text_of, code_path, require_applied_file, rollback_detail
 from .code_errors import revision_code
 from .environment import autocommits
 from .expected_heads import listed
@@ -230,7 +230,7 @@ class FencedRun:
                 refuse_if_dirty(context.connection, self._quoted_schema, settings.resource)
         if self._first_step and self._reapplied:
             calls.check_reapply(version_table_name(context), settings.resource, self._reapplied, settings.token)
-        change = ledger_change(self._script(context), step)
+        change = ledger_change(self._script(context), step, rollback_detail(step))
         claim_xact = self._held_claim(context)
         if claim_xact is None and self._waits is not None and not context.as_sql:
             calls.wait_for_fence(settings.resource, settings.token, settings.holder, self._waits)

@@ -10,6 +10,7 @@ statement that inserts, updates or deletes ledger rows (``tests/test_ledger_reco
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -23,6 +24,7 @@ from ..dialects.fence_calls import FenceCalls, PlainStatementCalls, PostgresFenc
 from ..errors import DatabaseError
 from ..events import log_event
 from ..queries import statement
+from .applied_downgrades import rollback_detail
 from .ledger_changes import LedgerChange, LedgerMethod, RevisionFile, read_revision_file, version_table_name
 
 
@@ -41,6 +43,19 @@ class LedgerRow:
     revision: str
     method: LedgerMethod = "upgrade"
     file: RevisionFile | None = None  # APPLY only (None: a version row that names no revision file)
+    detail: dict[str, Any] | None = None  # ROLLBACK only: its event's (the applied text's downgrade() ran)
+
+    @property
+    def event_kind(self) -> str:
+        """The event that logs this change: APPLY, STAMP, ROLLBACK or UNSTAMP (a stamp going down)."""
+        if self.action is LedgerAction.APPLY:
+            return "STAMP" if self.method == "stamp" else "APPLY"
+        return "UNSTAMP" if self.method == "stamp" else "ROLLBACK"
+
+    @property
+    def detail_json(self) -> str | None:
+        """:attr:`detail` as JSON text, as events store it."""
+        return None if self.detail is None else json.dumps(self.detail, sort_keys=True)
 
     @property
     def script_sha256(self) -> str | None:
@@ -103,13 +118,16 @@ class LedgerRecorder:
         if step.is_upgrade:
             assert revision.path is not None
             return LedgerRow(LedgerAction.APPLY, revision.revision, "upgrade", self.revision_file(revision.path))
-        return LedgerRow(LedgerAction.ROLLBACK, revision.revision)
+        return LedgerRow(LedgerAction.ROLLBACK, revision.revision, detail=rollback_detail(step))
 
     # -- transactional runs, stamp and purge ------------------------------------------------
 
     def rows(self, change: LedgerChange) -> list[LedgerRow]:
         """The ledger rows of a step's change: rollbacks first, then the revisions it records."""
-        rows = [LedgerRow(LedgerAction.ROLLBACK, revision, change.method) for revision in change.removed]
+        rows = [
+            LedgerRow(LedgerAction.ROLLBACK, revision, change.method, detail=change.detail)
+            for revision in change.removed
+        ]
         for revision in change.added:
             path = change.paths.get(revision) or self._script_path(revision)
             rows.append(LedgerRow(LedgerAction.APPLY, revision, change.method, self.revision_file(path)))
@@ -212,16 +230,17 @@ class LedgerRecorder:
         """The ledger statement ``name`` for this connection's dialect and fence schema."""
         return statement(name, self._schema, self.context.dialect.name)
 
-    def log(self, kind: str, token: int, revision: str) -> None:
-        """Log a ledger event (APPLY, STAMP, ROLLBACK) in the current transaction."""
+    def log(self, row: LedgerRow, token: int) -> None:
+        """Log ``row``'s event (:attr:`LedgerRow.event_kind`) in the current transaction."""
         log_event(
             self.connection,
             self._schema,
             resource=self.resource,
-            kind=kind,
+            kind=row.event_kind,
             holder=self.holder,
             token=token,
-            revision=revision,
+            revision=row.revision,
+            detail=row.detail,
         )
 
     def _identity(self, revision: str, token: int) -> dict[str, Any]:
@@ -259,7 +278,7 @@ class _FunctionWrites:
             for row in rows:
                 where = {"version_table": recorder.version_table, "revision": row.revision}
                 if row.action is LedgerAction.ROLLBACK:
-                    calls.call("record_rollback", **where, **who)
+                    calls.call("record_rollback", **where, **who, method=row.method, detail=row.detail_json)
                 else:
                     calls.call(
                         "record_apply",
@@ -279,6 +298,7 @@ class _FunctionWrites:
             methods=[row.method for row in rows],
             shas=[row.script_sha256 for row in rows],
             sources=[row.source for row in rows],
+            details=[row.detail_json for row in rows],
         )
 
     def settle(self, row: LedgerRow, token: int) -> None:
@@ -320,7 +340,7 @@ class _StatementWrites:
             where = {"version_table": recorder.version_table, "revision": row.revision}
             if row.action is LedgerAction.ROLLBACK:
                 recorder.connection.execute(recorder.statement("record_rollback"), where)
-                recorder.log("ROLLBACK", token, row.revision)
+                recorder.log(row, token)
                 continue
             stamp = row.method == "stamp"
             recorder.connection.execute(
@@ -334,15 +354,23 @@ class _StatementWrites:
                     "source": row.source,
                 },
             )
-            recorder.log("STAMP" if stamp else "APPLY", token, row.revision)
+            recorder.log(row, token)
         return self._calls.transaction_id()
 
     def settle(self, row: LedgerRow, token: int) -> None:
-        """MySQL: the ledger's triggers write the events of the settled rows."""
+        """MySQL: the ledger's triggers write the events of the settled rows (a ROLLBACK's detail
+        from the session variable ``rollback_detail.sql`` sets for the DELETE)."""
         recorder = self._recorder
         name = "settle_apply" if row.action is LedgerAction.APPLY else "settle_rollback"
         params = {"version_table": recorder.version_table, "revision": row.revision, "token": token}
-        if rowcount_on_driver(recorder.connection, recorder.statement(name), params) != 1:
+        if row.detail is not None:
+            recorder.connection.execute(recorder.statement("rollback_detail"), {"detail": row.detail_json})
+        try:
+            settled = rowcount_on_driver(recorder.connection, recorder.statement(name), params)
+        finally:
+            if row.detail is not None:
+                recorder.connection.execute(recorder.statement("rollback_detail"), {"detail": None})
+        if settled != 1:
             raise DatabaseError(
                 f"the ledger row of {row.revision} is no longer marked by this run (token {token}): "
                 "another writer changed it while the revision ran; see `fencemigrate state`"

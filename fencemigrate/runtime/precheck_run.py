@@ -30,7 +30,7 @@ from ..lock_waits import WaitBound
 from ..progress import SILENT, Progress
 from ..version_guard import guard_first_write, guard_version_table
 from .adoption import adopt_applied_history
-from .applied_downgrades import applied_text_of, code_path
+from .applied_downgrades import applied_text_of, code_path, rollback_detail
 from .code_errors import describe, guard_refusal, locate
 from .fenced_run import Planner, step_direction, step_start
 from .fenced_step import FencedStep
@@ -177,7 +177,7 @@ class PrecheckRun:
             raise self._failure(step, error) from error
         context, recorder, settings = self._context, self._recorder, self.settings
         assert context is not None and recorder is not None and context.script is not None
-        change = ledger_change(context.script, step)
+        change = ledger_change(context.script, step, rollback_detail(step))
         assert self._marks is not None
         if isinstance(step, RevisionStep):
             self._marks.settle(step, settings.token)

@@ -18,7 +18,7 @@ ALTER TABLE @extschema@_fence_event
 ALTER TABLE @extschema@_fence_event
     ADD CONSTRAINT @extschema@_fence_event_kind
         CHECK (kind IN ('GRANT', 'RENEW', 'RELEASE', 'EXPIRE', 'PREEMPT', 'LOST', 'APPLY',
-                        'STAMP', 'ROLLBACK', 'FENCED', 'RESOLVE', 'ADOPT'));
+                        'STAMP', 'ROLLBACK', 'UNSTAMP', 'FENCED', 'RESOLVE', 'ADOPT'));
 
 DROP TRIGGER IF EXISTS @extschema@_applied_revision_token_domain_insert;
 DROP TRIGGER IF EXISTS @extschema@_applied_revision_token_domain_update;
@@ -37,6 +37,23 @@ BEGIN
     IF NEW.applied_token <> OLD.applied_token
        AND (NEW.applied_token < IF(NEW.method = 'adopt', 0, 1) OR NEW.applied_token > 4611686018427387904) THEN
         SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'ledger tokens are integers from 1 to 4611686018427387904';
+    END IF;
+END//
+DELIMITER ;
+
+-- A rollback that ran the applied text's downgrade() in place of a changed file's says so in its
+-- ROLLBACK event's detail, which the runner sets in @fencemigrate_rollback_detail around the DELETE.
+DROP TRIGGER IF EXISTS @extschema@_applied_revision_rolled_back;
+DELIMITER //
+-- The ROLLBACK event's detail: @fencemigrate_rollback_detail, which the runner sets (JSON) around
+-- the DELETE of a revision whose applied text's downgrade() ran in place of a changed file's.
+CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_rolled_back
+AFTER DELETE ON @extschema@_applied_revision FOR EACH ROW
+BEGIN
+    IF OLD.state = 'rolling_back' THEN
+        INSERT INTO @extschema@_fence_event (at, resource, kind, holder, token, revision, detail)
+        VALUES (UTC_TIMESTAMP(6), OLD.resource, 'ROLLBACK', OLD.state_holder, OLD.state_token, OLD.revision,
+                @fencemigrate_rollback_detail);
     END IF;
 END//
 DELIMITER ;

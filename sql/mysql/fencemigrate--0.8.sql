@@ -125,7 +125,7 @@ CREATE TABLE IF NOT EXISTS @extschema@_fence_event (
     KEY @extschema@_fence_event_resource_at (resource, at),
     CONSTRAINT @extschema@_fence_event_kind
         CHECK (kind IN ('GRANT', 'RENEW', 'RELEASE', 'EXPIRE', 'PREEMPT', 'LOST', 'APPLY',
-                        'STAMP', 'ROLLBACK', 'FENCED', 'RESOLVE', 'ADOPT'))
+                        'STAMP', 'ROLLBACK', 'UNSTAMP', 'FENCED', 'RESOLVE', 'ADOPT'))
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- Version tables whose guard was removed on purpose (fencemigrate install --allow-tokenless-writes).
@@ -398,12 +398,15 @@ BEGIN
         VALUES (UTC_TIMESTAMP(6), NEW.resource, 'APPLY', NEW.holder, NEW.applied_token, NEW.revision);
     END IF;
 END//
+-- The ROLLBACK event's detail: @fencemigrate_rollback_detail, which the runner sets (JSON) around
+-- the DELETE of a revision whose applied text's downgrade() ran in place of a changed file's.
 CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_rolled_back
 AFTER DELETE ON @extschema@_applied_revision FOR EACH ROW
 BEGIN
     IF OLD.state = 'rolling_back' THEN
-        INSERT INTO @extschema@_fence_event (at, resource, kind, holder, token, revision)
-        VALUES (UTC_TIMESTAMP(6), OLD.resource, 'ROLLBACK', OLD.state_holder, OLD.state_token, OLD.revision);
+        INSERT INTO @extschema@_fence_event (at, resource, kind, holder, token, revision, detail)
+        VALUES (UTC_TIMESTAMP(6), OLD.resource, 'ROLLBACK', OLD.state_holder, OLD.state_token, OLD.revision,
+                @fencemigrate_rollback_detail);
     END IF;
 END//
 DELIMITER ;

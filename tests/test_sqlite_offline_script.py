@@ -275,6 +275,27 @@ def test_script_waits_for_a_migration_in_flight(tmp_path: Path) -> None:
     assert dump(db) == before
 
 
+def test_two_copies_of_a_script_apply_once(tmp_path: Path) -> None:
+    """The same script run twice at once: one copy applies b2; the other waits for SQLite's write
+    lock (BEGIN IMMEDIATE, .timeout), then finds the heads moved and refuses. The ledger has b2 once."""
+    project = at_a1(tmp_path)
+    db = database(project)
+    text = script(project, "a1:head")
+    shells = [
+        subprocess.Popen(
+            ["sqlite3", str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    results = [shell.communicate(text, timeout=120) for shell in shells]
+    assert sorted(shell.returncode == 0 for shell in shells) == [False, True], results
+    (refused,) = [err for shell, (_, err) in zip(shells, results, strict=True) if shell.returncode != 0]
+    assert "FENCED: the heads are not a1, the ones this script was written from" in refused
+    assert alembic_versions(db) == ["b2"]
+    assert ledger(db) == [("a1", 1, "agent", "upgrade"), ("b2", 2, SCRIPT_HOLDER, "upgrade")]
+    assert lease_row(db) == (None, 2)
+
+
 def test_script_without_fence_schema_says_so(tmp_path: Path) -> None:
     """No fence schema in the database: the script stops at its grant with a message that says what
     to do, and the database is left as it was (no table at all)."""

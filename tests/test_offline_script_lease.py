@@ -23,7 +23,7 @@ import psycopg
 import pytest
 from fence_rows import fence_token
 from support.db import alembic_versions, libpq_url, query, schema_names, table_names
-from support.project import Project, Result, sqlite_url
+from support.project import Project, Result
 from test_offline_sql import add_chain, claim_line, ledger, run_psql, sha256_of
 
 RESOURCE = "db/migrations"
@@ -143,16 +143,6 @@ def test_what_a_script_cannot_do_is_bad_usage(project: Project, pg_url: str, opt
     assert result.code == 2, result
     assert message in result.stderr and result.stdout == ""
     assert schema_names(pg_url) == ["public"]
-
-
-def test_script_without_token_is_refused_on_sqlite(make_project: Any, tmp_path: Path) -> None:
-    """SQLite has no offline fencing at all (with --token neither): exit 2, nothing written."""
-    project = make_project(url=sqlite_url(tmp_path / "db.sqlite"))
-    add_chain(project)
-    result = project.run_cli("upgrade", "head", "--sql")
-    assert result.code == 2, result
-    assert "offline fencing (--sql) needs PostgreSQL" in result.stderr
-    assert not (tmp_path / "db.sqlite").exists() or (tmp_path / "db.sqlite").stat().st_size == 0
 
 
 # -- running it with psql ---------------------------------------------------------------------

@@ -359,8 +359,19 @@ def test_the_extension_scripts_take_only_the_named_advisory_locks() -> None:
 
 
 # Placeholders the code that loads the statement fills in itself: the fence schema (queries.py), the
-# version table and its guard triggers (version_guard.py).
-FILLED_BY_THE_LOADER = {"schema", "version_table", "version_table_name", "insert_guard", "update_guard", "delete_guard"}
+# version table and its guard triggers (version_guard.py), what a SQLite --sql script's checks say
+# (fence_calls/sqlite_script.py).
+FILLED_BY_THE_LOADER = {
+    "schema",
+    "version_table",
+    "version_table_name",
+    "insert_guard",
+    "update_guard",
+    "delete_guard",
+    "resource",
+    "heads",
+    "schema_version",
+}
 
 
 def test_every_advisory_lock_key_is_used_and_every_placeholder_is_known() -> None:

@@ -280,26 +280,18 @@ def test_state_text_and_json(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "args", [("upgrade", "head"), ("downgrade", "0001:base"), ("stamp", "head")], ids=["upgrade", "downgrade", "stamp"]
 )
-def test_offline_sql_is_refused_on_sqlite(tmp_path: Path, args: tuple[str, ...]) -> None:
-    """--sql on SQLite: exit 2, a message that offline fencing needs PostgreSQL, nothing written anywhere."""
+def test_offline_sql_on_sqlite_writes_a_script_without_connecting(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """--sql on SQLite (with a token or without): exit 0 and a script for the sqlite3 shell, the
+    database never opened (tests/test_sqlite_offline_script.py runs such scripts)."""
     project = make_sqlite_project(tmp_path)
     add_good(project, "0001", None, "t1")
     db = database(project)
 
-    out = project.run_cli(*args, "--token", "5", "--sql")
-    out.check(2)
-    assert out.stdout == ""
-    assert stderr_lines(out.stderr) == [
-        "fencemigrate: usage: offline fencing (--sql) needs PostgreSQL: on SQLite the fence is claimed by "
-        "the runner itself, not by statements a script could carry; run the command without --sql "
-        "(nothing was written)"
-    ]
-    payload = json.loads(project.run_cli(*args, "--token", "5", "--sql", "--json").check(2).stdout)
-    assert payload["status"] == "usage" and "needs PostgreSQL" in payload["message"]
+    for token in (["--token", "5"], []):
+        out = project.run_cli(*args, *token, "--sql").check(0)
+        assert out.stdout.splitlines()[1:3] == [".bail on", ".timeout 600000"], out
+        assert "BEGIN IMMEDIATE;" in out.stdout.splitlines()
     assert not db.exists()  # offline runs never connect
-
-    # Control: plain alembic writes the script.
-    assert "alembic_version" in project.run_alembic(*args, "--sql").check(0).stdout
 
 
 AUTOCOMMIT_ENVS = {

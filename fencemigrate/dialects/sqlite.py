@@ -15,7 +15,7 @@ from ..lock_waits import WaitBound, wait_in_slices
 from ..queries import statement
 from . import sqlite_schema
 from .base import PRECHECK
-from .fence_calls import FenceCalls, SqliteFenceCalls
+from .fence_calls import FenceCalls, SqliteFenceCalls, SqliteScriptCalls
 from .prefixed import PrefixedDialect
 from .sqlite_transactions import WRITE_LOCK, begin_within, manages, sqlite_transactions
 
@@ -54,6 +54,10 @@ class SqliteDialect(PrefixedDialect):
 
     def online_fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
         return SqliteFenceCalls(context, quoted_schema)
+
+    def script_fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
+        """A --sql script for the sqlite3 shell: its claims are TEMP triggers of its own session."""
+        return SqliteScriptCalls(context, quoted_schema)
 
     def tracks_dirty(self, schema_version: str | None) -> bool:
         """Never: pre-check mode, which leaves revisions dirty, is not for SQLite."""

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from alembic.runtime.migration import MigrationContext, RevisionStep
 
 from ..applied_sources import AppliedSource, read_applied_sources
-from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls
+from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls, SqliteScriptCalls
 from ..errors import AppliedTextNotRecorded, RevisionFailed
 from .code_errors import describe, locate
 from .ledger_changes import read_revision_file, version_table_name
@@ -166,11 +166,11 @@ def require_applied_file(calls: FenceCalls, context: MigrationContext, step: Rev
     """A ``--sql`` script's downgrade of ``step`` first checks, when it runs, that the database
     applied the file whose downgrade() it holds (or recorded no sha256 of it); else it stops there,
     its transaction rolled back."""
-    assert isinstance(calls, PostgresFenceCalls)  # only PostgreSQL writes scripts
     assert step.revision.path is not None
-    calls.call(
-        "require_applied_file",
-        version_table=version_table_name(context),
-        revision=step.revision.revision,
-        script_sha256=read_revision_file(step.revision.path).sha256,
-    )
+    where = {"version_table": version_table_name(context), "revision": step.revision.revision}
+    sha256 = read_revision_file(step.revision.path).sha256
+    if isinstance(calls, SqliteScriptCalls):
+        calls.require_applied_file(where["version_table"], where["revision"], sha256)
+        return
+    assert isinstance(calls, PostgresFenceCalls)  # MySQL writes no scripts
+    calls.call("require_applied_file", **where, script_sha256=sha256)

@@ -11,7 +11,7 @@ from alembic.config import Config
 from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection
+from sqlalchemy import Connection, make_url
 
 from ..alembic_internals import around_env_py_calls
 from ..config import check_url_password
@@ -72,6 +72,9 @@ def run_env(
         if isinstance(given, Connection):
             for option, value in dialect_for(given).context_options.items():
                 kw.setdefault(option, value)
+        elif context.is_offline_mode() and _offline_backend(kw) == "sqlite":
+            # A --sql script for the sqlite3 shell has the transactions an online run has.
+            kw.setdefault("transactional_ddl", True)
         configure(*args, **kw)
         connection = context.get_context().connection
         if isinstance(connection, Connection):  # not --sql's mock connection
@@ -103,6 +106,13 @@ def run_env(
     ):
         script.run_env()
     return bool(forced)
+
+
+def _offline_backend(kw: dict[str, Any]) -> str | None:
+    """The database an offline ``configure(url=... | dialect_name=...)`` writes its script for."""
+    if kw.get("dialect_name"):
+        return str(kw["dialect_name"])
+    return None if kw.get("url") is None else make_url(kw["url"]).get_backend_name()
 
 
 @contextmanager

@@ -12,7 +12,8 @@ from alembic.script import ScriptDirectory
 
 from ..alembic_internals import BlockFactory, around_autocommit_blocks, rewrite_offline_output
 from ..dialects import dialect_for, ensure_installed
-from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls
+from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls, SqliteScriptCalls
+from ..dialects.sqlite_schema import VERSION as SQLITE_SCHEMA_VERSION
 from ..dirty import refuse_if_dirty
 from ..errors import HeadsMoved, NotTransactional
 from ..lock_waits import WaitBound
@@ -88,6 +89,8 @@ class FencedRun:
         plain ``alembic``. A plan refused here changes nothing. Nothing when env.py
         began a transaction of its own (the first step's transaction does it then)."""
         connection = context.connection
+        if context.as_sql and context.dialect.name == "sqlite":
+            self._start_sqlite_script(context)
         if self._idle or context.as_sql or connection is None or connection.in_transaction():
             return
         if self.settings.tokens.token is None:
@@ -107,6 +110,37 @@ class FencedRun:
             self._adopt(context, quoted)
             dialect.register_resource(connection, quoted, self.settings.resource)
         self._prepared = True
+
+    def _start_sqlite_script(self, context: MigrationContext) -> None:
+        """A SQLite --sql script for the sqlite3 shell starts, ahead of Alembic's first ``BEGIN``, with
+        what it is and ``.bail on`` (the shell stops at the first error, whatever its flags: a refusal
+        leaves the transaction open and the shell rolls it back as it exits) and ``.timeout`` (``--wait``); every
+        transaction begins ``IMMEDIATE``, taking SQLite's write lock first as a fenced run does."""
+        settings, grant = self.settings, self.settings.tokens.script_grant
+        wait_ms = grant.wait_ms if grant is not None else (self._waits.wait_ms if self._waits else 0)
+        if grant is None:
+            what = f"fenced by token {settings.token} on resource {settings.resource!r}"
+        else:
+            what = (
+                f"when it runs, this script takes its own lease of resource {settings.resource!r} from the "
+                f"database's lease service, as {settings.holder!r}, and is fenced by the token it is granted"
+            )
+        preamble = (
+            f"-- fencemigrate: {what}; needs the fence schema (fencemigrate install); run it with the sqlite3 "
+            "shell (sqlite3 -bail DB < script): its .bail on stops the shell at the first error, and the shell "
+            "rolls back the transaction left open\n.bail on\n"
+            f".timeout {wait_ms}\n"
+        )
+        plain_begin = "BEGIN" + context.impl.command_terminator
+        immediate = "BEGIN IMMEDIATE" + context.impl.command_terminator
+        started: list[bool] = []
+
+        def begin_immediately(text: str) -> str:
+            first = not started
+            started.append(True)
+            return (preamble if first else "") + (immediate if text == plain_begin else text)
+
+        rewrite_offline_output(context, begin_immediately)
 
     # -- the function Alembic calls with the current heads ------------------------------
 
@@ -153,13 +187,23 @@ class FencedRun:
         self._require_transaction(context)
         settings = self.settings
         grant = settings.tokens.script_grant
+        if isinstance(calls, SqliteScriptCalls):
+            # The grant reads the version table, which Alembic creates (from base) in the first step's
+            # transaction: it goes there, with the first claim (:meth:`_grant_in_script`).
+            version_table = context.dialect.identifier_preparer.quote(context.version_table)
+            self.outcome.script_heads = self._planned_heads if grant is not None else None
+            calls.open_script(
+                settings.resource,
+                None if grant is None else (version_table, self._planned_heads, SQLITE_SCHEMA_VERSION),
+            )
+            return
         if grant is None:
             context.impl.static_output(
                 f"-- fencemigrate: fenced by token {settings.token} on resource {settings.resource!r}; needs the "
                 "fence schema (fencemigrate install, or CREATE EXTENSION fencemigrate)"
             )
         else:
-            assert isinstance(calls, PostgresFenceCalls)  # other databases refuse --sql (Dialect.fence_calls)
+            assert isinstance(calls, PostgresFenceCalls)  # MySQL refuses --sql (Dialect.fence_calls)
             context.impl.static_output(
                 f"-- fencemigrate: when it runs, this script takes its own lease of resource {settings.resource!r} "
                 f"from the database's lease service, as {settings.holder!r}, and is fenced by the token it is "
@@ -179,10 +223,15 @@ class FencedRun:
     def _note_heads(self, *, heads: set[str], **_: Any) -> None:
         self.outcome.heads = sorted(heads)
         context = self._context
+        if context is not None and context.as_sql and isinstance(self._calls, SqliteScriptCalls):
+            self._calls.clear_version_write()
         if context is not None and context.as_sql and self.settings.tokens.script_grant and not self._steps_left:
             # The last version write of a script that takes its own lease: release it in that transaction.
-            assert isinstance(self._calls, PostgresFenceCalls)
-            self._calls.release_for_script()
+            if isinstance(self._calls, SqliteScriptCalls):
+                self._calls.release()
+            else:
+                assert isinstance(self._calls, PostgresFenceCalls)
+                self._calls.release_for_script()
         if self._marks_version_writes(self._context):
             assert self._context is not None and self._context.connection is not None
             dialect_for(self._context).clear_version_write(self._context.connection, self._quoted_schema)
@@ -231,6 +280,8 @@ class FencedRun:
         if self._first_step and self._reapplied:
             calls.check_reapply(version_table_name(context), settings.resource, self._reapplied, settings.token)
         change = ledger_change(self._script(context), step, rollback_detail(step))
+        if self._first_step:
+            self._grant_in_script(context, calls)
         claim_xact = self._held_claim(context)
         if claim_xact is None and self._waits is not None and not context.as_sql:
             calls.wait_for_fence(settings.resource, settings.token, settings.holder, self._waits)
@@ -282,7 +333,10 @@ class FencedRun:
             # Offline, psql may run the rest of the step outside the claim's transaction in
             # ways no script text shows: always claim again before the ledger and version rows
             # (a repeated claim under the same token changes nothing).
-            claim_xact = calls.claim(settings.resource, settings.token)
+            if isinstance(calls, SqliteScriptCalls):
+                calls.claim_version_write(settings.resource, settings.token)
+            else:
+                claim_xact = calls.claim(settings.resource, settings.token)
         self._unverified.append(len(self.outcome.steps))
         self.outcome.steps.append(
             StepOutcome(
@@ -306,6 +360,14 @@ class FencedRun:
             self._remember_claim(context, claim_xact)
             return
         self._remember_claim(context, self._flush(context, claim_xact, change))
+
+    def _grant_in_script(self, context: MigrationContext, calls: FenceCalls) -> None:
+        """A SQLite script that takes its own lease: the grant, at the start of the first step's
+        transaction, after Alembic's ``CREATE TABLE IF NOT EXISTS`` of its version table (from base)."""
+        grant = self.settings.tokens.script_grant
+        if context.as_sql and grant is not None and isinstance(calls, SqliteScriptCalls):
+            settings = self.settings
+            calls.grant(settings.resource, settings.holder, grant.ttl_ms, self._planned_heads, SQLITE_SCHEMA_VERSION)
 
     def _aftermath(self, context: MigrationContext) -> str:
         """What a revision failing now leaves behind: its transaction rolls back, and with it the

@@ -20,7 +20,7 @@ from alembic.runtime.migration import MigrationContext, RevisionStep
 from sqlalchemy import Connection, TextClause
 
 from ..dialects.driver import rowcount_on_driver
-from ..dialects.fence_calls import FenceCalls, PlainStatementCalls, PostgresFenceCalls
+from ..dialects.fence_calls import FenceCalls, PlainStatementCalls, PostgresFenceCalls, SqliteScriptCalls
 from ..errors import DatabaseError
 from ..events import log_event
 from ..queries import statement
@@ -84,9 +84,11 @@ class LedgerRecorder:
         self._schema = quoted_schema
         self.resource = resource
         self.holder = holder
-        self._writes: _FunctionWrites | _StatementWrites
+        self._writes: _FunctionWrites | _StatementWrites | _ScriptWrites
         if isinstance(calls, PostgresFenceCalls):
             self._writes = _FunctionWrites(self, calls)
+        elif isinstance(calls, SqliteScriptCalls):
+            self._writes = _ScriptWrites(self, calls)
         else:
             assert isinstance(calls, PlainStatementCalls)
             self._writes = _StatementWrites(self, calls)
@@ -375,3 +377,37 @@ class _StatementWrites:
                 f"the ledger row of {row.revision} is no longer marked by this run (token {token}): "
                 "another writer changed it while the revision ran; see `fencemigrate state`"
             )
+
+
+class _ScriptWrites:
+    """A SQLite --sql script: the statements of :class:`_StatementWrites`, written into the script
+    with their values as literals (the token the script is granted read in its session)."""
+
+    def __init__(self, recorder: LedgerRecorder, calls: SqliteScriptCalls) -> None:
+        self._recorder = recorder
+        self._calls = calls
+
+    def record(self, rows: Sequence[LedgerRow], token: int) -> int | None:
+        recorder, calls = self._recorder, self._calls
+        who = {"resource": recorder.resource, "holder": recorder.holder}
+        for row in rows:
+            where = {"version_table": recorder.version_table, "revision": row.revision}
+            if row.action is LedgerAction.ROLLBACK:
+                calls.write("record_rollback", **where)
+                kind = "ROLLBACK"
+            else:
+                stamp = row.method == "stamp"
+                calls.write(
+                    "record_stamp" if stamp else "record_apply",
+                    **where,
+                    **who,
+                    token=token,
+                    script_sha256=row.script_sha256,
+                    source=row.source,
+                )
+                kind = "STAMP" if stamp else "APPLY"
+            calls.write("log_event", at=None, kind=kind, token=token, revision=row.revision, detail=None, **who)
+        return None
+
+    def settle(self, row: LedgerRow, token: int) -> None:
+        self.record([row], token)

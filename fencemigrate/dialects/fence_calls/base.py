@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Any
 
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Dialect
+from sqlalchemy.types import UserDefinedType
 
 from ...lock_waits import WaitBound
 
@@ -16,6 +19,22 @@ class ScriptToken(int):
 
 
 SCRIPT_TOKEN = ScriptToken(0)
+
+
+class ReadInScript(UserDefinedType[int]):
+    """A :class:`.ScriptToken` written into a --sql script as the expression that reads the token the
+    script was granted in its own session, whatever the value."""
+
+    cache_ok = True
+
+    def __init__(self, expression: str) -> None:
+        self.expression = expression
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return "bigint"
+
+    def literal_processor(self, dialect: Dialect) -> Any:
+        return lambda value: self.expression
 
 
 class FenceCalls(ABC):

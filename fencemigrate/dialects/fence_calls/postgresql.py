@@ -14,7 +14,7 @@ from ...queries import statement
 from ..driver import rowcount_on_driver, scalar_on_driver
 from ..fence_holders import claimant_name, fence_holders, terminate_older
 from ..postgresql_schema import default_version
-from .base import FenceCalls, ScriptToken
+from .base import FenceCalls, ReadInScript, ScriptToken
 
 _LOCK_NOT_AVAILABLE = "55P03"
 
@@ -34,7 +34,7 @@ class PostgresFenceCalls(FenceCalls):
             ]
             read_in_script = statement("script_token", self._schema).text
             verbatim += [
-                bindparam(key, type_=_ReadInScript(read_in_script))
+                bindparam(key, type_=ReadInScript(read_in_script))
                 for key, value in params.items()
                 if isinstance(value, ScriptToken)
             ]
@@ -123,22 +123,6 @@ class PostgresFenceCalls(FenceCalls):
             revisions=revisions,
             token=token,
         )
-
-
-class _ReadInScript(UserDefinedType[int]):
-    """A :class:`.ScriptToken` written into a --sql script as the expression that reads the token the
-    script was granted in its own session, whatever the value."""
-
-    cache_ok = True
-
-    def __init__(self, expression: str) -> None:
-        self.expression = expression
-
-    def get_col_spec(self, **kw: Any) -> str:
-        return "bigint"
-
-    def literal_processor(self, dialect: Dialect) -> Any:
-        return lambda value: self.expression
 
 
 _VERBATIM = frozenset({"source"})

@@ -394,19 +394,24 @@ class _ScriptWrites:
             where = {"version_table": recorder.version_table, "revision": row.revision}
             if row.action is LedgerAction.ROLLBACK:
                 calls.write("record_rollback", **where)
-                kind = "ROLLBACK"
             else:
-                stamp = row.method == "stamp"
                 calls.write(
-                    "record_stamp" if stamp else "record_apply",
+                    "record_stamp" if row.method == "stamp" else "record_apply",
                     **where,
                     **who,
                     token=token,
                     script_sha256=row.script_sha256,
                     source=row.source,
                 )
-                kind = "STAMP" if stamp else "APPLY"
-            calls.write("log_event", at=None, kind=kind, token=token, revision=row.revision, detail=None, **who)
+            calls.write(
+                "log_event",
+                at=None,
+                kind=row.event_kind,
+                token=token,
+                revision=row.revision,
+                detail=row.detail_json,
+                **who,
+            )
         return None
 
     def settle(self, row: LedgerRow, token: int) -> None:

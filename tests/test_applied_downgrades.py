@@ -114,9 +114,14 @@ def test_a_rewritten_revision_is_rolled_back_with_its_applied_text(make_project:
     rollback = json.loads(cli(project, "timeline", "--json").check().stdout)["events"][-1]
     assert (rollback["kind"], rollback["revision"], rollback["token"]) == ("ROLLBACK", "0042", 34)
     assert rollback["detail"] == {"applied_text": step["applied_text"]}
-    assert cli(project, "timeline").check().stdout.splitlines()[-1].endswith(
-        f"ROLLBACK 0042 by agent-B token=34: ran the downgrade() of the text applied under token 33 by "
-        f"agent-A (sha256 {a_sha[:12]}), not the changed file's (sha256 {b_sha[:12]})"
+    assert (
+        cli(project, "timeline")
+        .check()
+        .stdout.splitlines()[-1]
+        .endswith(
+            f"ROLLBACK 0042 by agent-B token=34: ran the downgrade() of the text applied under token 33 by "
+            f"agent-A (sha256 {a_sha[:12]}), not the changed file's (sha256 {b_sha[:12]})"
+        )
     )
 
     cli(project, "upgrade", "head", "--token", "34", "--holder", "agent-B").check()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import sqlalchemy as sa
 from background_runs import lock_holder, wait_for
 from fence_rows import fence_token, ledger
 from sqlite_rows import make_sqlite_project
@@ -27,6 +29,11 @@ from sqlite_rows import query as sqlite_query
 from support.db import libpq_url, query, table_names
 from support.in_process import run_in_process
 from support.project import MakeProject, Project, script_command, subprocess_env
+
+from fencemigrate.dialects.sqlite_transactions import sqlite_transactions, waiting_at_begins
+from fencemigrate.errors import LeaseBusy
+from fencemigrate.lock_reports import LockWait
+from fencemigrate.lock_waits import WaitBound
 
 WAIT_LINE = re.compile(
     r"^waiting for the fence of db/migrations: held by pid (\d+) \(agent-A, token 5\) since \S+, "
@@ -237,6 +244,53 @@ def test_a_token_run_on_sqlite_reports_the_write_lock_and_is_bounded_by_wait(tmp
     refused.check(2)
     assert "--preempt is not available on SQLite" in refused.stderr
     assert sqlite_tables(tmp_path / "db.sqlite") == []
+
+
+class HeardWaits:
+    """A :class:`~fencemigrate.lock_reports.LockProgress` that keeps what it hears."""
+
+    def __init__(self) -> None:
+        self.heard: list[LockWait] = []
+
+    def waiting_for_lock(self, wait: LockWait) -> None:
+        self.heard.append(wait)
+
+
+def test_every_begin_of_a_fenced_run_on_sqlite_waits_in_slices(tmp_path: Path) -> None:
+    """Not only a run's first transaction: while a fenced run is on (from its mode's choice to its end),
+    every BEGIN of a SQLite connection (the next revision's with transaction_per_migration, one after a
+    commit behind SQLAlchemy's back) waits for the write lock in reported slices, bounded by --wait
+    (before: silent, for the 60 s busy timeout). Outside a run, BEGIN waits as before."""
+    database = tmp_path / "db.sqlite"
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer: the write lock held
+    engine = sa.create_engine(f"sqlite:///{database}", poolclass=sa.NullPool)
+    heard = HeardWaits()
+    try:
+        with sqlite_transactions(), engine.connect() as connection:
+            waiting_at_begins("db/migrations", WaitBound(1500, progress=heard))
+            try:
+                started = time.monotonic()
+                with pytest.raises(LeaseBusy) as busy:
+                    connection.begin()
+                elapsed = time.monotonic() - started
+            finally:
+                waiting_at_begins("db/migrations", None)
+            assert 1.4 <= elapsed < 10, elapsed
+            assert str(busy.value) == (
+                "lease on db/migrations is busy: SQLite's write lock is held by another session "
+                "(the database does not say which); waited 1500ms; this is transient, try again later"
+            ), busy.value
+            assert [(wait.resource, wait.lock) for wait in heard.heard] == [("db/migrations", "SQLite's write lock")]
+            # The connection's own busy timeout is as it was.
+            assert connection.connection.dbapi_connection.execute("PRAGMA busy_timeout").fetchone() == (60000,)
+        holder.execute("COMMIT")
+        with sqlite_transactions(), engine.connect() as connection, connection.begin():
+            connection.exec_driver_sql("CREATE TABLE t (id int)")
+    finally:
+        holder.close()
+        engine.dispose()
+    assert sqlite_tables(database) == ["t"]
 
 
 # -- MariaDB: pre-check mode's named lock ------------------------------------------------------------

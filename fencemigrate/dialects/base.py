@@ -17,7 +17,7 @@ from importlib import import_module
 from typing import Any, ClassVar, Protocol
 
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, Engine, RootTransaction
+from sqlalchemy import Connection, Engine
 
 from ..errors import UsageError
 from ..lock_waits import WaitBound
@@ -205,11 +205,10 @@ class Dialect(ABC):
     def clear_version_write(self, connection: Connection, quoted_schema: str) -> None:  # noqa: B027 (a hook)
         """After the version row is written: writes without a mark are refused again (SQLite)."""
 
-    def begin_waiting(self, connection: Connection, resource: str, bound: WaitBound) -> RootTransaction:
-        """Begin a fenced run's first transaction on ``connection``. Where BEGIN itself waits for another
-        writer (SQLite's write lock), it waits within ``bound`` in slices that report it; elsewhere
-        the claim waits instead (:meth:`FenceCalls.wait_for_fence`), and BEGIN does not."""
-        return connection.begin()
+    def wait_at_begins(self, resource: str, bound: WaitBound | None) -> None:  # noqa: B027 (a hook)
+        """A fenced run's BEGINs, from its mode's choice to its end (``bound`` None): where BEGIN itself
+        waits for another writer (SQLite's write lock), they wait within ``bound`` in slices that
+        report it; elsewhere the claim waits instead (:meth:`FenceCalls.wait_for_fence`)."""
 
     def register_resource(self, connection: Connection, quoted_schema: str, resource: str) -> None:  # noqa: B027 (a hook)
         """Before a run's first claim, in a transaction that commits before it: PostgreSQL gives

@@ -8,16 +8,16 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, RootTransaction
+from sqlalchemy import Connection
 from sqlalchemy.dialects import sqlite
 
-from ..lock_waits import WaitBound, wait_in_slices
+from ..lock_waits import WaitBound
 from ..queries import statement
 from . import sqlite_schema
 from .base import PRECHECK
 from .fence_calls import FenceCalls, SqliteFenceCalls, SqliteScriptCalls
 from .prefixed import PrefixedDialect
-from .sqlite_transactions import WRITE_LOCK, begin_within, manages, sqlite_transactions
+from .sqlite_transactions import manages, sqlite_transactions, waiting_at_begins
 
 
 class SqliteDialect(PrefixedDialect):
@@ -71,20 +71,10 @@ class SqliteDialect(PrefixedDialect):
     def managed_transactions(self) -> AbstractContextManager[None]:
         return sqlite_transactions()
 
-    def begin_waiting(self, connection: Connection, resource: str, bound: WaitBound) -> RootTransaction:
-        """``BEGIN IMMEDIATE`` in slices of the busy timeout (:func:`begin_within`): SQLite does not
-        say which process holds its write lock, so a report names no holder. No ``--preempt``: the
-        run refuses it on SQLite before it connects."""
-        began: list[RootTransaction] = []
-
-        def attempt(slice_ms: int) -> bool:
-            transaction = begin_within(connection, slice_ms)
-            if transaction is not None:
-                began.append(transaction)
-            return transaction is not None
-
-        wait_in_slices(resource, WRITE_LOCK, bound, attempt, lambda: ())
-        return began[0]
+    def wait_at_begins(self, resource: str, bound: WaitBound | None) -> None:
+        """Every BEGIN waits for the write lock in slices (:func:`waiting_at_begins`). No ``--preempt``:
+        the run refuses it on SQLite before it connects."""
+        waiting_at_begins(resource, bound)
 
     def mark_version_write(self, connection: Connection, quoted_schema: str) -> None:
         """SQLite's guard has no claim to look for: the run marks each version write itself (cleared after)."""

@@ -97,12 +97,7 @@ class FencedRun:
             return  # another runner finished the work while this one waited for the lease
         quoted = context.dialect.identifier_preparer.quote(self.settings.schema)
         dialect = dialect_for(context)
-        begin = (
-            connection.begin()
-            if self._waits is None
-            else dialect.begin_waiting(connection, self.settings.resource, self._waits)
-        )
-        with begin:
+        with connection.begin():
             if not plan_or_fenced(self.planner, self.settings, tuple(context.get_current_heads()), context)[0]:
                 return
             self.outcome.installed_fence_schema = ensure_installed(connection, quoted)

@@ -8,7 +8,7 @@ from typing import Any
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
-from ..dialects import PRECHECK, dialect_for
+from ..dialects import PRECHECK, Dialect, dialect_for
 from ..errors import UsageError
 from ..lock_waits import WaitBound
 from ..progress import SILENT, Progress
@@ -70,6 +70,7 @@ class ChosenRun:
         self.planner = planner
         self._outcome = outcome
         self._run: FencedRun | PrecheckRun | None = None
+        self._dialect: Dialect | None = None  # whose BEGINs wait as the run does, until it finishes
 
     def choose(self, context: MigrationContext) -> FencedRun | PrecheckRun:
         """The run for ``context``'s database (chosen once, before Alembic touches it)."""
@@ -79,6 +80,9 @@ class ChosenRun:
             if choice.preempt and not self._settings.tokens.takes_lease and not dialect_for(context).can_preempt:
                 raise UsageError(PREEMPT_ON_SQLITE)  # a run's own lease refuses it before its grant
             waits = WaitBound(choice.lock_wait_ms, choice.preempt, self._progress)
+            if not context.as_sql:
+                self._dialect = dialect_for(context)
+                self._dialect.wait_at_begins(self._settings.resource, waits)
             if mode == PRECHECK:
                 self._run = PrecheckRun(self._settings, self.planner, self._outcome, waits, self._progress)
             else:
@@ -91,6 +95,10 @@ class ChosenRun:
         return self.choose(context).migrations_fn(heads, context)
 
     def finish(self) -> None:
-        """Release what the run holds past its transactions (pre-check mode's named lock)."""
+        """Release what the run holds past its transactions (pre-check mode's named lock), and end
+        its way of waiting at BEGIN (SQLite)."""
         if isinstance(self._run, PrecheckRun):
             self._run.finish()
+        if self._dialect is not None:
+            self._dialect.wait_at_begins(self._settings.resource, None)
+            self._dialect = None

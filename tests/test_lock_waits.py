@@ -177,6 +177,62 @@ def test_a_run_taking_its_lease_reports_the_paused_writer_it_waits_for(project: 
     assert f"(held by pid {holder} (agent-A, token 1)" in result.stderr.splitlines()[-1]
 
 
+AUTOCOMMIT_THEN_WAIT = """
+import os, pathlib, time
+if os.environ['ROLE'] == 'A':
+    with op.get_context().autocommit_block():
+        pathlib.Path(os.environ['A_IN_BLOCK']).touch()
+        while not pathlib.Path(os.environ['B_INSIDE']).exists():
+            time.sleep(0.05)
+else:
+    pathlib.Path(os.environ['B_INSIDE']).touch()
+    op.execute('SELECT pg_sleep(60)')
+"""
+
+
+@pytest.mark.serial
+def test_a_claim_after_an_autocommit_block_waits_in_reported_slices(
+    project: Project, pg_url: str, tmp_path: Path
+) -> None:
+    """A's revision leaves its autocommit_block() while B (token 6) holds the fence in its own revision:
+    A's claim in the transaction after the block waits as a first claim does, reported (naming B) and
+    busy after --wait (before: in silence, for as long as B's transaction lasted)."""
+    project.add_revision("a1", None, (), slug="t1", extra_upgrade_code=AUTOCOMMIT_THEN_WAIT)
+    files = {"A_IN_BLOCK": str(tmp_path / "a-in-block"), "B_INSIDE": str(tmp_path / "b-inside")}
+
+    def start(role: str, token: str, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [*script_command("fencemigrate"), "upgrade", "head", "--token", token, "--holder", f"agent-{role}", *args],
+            cwd=project.path,
+            env=subprocess_env({"ROLE": role, **files}),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    writer_a = start("A", "5", "--wait", "4s")
+    writer_b = None
+    try:
+        wait_for(lambda: Path(files["A_IN_BLOCK"]).exists() or writer_a.poll() is not None, timeout=120)
+        assert writer_a.poll() is None, writer_a.communicate()
+        writer_b = start("B", "6")
+        wait_for(lambda: sleeping_backend(pg_url) is not None or writer_b.poll() is not None, timeout=120)
+        assert writer_b.poll() is None, writer_b.communicate()
+        holder = sleeping_backend(pg_url)
+        _, stderr = writer_a.communicate(timeout=60)
+    finally:
+        for writer in (writer_a, writer_b):
+            if writer is not None and writer.poll() is None:
+                writer.kill()
+                writer.communicate(timeout=60)
+    assert writer_a.returncode == 4, stderr
+    lines = wait_lines(stderr)
+    assert lines and all(f"held by pid {holder} (agent-B, token 6)" in line for line in lines), stderr
+    assert stderr.splitlines()[-1].startswith(
+        f"fencemigrate: busy: lease on db/migrations is busy: the fence is held by pid {holder} (agent-B, token 6)"
+    ), stderr
+
+
 # -- SQLite ------------------------------------------------------------------------------------------
 
 HOLD_IF_SLOW = """

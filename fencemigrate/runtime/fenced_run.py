@@ -331,7 +331,7 @@ class FencedRun:
             if isinstance(calls, SqliteScriptCalls):
                 calls.claim_version_write(settings.resource, settings.token)
             else:
-                claim_xact = calls.claim(settings.resource, settings.token)
+                claim_xact = self._claim_again(calls)
         self._unverified.append(len(self.outcome.steps))
         self.outcome.steps.append(
             StepOutcome(
@@ -426,11 +426,20 @@ class FencedRun:
         assert self._recorder is not None and self._calls is not None
         last_xact = self._recorder.flush(self.settings.token, change)
         if not self._calls.offline and last_xact != claim_xact:
-            last_xact = self._calls.claim(self.settings.resource, self.settings.token)
+            last_xact = self._claim_again(self._calls)
             for index in self._unverified:
                 self.outcome.steps[index] = dataclasses.replace(self.outcome.steps[index], atomic=False)
         self._unverified = []
         return last_xact
+
+    def _claim_again(self, calls: FenceCalls) -> int | None:
+        """Claim in a transaction that began after the claim's own ended (an autocommit block, a
+        commit inside a revision): online, waiting for another writer's fence as the first claim
+        does (:meth:`FenceCalls.wait_for_fence`: reported slices, bounded by ``--wait``)."""
+        settings = self.settings
+        if self._waits is not None and not calls.offline:
+            calls.wait_for_fence(settings.resource, settings.token, settings.holder, self._waits)
+        return calls.claim(settings.resource, settings.token)
 
     def _require_unmoved_heads(self, context: MigrationContext) -> None:
         """After the first claim, the heads are the ones ``--expect-heads`` names (FENCED: the

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 import psycopg
 import pytest
+import sqlalchemy as sa
 from fence_rows import without_progress
 from support.mysql_server import connect, mysql_rows
 from support.pg import PgServer
@@ -409,3 +410,57 @@ def test_mcp_grant_whose_env_py_connection_was_killed_is_released(
             assert (await agent.ok("acquire_lease"))["server_token"] == 2
 
     anyio.run(scenario)
+
+
+# -- a session ended between a run's commit and env.py's close (the fault harness's seed 9101 #58) -------
+
+KILL_OWN_SESSION = """
+        if os.environ.get("KILL_OWN_SESSION"):  # the server ends the session between the commit and the close
+            own = connection.connection.dbapi_connection
+            with connectable.connect() as killer:
+                killer.exec_driver_sql(f"KILL CONNECTION {own.thread_id()}")
+"""
+
+
+def killed_after_commit(project: Project) -> None:
+    """``project``'s env.py (Alembic's generic one) with the session of its connection ended, from
+    another session, once its migrations have committed and before it closes the connection: as a
+    runner stopped there (SIGSTOP) while the harness's ``KILL CONNECTION`` ran."""
+    text = project.env_py.read_text()
+    online = "        with context.begin_transaction():\n            context.run_migrations()\n"
+    assert text.count(online) == 1
+    project.env_py.write_text("import os\n" + text.replace(online, online + KILL_OWN_SESSION))
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "text"])
+def test_run_whose_session_ends_after_its_commit_succeeds_without_a_traceback(
+    make_project: MakeProject, mysql_url: str, as_json: bool
+) -> None:
+    """The harness's seed 9101 #58: the run committed; its session is ended before env.py closes the
+    connection, whose rollback on return to the pool then fails: exit 0, the run's own output, and no
+    "Exception during reset" traceback. Control: plain Alembic prints that traceback for the same env.py.
+    (On PostgreSQL psycopg sends no ROLLBACK for a connection with no transaction open: nothing fails.)"""
+    url = mysql_url
+    control = make_project(url=url, name="control")
+    two_revisions(control)
+    killed_after_commit(control)
+    plain = control.run_alembic("upgrade", "head", env={"KILL_OWN_SESSION": "1"}).check(0)
+    assert "Exception during reset or similar" in plain.stderr and "Traceback" in plain.stderr, plain
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        for table in ("t02", "t01", "alembic_version"):
+            connection.execute(sa.text(f"DROP TABLE {table}"))
+    engine.dispose()
+
+    project = make_project(url=url)
+    two_revisions(project)
+    killed_after_commit(project)
+    result = project.run_cli("upgrade", "head", *(["--json"] if as_json else []), env={"KILL_OWN_SESSION": "1"})
+    shown = str(result)
+    assert result.code == 0 and "Traceback" not in result.output and "Exception during" not in result.output, shown
+    if as_json:
+        assert json.loads(result.stdout)["heads"] == ["r02"], shown
+    else:
+        assert result.stdout.splitlines()[-1].strip() == "heads now: r02", shown
+    with sa.create_engine(url).connect() as connection:
+        assert connection.execute(sa.text("SELECT version_num FROM alembic_version")).all() == [("r02",)]

@@ -22,10 +22,10 @@ hands back after a failure (and those it opened itself) before they are closed, 
 whose rollback fails. Ending a session rolls back whatever it had open, on the server.
 
 A session can also end after a run's last commit and before env.py closes its connection (the
-process paused there while the server killed it): nothing is lost, the run succeeded, and nothing
+process paused there while the server killed it): nothing is lost, the run succeeded, and no code
 of fencemigrate's runs in between. The pool's failed rollback still logs its traceback; for env.py's
-engines that record is dropped when the driver failed (:func:`quiet_lost_session_resets`):
-the pool has invalidated the connection, which is all there is to do.
+engines that record is dropped when the driver failed (:func:`quiet_lost_session_resets`): the
+pool has invalidated the connection, which is all there is to do.
 """
 
 from __future__ import annotations

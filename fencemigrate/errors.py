@@ -613,6 +613,39 @@ class GrantNotReplicated(FencemigrateError):
         return {"status": self.status, "resource": self.resource, "token": self.token, "message": str(self)}
 
 
+class GrantUndone(FencemigrateError):
+    """A grant committed, then what its caller needs with it (the state read after it) failed: the
+    grant was released (or, when that failed too, is left to expire), so no caller holds a lease it
+    was never told of. The failure's own exit status."""
+
+    status = "grant released"
+
+    def __init__(
+        self, resource: str, holder: str, token: int, failure: BaseException, still_live_until: str | None
+    ) -> None:
+        self.resource, self.holder, self.token, self.still_live_until = resource, holder, token, still_live_until
+        self.exit_status = failure.exit_status if isinstance(failure, FencemigrateError) else EXIT_ERROR
+        done = (
+            "then released"
+            if still_live_until is None
+            else f"which could not be released either: it expires at {still_live_until}"
+        )
+        super().__init__(
+            f"lease on {resource} granted to {holder} with token {token}, {done}: after the grant, {failure}. "
+            "Nothing may be written with that token; acquire the lease again"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "resource": self.resource,
+            "holder": self.holder,
+            "token": self.token,
+            "expires_at": self.still_live_until,
+            "message": str(self),
+        }
+
+
 class Dirty(FencemigrateError):
     """A revision's DDL started in pre-check mode and never finished: writes wait for ``resolve``."""
 

@@ -10,7 +10,7 @@ from alembic.runtime.migration import MigrationContext
 
 from .config import checked_resource, configured_lease_url, fence_schema
 from .durations import parse_ttl_ms, parse_wait_ms
-from .errors import Fenced, FencemigrateError, UsageError, newer_token_wrote
+from .errors import Fenced, FencemigrateError, GrantUndone, LeaseLost, UsageError, newer_token_wrote
 from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, open_backend
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_TTL
 from .progress import SILENT, Progress
@@ -124,16 +124,52 @@ def acquire(config: Config, keywords: AcquireKeywords) -> tuple[Grant, State]:
         preempt=preempt,
     )
     progress = keywords.get("progress", SILENT)
-    grant, fresh = with_lease_backend(
-        config,
-        keywords.get("lease_url"),
-        lambda backend: backend.acquire(request, progress=progress),
-        preempt=preempt,
-        after_grant=(request.resource, request.holder),
-        wait_ms=request.wait_ms,
-    )
+    granted: list[Grant] = []
+
+    def grant_now(backend: LeaseBackend) -> Grant:
+        granted.append(backend.acquire(request, progress=progress))
+        return granted[0]
+
+    try:
+        grant, fresh = with_lease_backend(
+            config,
+            keywords.get("lease_url"),
+            grant_now,
+            preempt=preempt,
+            after_grant=(request.resource, request.holder),
+            wait_ms=request.wait_ms,
+        )
+    except BaseException as failure:
+        if not granted:
+            raise
+        undone = undo_grant(config, keywords.get("lease_url"), granted[0], failure)
+        if not isinstance(failure, Exception):
+            raise  # a stop signal stays what it is, the grant released first
+        raise undone from failure
     assert fresh is not None
     return grant, fresh
+
+
+def undo_grant(config: Config, lease_url: str | None, grant: Grant, failure: BaseException) -> GrantUndone:
+    """``grant`` committed, then ``failure`` kept its caller from getting it (the state read after
+    it, the caller's own work with it): release it, so that nobody holds a lease it was never told
+    of, and say so. A release that fails too leaves it to expire (when, in the error)."""
+    lease = grant.lease
+    assert lease.holder is not None, "a grant names its holder"
+    keywords: ReleaseKeywords = {
+        "holder": lease.holder,
+        "resource": lease.resource,
+        "token": grant.token,
+        "lease_url": lease_url,
+    }
+    live_until = None
+    try:
+        release(config, keywords)
+    except LeaseLost:
+        pass  # no longer this holder's: nothing is live in its name
+    except FencemigrateError:
+        live_until = lease.expires_at.isoformat() if lease.expires_at is not None else "the end of its TTL"
+    return GrantUndone(lease.resource, lease.holder, grant.token, failure, live_until)
 
 
 def renew(config: Config, keywords: RenewKeywords) -> Grant:

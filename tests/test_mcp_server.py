@@ -1224,4 +1224,39 @@ def test_read_state_answers_while_an_upgrade_waits_for_the_fence(tmp_path: Path,
             assert upgraded[0]["heads"] == ["0001"]
             assert (await agent.ok("read_state"))["heads"] == ["0001"]
 
+
+def test_a_grant_whose_state_cannot_be_read_is_released(tmp_path: Path) -> None:
+    """acquire_lease commits its grant, then the server's own read of the state for the agent (the
+    drift check, a second env.py run) fails: the answer is that error, saying the grant was released;
+    the server holds no token, the lease is free for others, and the next acquire_lease is granted.
+    Here env.py fails on that run (as a database gone away would)."""
+    project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
+    env_py = project.path / "migrations" / "env.py"
+    env_py.write_text(
+        "import pathlib\n"
+        "_runs = pathlib.Path(__file__).with_name('env-runs')\n"
+        "_runs.write_text(_runs.read_text() + 'x' if _runs.exists() else 'x')\n"
+        "_fail = pathlib.Path(__file__).with_name('fail-on-run')\n"
+        "if _fail.exists() and _fail.read_text() == str(len(_runs.read_text())):\n"
+        "    raise RuntimeError('the database went away')\n" + env_py.read_text()
+    )
+    runs = project.path / "migrations" / "env-runs"
+    project.run_cli("install").check(0)
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "5m") as agent:
+            # the grant's own env.py run, then the drift check's
+            (project.path / "migrations" / "fail-on-run").write_text(str(len(runs.read_text()) + 2))
+            undone = await agent.error("acquire_lease", "ERROR")
+            assert undone["status"] == "grant released" and undone["token"] == 1, undone
+            assert undone["message"].startswith(
+                "ERROR: lease on db/migrations granted to agent-A with token 1, then released: after the grant, "
+            ), undone
+            assert "RuntimeError: the database went away" in undone["message"], undone
+            status = json.loads(project.run_cli("lease", "status", "--json").check(0).stdout)
+            assert status["lease"]["holder"] is None and status["lease"]["token"] == 1, status
+            assert (await agent.ok("read_state"))["server_token"] is None
+            await agent.error("upgrade", "USAGE", revision="head")
+            assert (await agent.ok("acquire_lease"))["server_token"] == 2
+
     run(scenario)

@@ -212,9 +212,16 @@ class ToolBodies:
             wait=wait,
             progress=self.progress(ctx),
         )
-        records, notes = self._record_branches(grant.token)
-        self.lease.granted(grant, records)
-        view = self.shown(self.view(fresh, grant.lease))
+        try:
+            records, notes = self._record_branches(grant.token)
+            self.lease.granted(grant, records)
+            view = self.shown(self.view(fresh, grant.lease))
+        except BaseException as failure:  # the agent would not hear of the grant: undo it
+            self.lease.forget()
+            undone = lease_calls.undo_grant(self.config, None, grant, failure)
+            if not isinstance(failure, Exception):
+                raise
+            raise undone from failure
         view.notes.extend(notes)
         return self._lease_result(grant.as_json(), view)
 

@@ -15,7 +15,7 @@ from sqlalchemy import Connection, make_url
 
 from ..alembic_internals import around_env_py_calls
 from ..config import check_url_password
-from ..connections import cancel_statement_on_server, note_driver, roll_back_or_invalidate
+from ..connections import cancel_statement_on_server, note_driver, quiet_lost_session_resets, roll_back_or_invalidate
 from ..dialects import dialect_for
 from ..dialects.sqlite_transactions import sqlite_transactions
 from ..error_translation import translated_errors
@@ -79,6 +79,7 @@ def run_env(
         connection = context.get_context().connection
         if isinstance(connection, Connection):  # not --sql's mock connection
             close_at_exit(connection.engine)
+            quiet_lost_session_resets(connection.engine)
             remember_password(connection.engine.url.password)  # env.py may have it from elsewhere
             note_driver(connection.dialect)
             configured.append((connection, dialect_for(connection).session_id(connection)))

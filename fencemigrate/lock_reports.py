@@ -7,8 +7,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from .scrub import scrub_secrets
+
 WAIT_REPORT_INTERVAL_S = 5.0
 """How often a wait for the lease, or for a lock in the database, is reported again after its first report."""
+
+
+STATEMENT_CHARS = 200
+"""How much of a holder's statement a report shows."""
+
+
+def statement_excerpt(text: str) -> str:
+    """A holder's statement for a report: on one line, its passwords withheld (``PASSWORD '***'``:
+    another writer's ``CREATE ROLE`` must not reach this run's output), cut to :data:`STATEMENT_CHARS`."""
+    text = scrub_secrets(" ".join(text.split()))
+    return text if len(text) <= STATEMENT_CHARS else text[: STATEMENT_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True)

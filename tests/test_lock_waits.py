@@ -14,6 +14,7 @@ import re
 import signal
 import sqlite3
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -175,6 +176,29 @@ def test_a_run_taking_its_lease_reports_the_paused_writer_it_waits_for(project: 
     ), result.stderr
     assert "a migration under an older token is still in flight" in result.stderr.splitlines()[-1]
     assert f"(held by pid {holder} (agent-A, token 1)" in result.stderr.splitlines()[-1]
+
+
+def test_a_report_never_shows_the_holders_password(project: Project, pg_url: str) -> None:
+    """The holder of the fence, the first claim of the resource and still in flight, runs a statement
+    with a password in it: the run waits for it within --wait (registering the resource's lock key
+    waited without a bound before), and the report and the busy message show the statement with
+    the password withheld."""
+    slow_project(project)
+    project.run_cli("install").check(0)
+    with psycopg.connect(libpq_url(pg_url)) as holder:
+        holder.execute("SELECT fencemigrate.claim('db/migrations', 5)")
+        pid = holder.execute("SELECT pg_backend_pid()").fetchone()[0]
+        running = threading.Thread(
+            target=lambda: holder.execute("SELECT pg_sleep(8) /* ALTER ROLE app PASSWORD 'hunter2' */"), daemon=True
+        )
+        running.start()
+        wait_for(lambda: sleeping_backend(pg_url) == pid, timeout=30)
+        result = run_in_process(project.path, "upgrade", "head", "--token", "6", "--wait", "2s")
+        running.join(timeout=30)
+        holder.rollback()
+    result.check(4)
+    assert "hunter2" not in result.stderr + result.stdout, result
+    assert "ALTER ROLE app PASSWORD '***'" in result.stderr.splitlines()[-1], result
 
 
 AUTOCOMMIT_THEN_WAIT = """

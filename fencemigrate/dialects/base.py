@@ -210,9 +210,12 @@ class Dialect(ABC):
         waits for another writer (SQLite's write lock), they wait within ``bound`` in slices that
         report it; elsewhere the claim waits instead (:meth:`FenceCalls.wait_for_fence`)."""
 
-    def register_resource(self, connection: Connection, quoted_schema: str, resource: str) -> None:  # noqa: B027 (a hook)
-        """Before a run's first claim, in a transaction that commits before it: PostgreSQL gives
-        ``resource`` its advisory lock key, so that a grant of another resource finds it taken."""
+    def register_resource(  # noqa: B027 (a hook)
+        self, connection: Connection, quoted_schema: str, resource: str, bound: WaitBound | None, token: int
+    ) -> None:
+        """Before a run's first claim under ``token``, in a transaction that commits before it:
+        PostgreSQL gives ``resource`` its advisory lock key, so that a grant of another resource finds
+        it taken (waiting within ``bound`` for a first claim of it in flight)."""
 
     # -- times -----------------------------------------------------------------------------
 

@@ -14,13 +14,12 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ..lock_reports import LockHolder
+from ..lock_reports import LockHolder, statement_excerpt
 from ..queries import statement
 from .driver import scalar_on_driver
 
 _CLAIMANT = re.compile(r"fencemigrate token (\d+)(?: (.*))?", re.DOTALL)
 _NAME_BYTES = 63  # PostgreSQL keeps this much of an application_name (NAMEDATALEN - 1)
-_STATEMENT_CHARS = 200  # of a holder's statement, in a report
 PREEMPT_WAIT_MS = 5000
 """How long ``--preempt`` waits for a terminated writer's session to exit."""
 
@@ -67,7 +66,5 @@ def _running(state: str | None, query: str | None) -> str | None:
     """What the session does: ``running: <statement>``, or ``idle in transaction after: <statement>``."""
     if not query:
         return state
-    text = " ".join(query.split())
-    if len(text) > _STATEMENT_CHARS:
-        text = text[: _STATEMENT_CHARS - 1] + "…"
+    text = statement_excerpt(query)
     return f"running: {text}" if state == "active" else f"{state} after: {text}"

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ..connections import close, probe_connection
-from ..lock_reports import LockHolder
+from ..lock_reports import LockHolder, statement_excerpt
 from ..lock_waits import WaitBound, describe_holders, wait_in_slices
 from ..queries import statement
 from .driver import scalar_on_dbapi
@@ -91,7 +91,7 @@ class NamedLock:
                 holder=holder,
                 token=None if held_token is None else int(held_token),
                 since=since,
-                running=f"{command} for {seconds}s" + (f": {' '.join(str(info).split())[:200]}" if info else ""),
+                running=f"{command} for {seconds}s" + (f": {statement_excerpt(str(info))}" if info else ""),
             )
             for pid, command, seconds, info, holder, held_token, since in rows
         )

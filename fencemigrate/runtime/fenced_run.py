@@ -103,7 +103,7 @@ class FencedRun:
             self.outcome.installed_fence_schema = ensure_installed(connection, quoted)
             guard_first_write(context, quoted)
             self._adopt(context, quoted)
-            dialect.register_resource(connection, quoted, self.settings.resource)
+            dialect.register_resource(connection, quoted, self.settings.resource, self._waits, self.settings.token)
         self._prepared = True
 
     def _start_sqlite_script(self, context: MigrationContext) -> None:

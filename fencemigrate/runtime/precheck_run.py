@@ -98,7 +98,9 @@ class PrecheckRun:
         if not self._external:
             # With the version table, guarded: a first revision that fails leaves plain alembic refused.
             guard_first_write(context, self._quoted_schema)
-            dialect_for(context).register_resource(connection, self._quoted_schema, self.settings.resource)
+            dialect_for(context).register_resource(
+                connection, self._quoted_schema, self.settings.resource, self._waits, self.settings.token
+            )
             connection.commit()  # the install, and its lock, are not held while waiting below
         lock = NamedLock(connection, self._quoted_schema, self.settings.resource)
         lock.take(self._waits, self.settings.token)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import BindParameter, Dialect, bindparam
+from sqlalchemy import BindParameter, Connection, Dialect, bindparam
 from sqlalchemy.types import UserDefinedType
 
 from ...errors import sqlstate_of
@@ -55,34 +55,18 @@ class PostgresFenceCalls(FenceCalls):
         return None if value is None else int(value)
 
     def wait_for_fence(self, resource: str, token: int, holder: str, bound: WaitBound) -> None:
-        """Claim in slices of ``lock_timeout``, each in a savepoint (a slice that runs out rolls back
-        to it and the transaction goes on); then name this transaction for whoever waits behind it
-        (``claimant.sql``) and restore ``lock_timeout``. The claim the step makes next finds the
-        locks held already."""
+        """Claim in slices of ``lock_timeout`` (:func:`wait_in_lock_timeout_slices`); then name this
+        transaction for whoever waits behind it (``claimant.sql``) and restore ``lock_timeout``. The
+        claim the step makes next finds the locks held already."""
         connection = self._context.connection
         assert connection is not None and not self.offline
-        lock_timeout = str(scalar_on_driver(connection, statement("current_lock_timeout", self._schema), {}))
-
-        def attempt(slice_ms: int) -> bool:
-            rowcount_on_driver(connection, statement("fence_wait_savepoint", self._schema), {})
-            try:
-                self.call("lock_timeout", timeout_ms=str(slice_ms))
-                self.call("claim", resource=resource, token=token)
-            except Exception as error:
-                if sqlstate_of(error) != _LOCK_NOT_AVAILABLE:
-                    raise  # FENCED, a lost session...: the transaction is doomed, as after a claim
-                rowcount_on_driver(connection, statement("fence_wait_rollback", self._schema), {})
-                return False
-            rowcount_on_driver(connection, statement("fence_wait_release", self._schema), {})
-            return True
-
-        wait_in_slices(
+        lock_timeout = wait_in_lock_timeout_slices(
+            connection,
+            self._schema,
             resource,
-            "the fence",
             bound,
-            attempt,
-            lambda: fence_holders(connection, self._schema, resource),
-            lambda holders: terminate_older(connection, self._schema, holders, token),
+            lambda: self.call("claim", resource=resource, token=token),
+            token,
         )
         self.call("claimant", lock_timeout=lock_timeout, application_name=claimant_name(holder, token))
 
@@ -123,6 +107,45 @@ class PostgresFenceCalls(FenceCalls):
             revisions=revisions,
             token=token,
         )
+
+
+def wait_in_lock_timeout_slices(
+    connection: Connection,
+    quoted_schema: str,
+    resource: str,
+    bound: WaitBound,
+    action: Callable[[], object],
+    token: int | None = None,
+) -> str:
+    """Run ``action`` (a statement that may wait for the fence's locks: a claim, the registration of
+    the resource's lock key) in slices of ``lock_timeout``, each in a savepoint: a slice that runs
+    out rolls back to it and the transaction goes on (:func:`~fencemigrate.lock_waits.wait_in_slices`:
+    reported, bounded by ``bound``; with ``token``, ``--preempt`` ends holders under older tokens).
+    Returns the ``lock_timeout`` the transaction had before, for the caller to restore."""
+    lock_timeout = str(scalar_on_driver(connection, statement("current_lock_timeout", quoted_schema), {}))
+
+    def attempt(slice_ms: int) -> bool:
+        rowcount_on_driver(connection, statement("fence_wait_savepoint", quoted_schema), {})
+        try:
+            scalar_on_driver(connection, statement("lock_timeout", quoted_schema), {"timeout_ms": str(slice_ms)})
+            action()
+        except Exception as error:
+            if sqlstate_of(error) != _LOCK_NOT_AVAILABLE:
+                raise  # FENCED, a lost session...: the transaction is doomed, as after a claim
+            rowcount_on_driver(connection, statement("fence_wait_rollback", quoted_schema), {})
+            return False
+        rowcount_on_driver(connection, statement("fence_wait_release", quoted_schema), {})
+        return True
+
+    wait_in_slices(
+        resource,
+        "the fence",
+        bound,
+        attempt,
+        lambda: fence_holders(connection, quoted_schema, resource),
+        None if token is None else (lambda holders: terminate_older(connection, quoted_schema, holders, token)),
+    )
+    return lock_timeout
 
 
 _VERBATIM = frozenset({"source"})

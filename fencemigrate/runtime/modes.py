@@ -19,8 +19,9 @@ def mode_for(dialect_name: str, requested: str | None, offline: bool) -> str:
     mode = dialect_for(dialect_name).mode(requested)
     if mode == PRECHECK and offline:
         raise UsageError(
-            "offline fencing (--sql) needs transactional mode on PostgreSQL: in pre-check mode the "
-            "runner itself checks the fence before each revision, which a script cannot do. "
-            "Nothing was written"
+            "offline fencing (--sql) is not available in pre-check mode (the only mode on MySQL/MariaDB): "
+            "there the runner itself checks the fence before each revision, which a script cannot do yet. "
+            "Write the script with PostgreSQL (transactional mode) or SQLite, or run the command without "
+            "--sql. Nothing was written"
         )
     return mode

@@ -1006,7 +1006,12 @@ def _outcome_text(outcome: RunOutcome) -> str:
         lines.append("  no lease taken: another runner finished the work while this one waited for the lease")
     if outcome.leased:
         lines.append(_lease_line(outcome))
-    if outcome.mode == PRECHECK and outcome.steps:
+    if outcome.mode == PRECHECK and outcome.steps and outcome.offline:
+        lines.append(
+            "  pre-check mode: the script checks the fence before each revision under the resource's named lock, "
+            "marks each revision before its DDL and settles it after (an unfinished one stays dirty)"
+        )
+    elif outcome.mode == PRECHECK and outcome.steps:
         lines.append(
             "  pre-check mode: the fence was checked before each revision under the resource's named lock; "
             "each revision was marked before its DDL and settled after it (an unfinished one stays dirty)"

@@ -32,6 +32,7 @@ class MysqlDialect(PrefixedDialect):
         )
     }
     commits_ddl = True
+    writes_precheck_scripts = True
 
     def schema_version(self) -> str:
         return mysql_schema.VERSION

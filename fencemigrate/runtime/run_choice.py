@@ -16,6 +16,7 @@ from .fenced_run import FencedRun, Planner
 from .modes import mode_for
 from .outcome import RunOutcome
 from .precheck_run import PrecheckRun
+from .precheck_script import PrecheckScript
 from .settings import FenceSettings
 
 PREEMPT_ON_SQLITE = (
@@ -69,9 +70,9 @@ class ChosenRun:
         self._settings = settings
         self.planner = planner
         self._outcome = outcome
-        self._run: FencedRun | PrecheckRun | None = None
+        self._run: FencedRun | PrecheckRun | PrecheckScript | None = None
 
-    def choose(self, context: MigrationContext) -> FencedRun | PrecheckRun:
+    def choose(self, context: MigrationContext) -> FencedRun | PrecheckRun | PrecheckScript:
         """The run for ``context``'s database (chosen once, before Alembic touches it)."""
         if self._run is None:
             choice = self._choice
@@ -79,7 +80,9 @@ class ChosenRun:
             if choice.preempt and not self._settings.tokens.takes_lease and not dialect_for(context).can_preempt:
                 raise UsageError(PREEMPT_ON_SQLITE)  # a run's own lease refuses it before its grant
             waits = WaitBound(choice.lock_wait_ms, choice.preempt, self._progress)
-            if mode == PRECHECK:
+            if mode == PRECHECK and context.as_sql:
+                self._run = PrecheckScript(self._settings, self.planner, self._outcome, waits)
+            elif mode == PRECHECK:
                 self._run = PrecheckRun(self._settings, self.planner, self._outcome, waits, self._progress)
             else:
                 self._run = FencedRun(self._settings, self.planner, self._outcome, self._progress, waits)

@@ -240,7 +240,7 @@ _sql_option = click.option(
     is_flag=True,
     help="Write the SQL (with the fence claims) instead of running it; without --token the script takes its own "
     "lease from the database's lease service when it runs (--ttl, --wait) and refuses unless the heads are the "
-    "ones it was written from (PostgreSQL, SQLite).",
+    "ones it was written from (PostgreSQL, SQLite, MySQL/MariaDB).",
 )
 
 

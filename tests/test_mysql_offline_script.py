@@ -179,6 +179,8 @@ def test_script_applies_under_its_own_grant(make_project: MakeProject, mysql_url
         ("RELEASE", SCRIPT_HOLDER, 2, None),
     ]
     assert locks_free(mysql_url)
+    b2_file = next(project.path.rglob("b2_*.py")).read_text()
+    assert project.run_cli("show", "b2", "--applied").check(0).stdout == b2_file  # the ledger keeps its text
     timeline = project.run_cli("timeline", "--json").check(0).stdout
     assert timeline.count(f'"holder": "{SCRIPT_HOLDER}"') == 3, timeline
 
@@ -475,9 +477,10 @@ def test_stale_token_script_is_fenced(make_project: MakeProject, mysql_url: str)
 
 def test_token_script_applies_under_its_token(make_project: MakeProject, mysql_url: str) -> None:
     """``--sql --token N`` on a resource whose tokens are external: applied under N, the fence at N,
-    no lease taken."""
+    no lease taken; the ledger keeps the file's text as it is (a backslash, a quote, a semicolon)."""
     project = make_project(url=mysql_url)
-    add_chain(project)
+    files = add_chain(project)
+    files["b2"].write_text(files["b2"].read_text() + "# a backslash \\ before n: \\n, a quote ' and ;\n")
     project.run_cli("upgrade", "a1", "--token", "4").check(0)
     text = project.run_cli("upgrade", "a1:head", "--sql", "--token", "5", "--holder", "ci").check(0).stdout
     assert "fencemigrate-lease:" not in text
@@ -485,6 +488,7 @@ def test_token_script_applies_under_its_token(make_project: MakeProject, mysql_u
     run_client(mysql_url, text).check(0)
     assert versions(mysql_url) == ["b2"] and ledger(mysql_url)["b2"] == (5, "ci", "applied")
     assert fence(mysql_url) == (5, "external") and locks_free(mysql_url)
+    assert project.run_cli("show", "b2", "--applied").check(0).stdout == files["b2"].read_text()  # byte for byte
     assert mysql_rows(mysql_url, "SELECT count(*) FROM fencemigrate_lease") == [(0,)]
 
 
@@ -550,3 +554,18 @@ def test_the_script_objects_lend_no_privilege(make_project: MakeProject, mysql_u
         assert "(45000)" in result.stderr or "(FM006)" in result.stderr, (sql, result)
     assert dump(mysql_url) == before
     assert mysql_rows(mysql_url, "SELECT count(*) FROM fencemigrate_script_refusal") == [(0,)]
+
+
+def test_precheck_mode_on_postgresql_still_refuses_sql(make_project: MakeProject) -> None:
+    """Only MySQL/MariaDB write pre-check scripts: ``--mode precheck --sql`` on PostgreSQL is refused
+    (exit 2, nothing written); its transactional script is the one to use there."""
+    project = make_project()
+    add_chain(project)
+    result = project.run_cli("upgrade", "head", "--token", "5", "--mode", "precheck", "--sql")
+    result.check(2)
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[-1] == (
+        "fencemigrate: usage: offline fencing (--sql) needs transactional mode on PostgreSQL: in pre-check mode the "
+        "runner itself checks the fence before each revision, which a script cannot do there. Leave --mode out, or "
+        "run the command without --sql. Nothing was written"
+    )

@@ -240,7 +240,7 @@ _sql_option = click.option(
     is_flag=True,
     help="Write the SQL (with the fence claims) instead of running it; without --token the script takes its own "
     "lease from the database's lease service when it runs (--ttl, --wait) and refuses unless the heads are the "
-    "ones it was written from (PostgreSQL, SQLite).",
+    "ones it was written from (PostgreSQL, SQLite, MySQL/MariaDB).",
 )
 
 
@@ -1006,7 +1006,12 @@ def _outcome_text(outcome: RunOutcome) -> str:
         lines.append("  no lease taken: another runner finished the work while this one waited for the lease")
     if outcome.leased:
         lines.append(_lease_line(outcome))
-    if outcome.mode == PRECHECK and outcome.steps:
+    if outcome.mode == PRECHECK and outcome.steps and outcome.offline:
+        lines.append(
+            "  pre-check mode: the script checks the fence before each revision under the resource's named lock, "
+            "marks each revision before its DDL and settles it after (an unfinished one stays dirty)"
+        )
+    elif outcome.mode == PRECHECK and outcome.steps:
         lines.append(
             "  pre-check mode: the fence was checked before each revision under the resource's named lock; "
             "each revision was marked before its DDL and settled after it (an unfinished one stays dirty)"

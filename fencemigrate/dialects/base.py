@@ -75,6 +75,8 @@ class Dialect(ABC):
     """``--mode`` values this database cannot run, with the reason given."""
     commits_ddl: ClassVar[bool] = False
     """Every DDL statement commits the open transaction (MySQL): a pre-check mark is committed so."""
+    writes_precheck_scripts: ClassVar[bool] = False
+    """``--sql`` in pre-check mode writes a script that checks and marks as the runner does (MySQL)."""
     replication_known: ClassVar[bool] = False
     """The server tells whether a COMMIT waits for a synchronous standby, and its incarnation, which
     changes when a standby is promoted (PostgreSQL)."""

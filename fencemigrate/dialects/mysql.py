@@ -33,6 +33,7 @@ class MysqlDialect(PrefixedDialect):
         )
     }
     commits_ddl = True
+    writes_precheck_scripts = True
 
     def schema_version(self) -> str:
         return mysql_schema.VERSION

@@ -198,7 +198,7 @@ class FencedRun:
                 "fence schema (fencemigrate install, or CREATE EXTENSION fencemigrate)"
             )
         else:
-            assert isinstance(calls, PostgresFenceCalls)  # MySQL refuses --sql (Dialect.fence_calls)
+            assert isinstance(calls, PostgresFenceCalls)  # MySQL writes its scripts in pre-check mode (PrecheckScript)
             context.impl.static_output(
                 f"-- fencemigrate: when it runs, this script takes its own lease of resource {settings.resource!r} "
                 f"from the database's lease service, as {settings.holder!r}, and is fenced by the token it is "

@@ -16,6 +16,7 @@ from .fenced_run import FencedRun, Planner
 from .modes import mode_for
 from .outcome import RunOutcome
 from .precheck_run import PrecheckRun
+from .precheck_script import PrecheckScript
 from .settings import FenceSettings
 
 PREEMPT_ON_SQLITE = (
@@ -69,10 +70,10 @@ class ChosenRun:
         self._settings = settings
         self.planner = planner
         self._outcome = outcome
-        self._run: FencedRun | PrecheckRun | None = None
+        self._run: FencedRun | PrecheckRun | PrecheckScript | None = None
         self._dialect: Dialect | None = None  # whose BEGINs wait as the run does, until it finishes
 
-    def choose(self, context: MigrationContext) -> FencedRun | PrecheckRun:
+    def choose(self, context: MigrationContext) -> FencedRun | PrecheckRun | PrecheckScript:
         """The run for ``context``'s database (chosen once, before Alembic touches it)."""
         if self._run is None:
             choice = self._choice
@@ -83,7 +84,9 @@ class ChosenRun:
             if not context.as_sql:
                 self._dialect = dialect_for(context)
                 self._dialect.wait_at_begins(self._settings.resource, waits)
-            if mode == PRECHECK:
+            if mode == PRECHECK and context.as_sql:
+                self._run = PrecheckScript(self._settings, self.planner, self._outcome, waits)
+            elif mode == PRECHECK:
                 self._run = PrecheckRun(self._settings, self.planner, self._outcome, waits, self._progress)
             else:
                 self._run = FencedRun(self._settings, self.planner, self._outcome, self._progress, waits)

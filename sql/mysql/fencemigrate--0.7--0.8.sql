@@ -1,6 +1,6 @@
 -- fencemigrate 0.7 -> 0.8 on MySQL and MariaDB: the ledger adopts the revisions a database had
 -- applied before it was fenced (issue 25, item 3): method 'adopt', applied_token 0, and one ADOPT
--- event for all of them.
+-- event for all of them; and the table whose trigger raises a --sql script's refusals.
 --
 -- The runner applies this file one statement at a time (DELIMITER lines work as in the mysql
 -- client), under the install named lock, on a database at 0.7 (a fresh install runs the current
@@ -55,6 +55,29 @@ BEGIN
         VALUES (UTC_TIMESTAMP(6), OLD.resource, 'ROLLBACK', OLD.state_holder, OLD.state_token, OLD.revision,
                 @fencemigrate_rollback_detail);
     END IF;
+END//
+DELIMITER ;
+
+-- A --sql script for the mysql or mariadb client (`fencemigrate upgrade --sql` on MySQL/MariaDB)
+-- takes its named locks, its grant and its claims in plain SQL (sql/queries/mysql/script_*.sql):
+-- MySQL raises errors only inside stored programs, so a check that does not pass inserts its
+-- message here, and this table's trigger raises it (SQLSTATE FM001 for a FENCED refusal, 45000
+-- for any other): the statement fails, and the client in batch mode stops there. Nothing is ever
+-- stored: every insert is refused. The trigger writes nothing, so the table lends no privilege:
+-- the script's grant and claims are plain writes, held to the lease guard and the monotonic guard.
+CREATE TABLE IF NOT EXISTS @extschema@_script_refusal (
+    message VARCHAR(512) NOT NULL
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+DELIMITER //
+CREATE TRIGGER IF NOT EXISTS @extschema@_script_refusal_raise
+BEFORE INSERT ON @extschema@_script_refusal FOR EACH ROW
+BEGIN
+    DECLARE v_message VARCHAR(512);
+    SET v_message = NEW.message;
+    IF v_message LIKE 'FENCED%' THEN
+        SIGNAL SQLSTATE 'FM001' SET MESSAGE_TEXT = v_message;
+    END IF;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
 END//
 DELIMITER ;
 

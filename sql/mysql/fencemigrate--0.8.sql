@@ -412,6 +412,32 @@ END//
 DELIMITER ;
 
 
+-- == A --sql script's refusals ==
+
+-- A --sql script for the mysql or mariadb client (`fencemigrate upgrade --sql` on MySQL/MariaDB)
+-- takes its named locks, its grant and its claims in plain SQL (sql/queries/mysql/script_*.sql):
+-- MySQL raises errors only inside stored programs, so a check that does not pass inserts its
+-- message here, and this table's trigger raises it (SQLSTATE FM001 for a FENCED refusal, 45000
+-- for any other): the statement fails, and the client in batch mode stops there. Nothing is ever
+-- stored: every insert is refused. The trigger writes nothing, so the table lends no privilege:
+-- the script's grant and claims are plain writes, held to the lease guard and the monotonic guard.
+CREATE TABLE IF NOT EXISTS @extschema@_script_refusal (
+    message VARCHAR(512) NOT NULL
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+DELIMITER //
+CREATE TRIGGER IF NOT EXISTS @extschema@_script_refusal_raise
+BEFORE INSERT ON @extschema@_script_refusal FOR EACH ROW
+BEGIN
+    DECLARE v_message VARCHAR(512);
+    SET v_message = NEW.message;
+    IF v_message LIKE 'FENCED%' THEN
+        SIGNAL SQLSTATE 'FM001' SET MESSAGE_TEXT = v_message;
+    END IF;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+END//
+DELIMITER ;
+
+
 -- == The version ==
 
 -- The version of this schema, read by the runner to decide what to install (one row): written

@@ -721,6 +721,25 @@ class AppliedTextNotRecorded(FencemigrateError):
         return {"status": self.status, "revision": self.revision, "message": str(self)}
 
 
+class AppliedTextAltered(AppliedTextNotRecorded):
+    """A downgrade of a revision whose file changed since it was applied, when the ledger's text of
+    the applied version does not hash to the sha256 recorded with it: the text was changed in the
+    database after it was applied, and is not run."""
+
+    def __init__(self, revision: str, token: int, file_sha256: str, applied_sha256: str, text_sha256: str) -> None:
+        self.revision = revision
+        FencemigrateError.__init__(
+            self,
+            f"cannot roll back {revision}: its file changed since it was applied under token {token} "
+            f"(sha256 {file_sha256[:12]} on disk, {applied_sha256[:12]} applied), and the ledger's text of the "
+            f"applied version hashes to {text_sha256[:12]}, not to the sha256 recorded with it: it was changed in "
+            "the database after it was applied, so it is not run. Nothing was run. Find out who wrote the "
+            f"ledger row (`fencemigrate timeline`); put back the file as it was applied (its sha256 is "
+            f"{applied_sha256}) and run the command again, or undo the revision by hand and "
+            "`fencemigrate stamp` below it",
+        )
+
+
 class HeadsMoved(FencemigrateError):
     """The heads changed between planning and the first claim; the run rolled back and can re-plan."""
 

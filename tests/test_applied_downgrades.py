@@ -204,6 +204,46 @@ def test_a_rewritten_revision_whose_applied_text_was_not_kept_is_refused(
     assert columns(backend_url) == ["id"]
 
 
+@pytest.mark.parametrize("backend", ["postgresql", "sqlite", "mysql"], indirect=True)
+def test_an_applied_text_changed_in_the_database_is_not_run(
+    make_project: MakeProject, backend_url: str, tmp_path: Path
+) -> None:
+    """Plain SQL appends code to the ledger's text of A's 0042 (the row's sha256 left as it was):
+    B's rollback of its rewrite refuses it as it does a missing text, naming both hashes; the code
+    never ran (no marker file) and nothing was written. Without the check it would have run."""
+    project, a_file = applied_by_a(make_project, backend_url)
+    a_sha = sha256(a_file)
+    write_b_0042(project)
+    marker = tmp_path / "ran"
+    payload = f"\nimport pathlib\npathlib.Path({str(marker)!r}).touch()\n"
+    table = "fencemigrate.applied_revision" if backend_url.startswith("postgresql") else "fencemigrate_applied_revision"
+    read, write = (
+        ("source", ":source") if not backend_url.startswith("mysql") else ("UNCOMPRESS(source)", "COMPRESS(:source)")
+    )
+    engine = sa.create_engine(backend_url)
+    try:
+        with engine.begin() as connection:
+            source = connection.execute(sa.text(f"SELECT {read} FROM {table} WHERE revision = '0042'")).scalar_one()
+            source = source.decode() if isinstance(source, bytes) else source
+            connection.execute(
+                sa.text(f"UPDATE {table} SET source = {write} WHERE revision = '0042'"), {"source": source + payload}
+            )
+    finally:
+        engine.dispose()
+    altered_sha = hashlib.sha256((source + payload).encode()).hexdigest()
+    before = snapshot(project)
+
+    result = cli(project, "downgrade", "0041", "--token", "34", "--holder", "agent-B")
+    assert result.code == EXIT_ERROR, result
+    assert (
+        f"and the ledger's text of the applied version hashes to {altered_sha[:12]}, not to the sha256 recorded "
+        "with it: it was changed in the database after it was applied, so it is not run. Nothing was run."
+    ) in result.stderr, result
+    assert f"its sha256 is {a_sha}" in result.stderr
+    assert not marker.exists()
+    assert snapshot(project) == before
+
+
 def test_an_offline_downgrade_checks_the_applied_file_when_it_runs(make_project: MakeProject, pg_url: str) -> None:
     """``downgrade --sql``: no database to read when the script is written, so the script checks when
     psql runs it that the database applied the file whose downgrade() it holds; a rewritten file's

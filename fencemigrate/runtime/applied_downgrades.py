@@ -5,13 +5,17 @@ database has (a rewritten file's downgrade() drops what the applied version neve
 The file's sha256 is compared with the ledger row's ``script_sha256``; where they differ, the
 step runs the recorded text's ``downgrade()`` (:class:`AppliedDowngrade`), and the outcome says so.
 A row without text (written before the fence schema kept it) is refused
-(:class:`~fencemigrate.errors.AppliedTextNotRecorded`), with nothing written. A ``--sql`` script
+(:class:`~fencemigrate.errors.AppliedTextNotRecorded`), with nothing written, and so is a text that
+does not hash to the row's ``script_sha256`` (:class:`~fencemigrate.errors.AppliedTextAltered`:
+changed in the database after it was applied). The text is code whoever could write the ledger
+wrote (docs/fencing.md, "What the applied text is"). A ``--sql`` script
 cannot read the ledger when it is written: it checks, when it runs, that the database applied the
 text whose downgrade it holds (:func:`require_applied_file`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import linecache
 import types
 from collections.abc import Callable
@@ -22,7 +26,7 @@ from alembic.runtime.migration import MigrationContext, RevisionStep
 
 from ..applied_sources import AppliedSource, read_applied_sources
 from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls, SqliteScriptCalls
-from ..errors import AppliedTextNotRecorded, RevisionFailed
+from ..errors import AppliedTextAltered, AppliedTextNotRecorded, RevisionFailed
 from .code_errors import describe, locate
 from .ledger_changes import read_revision_file, version_table_name
 from .settings import FenceSettings
@@ -137,6 +141,10 @@ def _replaced(
     if row.source is None:
         refuse_if_superseded(settings, context)  # a stale writer's news comes first
         raise AppliedTextNotRecorded(revision, row.token, file_sha256, row.script_sha256)
+    text_sha256 = hashlib.sha256(row.source.encode()).hexdigest()
+    if text_sha256 != row.script_sha256:
+        refuse_if_superseded(settings, context)
+        raise AppliedTextAltered(revision, row.token, file_sha256, row.script_sha256, text_sha256)
     name = f"<{revision} as applied under token {row.token}, sha256 {row.script_sha256[:12]}>"
     key = (revision, row.script_sha256)
     if key not in loaded:

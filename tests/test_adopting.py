@@ -16,10 +16,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 from backend_rows import table
 from background_runs import start
+from support.db import libpq_url
 from support.in_process import run_in_process
 from support.project import MakeProject, Project, Result
 
@@ -254,6 +256,23 @@ def test_concurrent_first_runs_adopt_once(backend: str, backend_url: str, make_p
     assert events(backend, backend_url, "ADOPT") == [(adopter, None, None, ADOPTED_JSON)]
     assert ledger(backend, backend_url)[:3] == adopted(project, adopter, "0001", "0002", "0003")
     assert_nothing_unrecorded(project)
+
+
+def test_a_run_after_adoption_takes_no_adoption_lock(
+    make_project: MakeProject, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the ledger has rows, a run never waits for the adoption lock: another session holds it
+    (it is the install lock) in an open transaction, and the next upgrade, whose lock waits time out
+    after 2 s, applies 0004. It waited for that session before (and without a bound)."""
+    project = migrated_by_plain_alembic(make_project, pg_url)
+    cli(project, "install").check()  # adopts
+    monkeypatch.setenv("PGOPTIONS", "-c lock_timeout=2000")
+    with psycopg.connect(libpq_url(pg_url)) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(hashtext('fencemigrate:install'))")
+        result = cli(project, "upgrade", "0004", "--token", "6", "--holder", "pod-2")
+        holder.rollback()
+    result.check()
+    assert [row[0] for row in ledger("postgresql", pg_url)] == ["0001", "0002", "0003", "0004"]
 
 
 def test_opting_out_and_removing_fencemigrate_as_documented(

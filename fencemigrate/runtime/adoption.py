@@ -5,8 +5,9 @@ An adopted row says the revision was applied before fencing, by no token: ``meth
 ``applied_token`` 0, with its file's sha256 and text when the file is there (a later downgrade can
 run what was applied). One ADOPT event tells it, with the revisions in its detail. It happens in the
 transaction that fences the database (``install``, or the first fenced run's own), under a lock
-(``adoption_lock.sql``), and only while the ledger has no row of the version table: concurrent
-first runs adopt once, and a later run never adopts again.
+(``adoption_lock.sql``, taken only while the ledger has no row of the version table, which is
+checked again under it): concurrent first runs adopt once, and a run that finds ledger rows takes
+no lock at all.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import Connection
 
 from ..alembic_internals import revisions_below, script_by_id
 from ..dialects import dialect_for, installed_version
@@ -64,15 +66,21 @@ def adopt_applied_history(context: MigrationContext, quoted_schema: str, resourc
         return None
     dialect = connection.dialect.name
     version_table = version_table_name(context)
+    if _ledger_has_rows(connection, quoted_schema, dialect, version_table):
+        return None  # the usual case, every run after the first: no lock taken, none waited for
     connection.execute(statement("adoption_lock", quoted_schema, dialect))
-    found = connection.execute(statement("ledger_exists", quoted_schema, dialect), {"version_table": version_table})
-    if found.first() is not None:
-        return None
+    if _ledger_has_rows(connection, quoted_schema, dialect, version_table):
+        return None  # a concurrent first run adopted while this one waited for the lock
     revisions, missing = applied_history(context.script, heads)
     adoption = Adoption(version_table, [revision for revision, _ in revisions], missing)
     calls = dialect_for(context).fence_calls(context, quoted_schema)
     LedgerRecorder(context, quoted_schema, calls, resource, holder).record_adopted(revisions, adoption.as_json())
     return adoption
+
+
+def _ledger_has_rows(connection: Connection, quoted_schema: str, dialect: str, version_table: str) -> bool:
+    found = connection.execute(statement("ledger_exists", quoted_schema, dialect), {"version_table": version_table})
+    return found.first() is not None
 
 
 def applied_history(script: ScriptDirectory, heads: tuple[str, ...]) -> tuple[list[tuple[str, str | None]], list[str]]:

@@ -265,6 +265,34 @@ def test_script_waits_for_a_lease_to_expire_then_applies(project: Project, pg_ur
     ]
 
 
+def test_script_takes_over_an_implausible_lease(project: Project, pg_url: str, tmp_path: Path) -> None:
+    """A lease granted a year ahead of the database's clock (the server's clock stepped back since) is
+    implausible and counts as expired, as for a grant the runner takes (lease_lock.sql): the script
+    is granted the next token at once, the takeover logged as an EXPIRE that says so. It was busy
+    until the lease's far expiry before."""
+    at_a1(project, pg_url)
+    project.run_cli("lease", "acquire", "--holder", "agent-fast", "--ttl", "5m").check(0)
+    with psycopg.connect(libpq_url(pg_url), autocommit=True) as owner:  # as if granted by a clock a year ahead
+        owner.execute("ALTER TABLE fencemigrate.lease DISABLE TRIGGER USER")
+        owner.execute(
+            "UPDATE fencemigrate.lease SET granted_at = clock_timestamp() + interval '1 year', "
+            "expires_at = clock_timestamp() + interval '1 year 5 minutes'"
+        )
+        owner.execute("ALTER TABLE fencemigrate.lease ENABLE TRIGGER USER")
+    text = project.run_cli("upgrade", "a1:head", "--sql", "--holder", "dba", "--wait", "1s").check(0).stdout
+
+    run_psql(pg_url, text, tmp_path).check(0)
+    assert alembic_versions(pg_url) == ["b2"]
+    assert [event[:3] for event in events(pg_url)[-4:]] == [
+        ("EXPIRE", "agent-fast", 2),
+        ("GRANT", SCRIPT_HOLDER, 3),
+        ("APPLY", SCRIPT_HOLDER, 3),
+        ("RELEASE", SCRIPT_HOLDER, 3),
+    ]
+    detail = query(pg_url, "SELECT detail FROM fencemigrate.fence_event WHERE kind = 'EXPIRE' ORDER BY id DESC LIMIT 1")
+    assert json.loads(detail[0][0])["implausible"] is True
+
+
 def test_script_waits_for_a_migration_in_flight(project: Project, pg_url: str, tmp_path: Path) -> None:
     """A transaction holding a claim of the resource (a migration in flight): the script cannot be
     granted while it runs; written with --wait 1s it fails busy and writes nothing."""

@@ -2,7 +2,8 @@
 -- script in its own session (pg_temp: nothing is added to the database). The grant `fencemigrate
 -- upgrade` takes itself (fencemigrate/leases/database.py), as plain SQL in one function:
 --   1. the fence schema must be installed, at p_schema_version or later;
---   2. a live lease of another holder is waited for (at most p_wait_ms), then the claim lock and the
+--   2. a live lease of another holder is waited for (at most p_wait_ms; a lease granted further in
+--      the future than its TTL is implausible and counts as expired, as in lease_lock.sql), then the claim lock and the
 --      fence row are locked (an in-flight migration is waited for, at most what is left of p_wait_ms);
 --      a resource whose tokens come from Redis is refused;
 --   3. the version table's rows must be exactly p_heads, the heads the script was written from (the
@@ -52,7 +53,10 @@ BEGIN
 
     INSERT INTO {schema}.lease (resource, token) VALUES (p_resource, 0) ON CONFLICT (resource) DO NOTHING;
     LOOP
-        SELECT l.holder, l.token, l.expires_at, l.expires_at <= clock_timestamp() AS expired INTO v_lease
+        SELECT l.holder, l.token, l.granted_at, l.expires_at,
+               l.expires_at <= clock_timestamp()
+                   OR coalesce(l.granted_at > clock_timestamp() + l.ttl_ms * interval '1 millisecond', false) AS expired
+          INTO v_lease
           FROM {schema}.lease l WHERE l.resource = p_resource;
         EXIT WHEN v_lease.holder IS NULL OR v_lease.expired;
         IF clock_timestamp() >= v_deadline THEN
@@ -71,7 +75,11 @@ BEGIN
         PERFORM pg_advisory_xact_lock({claim_lock_class}, {schema}.resource_key(p_resource));
         SELECT f.token, f.token_source, f.incarnation INTO v_fence
           FROM {schema}.agent_fence f WHERE f.resource = p_resource FOR UPDATE;
-        SELECT l.holder, l.token, l.expires_at, l.expires_at <= clock_timestamp() AS expired INTO v_lease
+        SELECT l.holder, l.token, l.granted_at, l.expires_at,
+               l.expires_at <= clock_timestamp()
+                   OR coalesce(l.granted_at > clock_timestamp() + l.ttl_ms * interval '1 millisecond', false) AS expired,
+               coalesce(l.granted_at > clock_timestamp() + l.ttl_ms * interval '1 millisecond', false) AS implausible
+          INTO v_lease
           FROM {schema}.lease l WHERE l.resource = p_resource FOR UPDATE;
     EXCEPTION WHEN lock_not_available THEN
         RAISE EXCEPTION USING ERRCODE = '55P03',
@@ -118,6 +126,10 @@ BEGIN
        OR (v_standby AND current_setting('synchronous_commit') IN ('local', 'remote_write')) THEN
         PERFORM set_config('synchronous_commit', 'on', true);
     END IF;
+    IF v_lease.implausible THEN  -- its holder's clock was ahead: let it go, so that the guard sees no live lease
+        UPDATE {schema}.lease SET holder = NULL, ttl_ms = NULL, granted_at = NULL, expires_at = NULL
+         WHERE resource = p_resource;
+    END IF;
     UPDATE {schema}.lease
        SET holder = p_holder, token = v_token, ttl_ms = p_ttl_ms,
            replication = CASE WHEN v_standby THEN 'synchronous' ELSE 'asynchronous' END,
@@ -129,7 +141,11 @@ BEGIN
             MESSAGE = format('the grant of token %s could not advance the fence of %s: a higher token has written '
                              'meanwhile; nothing was applied', v_token, p_resource);
     END IF;
-    IF v_lease.holder IS NOT NULL THEN
+    IF v_lease.holder IS NOT NULL AND v_lease.implausible THEN  -- logged now: its expiry lies in the future
+        PERFORM {schema}.log_event(NULL, p_resource, 'EXPIRE', v_lease.holder, v_lease.token, NULL,
+                                   jsonb_build_object('implausible', true, 'granted_at', v_lease.granted_at,
+                                                      'expires_at', v_lease.expires_at)::text);
+    ELSIF v_lease.holder IS NOT NULL THEN
         PERFORM {schema}.log_event(v_lease.expires_at, p_resource, 'EXPIRE', v_lease.holder, v_lease.token, NULL, NULL);
     END IF;
     v_detail := jsonb_build_object('ttl_ms', p_ttl_ms);

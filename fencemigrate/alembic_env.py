@@ -2,7 +2,8 @@
 
 Under ``fencemigrate`` the runner has already fenced the run and this is a pass-through.
 Under plain ``alembic``, ``-x fence_token=N`` (and optionally ``fence_holder``,
-``fence_resource``) is required for any command that would change the database.
+``fence_resource``, ``fence_wait``: how long to wait for another writer's fence, reported on stderr,
+default 10m) is required for any command that would change the database.
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ from sqlalchemy import Connection
 from .alembic_internals import migration_function, replace_migration_function
 from .config import configured_resource, fence_schema
 from .connections import separate_connection
+from .durations import parse_wait_ms
 from .error_translation import translated_errors
 from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired
+from .leases.model import DEFAULT_RUN_WAIT
+from .lock_reports import LockWait
+from .lock_waits import WaitBound, lock_wait_text
 from .rendering import render
 from .runtime.applied_downgrades import running_applied_downgrades
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, autocommits
@@ -27,6 +32,7 @@ from .runtime.fenced_run import FencedRun
 from .runtime.outcome import RunOutcome
 from .runtime.run_token import TokenSource
 from .runtime.settings import FenceSettings
+from .scrub import scrub_secrets
 from .validation import check_holder, check_resource, parse_token
 
 
@@ -61,7 +67,8 @@ def run_migrations(context: ModuleType | Any) -> None:
             tokens=tokens,
         )
         outcome = RunOutcome("upgrade", settings.resource, settings.holder, settings.tokens)
-        run = FencedRun(settings, running_applied_downgrades(planner, settings), outcome)
+        waits = WaitBound(parse_wait_ms(x_arguments.get("fence_wait") or DEFAULT_RUN_WAIT), progress=_StderrLocks())
+        run = FencedRun(settings, running_applied_downgrades(planner, settings), outcome, waits=waits)
         replace_migration_function(migration_context, run.migrations_fn)
         with translated_errors(settings.resource, settings.tokens):
             context.run_migrations()
@@ -72,6 +79,13 @@ def run_migrations(context: ModuleType | Any) -> None:
         _exit_with(_with_news(migration_context, settings.schema, fenced))
     except FencemigrateError as error:
         _exit_with(error)
+
+
+class _StderrLocks:
+    """Plain ``alembic``'s reports of a wait for another writer in the database: one line on stderr each."""
+
+    def waiting_for_lock(self, wait: LockWait) -> None:
+        print(f"fencemigrate: {scrub_secrets(lock_wait_text(wait))}", file=sys.stderr, flush=True)
 
 
 def _exit_with(error: FencemigrateError) -> NoReturn:

@@ -228,7 +228,8 @@ def _reapply_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--wait",
                 metavar="DURATION",
-                help=f"Pre-check mode: how long to wait for the resource's named lock (default {DEFAULT_RUN_WAIT}).",
+                help="How long to wait while another writer holds the fence in the database (pre-check mode: "
+                f"the resource's named lock), in reported slices (default {DEFAULT_RUN_WAIT}).",
             ),
             click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
         ],

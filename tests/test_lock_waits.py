@@ -201,6 +201,30 @@ def test_a_report_never_shows_the_holders_password(project: Project, pg_url: str
     assert "ALTER ROLE app PASSWORD '***'" in result.stderr.splitlines()[-1], result
 
 
+def test_plain_alembic_through_the_fence_aware_env_py_waits_within_fence_wait(tmp_path: Path, pg_url: str) -> None:
+    """``alembic -x fence_token=6 -x fence_wait=2s upgrade head`` behind another session's claim:
+    reported on stderr (who holds the fence), then busy (exit 4) after 2 s, nothing applied. It
+    waited for as long as that session lasted before, silently."""
+    root = tmp_path / "fenced"
+    root.mkdir()
+    subprocess.run([*script_command("fencemigrate"), "init", "migrations"], cwd=root, check=True, capture_output=True)
+    project = Project(path=root, url=pg_url, template="fencemigrate")
+    project.set_url(pg_url)
+    slow_project(project)
+    project.run_cli("install").check(0)
+    with psycopg.connect(libpq_url(pg_url)) as holder:
+        holder.execute("SELECT fencemigrate.register_lock_key('db/migrations')")
+        holder.commit()
+        holder.execute("SELECT fencemigrate.claim('db/migrations', 5)")
+        pid = holder.execute("SELECT pg_backend_pid()").fetchone()[0]
+        result = project.run_alembic("-x", "fence_token=6", "-x", "fence_wait=2s", "upgrade", "head")
+        holder.rollback()
+    assert result.code == 4, result
+    assert f"fencemigrate: waiting for the fence of db/migrations: held by pid {pid}" in result.stderr, result
+    assert result.stderr.rstrip().endswith("waited 2s; this is transient, try again later"), result
+    assert table_names(pg_url) == ["alembic_version"]
+
+
 AUTOCOMMIT_THEN_WAIT = """
 import os, pathlib, time
 if os.environ['ROLE'] == 'A':

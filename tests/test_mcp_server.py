@@ -1224,6 +1224,43 @@ def test_read_state_answers_while_an_upgrade_waits_for_the_fence(tmp_path: Path,
             assert upgraded[0]["heads"] == ["0001"]
             assert (await agent.ok("read_state"))["heads"] == ["0001"]
 
+    run(scenario)
+
+
+def test_read_state_answers_while_the_first_call_waits_for_the_lease(tmp_path: Path, pg_url: str) -> None:
+    """The server's first call, acquire_lease, waits for another holder's lease: read_state answers
+    at once (LEASE_BUSY: transient, nothing read yet, naming what that call waits for) instead of
+    queueing behind it for up to its --wait; once the lease is free the grant and read_state go on."""
+    project = create_project(tmp_path / "project", pg_url)
+    project.add_revision("0001", None, ["CREATE TABLE t1 (id int)"], ["DROP TABLE t1"])
+    project.run_cli("lease", "acquire", "--holder", "other", "--ttl", "5m").check(0)
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A") as agent:
+            async with anyio.create_task_group() as tasks:
+                granted: list[dict[str, Any]] = []
+
+                async def acquire() -> None:
+                    granted.append(await agent.ok("acquire_lease", wait="2m"))
+
+                tasks.start_soon(acquire)
+                await anyio.sleep(5)  # no read_state before: the call's wait has begun, and nothing was shown
+                with anyio.fail_after(10):
+                    answer = await agent.call("read_state")
+                busy = answer.structured_content or {}
+                assert busy["error"] == "LEASE_BUSY" and text_of(answer) == busy["message"], busy
+                assert busy["message"] == (
+                    "LEASE_BUSY: lease on db/migrations is busy: another tool call of this server is still running "
+                    "(waiting for the lease on db/migrations: held by other with token 1), and this server has read "
+                    "no state yet: call read_state again once it has returned; this is transient, try again later"
+                ), busy
+                assert not granted
+                project.run_cli("lease", "release", "--holder", "other").check(0)
+            assert granted[0]["lease"]["token"] == 2
+            assert (await agent.ok("read_state"))["server_token"] == 2
+
+    run(scenario)
+
 
 def test_a_grant_whose_state_cannot_be_read_is_released(tmp_path: Path) -> None:
     """acquire_lease commits its grant, then the server's own read of the state for the agent (the

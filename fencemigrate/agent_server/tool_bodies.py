@@ -55,15 +55,18 @@ class ToolProgress:
     cannot be sent (the client went away) never stops the run."""
 
     def __init__(self, ctx: Context[Any, Any], on_wait: Callable[[str], None] = lambda text: None) -> None:
-        """``on_wait`` hears each report of a wait for a lock in the database too (its text)."""
+        """``on_wait`` hears each report of a wait for the lease or a lock in the database too (its text)."""
         self._ctx = ctx
         self._on_wait = on_wait
         self._position = 0.0  # the progress last reported
 
     def waiting_for_lease(self, wait: LeaseWait) -> None:
         lease = wait.lease
-        text = f"waiting for the lease on {lease.resource}: held by {lease.holder} with token {lease.token}"
-        self._send(lambda: self._ctx.info(scrub_secrets(text)))
+        text = scrub_secrets(
+            f"waiting for the lease on {lease.resource}: held by {lease.holder} with token {lease.token}"
+        )
+        self._on_wait(text)
+        self._send(lambda: self._ctx.info(text))
 
     def waiting_for_lock(self, wait: LockWait) -> None:
         # Progress must only grow (MCP): each report goes halfway from the last to the next step's number.
@@ -178,21 +181,27 @@ class ToolBodies:
     def read_state(self) -> CallToolResult:
         """The state read now; while another tool call of this server runs (a write waiting for a
         lock in the database, say), at once: the state last shown, with a note of what that call is
-        waiting for. Tools run one at a time (they share env.py's process-wide Alembic context), so
-        that note is all that can be read meanwhile; the heads the next write expects stay."""
-        last, waiting = self._last_view, self._waiting
-        if last is None or self.lease.calls.acquire(blocking=False):
-            if last is None:
-                self.lease.calls.acquire()  # nothing shown yet: no write has run, nor can one have
+        waiting for, or LEASE_BUSY (transient) when the server has shown none yet. Tools run one at a
+        time (they share env.py's process-wide Alembic context), so that note is all that can be read
+        meanwhile; the heads the next write expects stay."""
+        if self.lease.calls.acquire(blocking=False):
             try:
                 return self._answer_holding_the_lock(lambda: ok_result(self.shown(self.view()).model_dump(mode="json")))
             finally:
                 self.lease.calls.release()
+        last, waiting = self._last_view, self._waiting
+        running = "another tool call of this server is still running" + (f" ({waiting})" if waiting else "")
+        if last is None:  # the server's first call (acquire_lease waiting for the lease, say): nothing to show yet
+            return error_result(
+                LeaseBusy(
+                    self.identity.resource,
+                    None,
+                    f"{running}, and this server has read no state yet: call read_state again once it has returned",
+                )
+            )
         note = (
-            "another tool call of this server is still running"
-            + (f" ({waiting})" if waiting else "")
-            + f"; this is the state as last read (at {last[1]}), before it began: call read_state again "
-            "once it has returned"
+            f"{running}; this is the state as last read (at {last[1]}), before it began: call read_state "
+            "again once it has returned"
         )
         view = last[0].model_copy(update={"notes": [*last[0].notes, note]})
         return ok_result(view.model_dump(mode="json"))

@@ -50,7 +50,7 @@ class FencedRun:
     ) -> None:
         """``waits``: how a transaction's first claim waits for another writer's transaction holding
         the fence (:meth:`FenceCalls.wait_for_fence`); None: it waits as long as that transaction
-        lasts, silently (the fence hook of plain ``alembic``, which has no ``--wait``)."""
+        lasts, silently."""
         self.settings = settings
         self.outcome = outcome
         self.planner = planner

@@ -2,8 +2,8 @@
 
 Under ``fencemigrate`` the runner has already fenced the run and this is a pass-through.
 Under plain ``alembic``, ``-x fence_token=N`` (and optionally ``fence_holder``,
-``fence_resource``, ``fence_wait``: how long to wait for another writer's fence, reported on stderr,
-default 10m) is required for any command that would change the database.
+``fence_resource``, ``fence_wait``: on PostgreSQL, how long to wait for another writer's fence,
+reported on stderr, default 10m) is required for any command that would change the database.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from sqlalchemy import Connection
 from .alembic_internals import migration_function, replace_migration_function
 from .config import configured_resource, fence_schema
 from .connections import separate_connection
-from .durations import parse_wait_ms
+from .durations import MAX_WAIT_MS, parse_duration_ms
 from .error_translation import translated_errors
-from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired
+from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired, UsageError
 from .leases.model import DEFAULT_RUN_WAIT
 from .lock_reports import LockWait
 from .lock_waits import WaitBound, lock_wait_text
@@ -67,7 +67,10 @@ def run_migrations(context: ModuleType | Any) -> None:
             tokens=tokens,
         )
         outcome = RunOutcome("upgrade", settings.resource, settings.holder, settings.tokens)
-        waits = WaitBound(parse_wait_ms(x_arguments.get("fence_wait") or DEFAULT_RUN_WAIT), progress=_StderrLocks())
+        wait_ms = parse_duration_ms("-x fence_wait", x_arguments.get("fence_wait") or DEFAULT_RUN_WAIT)
+        if wait_ms > MAX_WAIT_MS:
+            raise UsageError(f"invalid -x fence_wait {x_arguments.get('fence_wait')!r}: at most 24h")
+        waits = WaitBound(wait_ms, progress=_StderrLocks())
         run = FencedRun(settings, running_applied_downgrades(planner, settings), outcome, waits=waits)
         replace_migration_function(migration_context, run.migrations_fn)
         with translated_errors(settings.resource, settings.tokens):

@@ -28,13 +28,14 @@ _URL_PASSWORD = re.compile(
 # (a value already withheld, ``***`` bare, quoted or in parentheses, is left as it is)
 _KEYWORD_PASSWORD = re.compile(r"(?i)(password\s*=\s*)(?![\"'(]{0,3}\*\*\*)('[^']*'|\S+)")
 # A password in SQL: ``[ENCRYPTED] PASSWORD 'x'`` (CREATE/ALTER ROLE, USER), MySQL's ``IDENTIFIED
-# [WITH plugin] BY [PASSWORD] 'x'`` after ``USER`` or ``GRANT`` (Alembic's "revision identified by
-# '...'" is not one) and ``PASSWORD('x')``; quoted with '', "" or dollars, or cut off before its end (a
-# statement shortened for a report).
+# [WITH plugin] BY [PASSWORD] 'x'`` (Alembic's "revision identified by '...'" is not one), ``REPLACE
+# 'old'``, ``PASSWORD('x')`` and ``SET PASSWORD FOR u = 'x'``; quoted with '', "" or dollars, or cut
+# off before its end (a statement shortened for a report).
 _STATEMENT_PASSWORD = re.compile(
-    r"(?i)(?P<lead>(?:\b(?:USER|GRANT)\b[^;]{0,512}?\bIDENTIFIED(?:\s+WITH\s+\S+)?\s+BY(?:\s+PASSWORD)?|\bPASSWORD)"
-    r"(?:\s+|\s*\(\s*))"
-    r"(?:E?'(?:[^'\\]|''|\\.){0,1024}(?:'|$)|\"(?:[^\"]|\"\"){0,1024}(?:\"|$)|\$(?P<tag>\w{0,64})\$[\s\S]{0,1024}?(?:\$(?P=tag)\$|$))"
+    r"(?i)(?P<lead>(?:(?<!revision\s)\bIDENTIFIED(?:\s+WITH\s+\S+)?\s+BY(?:\s+PASSWORD)?"
+    r"|\bPASSWORD(?:\s+FOR\s+\S+?\s*=)?)(?:\s+|\s*\(\s*)|\bREPLACE\s+)"
+    r"(?:[EU]&?'(?:[^'\\]|''|\\.){0,1024}(?:'|$)|'(?:[^'\\]|''|\\.){0,1024}(?:'|$)"
+    r"|\"(?:[^\"]|\"\"){0,1024}(?:\"|$)|\$(?P<tag>\w{0,64})\$[\s\S]{0,1024}?(?:\$(?P=tag)\$|$))"
 )
 _known_passwords: set[str] = set()
 _HEX = re.compile(r"%[0-9A-F]{2}")

@@ -428,8 +428,8 @@ def test_check_returns_structured_findings(tmp_path: Path) -> None:
 
 def test_a_drift_diff_withholds_what_read_file_withholds(tmp_path: Path) -> None:
     """A revision that creates a role with a password (SQL's PASSWORD '...'), applied, then edited:
-    read_file, check's FM402 diff and read_state's drift all show the password as ***. Control: the
-    file and the diff that check --db --json prints hold it in clear."""
+    read_file, check's FM402 diff and read_state's drift all show the password as ***, and so does
+    check --db --json. Control: the file holds it in clear."""
     project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
     path = project.add_revision("0001", None, ["CREATE TABLE t (id int)"], ["DROP TABLE t"], slug="role")
     path.write_text(path.read_text() + "ROLE_SQL = \"CREATE ROLE app LOGIN PASSWORD 'hunter2-s'\"\n")
@@ -450,7 +450,8 @@ def test_a_drift_diff_withholds_what_read_file_withholds(tmp_path: Path) -> None
 
     run(scenario)
     printed = project.run_cli("check", "--db", "--json", "--select", "FM402").stdout
-    assert "hunter2-s" in printed and "hunter2-s" in path.read_text()
+    assert "hunter2-s" in path.read_text() and "FM402" in printed  # the file holds it in clear
+    assert "hunter2-s" not in printed  # the CLI's output withholds SQL passwords too
 
 
 def test_bad_arguments_are_usage_errors_and_change_nothing(tmp_path: Path) -> None:

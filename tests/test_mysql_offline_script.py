@@ -494,7 +494,7 @@ def test_token_script_applies_under_its_token(make_project: MakeProject, mysql_u
 
 def test_downgrade_and_stamp_scripts_take_their_own_lease(make_project: MakeProject, mysql_url: str) -> None:
     """``downgrade b2:a1 --sql`` and ``stamp a1:b2 --sql`` without a token: each script is granted the
-    next token, writes under it (ROLLBACK, STAMP) and releases its lease."""
+    next token, writes under it (ROLLBACK, STAMP, UNSTAMP) and releases its lease."""
     project = make_project(url=mysql_url)
     add_chain(project)
     project.run_cli("upgrade", "head", "--holder", "agent").check(0)
@@ -514,6 +514,15 @@ def test_downgrade_and_stamp_scripts_take_their_own_lease(make_project: MakeProj
         ("RELEASE", SCRIPT_HOLDER, 3),
     ]
     assert lease_row(mysql_url) == (None, 3) and locks_free(mysql_url)
+
+    # A stamp going down rolls nothing back: UNSTAMP, as an online run logs it.
+    run_client(mysql_url, script(project, "b2:a1", command="stamp")).check(0)
+    assert versions(mysql_url) == ["a1"] and "b2" not in ledger(mysql_url)
+    assert [event[:3] for event in events(mysql_url)[-3:]] == [
+        ("GRANT", SCRIPT_HOLDER, 4),
+        ("UNSTAMP", SCRIPT_HOLDER, 4),
+        ("RELEASE", SCRIPT_HOLDER, 4),
+    ]
 
 
 def test_downgrade_script_refuses_another_applied_text(make_project: MakeProject, mysql_url: str) -> None:

@@ -63,6 +63,7 @@ RUNS_ONLY_ON: dict[str, frozenset[str]] = {
     # write without a token is recorded in a MyISAM table.
     "settle_apply": frozenset({"mysql"}),
     "settle_rollback": frozenset({"mysql"}),
+    "rollback_detail": frozenset({"mysql"}),  # the ROLLBACK event's detail, for the ledger trigger
     "forget_tokenless_write": frozenset({"mysql"}),
     "tokenless_writes": frozenset({"mysql"}),
 }

@@ -246,6 +246,18 @@ def test_the_scrubber_still_finds_every_url_password() -> None:
         ),
         ("GRANT ALL ON db.* TO app IDENTIFIED BY 'hunter2'", "GRANT ALL ON db.* TO app IDENTIFIED BY '***'"),
         ("Can't locate revision identified by '9999'", "Can't locate revision identified by '9999'"),
+        (
+            "CREATE USER a IDENTIFIED BY 'x1', b IDENTIFIED BY 'y2'",
+            "CREATE USER a IDENTIFIED BY '***', b IDENTIFIED BY '***'",
+        ),
+        ("SET PASSWORD FOR app = 'hunter2'", "SET PASSWORD FOR app = '***'"),
+        ("ALTER USER app IDENTIFIED BY 'new' REPLACE 'old'", "ALTER USER app IDENTIFIED BY '***' REPLACE '***'"),
+        ("ALTER ROLE app PASSWORD U&'hun\\0074er2'", "ALTER ROLE app PASSWORD '***'"),
+        (
+            "the user x: Can't locate revision identified by 'abc'",
+            "the user x: Can't locate revision identified by 'abc'",
+        ),
+        ("SELECT replace('abc', 'a', 'b')", "SELECT replace('abc', 'a', 'b')"),
         ("SET PASSWORD FOR app = PASSWORD('hunter2')", "SET PASSWORD FOR app = PASSWORD('***')"),
         ("CREATE ROLE app PASSWORD 'hunter2 cut off by the report", "CREATE ROLE app PASSWORD '***'"),
         ("ALTER ROLE app PASSWORD NULL", "ALTER ROLE app PASSWORD NULL"),

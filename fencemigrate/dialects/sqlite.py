@@ -34,6 +34,7 @@ class SqliteDialect(PrefixedDialect):
         )
     }
     can_preempt = False
+    shell_scripts = True
     renews_in_migration_transaction = True
     context_options: ClassVar[dict[str, Any]] = {
         "transactional_ddl": True  # Alembic's SQLiteImpl assumes pysqlite's autocommit

@@ -66,10 +66,10 @@ def adopt_applied_history(context: MigrationContext, quoted_schema: str, resourc
         return None
     dialect = connection.dialect.name
     version_table = version_table_name(context)
-    if _ledger_has_rows(connection, quoted_schema, dialect, version_table):
+    if _ledger_has_rows(connection, quoted_schema, dialect, version_table, "ledger_seen"):
         return None  # the usual case, every run after the first: no lock taken, none waited for
     connection.execute(statement("adoption_lock", quoted_schema, dialect))
-    if _ledger_has_rows(connection, quoted_schema, dialect, version_table):
+    if _ledger_has_rows(connection, quoted_schema, dialect, version_table, "ledger_exists"):
         return None  # a concurrent first run adopted while this one waited for the lock
     revisions, missing = applied_history(context.script, heads)
     adoption = Adoption(version_table, [revision for revision, _ in revisions], missing)
@@ -78,8 +78,8 @@ def adopt_applied_history(context: MigrationContext, quoted_schema: str, resourc
     return adoption
 
 
-def _ledger_has_rows(connection: Connection, quoted_schema: str, dialect: str, version_table: str) -> bool:
-    found = connection.execute(statement("ledger_exists", quoted_schema, dialect), {"version_table": version_table})
+def _ledger_has_rows(connection: Connection, quoted_schema: str, dialect: str, version_table: str, query: str) -> bool:
+    found = connection.execute(statement(query, quoted_schema, dialect), {"version_table": version_table})
     return found.first() is not None
 
 

@@ -72,8 +72,9 @@ def run_env(
         if isinstance(given, Connection):
             for option, value in dialect_for(given).context_options.items():
                 kw.setdefault(option, value)
-        elif context.is_offline_mode() and _offline_backend(kw) == "sqlite":
-            # A --sql script for the sqlite3 shell has the transactions an online run has.
+        elif tokens is not None and context.is_offline_mode() and _offline_backend(kw) == "sqlite":
+            # A fenced --sql script for the sqlite3 shell has the transactions an online run has
+            # (not `revision --sql`'s environment run: Alembic writes nothing there).
             kw.setdefault("transactional_ddl", True)
         configure(*args, **kw)
         connection = context.get_context().connection

@@ -89,7 +89,7 @@ class FencedRun:
         plain ``alembic``. A plan refused here changes nothing. Nothing when env.py
         began a transaction of its own (the first step's transaction does it then)."""
         connection = context.connection
-        if context.as_sql and context.dialect.name == "sqlite":
+        if context.as_sql and dialect_for(context).shell_scripts:
             self._start_sqlite_script(context)
         if self._idle or context.as_sql or connection is None or connection.in_transaction():
             return

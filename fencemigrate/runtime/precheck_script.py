@@ -25,7 +25,6 @@ from alembic.runtime.migration import MigrationContext, RevisionStep
 
 from ..dialects.fence_calls.base import ScriptToken
 from ..dialects.fence_calls.mysql_script import MysqlScriptCalls
-from ..dialects.mysql_schema import VERSION as MYSQL_SCHEMA_VERSION
 from ..errors import UsageError
 from ..lock_waits import WaitBound
 from .expected_heads import listed
@@ -98,6 +97,8 @@ class PrecheckScript:
                 f"lease service, as {settings.holder!r}, and is fenced by the token it is granted; it refuses to "
                 f"run unless the heads are {listed(heads)}"
             )
+        from ..dialects.mysql_schema import VERSION as MYSQL_SCHEMA_VERSION  # noqa: PLC0415 (MySQL's, loaded for it)
+
         context.impl.static_output(
             f"-- fencemigrate: {what}; needs the fence schema {MYSQL_SCHEMA_VERSION} or later (fencemigrate "
             f"install); {_CLIENT}"
@@ -195,7 +196,7 @@ class PrecheckScript:
         who = {"resource": settings.resource, "holder": settings.holder, "token": settings.token}
         for revision in change.removed:
             calls.write_statement("record_rollback", **where, revision=revision)
-            calls.write_statement("log_event", at=None, kind="ROLLBACK", revision=revision, detail=None, **who)
+            calls.write_statement("log_event", at=None, kind="UNSTAMP", revision=revision, detail=None, **who)
         for revision in change.added:
             path = change.paths.get(revision) or context.script.get_revision(revision).path
             assert path is not None

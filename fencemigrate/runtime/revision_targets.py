@@ -12,6 +12,7 @@ from alembic.util import CommandError
 
 from ..alembic_internals import alembic_wording, relative_revision
 from ..errors import UsageError
+from .declared_heads import declared_heads, declared_revisions
 
 RELATIVE = re.compile(r"[+-]\d+$")
 _RELATIVE_TARGET = re.compile(r"(?:(?P<branch>.+?)@)?(?P<start>\w+)?(?P<steps>[+-]\d+)")  # as Alembic reads it
@@ -32,11 +33,22 @@ def require_known(script: ScriptDirectory, revision: str | None, stamp: bool = F
     words otherwise: its plan refuses it, still before any grant, install or lock)."""
     if revision in (None, "base", "heads") or (stamp and revision == "head"):
         return
+    if _declared(script, revision):
+        return  # known from the files' text, no revision module imported (runtime/declared_heads.py)
     with alembic_words(script):
         if RELATIVE.search(revision or ""):
             _require_walkable(script, revision or "")
         else:
             script.get_revisions(revision)
+
+
+def _declared(script: ScriptDirectory, revision: str | None) -> bool:
+    """``head`` with a single head, or a full revision id, as the revision files declare them."""
+    if revision == "head":
+        heads = declared_heads(script)
+        return heads is not None and len(heads) == 1
+    revisions = declared_revisions(script)
+    return revisions is not None and revision in revisions
 
 
 @contextmanager

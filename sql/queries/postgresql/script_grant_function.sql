@@ -141,11 +141,11 @@ BEGIN
             MESSAGE = format('the grant of token %s could not advance the fence of %s: a higher token has written '
                              'meanwhile; nothing was applied', v_token, p_resource);
     END IF;
-    IF v_lease.holder IS NOT NULL AND v_lease.implausible THEN  -- logged now: its expiry lies in the future
+    IF v_lease.holder IS NOT NULL AND v_lease.holder <> p_holder AND v_lease.implausible THEN  -- logged now
         PERFORM {schema}.log_event(NULL, p_resource, 'EXPIRE', v_lease.holder, v_lease.token, NULL,
                                    jsonb_build_object('implausible', true, 'granted_at', v_lease.granted_at,
                                                       'expires_at', v_lease.expires_at)::text);
-    ELSIF v_lease.holder IS NOT NULL THEN
+    ELSIF v_lease.holder IS NOT NULL AND NOT v_lease.implausible THEN
         PERFORM {schema}.log_event(v_lease.expires_at, p_resource, 'EXPIRE', v_lease.holder, v_lease.token, NULL, NULL);
     END IF;
     v_detail := jsonb_build_object('ttl_ms', p_ttl_ms);

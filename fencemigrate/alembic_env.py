@@ -2,7 +2,8 @@
 
 Under ``fencemigrate`` the runner has already fenced the run and this is a pass-through.
 Under plain ``alembic``, ``-x fence_token=N`` (and optionally ``fence_holder``,
-``fence_resource``) is required for any command that would change the database.
+``fence_resource``, ``fence_wait``: on PostgreSQL, how long to wait for another writer's fence,
+reported on stderr, default 10m) is required for any command that would change the database.
 """
 
 from __future__ import annotations
@@ -17,15 +18,21 @@ from sqlalchemy import Connection
 from .alembic_internals import migration_function, replace_migration_function
 from .config import configured_resource, fence_schema
 from .connections import separate_connection
+from .durations import MAX_WAIT_MS, parse_duration_ms
 from .error_translation import translated_errors
-from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired
+from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired, UsageError
+from .leases.model import DEFAULT_RUN_WAIT
+from .lock_reports import LockWait
+from .lock_waits import WaitBound, lock_wait_text
 from .rendering import render
+from .runtime.applied_downgrades import running_applied_downgrades
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, autocommits
 from .runtime.fenced_news import with_newer_token_news
 from .runtime.fenced_run import FencedRun
 from .runtime.outcome import RunOutcome
 from .runtime.run_token import TokenSource
 from .runtime.settings import FenceSettings
+from .scrub import scrub_secrets
 from .validation import check_holder, check_resource, parse_token
 
 
@@ -60,14 +67,28 @@ def run_migrations(context: ModuleType | Any) -> None:
             tokens=tokens,
         )
         outcome = RunOutcome("upgrade", settings.resource, settings.holder, settings.tokens)
-        run = FencedRun(settings, planner, outcome)
+        wait_ms = parse_duration_ms("-x fence_wait", x_arguments.get("fence_wait") or DEFAULT_RUN_WAIT)
+        if wait_ms > MAX_WAIT_MS:
+            raise UsageError(f"invalid -x fence_wait {x_arguments.get('fence_wait')!r}: at most 24h")
+        waits = WaitBound(wait_ms, progress=_StderrLocks())
+        run = FencedRun(settings, running_applied_downgrades(planner, settings), outcome, waits=waits)
         replace_migration_function(migration_context, run.migrations_fn)
         with translated_errors(settings.resource, settings.tokens):
             context.run_migrations()
+        for step in outcome.steps:
+            if step.applied_text is not None:  # as fencemigrate's output says it
+                print(f"fencemigrate: {step.applied_text.described()}", file=sys.stderr)
     except Fenced as fenced:
         _exit_with(_with_news(migration_context, settings.schema, fenced))
     except FencemigrateError as error:
         _exit_with(error)
+
+
+class _StderrLocks:
+    """Plain ``alembic``'s reports of a wait for another writer in the database: one line on stderr each."""
+
+    def waiting_for_lock(self, wait: LockWait) -> None:
+        print(f"fencemigrate: {scrub_secrets(lock_wait_text(wait))}", file=sys.stderr, flush=True)
 
 
 def _exit_with(error: FencemigrateError) -> NoReturn:

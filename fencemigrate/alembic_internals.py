@@ -151,6 +151,17 @@ def stamp_steps(script: ScriptDirectory, revisions: tuple[str, ...], heads: tupl
     return list(script._stamp_revs(revisions, heads))
 
 
+def alembic_wording(script: ScriptDirectory) -> AbstractContextManager[None]:
+    """Alembic's revision errors raised inside as the ``CommandError`` its commands report, in its
+    words: ``Can't locate revision identified by 'x'``, ``Multiple head revisions are present ...``
+    (``ScriptDirectory._catch_revision_errors``).
+
+    Why not public: the revision map raises its own messages (``No such revision or branch 'x'``);
+    Alembic rewords them only inside its commands and its planners.
+    """
+    return script._catch_revision_errors()
+
+
 def relative_revision(script: ScriptDirectory, start: str, steps: int, branch: str | None) -> Any:
     """The revision ``steps`` away from ``start`` (``start+N``, ``start-N``), None past the end of
     the graph (``RevisionMap._walk``).

@@ -111,17 +111,19 @@ def timeline(config: Config, resource: str | None = None, since: str | None = No
 
 def check(
     config: Config,
-    db: bool = False,
+    db: bool = True,
     select: str | Iterable[str] | None = None,
     ignore: str | Iterable[str] | None = None,
 ) -> CheckReport:
     """Lint the revision files for what breaks fencing or the next deploy; changes nothing.
 
-    With ``db``, also compare them with the database, read through env.py: pending revisions,
-    checksum drift, revisions missing from the directory, the fence schema, and (FM408, Alembic's
-    own ``check``) the models in env.py's ``target_metadata``, all in one env.py run. ``select`` and
-    ``ignore`` take rule ids or names (a list, or one comma-separated string); an unknown one is a
-    UsageError, raised before anything is read. Findings are in the report, never raised.
+    With ``db`` (the default), also compare them with the database, read through env.py: pending
+    revisions, checksum drift, revisions missing from the directory, the fence schema, and (FM408,
+    Alembic's own ``check``) the models in env.py's ``target_metadata``, all in one env.py run; a
+    database env.py cannot read is CheckDatabaseUnreadable. ``db=False``: the revision files alone.
+    ``select`` and ``ignore`` take rule ids or names (a list, or one comma-separated string); an
+    unknown one is a UsageError, raised before anything is read. Findings are in the report, never
+    raised.
     """
     return project_check.check(config, db, select, ignore)
 
@@ -270,9 +272,10 @@ def history(
     indicate_current: bool = False,
     as_json: bool = False,
 ) -> RevisionListing | None:
-    """As ``alembic history``; with ``as_json``, the listing instead. When Alembic would run env.py
-    (``current`` in the range, -i, ``revision_environment``), the heads are read without creating the
-    version table and the text printed in Alembic's format; otherwise Alembic prints it."""
+    """As ``alembic history`` (its text, in Alembic's format); with ``as_json``, the listing instead.
+    The range is resolved first (UsageError in Alembic's words). When Alembic would run env.py
+    (``current`` in the range, -i, ``revision_environment``), the heads are read without creating
+    the version table."""
     return revision_commands.history(config, rev_range, verbose, indicate_current, as_json)
 
 
@@ -289,8 +292,9 @@ def show(config: Config, rev: str, as_json: bool = False, *, applied: Literal[Tr
 def show(
     config: Config, rev: str, as_json: bool = False, *, applied: bool = False
 ) -> RevisionListing | AppliedSource | None:
-    """As ``alembic show``; with ``as_json``, the listing instead. ``current``'s heads are read
-    without creating the version table and printed in Alembic's format; otherwise Alembic prints.
+    """As ``alembic show`` (its text, in Alembic's format); with ``as_json``, the listing instead.
+    ``rev`` is resolved first (UsageError in Alembic's words); ``current``'s heads are read without
+    creating the version table.
 
     With ``applied``, what the database has applied as ``rev`` instead, read through env.py (never a
     lease, nothing written): its ledger row (token, holder, time) with the text of its file as the

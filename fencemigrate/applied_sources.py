@@ -91,11 +91,16 @@ def _resolved(context: MigrationContext, rev: str) -> str | None:
 
 def read_applied_texts(context: MigrationContext, schema: str, revisions: Iterable[str]) -> dict[str, str | None]:
     """The recorded text of each of ``revisions`` that has a ledger row (None: not recorded)."""
+    return {revision: row.source for revision, row in read_applied_sources(context, schema, revisions).items()}
+
+
+def read_applied_sources(context: MigrationContext, schema: str, revisions: Iterable[str]) -> dict[str, AppliedSource]:
+    """The ledger row, with its text, of each of ``revisions`` that has one."""
     reader = _Reader(context, schema)
     if reader.version is None:
         return {}
     found = (reader.read(revision) for revision in revisions)
-    return {row.revision: row.source for row in found if row is not None}
+    return {row.revision: row for row in found if row is not None}
 
 
 class _Reader:

@@ -16,6 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
+from alembic import __version__ as alembic_version
 from alembic.config import Config
 
 from . import api
@@ -26,9 +27,11 @@ from .durations import format_duration
 from .errors import EXIT_ERROR, FencemigrateError, Interrupted, UsageError
 from .leases import Grant, LeaseStatus
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
+from .lock_waits import lock_wait_text
 from .process_exit import exit_process
-from .progress import SILENT, LeaseWait, Progress, StepStart
+from .progress import SILENT, LeaseWait, LockWait, Progress, StepStart
 from .rendering import json_text, render
+from .runtime.expected_heads import listed
 from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .scrub import scrub_secrets
@@ -82,9 +85,16 @@ class _Context:
     "-q",
     "--quiet",
     is_flag=True,
-    help="No progress on stderr and none of Alembic's own output; results and errors are still printed.",
+    help=(
+        "No progress on stderr and none of Alembic's own output; results and errors are still printed. "
+        "Alembic's log lines (INFO ... Running upgrade) come from env.py's logging config and stay, as with alembic -q."
+    ),
 )
-@click.version_option(package_name="fencemigrate")
+@click.version_option(
+    package_name="fencemigrate",
+    message=f"%(prog)s, version %(version)s (Alembic {alembic_version})",
+    help="Show fencemigrate's version and the Alembic version it runs, and exit.",
+)
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -132,12 +142,14 @@ def _lease_options(wait_default: str) -> list[Callable[..., Any]]:
         click.option(
             "--wait",
             metavar="DURATION",
-            help=f"How long to wait while another live holder has the lease (default {wait_default}).",
+            help=f"How long to wait while another live holder has the lease, or another writer holds the "
+            f"fence in the database, --token included (default {wait_default}).",
         ),
         click.option(
             "--preempt",
             is_flag=True,
-            help="Cancel a stale in-flight migration (older token, expired lease) instead of waiting.",
+            help="Cancel a stale in-flight migration (older token, expired lease) instead of waiting; "
+            "with --token, one under an older token that holds the fence.",
         ),
         _lease_url_option,
     ]
@@ -216,14 +228,21 @@ def _reapply_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--wait",
                 metavar="DURATION",
-                help=f"Pre-check mode: how long to wait for the resource's named lock (default {DEFAULT_RUN_WAIT}).",
+                help="How long to wait while another writer holds the fence in the database (pre-check mode: "
+                f"the resource's named lock), in reported slices (default {DEFAULT_RUN_WAIT}).",
             ),
             click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
         ],
     )
 
 
-_sql_option = click.option("--sql", is_flag=True, help="Write the SQL (with the fence claims) instead of running it.")
+_sql_option = click.option(
+    "--sql",
+    is_flag=True,
+    help="Write the SQL (with the fence claims) instead of running it; without --token the script takes its own "
+    "lease from the database's lease service when it runs (--ttl, --wait) and refuses unless the heads are the "
+    "ones it was written from (PostgreSQL, SQLite, MySQL/MariaDB).",
+)
 
 
 @main.command()
@@ -242,7 +261,13 @@ def upgrade(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> N
 @_sql_option
 @click.pass_obj
 def downgrade(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> None:
-    """Downgrade to REVISION, claiming the fence before every step."""
+    """Downgrade to REVISION, claiming the fence before every step.
+
+    A revision whose file changed since it was applied is rolled back with the downgrade() of the
+    text it was applied from, as the ledger recorded it (the output says so); where the ledger has
+    no text of it, nothing runs (exit 1). With --sql, the script checks when it runs that the
+    database applied the file whose downgrade() it holds.
+    """
     _run(as_json, lambda: api.downgrade(obj.config(), revision, progress=obj.progress, **options))
 
 
@@ -257,6 +282,9 @@ def reapply(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> N
     lease taken now would bring a new token, which could never re-apply anything. So a reapply
     takes no lease of its own (no --ttl, --preempt or --lease-url): it writes under the token it
     applied the revision with.
+
+    A REVISION whose file changed since it was applied is rolled back with the downgrade() of the
+    text it was applied from, then applied from the file, as downgrade does.
     """
     _run(as_json, lambda: api.reapply(obj.config(), revision, progress=obj.progress, **options))
 
@@ -346,11 +374,11 @@ class _RulesEpilogCommand(click.Command):
 
 @main.command(cls=_RulesEpilogCommand)
 @click.option(
-    "--db",
-    is_flag=True,
-    help="Also compare with the database, through env.py: pending revisions, "
-    "checksum drift, revisions missing here, the fence schema, and "
-    "the models (target_metadata) as `alembic check` does.",
+    "--db/--no-db",
+    default=True,
+    help="--db (the default): also compare with the database, through env.py: pending revisions, "
+    "checksum drift, revisions missing here, the fence schema, and the models (target_metadata) as "
+    "`alembic check` does; a database env.py cannot read fails the check. --no-db: the revision files alone.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.option(
@@ -365,7 +393,8 @@ class _RulesEpilogCommand(click.Command):
 @click.option("--ignore", metavar="RULES", help="Leave these rules out: ids or names, comma-separated.")
 @click.pass_obj
 def check(obj: _Context, /, db: bool, as_json: bool, output: str, **rules: str | None) -> None:
-    """Lint the migrations (and with --db the database) for what breaks fencing or the next deploy."""
+    """Lint the migrations and the database for what breaks fencing or the next deploy, and compare
+    the models with the database as alembic check does (--no-db: the revision files alone)."""
     if as_json and output == "github":
         _fail(True, UsageError("--json and --format github exclude each other"))
     from .check.formatters import github_report, text_report
@@ -550,14 +579,24 @@ def init(obj: _Context, directory: str, template: str, package: bool, as_json: b
     outcome = _authoring(as_json, lambda: api.init(config, directory, template=template, package=package))
     if as_json:
         _print_json(outcome.as_json())
-    elif outcome.fence_aware:
+        return
+    kept = outcome.kept
+    if kept is not None:
+        url = "no sqlalchemy.url" if kept.url is None else f"sqlalchemy.url {kept.url}"
+        where = "no script_location" if kept.script_location is None else f"script_location {kept.script_location}"
+        elsewhere = "" if kept.runs_directory else f" (point script_location at {directory} to run this environment)"
         click.echo(
-            f"fence-aware Alembic environment written to {directory}; it migrates a SQLite file beside "
-            "alembic.ini until you change sqlalchemy.url there"
+            f"{outcome.config_file} already existed and was kept as it was: it still has {url} and {where}{elsewhere}"
         )
+    if outcome.fence_aware:
+        url_note = "; it migrates a SQLite file beside alembic.ini until you change sqlalchemy.url there"
+        if kept is not None:
+            url_note = ""
+        click.echo(f"fence-aware Alembic environment written to {directory}{url_note}")
     else:
+        edit = "" if kept is not None else "; edit sqlalchemy.url in alembic.ini"
         click.echo(
-            f"Alembic environment (template {template}) written to {directory}; edit sqlalchemy.url in alembic.ini; "
+            f"Alembic environment (template {template}) written to {directory}{edit}; "
             "its env.py is not fence-aware: plain alembic runs it without a token"
         )
 
@@ -906,6 +945,9 @@ class _StderrProgress:
             err=True,
         )
 
+    def waiting_for_lock(self, wait: LockWait) -> None:
+        click.echo(scrub_secrets(lock_wait_text(wait)), err=True)
+
     def step_started(self, step: StepStart) -> None:
         revisions = ", ".join(step.revisions) or "(version table only)"
         click.echo(f"{step.action} {revisions} ({step.position}/{step.total}) under token {step.token}", err=True)
@@ -923,9 +965,13 @@ def _print_json(payload: dict[str, Any], err: bool = False) -> None:
 
 def _applied_header(found: AppliedSource) -> str:
     """Who applied the revision ``show --applied`` prints, and when (on stderr: stdout is the file's text)."""
-    how = "stamped" if found.method == "stamp" else "applied"
+    if found.method == "adopt":
+        how = f"applied before fencing, adopted with no token by {found.holder} at {found.applied_at}"
+    else:
+        how = f"{'stamped' if found.method == 'stamp' else 'applied'} under token {found.token} by {found.holder} "
+        how += f"at {found.applied_at}"
     line = (
-        f"{found.revision} {how} under token {found.token} by {found.holder} at {found.applied_at} "
+        f"{found.revision} {how} "
         f"(resource {found.resource}, version table {found.version_table}"
         + (f", sha256 {found.script_sha256[:12]}" if found.script_sha256 else "")
         + ")"
@@ -943,32 +989,50 @@ def _applied_header(found: AppliedSource) -> str:
 
 
 def _outcome_text(outcome: RunOutcome) -> str:
+    script_grant = outcome.tokens.script_grant
+    token = "(none)" if outcome.token is None else outcome.token
     lines = [
         f"{outcome.command} {WRITTEN_AS_SQL if outcome.offline else 'done'}: resource {outcome.resource}, "
-        f"token {outcome.token if outcome.token is not None else '(none)'}, holder {outcome.holder}"
+        f"token {'granted when the script runs' if script_grant else token}, holder {outcome.holder}"
     ]
+    if script_grant:
+        lines.append(
+            f"  the script takes its own lease from the database's lease service when it runs (TTL "
+            f"{format_duration(script_grant.ttl_ms)}, waiting at most {format_duration(script_grant.wait_ms)}) and "
+            f"refuses unless the heads are {listed(outcome.script_heads or ())}"
+        )
     if outcome.no_lease == NOTHING_TO_DO:
         lines.append("  no lease taken: there was nothing to do")
     elif outcome.no_lease == DONE_BY_ANOTHER_RUNNER:
         lines.append("  no lease taken: another runner finished the work while this one waited for the lease")
     if outcome.leased:
         lines.append(_lease_line(outcome))
-    if outcome.mode == PRECHECK and outcome.steps:
+    if outcome.mode == PRECHECK and outcome.steps and outcome.offline:
+        lines.append(
+            "  pre-check mode: the script checks the fence before each revision under the resource's named lock, "
+            "marks each revision before its DDL and settles it after (an unfinished one stays dirty)"
+        )
+    elif outcome.mode == PRECHECK and outcome.steps:
         lines.append(
             "  pre-check mode: the fence was checked before each revision under the resource's named lock; "
             "each revision was marked before its DDL and settled after it (an unfinished one stays dirty)"
         )
     if outcome.installed_fence_schema:
         lines.append("  installed the fence schema")
+    if outcome.adopted is not None:
+        lines.extend(f"  {line}" for line in outcome.adopted.lines())
     if outcome.forced_single_transaction:
         lines.append("  ran in one transaction (overriding transaction_per_migration=True in env.py)")
     for step in outcome.steps:
         names = ", ".join(step.revisions) or "(version table only)"
         action = step.action(outcome.command, offline=False)
         if outcome.offline:  # nothing ran: the script does it when it is run
-            lines.append(f"  {names} {WRITTEN_AS_SQL}, to be {action} under token {step.token}")
+            under = "the token the script is granted" if step.token is None else f"token {step.token}"
+            lines.append(f"  {names} {WRITTEN_AS_SQL}, to be {action} under {under}")
         else:
             lines.append(f"  {action} {names} under token {step.token}")
+        if step.applied_text is not None:
+            lines.append(f"    {step.applied_text.described()}")
         if not step.atomic and outcome.mode != PRECHECK:
             lines.append(
                 "    WARNING: this revision ran outside a single transaction (autocommit block or COMMIT): "
@@ -1035,6 +1099,13 @@ def _status_text(status: LeaseStatus) -> str:
         state = "EXPIRED at" if status.expired else "until"
         head = f"{status.resource}: held by {status.holder}, token {status.token}, {state} {expiry}"
     lines = [head, f"  last token issued: {status.token}; fence token: {fence}"]
+    if status.implausible:
+        granted = status.granted_at.isoformat() if status.granted_at else "?"
+        lines.append(
+            f"  implausible: granted at {granted}, further in the future than its TTL by the lease service's "
+            "clock (a clock ahead when it was granted, or stepped back since): treated as expired; the next "
+            "grant takes it over"
+        )
     if status.holder is not None and status.replication is not None:
         lines.append(f"  {_REPLICATION[status.replication]}")
     return "\n".join(lines)
@@ -1054,8 +1125,10 @@ def _state_text(result: State) -> str:
     ] or ["  (none yet: no resource has a token source)"]
     lines.append(f"ledger ({result.version_table}):")
     lines += [
-        f"  {row.revision}  applied_token={row.applied_token}  holder={row.holder}  "
-        f"{row.method} at {row.applied_at}" + ("" if row.state == "applied" else f"  DIRTY ({row.state})")
+        f"  {row.revision}  applied_token={row.applied_token}"
+        + (" (none: applied before fencing)" if row.method == "adopt" else "")
+        + f"  holder={row.holder}  {row.method} at {row.applied_at}"
+        + ("" if row.state == "applied" else f"  DIRTY ({row.state})")
         for row in result.ledger
     ] or ["  (empty)"]
     for left in result.autocommit_leftovers:
@@ -1080,6 +1153,7 @@ def _state_text(result: State) -> str:
         )
     lines += [f"ERROR: {row.message}" for row in result.ledger_above_fence]
     lines += [f"ERROR: {row.message}" for row in result.fence_below_lease]
+    lines += [f"WARNING: {row.message}" for row in result.implausible_leases]
     lines += [f"ERROR: {row.message}" for row in result.unexplained_tokens]
     altered = "ERROR: the fence schema differs from fencemigrate's:"
     lines += [f"{altered} {problem}" for problem in result.fence_schema_problems]

@@ -20,16 +20,24 @@ the pool logs "Exception during reset or similar" with a traceback, and the
 So fencemigrate invalidates a connection whose session it finds gone, and rolls back the ones it
 hands back after a failure (and those it opened itself) before they are closed, invalidating any
 whose rollback fails. Ending a session rolls back whatever it had open, on the server.
+
+A session can also end after a run's last commit and before env.py closes its connection (the
+process paused there while the server killed it): nothing is lost, the run succeeded, and no code
+of fencemigrate's runs in between. The pool's failed rollback still logs its traceback; for env.py's
+engines that record is dropped when the driver failed (:func:`quiet_lost_session_resets`): the
+pool has invalidated the connection, which is all there is to do.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Connection, Dialect, Engine, create_engine
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.log import InstanceLogger
 from sqlalchemy.pool import NullPool
 
 from .queries import statement
@@ -45,6 +53,31 @@ def note_driver(dialect: Dialect) -> None:
 def is_driver_error(error: BaseException) -> bool:
     """Whether ``error`` is the own exception of a driver fencemigrate has connected through."""
     return isinstance(error, tuple(_driver_errors))
+
+
+class _LostSessionResets(logging.Filter):
+    """Drops the pool's "Exception during reset or similar" record when what failed is the driver
+    (:func:`is_driver_error`): the session is gone, or unusable, and the pool invalidates the
+    connection itself, which ends the session and whatever it had open."""
+
+    RECORD = "Exception during reset or similar"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        failure = record.exc_info[1] if record.exc_info else None
+        return not (record.msg == self.RECORD and failure is not None and is_driver_error(failure))
+
+
+_lost_session_resets = _LostSessionResets()
+
+
+def quiet_lost_session_resets(engine: Engine) -> None:
+    """Keep the pool of ``engine`` (env.py's) from logging a traceback when it hands back a connection
+    whose session the server has ended (see the module's docstring)."""
+    note_driver(engine.dialect)
+    logger = engine.pool.logger
+    target = logger.logger if isinstance(logger, InstanceLogger) else logger
+    if _lost_session_resets not in target.filters:
+        target.addFilter(_lost_session_resets)
 
 
 def roll_back_or_invalidate(connection: Connection) -> None:

@@ -8,10 +8,10 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from alembic.util import CommandError
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from .connections import is_driver_error
-from .errors import DatabaseError, FencemigrateError, from_database_error, sqlstate_of
+from .errors import DatabaseError, FencemigrateError, UsageError, from_database_error, sqlstate_of
 from .scrub import scrub_secrets
 
 
@@ -35,6 +35,8 @@ def translated_errors(resource: str = "", tokens: KnowsToken | None = None) -> I
         if mapped is not None:
             raise mapped from None
         raise DatabaseError(_one_line(error)) from None
+    except NoSuchModuleError as error:
+        raise UsageError(unknown_url_scheme(error)) from None
     except SQLAlchemyError as error:
         raise DatabaseError(_one_line(error)) from None
     except CommandError as error:
@@ -46,6 +48,20 @@ def translated_errors(resource: str = "", tokens: KnowsToken | None = None) -> I
             raise
         mapped = from_database_error(error, resource, _fallback_token(tokens))
         raise (mapped or DatabaseError(_one_line(error))) from None
+
+
+def unknown_url_scheme(error: NoSuchModuleError) -> str:
+    """Bad config: the database URL names a dialect or driver SQLAlchemy cannot load (its message
+    names the plugin, ``sqlalchemy.dialects:postgres``, never the URL's password)."""
+    plugin = str(error).rpartition(":")[2].strip()
+    scheme = plugin.replace(".", "+")
+    name, _, driver = plugin.partition(".")
+    if name == "postgres":
+        return (
+            f"bad database URL: SQLAlchemy has no dialect {scheme}:// (it dropped the postgres spelling in 1.4); "
+            f"write postgresql+{driver or 'psycopg'}:// instead"
+        )
+    return f"bad database URL: SQLAlchemy cannot load the dialect or driver of {scheme}:// (is its driver installed?)"
 
 
 def _fallback_token(tokens: KnowsToken | None) -> int:

@@ -9,6 +9,8 @@ built by :func:`from_database_error`.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypedDict, Unpack
 
@@ -94,6 +96,73 @@ class TokenlessWriteRefused(
 
 class DatabaseError(FencemigrateError):
     """The database refused or could not be reached; nothing was applied."""
+
+
+class ReadOnlyDatabase(DatabaseError):
+    """The database refused a write because it is read-only (PostgreSQL's
+    ``default_transaction_read_only`` or a hot standby, MySQL's ``read_only``, a SQLite file this
+    process may not write): names the step that was refused and why; nothing was changed."""
+
+    def __init__(self, step: str, reason: str) -> None:
+        """``step``: what fencemigrate was doing (``the lease grant``); ``reason``: the database's words."""
+        self.step = step
+        self.reason = reason
+        super().__init__(f"read-only database: {step} was refused: {reason}; nothing was changed")
+
+    def as_json(self) -> dict[str, Any]:
+        return {**super().as_json(), "step": self.step, "reason": self.reason}
+
+
+_READ_ONLY_SQLSTATE = "25006"  # PostgreSQL: read_only_sql_transaction (also on a hot standby)
+_READ_ONLY_MYSQL_ERRORS = {1290, 1792, 1836}  # --read-only / super_read_only, READ ONLY transaction, read-only mode
+_SQLITE_READONLY = 8  # SQLITE_READONLY: "attempt to write a readonly database"
+_READ_ONLY_HINTS = {
+    "postgresql": "default_transaction_read_only is on for this role or database, or the server is a hot standby",
+    "mysql": "the server runs with read_only (or super_read_only), or the transaction is READ ONLY",
+    "sqlite": "this process may not write the database file or its directory, or the URL opens it with mode=ro",
+}
+
+
+def read_only_reason(error: BaseException) -> str | None:
+    """Why the database refused a write as read-only (its first line, and what makes it so), or
+    None when ``error`` is another error."""
+    original = getattr(error, "orig", error)
+    args: tuple[Any, ...] = tuple(getattr(original, "args", ()))
+    if sqlstate_of(error) == _READ_ONLY_SQLSTATE:
+        database = "postgresql"
+    elif len(args) == 2 and args[0] in _READ_ONLY_MYSQL_ERRORS and isinstance(args[1], str):
+        database, args = "mysql", (args[1],)
+    elif getattr(original, "sqlite_errorcode", None) == _SQLITE_READONLY or "readonly database" in str(original):
+        database = "sqlite"
+    else:
+        return None
+    lines = str(args[0] if args else original).strip().splitlines()
+    return f"{lines[0] if lines else type(original).__name__} ({_READ_ONLY_HINTS[database]})"
+
+
+@contextmanager
+def refused_step(step: str) -> Iterator[None]:
+    """A read-only database's refusal of what runs inside is :class:`ReadOnlyDatabase` naming ``step``."""
+    try:
+        yield
+    except FencemigrateError:
+        raise
+    except Exception as error:
+        reason = read_only_reason(error)
+        if reason is None:
+            raise
+        raise ReadOnlyDatabase(step, reason) from None
+
+
+class CheckDatabaseUnreadable(FencemigrateError):
+    """``check`` could not read the database through env.py (unreachable, no URL, env.py failed): the
+    gate fails, as ``alembic check`` does, rather than pass on the lint alone; ``--no-db`` lints only."""
+
+    def __init__(self, cause: FencemigrateError) -> None:
+        super().__init__(
+            f"{cause}; check compares the database and the models, as `alembic check` does, so it fails "
+            "without them: to lint the revision files alone, give --no-db"
+        )
 
 
 class GitFailed(FencemigrateError):
@@ -544,6 +613,39 @@ class GrantNotReplicated(FencemigrateError):
         return {"status": self.status, "resource": self.resource, "token": self.token, "message": str(self)}
 
 
+class GrantUndone(FencemigrateError):
+    """A grant committed, then what its caller needs with it (the state read after it) failed: the
+    grant was released (or, when that failed too, is left to expire), so no caller holds a lease it
+    was never told of. The failure's own exit status."""
+
+    status = "grant released"
+
+    def __init__(
+        self, resource: str, holder: str, token: int, failure: BaseException, still_live_until: str | None
+    ) -> None:
+        self.resource, self.holder, self.token, self.still_live_until = resource, holder, token, still_live_until
+        self.exit_status = failure.exit_status if isinstance(failure, FencemigrateError) else EXIT_ERROR
+        done = (
+            "then released"
+            if still_live_until is None
+            else f"which could not be released either: it expires at {still_live_until}"
+        )
+        super().__init__(
+            f"lease on {resource} granted to {holder} with token {token}, {done}: after the grant, {failure}. "
+            "Nothing may be written with that token; acquire the lease again"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "resource": self.resource,
+            "holder": self.holder,
+            "token": self.token,
+            "expires_at": self.still_live_until,
+            "message": str(self),
+        }
+
+
 class Dirty(FencemigrateError):
     """A revision's DDL started in pre-check mode and never finished: writes wait for ``resolve``."""
 
@@ -598,6 +700,44 @@ class NotApplied(FencemigrateError):
 
     def as_json(self) -> dict[str, Any]:
         return {"status": self.status, "revision": self.revision, "message": str(self)}
+
+
+class AppliedTextNotRecorded(FencemigrateError):
+    """A downgrade of a revision whose file changed since it was applied, when the ledger keeps no
+    text of what was applied: neither downgrade() is known to undo it, so nothing runs."""
+
+    def __init__(self, revision: str, token: int, file_sha256: str, applied_sha256: str) -> None:
+        self.revision = revision
+        super().__init__(
+            f"cannot roll back {revision}: its file changed since it was applied under token {token} "
+            f"(sha256 {file_sha256[:12]} on disk, {applied_sha256[:12]} applied), and the ledger has no "
+            "text of the applied version (recorded before the fence schema kept it), so neither "
+            "downgrade() is known to undo what the database has. Nothing was run. Put back the file as "
+            f"it was applied (from version control: its sha256 is {applied_sha256}) and run the command "
+            "again, or undo the revision by hand and `fencemigrate stamp` below it"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {"status": self.status, "revision": self.revision, "message": str(self)}
+
+
+class AppliedTextAltered(AppliedTextNotRecorded):
+    """A downgrade of a revision whose file changed since it was applied, when the ledger's text of
+    the applied version does not hash to the sha256 recorded with it: the text was changed in the
+    database after it was applied, and is not run."""
+
+    def __init__(self, revision: str, token: int, file_sha256: str, applied_sha256: str, text_sha256: str) -> None:
+        self.revision = revision
+        FencemigrateError.__init__(
+            self,
+            f"cannot roll back {revision}: its file changed since it was applied under token {token} "
+            f"(sha256 {file_sha256[:12]} on disk, {applied_sha256[:12]} applied), and the ledger's text of the "
+            f"applied version hashes to {text_sha256[:12]}, not to the sha256 recorded with it: it was changed in "
+            "the database after it was applied, so it is not run. Nothing was run. Find out who wrote the "
+            f"ledger row (`fencemigrate timeline`); put back the file as it was applied (its sha256 is "
+            f"{applied_sha256}) and run the command again, or undo the revision by hand and "
+            "`fencemigrate stamp` below it",
+        )
 
 
 class HeadsMoved(FencemigrateError):

@@ -9,12 +9,14 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 
 from .alembic_internals import per_migration_transaction
-from .config import configured_backend, fence_schema
+from .config import checked_resource, configured_backend, fence_schema
 from .dialects import ensure_installed, installed_version, offline_install_script
 from .errors import UsageError
 from .install_outcome import InstallOutcome
 from .migration_role import check_grant_to, check_version_table_owner, grant_to_migration_role, take_version_table
+from .runtime.adoption import adopt_applied_history
 from .runtime.env_reads import run_without_steps
+from .validation import default_holder
 from .version_guard import VersionTable, allow_tokenless_writes, forbid_tokenless_writes, guard_first_write
 
 
@@ -23,6 +25,7 @@ def install_fence_schema(
 ) -> InstallOutcome:
     """``fencemigrate install`` (see :func:`.api.install`), its options checked before anything is touched."""
     schema = fence_schema(config)
+    resource = checked_resource(config, None)
     check_grant_to(grant_to, configured_backend(config), sql)
     if tokenless_writes not in (None, "allow", "forbid"):
         raise UsageError(f"tokenless_writes must be 'allow' or 'forbid', not {tokenless_writes!r}")
@@ -33,7 +36,7 @@ def install_fence_schema(
     outcome = InstallOutcome()
 
     def install(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
-        install_through(context, schema, grant_to, tokenless_writes, outcome)
+        install_through(context, schema, grant_to, tokenless_writes, outcome, resource)
         return []
 
     def before_alembic(context: MigrationContext) -> None:
@@ -51,11 +54,17 @@ def install_fence_schema(
 
 
 def install_through(
-    context: MigrationContext, schema: str, grant_to: str | None, tokenless_writes: str | None, outcome: InstallOutcome
+    context: MigrationContext,
+    schema: str,
+    grant_to: str | None,
+    tokenless_writes: str | None,
+    outcome: InstallOutcome,
+    resource: str,
 ) -> None:
     """Install the fence schema (or put back the guards of an installed one), guard Alembic's version
-    table unless ``tokenless_writes`` is "allow", and grant ``grant_to`` what it needs, in one
-    transaction; what was done goes into ``outcome``."""
+    table unless ``tokenless_writes`` is "allow", adopt what the version table applied before fencing
+    (for ``resource``), and grant ``grant_to`` what it needs, in one transaction; what was done goes
+    into ``outcome``."""
     from .guard_repair import restore_guards
 
     assert context.connection is not None
@@ -77,5 +86,6 @@ def install_through(
                 forbid_tokenless_writes(context, quoted)
                 outcome.tokenless_writes = "refused"
             guard_first_write(context, quoted)
+        outcome.adopted = adopt_applied_history(context, quoted, resource, default_holder())
         if grant_to is not None:
             outcome.granted = grant_to_migration_role(context.connection, quoted, grant_to, relation, taken_from)

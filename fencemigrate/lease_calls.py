@@ -10,11 +10,12 @@ from alembic.runtime.migration import MigrationContext
 
 from .config import checked_resource, configured_lease_url, fence_schema
 from .durations import parse_ttl_ms, parse_wait_ms
-from .errors import Fenced, FencemigrateError, UsageError, newer_token_wrote
+from .errors import Fenced, FencemigrateError, GrantUndone, LeaseLost, UsageError, newer_token_wrote
 from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, open_backend
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_TTL
 from .progress import SILENT, Progress
 from .run_options import reject_unknown
+from .runtime.adoption import adopt_applied_history
 from .runtime.env_reads import run_without_steps
 from .runtime.fenced_news import with_newer_token_news
 from .state import State, read_state
@@ -29,13 +30,14 @@ def with_lease_backend(
     lease_url: str | None,
     call: Callable[[LeaseBackend], _T],
     preempt: bool = False,
-    after_grant: bool = False,
+    after_grant: tuple[str, str] | None = None,
     wait_ms: int | None = None,
 ) -> tuple[_T, State | None]:
     """Open the lease service on env.py's database (or Redis), run ``call``, close it; with
-    ``after_grant`` (``call`` granted a lease, which fenced the database), create and guard
-    Alembic's version table (:func:`guard_first_write`) and read the state, through env.py's
-    migration context.
+    ``after_grant`` (``call`` granted a lease of this resource to this holder, which fenced the
+    database), create and guard Alembic's version table (:func:`guard_first_write`), adopt what it
+    applied before fencing (:func:`.runtime.adoption.adopt_applied_history`) and read the state,
+    through env.py's migration context.
     ``wait_ms``: a grant's ``--wait`` (see :func:`open_backend`).
 
     ``call`` runs as soon as env.py has connected, before env.py begins its transaction (as a
@@ -58,8 +60,10 @@ def with_lease_backend(
             backend.close()
 
     def read(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
-        if after_grant:
-            guard_first_write(context, context.dialect.identifier_preparer.quote(schema))
+        if after_grant is not None:
+            quoted = context.dialect.identifier_preparer.quote(schema)
+            guard_first_write(context, quoted)
+            adopt_applied_history(context, quoted, *after_grant)
             states.append(read_state(context, schema))
         return []
 
@@ -120,16 +124,52 @@ def acquire(config: Config, keywords: AcquireKeywords) -> tuple[Grant, State]:
         preempt=preempt,
     )
     progress = keywords.get("progress", SILENT)
-    grant, fresh = with_lease_backend(
-        config,
-        keywords.get("lease_url"),
-        lambda backend: backend.acquire(request, progress=progress),
-        preempt=preempt,
-        after_grant=True,
-        wait_ms=request.wait_ms,
-    )
+    granted: list[Grant] = []
+
+    def grant_now(backend: LeaseBackend) -> Grant:
+        granted.append(backend.acquire(request, progress=progress))
+        return granted[0]
+
+    try:
+        grant, fresh = with_lease_backend(
+            config,
+            keywords.get("lease_url"),
+            grant_now,
+            preempt=preempt,
+            after_grant=(request.resource, request.holder),
+            wait_ms=request.wait_ms,
+        )
+    except BaseException as failure:
+        if not granted:
+            raise
+        undone = undo_grant(config, keywords.get("lease_url"), granted[0], failure)
+        if not isinstance(failure, Exception):
+            raise  # a stop signal stays what it is, the grant released first
+        raise undone from failure
     assert fresh is not None
     return grant, fresh
+
+
+def undo_grant(config: Config, lease_url: str | None, grant: Grant, failure: BaseException) -> GrantUndone:
+    """``grant`` committed, then ``failure`` kept its caller from getting it (the state read after
+    it, the caller's own work with it): release it, so that nobody holds a lease it was never told
+    of, and say so. A release that fails too leaves it to expire (when, in the error)."""
+    lease = grant.lease
+    assert lease.holder is not None, "a grant names its holder"
+    keywords: ReleaseKeywords = {
+        "holder": lease.holder,
+        "resource": lease.resource,
+        "token": grant.token,
+        "lease_url": lease_url,
+    }
+    live_until = None
+    try:
+        release(config, keywords)
+    except LeaseLost:
+        pass  # no longer this holder's: nothing is live in its name
+    except FencemigrateError:
+        live_until = lease.expires_at.isoformat() if lease.expires_at is not None else "the end of its TTL"
+    return GrantUndone(lease.resource, lease.holder, grant.token, failure, live_until)
 
 
 def renew(config: Config, keywords: RenewKeywords) -> Grant:

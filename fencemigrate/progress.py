@@ -1,4 +1,5 @@
-"""What a run reports while it works: waits for the lease, and each revision as it starts.
+"""What a run reports while it works: waits for the lease or for a lock another writer holds in the
+database, and each revision as it starts.
 
 The API passes a :class:`Progress` into the run and its lease; by default :data:`SILENT`. Only
 ``cli.py`` prints it (on stderr). Reports come from the loops that already run (the lease's poll
@@ -10,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from .lock_reports import WAIT_REPORT_INTERVAL_S, LockHolder, LockWait
+
+__all__ = ["SILENT", "WAIT_REPORT_INTERVAL_S", "LeaseWait", "LockHolder", "LockWait", "Progress", "StepStart"]
+
 if TYPE_CHECKING:
     from .leases.model import LeaseStatus
-
-WAIT_REPORT_INTERVAL_S = 5.0
-"""How often a wait for the lease is reported again after its first report."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,10 @@ class Progress(Protocol):
     def waiting_for_lease(self, wait: LeaseWait) -> None:
         """The lease is busy: called at once, then every :data:`WAIT_REPORT_INTERVAL_S` while waiting."""
 
+    def waiting_for_lock(self, wait: LockWait) -> None:
+        """Another writer holds a lock in the database: called within :data:`WAIT_REPORT_INTERVAL_S`
+        of the wait's start, then every :data:`WAIT_REPORT_INTERVAL_S` while waiting."""
+
     def step_started(self, step: StepStart) -> None:
         """A step (a revision, or a stamp) is about to run."""
 
@@ -51,6 +57,9 @@ class _Silent:
     """Reports nothing: the Python API's default."""
 
     def waiting_for_lease(self, wait: LeaseWait) -> None:
+        return None
+
+    def waiting_for_lock(self, wait: LockWait) -> None:
         return None
 
     def step_started(self, step: StepStart) -> None:

@@ -1,4 +1,5 @@
-"""``check``: the lint rules over the revision files, and with ``db`` over the database read through env.py."""
+"""``check``: the lint rules over the revision files, and (unless ``db`` is false) over the database
+read through env.py, the models compared as ``alembic check`` compares them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 from alembic.config import Config
 
 from .config import fence_schema
+from .errors import EXIT_ERROR, CheckDatabaseUnreadable, FencemigrateError
 from .runtime import env_reads
 from .runtime.revision_targets import script_directory
 
@@ -24,17 +26,24 @@ def check(
     from .check.engine import run_check
     from .check.models import ModelComparer
     from .check.project_settings import read_project_settings
-    from .check.rules import select_rules
+    from .check.rules import escalated_rules, select_rules
 
     rules = select_rules(select, ignore, db)
     settings = read_project_settings(config)
+    escalated = escalated_rules(settings)
     script = script_directory(config)
     directory = read_directory(script)
     if not db:
-        return run_check(directory, rules, settings, None)
+        return run_check(directory, rules, settings, None, escalated)
     schema = fence_schema(config)
     models = ModelComparer(config, script, schema) if any(rule.needs_models for rule in rules) else None
     on_disk = {item.revision: item.sha256 for item in directory.files if item.revision is not None}
     reader = SnapshotReader(schema, models, on_disk)
-    env_reads.run_without_steps(config, reader.read, reads_only=True)
-    return run_check(directory, rules, settings, reader.snapshot())
+    try:
+        env_reads.run_without_steps(config, reader.read, reads_only=True)
+        snapshot = reader.snapshot()
+    except FencemigrateError as error:
+        if error.exit_status != EXIT_ERROR:  # bad usage, a signal: as they are
+            raise
+        raise CheckDatabaseUnreadable(error) from error
+    return run_check(directory, rules, settings, snapshot, escalated)

@@ -78,7 +78,8 @@ def check_rules_md() -> str:
         _generated("the rule classes in `fencemigrate/check/rules/`"),
         "",
         "The rules of `fencemigrate check`, in the order they run; how to run them, allow a finding and "
-        "read the output: [CI schema checks](ci-checks.md). Database rules run only with `--db`.",
+        "read the output: [CI schema checks](ci-checks.md). Database rules (`--db`, the default) do not run "
+        "with `--no-db`.",
         "",
         "| id | name | severity | finds |",
         "|---|---|---|---|",

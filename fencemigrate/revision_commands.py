@@ -1,5 +1,6 @@
 """Alembic's commands that name revisions by what the database holds: ``current``, ``heads``,
-``history``, ``show`` (printed by Alembic, or as a listing for ``--json``) and ``edit``. The
+``history``, ``show`` (printed by Alembic or in its format, or as a listing for ``--json``) and
+``edit``. The revisions they name are resolved first (bad usage, in Alembic's words); the
 database's heads are read through env.py without creating the version table."""
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from .revision_listing import (
     history_lines,
     history_listing,
     needs_database,
+    require_history_range,
     show_lines,
     show_listing,
 )
 from .runtime.env_reads import alembic_read, database_heads, print_stdout
 from .runtime.environment import check_configured_url
-from .runtime.revision_targets import script_directory
+from .runtime.revision_targets import alembic_words, script_directory
 
 
 def current(config: Config, check_heads: bool, verbose: bool, as_json: bool) -> RevisionListing | None:
@@ -49,17 +51,17 @@ def heads(config: Config, verbose: bool, resolve_dependencies: bool, as_json: bo
 def history(
     config: Config, rev_range: str | None, verbose: bool, indicate_current: bool, as_json: bool
 ) -> RevisionListing | None:
-    """See :func:`.api.history`."""
-    with translated_errors():
+    """See :func:`.api.history`: the range resolved before the database is read (an unknown
+    revision is bad usage, in Alembic's words)."""
+    script = script_directory(config)
+    with alembic_words(script):
         read = needs_database(rev_range, indicate_current)
-    if not as_json and not read and not asbool(config.get_alembic_option("revision_environment")):
-        alembic_read(
-            alembic_command.history, config, rev_range=rev_range, verbose=verbose, indicate_current=indicate_current
-        )
-        return None
+        require_history_range(script, rev_range)
+        if not as_json and not read and not asbool(config.get_alembic_option("revision_environment")):
+            print_stdout(config, history_lines(script, rev_range, (), verbose, indicate_current))
+            return None
     heads = database_heads(config) if read or not as_json else None
     with translated_errors():
-        script = script_directory(config)
         if as_json:
             return history_listing(script, rev_range, heads, indicate_current)
         print_stdout(config, history_lines(script, rev_range, heads or (), verbose, indicate_current))
@@ -67,17 +69,15 @@ def history(
 
 
 def show(config: Config, rev: str, as_json: bool) -> RevisionListing | None:
-    """See :func:`.api.show`."""
-    if not as_json and rev != "current":
-        alembic_read(alembic_command.show, config, rev)
-        return None
+    """See :func:`.api.show`: a revision other than ``current`` resolved before anything else (an
+    unknown one is bad usage, in Alembic's words); ``current`` is the database's heads."""
+    script = script_directory(config)
     heads = database_heads(config) if rev == "current" else None
-    if not as_json:
-        with translated_errors():
-            print_stdout(config, show_lines(script_directory(config), heads or ()))
-        return None
-    with translated_errors():
-        return show_listing(script_directory(config), rev, heads)
+    with alembic_words(script) if heads is None else translated_errors():
+        if as_json:
+            return show_listing(script, rev, heads)
+        print_stdout(config, show_lines(script, rev if heads is None else heads))
+    return None
 
 
 def edit(config: Config, rev: str) -> list[str]:

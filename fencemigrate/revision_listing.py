@@ -12,6 +12,7 @@ from alembic.script import Script, ScriptDirectory
 from alembic.util import CommandError, DatabaseNotAtHead
 
 from .alembic_internals import listed_dependencies, mark_current
+from .runtime.revision_targets import RELATIVE
 
 
 def _as_tuple(ids: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
@@ -138,9 +139,22 @@ def history_lines(
     return lines
 
 
-def show_lines(script: ScriptDirectory, heads: tuple[str, ...]) -> list[str]:
-    """``alembic show current``'s text: the log entry of each of the database's ``heads``."""
-    return [sc.log_entry for sc in script.get_revisions(heads) if sc is not None]
+def show_lines(script: ScriptDirectory, rev: str | tuple[str, ...]) -> list[str]:
+    """``alembic show``'s text: the log entry of each revision ``rev`` names (for ``show current``,
+    the database's heads)."""
+    return [sc.log_entry for sc in script.get_revisions(rev) if sc is not None]
+
+
+def require_history_range(script: ScriptDirectory, rev_range: str | None) -> None:
+    """Alembic's error for a ``history`` range that names an unknown revision, or (without
+    ``current``, which only the database's heads resolve) one its walk refuses; nothing is read."""
+    base, head = history_range(rev_range)
+    if "current" not in (base, head):
+        list(script.walk_revisions(base=base or "base", head=head or "heads"))
+        return
+    for named in (base, head):
+        if named not in (None, "current") and not RELATIVE.search(named):
+            script.get_revisions(named)
 
 
 def needs_database(rev_range: str | None, indicate_current: bool) -> bool:

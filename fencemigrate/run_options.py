@@ -24,9 +24,13 @@ from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .runtime.revision_targets import require_known, script_directory
 from .runtime.run_choice import RunChoice
 from .runtime.run_request import RunRequest
-from .runtime.run_token import TokenSource
+from .runtime.run_token import ScriptGrant, TokenSource
 from .runtime.settings import FenceSettings
 from .validation import check_holder, parse_token
+
+SCRIPT_HOLDER_SUFFIX = " (offline script)"
+"""Appended to the holder of an offline script that takes its own lease: ``state``, ``timeline`` and
+the ledger name it as a script's."""
 
 
 class ReapplyKeywords(TypedDict, total=False):
@@ -95,8 +99,9 @@ def require_token(command: str, token: int | str | None, held_lease: Grant | Non
 @dataclass(frozen=True)
 class LeaseOptions:
     """The lease a fenced run takes itself when it is given no token (``--ttl``, ``--wait``,
-    ``--preempt``, ``--lease-url``; None: the default). With a token only ``wait`` applies: it
-    bounds pre-check mode's wait for the named lock."""
+    ``--preempt``, ``--lease-url``; None: the default). With a token only ``wait`` and ``preempt``
+    apply: how long the run waits for a lock another writer holds in the database (the fence, SQLite's
+    write lock, pre-check mode's named lock), and whether it ends such a writer under an older token."""
 
     ttl: str | int | None = None
     wait: str | int | None = None
@@ -109,7 +114,7 @@ class LeaseOptions:
         return cls(**{field.name: keywords[field.name] for field in fields(cls) if field.name in keywords})
 
     def wait_ms(self) -> int:
-        """How long a run waits for its lease, and in pre-check mode for the named lock."""
+        """How long a run waits for its lease, and for a lock another writer holds in the database."""
         return parse_wait_ms(DEFAULT_RUN_WAIT if self.wait is None else self.wait)
 
     def given(self) -> list[str]:
@@ -152,12 +157,11 @@ def fenced_request(
     run, lease, progress = RunOptions.of(keywords), LeaseOptions.of(keywords), keywords.get("progress", SILENT)
     held = keywords.get("held_lease")
     holder = check_holder(run.holder if held is None else _held_identity(held, run, lease))
+    if run.sql and run.token is None and held is None:
+        holder = check_holder(f"{holder}{SCRIPT_HOLDER_SUFFIX}")  # the lease is the script's own
     resource = checked_resource(config, run.resource if held is None else held.lease.resource)
     schema = fence_schema(config)
-    given_token = run.token is not None or held is not None
-    choice = RunChoice(
-        check_mode(run.mode), run.sql, lease.wait_ms(), lock_wait_given=given_token and lease.wait is not None
-    )
+    choice = RunChoice(check_mode(run.mode), run.sql, lease.wait_ms(), preempt=lease.preempt)
     script = script_directory(config)
     expected = _expected_heads(script, keywords.get("expect_heads"), run.sql)
     if held is not None:
@@ -166,7 +170,7 @@ def fenced_request(
         tokens = _token_source(config, run, lease, resource, holder, schema, progress)
     start, destination = target
     for revision in (destination if isinstance(destination, tuple) else (destination,)) + (start,):
-        require_known(script, revision)
+        require_known(script, revision, stamp=command == "stamp")
     return RunRequest(
         config,
         script,
@@ -230,6 +234,23 @@ def _held_token_source(config: Config, held: Grant, lease: LeaseOptions, schema:
     return TokenSource(given=held.token, lease=lent)
 
 
+def _script_grant(config: Config, lease: LeaseOptions) -> ScriptGrant:
+    """The lease an offline script without a token takes when it runs: from the database's own lease
+    service, for ``--ttl``, waiting at most ``--wait``; a UsageError for what a script cannot do."""
+    if lease.preempt:
+        raise UsageError(
+            "--preempt cannot be used with --sql: a script cannot cancel another session's migration; "
+            "nothing was written"
+        )
+    if lease.lease_url is not None or configured_lease_url(config) is not None:
+        raise UsageError(
+            "an offline script without --token takes its lease from the database's own lease service, "
+            "not from Redis (--lease-url or fencemigrate.lease_url): take a Redis grant and pass its "
+            "token with --token N; nothing was written"
+        )
+    return ScriptGrant(ttl_ms=parse_ttl_ms(DEFAULT_TTL if lease.ttl is None else lease.ttl), wait_ms=lease.wait_ms())
+
+
 def _expected_heads(script: ScriptDirectory, given: Sequence[str] | None, sql: bool) -> ExpectedHeads | None:
     """``--expect-heads`` resolved against the revision files (None: not given); refused with --sql."""
     if given is None:
@@ -247,7 +268,7 @@ def _token_source(
 ) -> TokenSource:
     """The given token, or the lease the run takes itself when it has none."""
     if run.token is not None:
-        lease_only = [name for name in lease.given() if name != "wait"]
+        lease_only = [name for name in lease.given() if name not in ("wait", "preempt")]
         if lease_only:
             raise UsageError(
                 f"--{lease_only[0].replace('_', '-')} applies only when fencemigrate takes the lease "
@@ -255,10 +276,7 @@ def _token_source(
             )
         return TokenSource(given=parse_token(run.token))
     if run.sql:
-        raise UsageError(
-            "a fencing token is required with --sql (pass --token N or set FENCEMIGRATE_TOKEN): "
-            "an offline script cannot take a lease"
-        )
+        return TokenSource(script_grant=_script_grant(config, lease))
     request = LeaseRequest(
         resource=resource,
         holder=holder,

@@ -27,6 +27,16 @@ _URL_PASSWORD = re.compile(
 )
 # (a value already withheld, ``***`` bare, quoted or in parentheses, is left as it is)
 _KEYWORD_PASSWORD = re.compile(r"(?i)(password\s*=\s*)(?![\"'(]{0,3}\*\*\*)('[^']*'|\S+)")
+# A password in SQL: ``[ENCRYPTED] PASSWORD 'x'`` (CREATE/ALTER ROLE, USER), MySQL's ``IDENTIFIED
+# [WITH plugin] BY [PASSWORD] 'x'`` (Alembic's "revision identified by '...'" is not one), ``REPLACE
+# 'old'``, ``PASSWORD('x')`` and ``SET PASSWORD FOR u = 'x'``; quoted with '', "" or dollars, or cut
+# off before its end (a statement shortened for a report).
+_STATEMENT_PASSWORD = re.compile(
+    r"(?i)(?P<lead>(?:(?<!revision\s)\bIDENTIFIED(?:\s+WITH\s+\S+)?\s+BY(?:\s+PASSWORD)?"
+    r"|\bPASSWORD(?:\s+FOR\s+\S+?\s*=)?)(?:\s+|\s*\(\s*)|\bREPLACE\s+)"
+    r"(?:[EU]&?'(?:[^'\\]|''|\\.){0,1024}(?:'|$)|'(?:[^'\\]|''|\\.){0,1024}(?:'|$)"
+    r"|\"(?:[^\"]|\"\"){0,1024}(?:\"|$)|\$(?P<tag>\w{0,64})\$[\s\S]{0,1024}?(?:\$(?P=tag)\$|$))"
+)
 _known_passwords: set[str] = set()
 _HEX = re.compile(r"%[0-9A-F]{2}")
 
@@ -57,13 +67,15 @@ def remember_url_password(url: str | None) -> None:
 
 
 def scrub_secrets(text: str) -> str:
-    """Replace known passwords, the password in URLs and ``password=...`` keywords with ``***``.
+    """Replace known passwords, the password in URLs, in SQL (``PASSWORD '...'``, ``IDENTIFIED BY
+    '...'``) and ``password=...`` keywords with ``***``.
 
     A known password is replaced where a URL has it, between ``:`` and ``@``: replaced everywhere,
     a password that is also a word (``pass``, a user or schema name) would garble the message."""
     for password in sorted(_known_passwords, key=len, reverse=True):
         text = text.replace(f":{password}@", ":***@")
     text = _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
+    text = _STATEMENT_PASSWORD.sub(lambda m: f"{m['lead']}'***'", text)
     return _KEYWORD_PASSWORD.sub(lambda m: f"{m.group(1)}***", text)
 
 

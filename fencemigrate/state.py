@@ -12,6 +12,7 @@ from sqlalchemy import Connection, inspect
 
 from .dialects import dialect_for, installed_version, version_at_least
 from .dirty import Unsettled, unsettled_revisions
+from .durations import format_duration
 from .queries import statement
 from .runtime.ledger_changes import version_table_name
 from .tampering import (
@@ -76,6 +77,33 @@ class Unrecorded:
         return {"version_table_only": self.version_table_only, "ledger_only": self.ledger_only}
 
 
+@dataclass(frozen=True)
+class ImplausibleLease:
+    """A held lease granted further in the future than its TTL by the database's clock (by this
+    machine's on SQLite): a clock was ahead when it was granted, or stepped back since. Counted as
+    expired; the next grant takes it over."""
+
+    resource: str
+    holder: str
+    token: int
+    granted_at: str
+    ttl_ms: int
+
+    @property
+    def message(self) -> str:
+        """The ``WARNING:`` line of ``state``."""
+        return (
+            f"the lease of {self.resource} (held by {self.holder}, token {self.token}) was granted at "
+            f"{self.granted_at}, further in the future than its TTL ({format_duration(self.ttl_ms)}): a clock was "
+            "ahead when it was granted, or stepped back since; it is implausible and treated as expired (the next "
+            "grant takes it over)"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON form, in ``state --json``."""
+        return {**vars(self), "message": self.message}
+
+
 @dataclass
 class State:
     """The database as it is now."""
@@ -90,6 +118,7 @@ class State:
     # What only tampering with the fence leaves (errors): see tampering.py and check --db's FM405.
     ledger_above_fence: list[LedgerAboveFence] = field(default_factory=list)
     fence_below_lease: list[FenceBelowLease] = field(default_factory=list)
+    implausible_leases: list[ImplausibleLease] = field(default_factory=list)
     unexplained_tokens: list[UnexplainedToken] = field(default_factory=list)
     fence_schema_problems: list[str] = field(default_factory=list)
     tokenless_writes: GuardState | None = None
@@ -109,6 +138,7 @@ class State:
             "autocommit_leftovers": [vars(row) for row in self.autocommit_leftovers],
             "ledger_above_fence": [row.as_json() for row in self.ledger_above_fence],
             "fence_below_lease": [row.as_json() for row in self.fence_below_lease],
+            "implausible_leases": [row.as_json() for row in self.implausible_leases],
             "unexplained_tokens": [row.as_json() for row in self.unexplained_tokens],
             "fence_schema_problems": self.fence_schema_problems,
             "tokenless_writes": None if self.tokenless_writes is None else self.tokenless_writes.as_json(),
@@ -190,7 +220,19 @@ def read_state(context: MigrationContext, schema: str) -> State:
         # Pre-check mode (MySQL/MariaDB, --mode precheck on PostgreSQL) leaves revisions dirty.
         state.dirty = [row for fence in state.fences for row in unsettled_revisions(connection, quoted, fence.resource)]
     _read_tampering(connection, quoted, state)
+    state.implausible_leases = _implausible_leases(connection, quoted)
     return state
+
+
+def _implausible_leases(connection: Connection, quoted_schema: str) -> list[ImplausibleLease]:
+    """Held leases granted further in the future than their TTL (none without the lease table)."""
+    if "lease" not in installed_tables(connection, quoted_schema):
+        return []
+    database = dialect_for(connection)
+    return [
+        ImplausibleLease(row.resource, row.holder, int(row.token), database.time_text(row.granted_at), int(row.ttl_ms))
+        for row in connection.execute(statement("implausible_leases", quoted_schema, connection.dialect.name))
+    ]
 
 
 def _has_event_log(connection: Connection, schema: str, version: str) -> bool:

@@ -156,6 +156,11 @@ def _body(event: Event, name_resource: bool) -> str:
             return f"{resource} by {holder}{token}{ttl}{late}"
         case "RELEASE":
             return f"{resource} by {holder}{token}"
+        case "EXPIRE" if detail.get("implausible"):
+            return (
+                f"{resource} (holder {holder}{token}): granted at {detail.get('granted_at', '?')}, further in the "
+                "future than its TTL (a clock ahead): implausible, treated as expired"
+            )
         case "EXPIRE":
             return f"{resource} (holder {holder})"
         case "PREEMPT":
@@ -170,7 +175,23 @@ def _body(event: Event, name_resource: bool) -> str:
                 f"{target} by {holder}{token} as {detail.get('as', '?')} "
                 f"(its {detail.get('was', '?')} under token {started} never finished)"
             )
-        case _:  # APPLY, STAMP, ROLLBACK
+        case "ADOPT":
+            adopted = ", ".join(detail.get("revisions", [])) or "?"
+            missing = detail.get("missing_files") or []
+            unknown = f"; no file for {', '.join(missing)}, nothing below it known" if missing else ""
+            return (
+                f"{adopted}{' on ' + resource if name_resource else ''} by {holder}: applied before fencing, "
+                f"recorded with no token{unknown}"
+            )
+        case "ROLLBACK" if isinstance(detail.get("applied_text"), dict):
+            applied = detail["applied_text"]
+            return (
+                f"{target} by {holder}{token}: ran the downgrade() of the text applied under token "
+                f"{applied.get('applied_token', '?')} by {applied.get('applied_by', '?')} (sha256 "
+                f"{str(applied.get('applied_sha256', '?'))[:12]}), not the changed file's (sha256 "
+                f"{str(applied.get('file_sha256', '?'))[:12]})"
+            )
+        case _:  # APPLY, STAMP, ROLLBACK, UNSTAMP
             return f"{target} by {holder}{token}"
 
 

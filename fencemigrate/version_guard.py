@@ -61,7 +61,12 @@ class GuardState:
 def guard_version_table(context: MigrationContext, quoted_schema: str) -> None:
     """Put the guard on the version table unless it is there, the table does not exist yet, or
     tokenless writes were allowed. In the caller's transaction; offline, written to the script."""
-    dialect_for(context).guard_version_table(context, quoted_schema, VersionTable.of(context))
+    dialect, connection = dialect_for(context), context.connection
+    if context.as_sql or connection is None:
+        dialect.guard_version_table(context, quoted_schema, VersionTable.of(context))
+        return
+    with dialect.guarding_turns(connection, quoted_schema):
+        dialect.guard_version_table(context, quoted_schema, VersionTable.of(context))
 
 
 def guard_first_write(context: MigrationContext, quoted_schema: str) -> None:
@@ -72,10 +77,11 @@ def guard_first_write(context: MigrationContext, quoted_schema: str) -> None:
     assert context.connection is not None
     if installed_version(context.connection, quoted_schema) is None:
         return
-    if guard_state(context, quoted_schema).status == ALLOWED:
-        return
-    create_version_table(context)
-    guard_version_table(context, quoted_schema)
+    with dialect_for(context).guarding_turns(context.connection, quoted_schema):
+        if guard_state(context, quoted_schema).status == ALLOWED:
+            return
+        create_version_table(context)
+        guard_version_table(context, quoted_schema)
 
 
 def allow_tokenless_writes(context: MigrationContext, quoted_schema: str) -> None:

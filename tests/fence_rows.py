@@ -24,7 +24,7 @@ from support.project import Result
 FENCE_SCHEMA = "fencemigrate"
 RESOURCE = "db/migrations"
 VERSION_TABLE = "alembic_version"
-#: The tables of the fence schema (version 0.11), sorted.
+#: The tables of the fence schema (version 0.12), sorted.
 FENCE_TABLES = [
     "agent_fence",
     "applied_revision",

@@ -13,6 +13,7 @@ FENCE_TABLES = (
     "fencemigrate_lease",
     "fencemigrate_redis_grant",
     "fencemigrate_schema_version",
+    "fencemigrate_script_refusal",
     "fencemigrate_tokenless_write",
     "fencemigrate_tokenless_writes_allowed",
 )

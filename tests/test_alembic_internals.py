@@ -24,10 +24,12 @@ from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.script import base as script_base
+from alembic.util import CommandError
 from sqlalchemy import Connection, Engine, create_engine, event, text
 
 from fencemigrate.alembic_internals import (
     BlockFactory,
+    alembic_wording,
     around_autocommit_blocks,
     around_env_py_calls,
     create_version_table,
@@ -272,6 +274,26 @@ def test_relative_revisions_walk_the_graph(script: ScriptDirectory) -> None:
     below = relative_revision(script, "b", -1, None)
     require(getattr(below, "revision", None) == "a", name, f"walks b-1 to a ({below})")
     require(relative_revision(script, "a", 5, None) is None, name, "answers None past the end of the graph")
+
+
+def test_revision_errors_in_alembics_words(script: ScriptDirectory) -> None:
+    name = "ScriptDirectory._catch_revision_errors"
+    require(callable(getattr(script, "_catch_revision_errors", None)), name, "exists")
+    for walk, words in (
+        (lambda: script.revision_map.get_revisions("nosuch"), "Can't locate revision identified by 'nosuch'"),
+        (lambda: relative_revision(script, "nosuch", 1, None), "Can't locate revision identified by 'nosuch'"),
+        (
+            lambda: script.revision_map.get_revisions("head"),
+            "Multiple head revisions are present for given argument 'head'",
+        ),
+    ):
+        try:
+            with alembic_wording(script):
+                walk()
+        except CommandError as error:
+            require(str(error).startswith(words), name, f"words the error {words!r} ({error})")
+        else:
+            require(False, name, f"raises CommandError {words!r}")
 
 
 def test_resolved_down_revisions_and_dependencies(script: ScriptDirectory) -> None:

@@ -404,6 +404,7 @@ def test_init_package_with_the_fence_aware_template(tmp_path: Path) -> None:
         "fence_aware": True,
         "package": True,
         "config_file": str(tmp_path / "alembic.ini"),
+        "config_kept": None,
     }
     assert (tmp_path / "migrations" / "__init__.py").read_text() == ""
     assert (tmp_path / "migrations" / "versions" / "__init__.py").read_text() == ""
@@ -541,6 +542,7 @@ def test_install_json(project: Project) -> None:
         "restored": [],
         "tokenless_writes": None,
         "granted": None,
+        "adopted": None,
     }
     second = project.run_cli("install", "--allow-tokenless-writes", "--json").check()
     assert json.loads(second.stdout) == {
@@ -550,6 +552,7 @@ def test_install_json(project: Project) -> None:
         "restored": [],
         "tokenless_writes": "allowed",
         "granted": None,
+        "adopted": None,
     }
     script = project.run_cli("install", "--sql", "--json").check()
     assert script.stdout == project.run_cli("install", "--sql").check().stdout

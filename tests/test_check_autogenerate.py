@@ -3,7 +3,7 @@
 
 Real projects (``alembic init`` generic, and ``fencemigrate init``'s env.py) whose models live in
 ``models.py``, on PostgreSQL, SQLite and MariaDB. Each behaviour has plain ``alembic check`` beside
-it as the control, and the lint alone (no ``--db``, or ``--ignore FM408``) missing the difference.
+it as the control, and the lint alone (``--no-db``, or ``--ignore FM408``) missing the difference.
 Checking writes nothing: the table lists are compared before and after.
 """
 
@@ -27,6 +27,8 @@ FIX = (
 )
 EMAIL = "add_column users.email: column users.email (VARCHAR(255)) is in the models but not in the database"
 NO_METADATA = "model comparison: env.py has no target_metadata"
+NONE_DETECTED = "; model comparison: No new upgrade operations detected"  # alembic check's words
+DETECTED = "; model comparison: New upgrade operations detected (FM408)"
 
 # A different schema in every way autogenerate looks: a table and its index the models do not
 # have, a column missing, a column too many, a column of another type and nullability.
@@ -133,7 +135,7 @@ def test_a_column_the_database_lacks_is_found_as_alembic_check_finds_it(make_pro
         f"(database)  FM408  error     {EMAIL}",
         f"                             fix: {FIX}",
         "",
-        "1 error, 0 warnings in 1 revision file, database checked",
+        f"1 error, 0 warnings in 1 revision file, database checked{DETECTED}",
     ]
     payload = check_json(project, code=1)
     assert payload == {
@@ -155,24 +157,25 @@ def test_a_column_the_database_lacks_is_found_as_alembic_check_finds_it(make_pro
             },
         ],
         "suppressed": [],
-        "notes": [],
+        "notes": [DETECTED.removeprefix("; ")],
     }
     github = project.run_cli("check", "--db", "--format", "github").check(1)
     assert github.stdout.splitlines() == [
         f"::error title=FM408 model-drift::{EMAIL}%0Afix: {FIX}",
-        "1 error, 0 warnings in 1 revision file, database checked",
+        f"1 error, 0 warnings in 1 revision file, database checked{DETECTED}",
     ]
 
-    # The lint alone misses it: without --db, or with the rule left out.
-    assert project.run_cli("check").check(0).stdout == (
-        "no problems found in 1 revision file; model comparison (FM408, what alembic check does) not run: give --db\n"
+    # The lint alone misses it: with --no-db, or with the rule left out.
+    assert project.run_cli("check", "--no-db").check(0).stdout == (
+        "no problems found in 1 revision file; "
+        "--no-db: neither the database nor the models compared (FM408, what alembic check does)\n"
     )
     for ignore in ("FM408", "model-drift"):
         assert project.run_cli("check", "--db", "--ignore", ignore).check(0).stdout == (
             "no problems found in 1 revision file, database checked\n"
         )
-    selected = project.run_cli("check", "--select", "FM408").check(2)
-    assert selected.stderr == "fencemigrate: usage: --select FM408 needs --db: these rules read the database\n"
+    selected = project.run_cli("check", "--no-db", "--select", "FM408").check(2)
+    assert selected.stderr == "fencemigrate: usage: --select FM408 needs the database, which --no-db leaves out\n"
     assert (tables(url), versions(url)) == before
 
     # Migrated: both checks pass.
@@ -186,7 +189,7 @@ def test_a_column_the_database_lacks_is_found_as_alembic_check_finds_it(make_pro
     apply(project)
     assert application(alembic_check(project, 0 if url.startswith("postgresql") else 255)) == []
     assert project.run_cli("check", "--db").check(0).stdout == (
-        "no problems found in 2 revision files, database checked\n"
+        f"no problems found in 2 revision files, database checked{NONE_DETECTED}\n"
     )
     assert check_json(project, "--select", "FM408", code=0)["findings"] == []
 
@@ -248,7 +251,7 @@ def test_env_py_hooks_are_honoured(make_project: MakeProject, url: str, option: 
     apply(project)
     assert application(alembic_check(project, 0 if url.startswith("postgresql") else 255)) == []
     assert project.run_cli("check", "--db").check(0).stdout == (
-        "no problems found in 1 revision file, database checked\n"
+        f"no problems found in 1 revision file, database checked{NONE_DETECTED}\n"
     )
 
 
@@ -289,7 +292,7 @@ def test_a_database_not_at_head_is_not_compared(make_project: MakeProject, url: 
     assert messages(payload) == [
         ("FM401", "migrations/versions/0002_email.py", "0002 is not applied to the database (database at 0001)"),
     ]
-    assert payload["notes"] == ["model comparison: not run, the database is not at head"]
+    assert payload["notes"] == ["model comparison: not run: Target database is not up to date"]
 
 
 def test_fencemigrate_init_env_py_allows_the_read_only_comparison(make_project: MakeProject, url: str) -> None:
@@ -301,7 +304,7 @@ def test_fencemigrate_init_env_py_allows_the_read_only_comparison(make_project: 
     result = project.run_cli("check", "--db", "--format", "github").check(1)
     assert result.stdout.splitlines() == [
         f"::error title=FM408 model-drift::{EMAIL}%0Afix: {FIX}",
-        "1 error, 0 warnings in 1 revision file, database checked",
+        f"1 error, 0 warnings in 1 revision file, database checked{DETECTED}",
     ]
     assert (tables(url), versions(url)) == before
 

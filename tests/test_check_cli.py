@@ -1,8 +1,8 @@
 """``fencemigrate check`` on the command line: exact output in each format, exit statuses,
 rule selection, and suppression by comment and by pyproject.toml.
 
-Projects are a bare alembic.ini and a copy of a directory of ``tests/check_cases/``: without
-``--db`` the check reads files only (no env.py, no database).
+Projects are a bare alembic.ini and a copy of a directory of ``tests/check_cases/``: with
+``--no-db`` the check reads files only (no env.py, no database).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from support.project import Result, run_command, script_command
 
 from fencemigrate.check.rules import RULES
 
-NOT_COMPARED = "model comparison (FM408, what alembic check does) not run: give --db"
+NOT_COMPARED = "--no-db: neither the database nor the models compared (FM408, what alembic check does)"
 CASES_DIR = Path(__file__).resolve().parent / "check_cases"
 RULES_DOC = Path(__file__).resolve().parent.parent / "docs" / "check-rules.md"
 RULE_IDS = (
@@ -44,6 +44,17 @@ VACUUM_FIX = (
     "`# fencemigrate: allow FM201,FM205 because <why>`"
 )
 
+AUTOCOMMIT_MESSAGE = (
+    "`op.get_context().autocommit_block()` commits separately: what runs in it is outside the migration's "
+    "transaction and stays applied even if the run is then FENCED (fencemigrate claims the fence again before "
+    "and after the block; the step is reported not atomic)"
+)
+AUTOCOMMIT_FIX = (
+    "nothing, if what runs in it cannot run in a transaction (CREATE INDEX CONCURRENTLY); otherwise move it into "
+    "the transaction. To silence: `# fencemigrate: allow FM201 because <why>`; to fail on it: "
+    '`errors = ["FM201"]` in [tool.fencemigrate.check]'
+)
+
 
 def project_with(tmp_path: Path, case: str) -> Path:
     """A project whose migrations/versions is a copy of ``check_cases/<case>``."""
@@ -53,17 +64,21 @@ def project_with(tmp_path: Path, case: str) -> Path:
     return path
 
 
-def check(project: Path, *args: str, config: str | None = None) -> Result:
-    """``fencemigrate [-c CONFIG] check ARGS`` in ``project``, without an inherited ALEMBIC_CONFIG."""
+def check(project: Path, *args: str, config: str | None = None, db: bool = False) -> Result:
+    """``fencemigrate [-c CONFIG] check --no-db ARGS`` (without ``db``) in ``project``, without an
+    inherited ALEMBIC_CONFIG."""
     options = [] if config is None else ["-c", config]
+    lint_only = [] if db else ["--no-db"]
     return run_command(
-        script_command("fencemigrate") + [*options, "check", *args], project, env={"ALEMBIC_CONFIG": None}
+        script_command("fencemigrate") + [*options, "check", *lint_only, *args],
+        project,
+        env={"ALEMBIC_CONFIG": None},
     )
 
 
-def check_json(project: Path, *args: str, code: int) -> dict[str, Any]:
-    """``check --json ARGS``: the exit status, and the one JSON object it printed."""
-    result = check(project, "--json", *args).check(code)
+def check_json(project: Path, *args: str, code: int, db: bool = False) -> dict[str, Any]:
+    """``check [--no-db] --json ARGS``: the exit status, and the one JSON object it printed."""
+    result = check(project, "--json", *args, db=db).check(code)
     assert len(result.stdout.splitlines()) == 1, result
     payload = json.loads(result.stdout)
     assert isinstance(payload, dict)
@@ -102,26 +117,26 @@ def test_warnings_alone_exit_0(tmp_path: Path) -> None:
 
 
 def test_json_has_every_finding_and_every_suppression(tmp_path: Path) -> None:
-    payload = check_json(project_with(tmp_path, "autocommit_block"), code=1)
+    project = project_with(tmp_path, "autocommit_block")
+    (project / "migrations" / "versions" / "0002_invoice_number_index.py").unlink()
+    payload = check_json(project, code=0)
     path = "migrations/versions/0001_analyze.py"
     assert payload == {
-        "status": "failed",
-        "errors": 1,
-        "warnings": 0,
+        "status": "ok",
+        "errors": 0,
+        "warnings": 1,
         "revision_files": 1,
         "database_checked": False,
         "findings": [
             {
                 "rule": "FM201",
                 "name": "autocommit-block",
-                "severity": "error",
+                "severity": "warning",
                 "file": path,
                 "line": 15,
                 "revision": "0001",
-                "message": "`op.get_context().autocommit_block()` commits the migration's transaction: "
-                "the fence claim cannot cover what runs in it",
-                "fix": "keep it in the transaction if PostgreSQL allows it; if not, say so: "
-                "`# fencemigrate: allow FM201 because <why>`",
+                "message": AUTOCOMMIT_MESSAGE,
+                "fix": AUTOCOMMIT_FIX,
             }
         ],
         "suppressed": [
@@ -142,11 +157,11 @@ def test_json_has_every_finding_and_every_suppression(tmp_path: Path) -> None:
     }
 
 
-def test_without_db_the_summary_says_the_models_were_not_compared(tmp_path: Path) -> None:
-    """`alembic check` compares the models with the database; bare `fencemigrate check` (what a
-    Makefile's `alembic check` runs with `alias alembic=fencemigrate`) does not, and says so."""
+def test_no_db_says_the_models_were_not_compared(tmp_path: Path) -> None:
+    """`alembic check` compares the models with the database; `fencemigrate check --no-db` does not,
+    and says so."""
     project = project_with(tmp_path, "revision_cycle_near_miss")
-    note = "model comparison (FM408, what alembic check does) not run: give --db"
+    note = "--no-db: neither the database nor the models compared (FM408, what alembic check does)"
     assert check(project).check(0).stdout == f"no problems found in 3 revision files; {note}\n"
     assert check(project, "--format", "github").check(0).stdout.splitlines()[-1] == (
         f"no problems found in 3 revision files; {note}"
@@ -242,7 +257,10 @@ def test_ignore_takes_ids_and_names(tmp_path: Path) -> None:
         (("--select", "FM999"), f"unknown rule 'FM999' in --select; the rules are {RULE_IDS}"),
         (("--ignore", "FM902,no-such-rule"), f"unknown rule 'no-such-rule' in --ignore; the rules are {RULE_IDS}"),
         (("--select", " , "), "--select names no rule"),
-        (("--select", "FM202,checksum-drift,FM404"), "--select FM402,FM404 needs --db: these rules read the database"),
+        (
+            ("--select", "FM202,checksum-drift,FM404"),
+            "--select FM402,FM404 needs the database, which --no-db leaves out",
+        ),
     ],
 )
 def test_bad_rule_lists_are_usage_errors(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
@@ -293,7 +311,7 @@ def test_an_allow_comment_may_name_several_rules(tmp_path: Path) -> None:
 
 
         def downgrade():
-            op.execute("DROP INDEX ix_invoice_date")
+            op.execute("DROP INDEX CONCURRENTLY ix_invoice_date")
     ''',
     )
     payload = check_json(project, code=0)
@@ -307,7 +325,7 @@ def test_an_allow_comment_may_name_several_rules(tmp_path: Path) -> None:
         ),
         (
             "FM202",
-            11,
+            15,
             "migrations/versions/0004_index_concurrently.py:4",
             "invoice has 40 M rows; the fence is re-claimed after it",
         ),
@@ -398,7 +416,11 @@ def test_pyproject_is_read_next_to_the_config_file_not_in_the_current_directory(
             '[tool.fencemigrate.check]\nallow = "FM301"\n',
             ": `allow` must be an array of tables ([[tool.fencemigrate.check.allow]])",
         ),
-        ('[tool.fencemigrate.check]\nselect = ["FM301"]\n', ": the only key is `allow`, an array of tables"),
+        (
+            '[tool.fencemigrate.check]\nselect = ["FM301"]\n',
+            ": the keys are `allow`, an array of tables, and `errors`, a list of rule ids",
+        ),
+        ('[tool.fencemigrate.check]\nerrors = "FM201"\n', ": `errors` must be a list of rule ids"),
         (
             '[[tool.fencemigrate.check.allow]]\nrule = ["FM301"]\nreason = "x"\n',
             ", allow entry at line 1: unknown key 'rule' (keys: rules, revisions, reason)",
@@ -421,6 +443,52 @@ def test_invalid_toml_is_a_usage_error(tmp_path: Path) -> None:
     (project / "pyproject.toml").write_text("[tool.fencemigrate.check\n")
     result = check(project).check(2)
     assert result.stderr.startswith("fencemigrate: usage: cannot read pyproject.toml: ")
+
+
+# -- autocommit_block(): a warning, an error where the project says so ----------------------------
+
+
+def test_concurrently_in_an_autocommit_block_is_a_warning(tmp_path: Path) -> None:
+    """PostgreSQL's documented pattern (CREATE INDEX CONCURRENTLY, postgresql_concurrently=True in an
+    autocommit_block(), in upgrade and downgrade) passes: one warning per block, no FM202."""
+    result = check(project_with(tmp_path, "autocommit_block")).check(0)
+    location = "migrations/versions/0002_invoice_number_index.py"
+    rows = [line.split()[:3] for line in result.stdout.splitlines() if line.startswith(location)]
+    assert rows == [[f"{location}:14", "FM201", "warning"], [f"{location}:20", "FM201", "warning"]]
+    assert result.stdout.splitlines()[-1] == f"0 errors, 3 warnings in 2 revision files; 1 suppressed; {NOT_COMPARED}"
+    # Outside a block, CONCURRENTLY is still an error: PostgreSQL refuses it in the transaction.
+    assert check(project_with(tmp_path / "outside", "concurrently")).check(1).stdout.splitlines()[-1] == (
+        f"5 errors, 0 warnings in 1 revision file; {NOT_COMPARED}"
+    )
+
+
+@pytest.mark.parametrize("key", ["FM201", "autocommit-block"])
+def test_the_project_can_make_autocommit_block_an_error(tmp_path: Path, key: str) -> None:
+    project = project_with(tmp_path, "autocommit_block")
+    (project / "pyproject.toml").write_text(f'[tool.fencemigrate.check]\nerrors = ["{key}"]\n')
+    payload = check_json(project, code=1)
+    assert [(f["rule"], f["severity"], f["line"]) for f in payload["findings"]] == [
+        ("FM201", "error", 15),
+        ("FM201", "error", 14),
+        ("FM201", "error", 20),
+    ]
+    assert (payload["status"], payload["errors"], payload["warnings"]) == ("failed", 3, 0)
+    # An allow entry with a reason still silences it.
+    (project / "pyproject.toml").write_text(
+        '[tool.fencemigrate.check]\nerrors = ["FM201"]\n\n'
+        '[[tool.fencemigrate.check.allow]]\nrules = ["FM201"]\nrevisions = ["0002"]\nreason = "40 M rows"\n'
+    )
+    assert check_json(project, code=1)["errors"] == 1
+
+
+def test_an_unknown_rule_in_errors_is_a_usage_error(tmp_path: Path) -> None:
+    project = project_with(tmp_path, "autocommit_block")
+    (project / "pyproject.toml").write_text('[tool.fencemigrate.check]\nerrors = ["autocommit-blocks"]\n')
+    result = check(project).check(2)
+    assert result.stderr == (
+        "fencemigrate: usage: unknown rule 'autocommit-blocks' in `errors` of [tool.fencemigrate.check] in "
+        f"pyproject.toml; the rules are {RULE_IDS}\n"
+    )
 
 
 # -- documentation -----------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from fencemigrate.check.fence_objects import fence_schema_problems
 from fencemigrate.dialects.postgresql_schema import default_version, install_script, update_script
 
 NO_MODELS = "; model comparison: env.py has no target_metadata"  # the generic env.py: FM408 says so
-NOT_COMPARED = "; model comparison (FM408, what alembic check does) not run: give --db"  # no --db
+NOT_COMPARED = "; --no-db: neither the database nor the models compared (FM408, what alembic check does)"
 DRIFT_FIX = (
     "restore the file as it was applied (`fencemigrate show {revision} --applied > {path}`), "
     "and make the change in a new revision"
@@ -129,8 +129,10 @@ def test_a_revision_edited_after_it_was_applied_is_checksum_drift(project: Proje
     ]
     assert (payload["status"], payload["database_checked"]) == ("failed", True)
     assert pg_snapshot(project.url) == before
-    # Without --db only the files are read: the drift cannot be seen.
-    assert project.run_cli("check").check(0).stdout == f"no problems found in 2 revision files{NOT_COMPARED}\n"
+    # With --no-db only the files are read: the drift cannot be seen.
+    assert (
+        project.run_cli("check", "--no-db").check(0).stdout == f"no problems found in 2 revision files{NOT_COMPARED}\n"
+    )
 
 
 def test_a_revision_not_applied_yet_is_pending(project: Project) -> None:
@@ -312,23 +314,23 @@ def test_sqlite_drift_and_a_dropped_guard(tmp_path: Path) -> None:
         (
             "FM405",
             None,
-            "the fence schema fencemigrate (0.7) differs from fencemigrate's: "
+            "the fence schema fencemigrate (0.8) differs from fencemigrate's: "
             "trigger fencemigrate_agent_fence_no_lowering is missing",
         ),
     ]
     assert snapshot(database) == before
 
 
-def test_check_without_db_needs_no_database(project: Project) -> None:
+def test_check_with_no_db_needs_no_database(project: Project) -> None:
     add_revisions(project, 1)
     project.set_url("postgresql+psycopg://postgres@127.0.0.1:1/nowhere")
-    result: Result = project.run_cli("check").check(0)
+    result: Result = project.run_cli("check", "--no-db").check(0)
     assert result.stdout == f"no problems found in 1 revision file{NOT_COMPARED}\n"
 
 
 # -- MySQL and MariaDB: prefixed fence tables, guard triggers, dirty revisions ------------------
 
-MYSQL_ALTERED = "the fence schema fencemigrate (0.7) differs from fencemigrate's: {problem}"
+MYSQL_ALTERED = "the fence schema fencemigrate (0.8) differs from fencemigrate's: {problem}"
 
 
 @pytest.mark.parametrize("url_fixture", ["mysql_url", "mariadb_url"])

@@ -3,7 +3,7 @@ files of one case. Each rule has a case that must fire (exactly the findings lis
 else) and a near miss, ``<case>_near_miss``, that must not fire at all.
 
 The cases run through the API on a copy of the directory as ``migrations/versions`` of a
-project with a bare alembic.ini: ``check`` without ``--db`` reads files only, never env.py.
+project with a bare alembic.ini: ``check`` with ``db=False`` (``--no-db``) reads files only, never env.py.
 """
 
 from __future__ import annotations
@@ -18,15 +18,20 @@ from fencemigrate.check.findings import CheckReport
 from fencemigrate.check.rules import RULES
 
 CASES_DIR = Path(__file__).resolve().parent / "check_cases"
+AUTOCOMMIT = (
+    "`op.get_context().autocommit_block()` commits separately: what runs in it is outside the migration's "
+    "transaction and stays applied even if the run is then FENCED (fencemigrate claims the fence again before "
+    "and after the block; the step is reported not atomic)"
+)
+CONCURRENTLY = "cannot run inside the migration's transaction block: PostgreSQL refuses it there"
 
 # case -> (rule id, file:line under migrations/versions/, message) of every finding, in report order.
 FIRES: dict[str, list[tuple[str, str, str]]] = {
     "autocommit_block": [
-        (
-            "FM201",
-            "0001_analyze.py:15",
-            "`op.get_context().autocommit_block()` commits the migration's transaction: the fence claim cannot cover what runs in it",
-        ),
+        ("FM201", "0001_analyze.py:15", AUTOCOMMIT),
+        # PostgreSQL's documented pattern, CONCURRENTLY in an autocommit_block(): the block, not FM202
+        ("FM201", "0002_invoice_number_index.py:14", AUTOCOMMIT),
+        ("FM201", "0002_invoice_number_index.py:20", AUTOCOMMIT),
     ],
     "bad_suppression": [
         (
@@ -46,27 +51,27 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
         (
             "FM202",
             "0001_indexes.py:14",
-            "`CREATE UNIQUE INDEX CONCURRENTLY ix_invoice_number ON inv...` cannot run inside a transaction block, so this revision cannot be fenced atomically",
+            "`CREATE UNIQUE INDEX CONCURRENTLY ix_invoice_number ON inv...` " + CONCURRENTLY,
         ),
         (
             "FM202",
             "0001_indexes.py:15",
-            "`op.create_index('ix_invoice_date', 'invoice', ['date'], p...` works CONCURRENTLY, which cannot run inside a transaction block, so this revision cannot be fenced atomically",
+            "`op.create_index('ix_invoice_date', 'invoice', ['date'], p...` works CONCURRENTLY, which " + CONCURRENTLY,
         ),
         (
             "FM202",
             "0001_indexes.py:16",
-            "`REINDEX INDEX CONCURRENTLY ix_invoice_customer` cannot run inside a transaction block, so this revision cannot be fenced atomically",
+            "`REINDEX INDEX CONCURRENTLY ix_invoice_customer` " + CONCURRENTLY,
         ),
         (
             "FM202",
             "0001_indexes.py:17",
-            "`ALTER TABLE invoice DETACH PARTITION invoice_2019 CONCURR...` cannot run inside a transaction block, so this revision cannot be fenced atomically",
+            "`ALTER TABLE invoice DETACH PARTITION invoice_2019 CONCURR...` " + CONCURRENTLY,
         ),
         (
             "FM202",
             "0001_indexes.py:21",
-            "`DROP INDEX CONCURRENTLY ix_invoice_number` cannot run inside a transaction block, so this revision cannot be fenced atomically",
+            "`DROP INDEX CONCURRENTLY ix_invoice_number` " + CONCURRENTLY,
         ),
     ],
     "duplicate_revision_id": [
@@ -202,7 +207,7 @@ def check_case(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ch
     shutil.copytree(CASES_DIR / case, tmp_path / "migrations" / "versions")
     (tmp_path / "alembic.ini").write_text("[alembic]\nscript_location = migrations\n")
     monkeypatch.chdir(tmp_path)
-    return api.check(load_config(["alembic.ini"]))
+    return api.check(load_config(["alembic.ini"]), db=False)
 
 
 def findings_of(report: CheckReport) -> list[tuple[str, str, str]]:
@@ -253,7 +258,7 @@ def test_each_rule_alone_fires_its_case(tmp_path: Path, monkeypatch: pytest.Monk
         rule = findings[0][0]
         project = tmp_path / case
         report = check_case(case, project, monkeypatch)
-        selected = api.check(load_config(["alembic.ini"]), select=[rule])
+        selected = api.check(load_config(["alembic.ini"]), db=False, select=[rule])
         assert findings_of(selected) == [item for item in findings_of(report) if item[0] == rule], case
 
 
@@ -266,6 +271,19 @@ def test_a_revision_file_is_never_imported(tmp_path: Path, monkeypatch: pytest.M
         'revision = "0003"\ndown_revision = "0002"\n\n\ndef upgrade():\n    op.execute("CREATE TABLE v (id int)")\n\n\n'
         'def downgrade():\n    op.execute("DROP TABLE v")\n'
     )
-    again = api.check(load_config(["alembic.ini"]))
+    again = api.check(load_config(["alembic.ini"]), db=False)
     assert report.revision_files == 2
     assert (again.revision_files, findings_of(again)) == (3, [])
+
+
+def test_autocommit_block_is_a_warning_unless_the_project_makes_it_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CONCURRENTLY in an autocommit_block() (PostgreSQL's documented pattern) is FM201's warning and
+    passes; ``errors = ["autocommit-block"]`` in ``[tool.fencemigrate.check]`` fails it again."""
+    report = check_case("autocommit_block", tmp_path, monkeypatch)
+    assert (report.errors, report.warnings, report.exit_status) == (0, 3, 0)
+    (tmp_path / "pyproject.toml").write_text('[tool.fencemigrate.check]\nerrors = ["autocommit-block"]\n')
+    again = api.check(load_config(["alembic.ini"]), db=False)
+    assert [(finding.rule, finding.severity.value) for finding in again.findings] == [("FM201", "error")] * 3
+    assert (again.errors, again.exit_status) == (3, 1)

@@ -49,6 +49,7 @@ RUN_KEYS = {
     "no_lease",
     "forced_single_transaction",
     "mode",
+    "adopted",
 }
 STATE_KEYS = {
     "status",
@@ -61,6 +62,7 @@ STATE_KEYS = {
     "autocommit_leftovers",
     "ledger_above_fence",
     "fence_below_lease",
+    "implausible_leases",
     "unexplained_tokens",
     "fence_schema_problems",
     "tokenless_writes",
@@ -199,6 +201,7 @@ def test_upgrade_json_output(two: Project) -> None:
         "no_lease": None,
         "forced_single_transaction": False,
         "mode": "transactional",
+        "adopted": None,
     }
 
     payload = cli_json(two, "upgrade", "head", "--token", "8", "--holder", "h2")
@@ -251,6 +254,7 @@ def test_downgrade_text_and_json_output(two: Project) -> None:
         "no_lease": None,
         "forced_single_transaction": False,
         "mode": "transactional",
+        "adopted": None,
     }
     assert alembic_versions(two.url) == []
     assert table_names(two.url) == ["alembic_version"]
@@ -342,6 +346,7 @@ def test_state_before_any_fenced_run(two: Project) -> None:
         "autocommit_leftovers": [],
         "ledger_above_fence": [],
         "fence_below_lease": [],
+        "implausible_leases": [],
         "unexplained_tokens": [],
         "fence_schema_problems": [],
         "tokenless_writes": None,
@@ -371,7 +376,7 @@ def test_state_after_runs(two: Project) -> None:
         "status": "ok",
         "version_table": "alembic_version",
         "heads": ["0002"],
-        "fence_schema_version": "0.11",
+        "fence_schema_version": "0.12",
         "fences": [
             {
                 "resource": DEFAULT_RESOURCE,
@@ -399,6 +404,7 @@ def test_state_after_runs(two: Project) -> None:
         "autocommit_leftovers": [],
         "ledger_above_fence": [],
         "fence_below_lease": [],
+        "implausible_leases": [],
         "unexplained_tokens": [],
         "fence_schema_problems": [],
         "tokenless_writes": {"status": "refused", "allowed_at": None},
@@ -410,7 +416,7 @@ def test_state_after_runs(two: Project) -> None:
     result = cli(two, "state", in_process=True).check()
     assert result.stdout.splitlines() == [
         "heads: 0002",
-        "fence schema: 0.11",
+        "fence schema: 0.12",
         "fences:",
         f"  db/migrations  token=8  since {updated_at.isoformat()}  tokens from external",
         "ledger (alembic_version):",
@@ -463,7 +469,7 @@ def test_fence_schema_option_moves_the_fence_tables(two: Project) -> None:
     assert ledger(two.url, "other_schema")["0002"] == (DEFAULT_RESOURCE, 7, "h1", "upgrade")
 
     state = cli_json(two, "state")
-    assert state["fence_schema_version"] == "0.11"
+    assert state["fence_schema_version"] == "0.12"
     assert [row["token"] for row in state["fences"]] == [7]
     assert "other_schema.agent_fence" in cli(two, "install", "--sql").check().stdout
     assert cli(two, "install").check().stdout == "already installed\n"
@@ -557,9 +563,19 @@ def _bare_in_process(tmp_path: Path, *args: str) -> Result:
 
 
 def test_version(tmp_path: Path) -> None:
-    """--version prints the installed distribution's version and exits 0."""
+    """--version prints the installed distribution's version and the Alembic version it runs, and exits 0."""
     result = _bare_in_process(tmp_path, "--version").check()
-    assert result.stdout == f"fencemigrate, version {version('fencemigrate')}\n"
+    assert result.stdout == f"fencemigrate, version {version('fencemigrate')} (Alembic {version('alembic')})\n"
+
+
+def test_quiet_help_says_where_alembic_log_lines_come_from(tmp_path: Path) -> None:
+    """-q's help: Alembic's log lines come from env.py's logging and stay, as with alembic -q."""
+    help_text = " ".join(_bare_in_process(tmp_path, "--help").check().stdout.split())
+    assert (
+        "-q, --quiet No progress on stderr and none of Alembic's own output; results and errors are still "
+        "printed. Alembic's log lines (INFO ... Running upgrade) come from env.py's logging config and stay, "
+        "as with alembic -q."
+    ) in help_text
 
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])

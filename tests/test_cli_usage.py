@@ -45,8 +45,8 @@ def test_help_ends_with_the_exit_statuses(tmp_path: Path) -> None:
 def test_help_lists_each_commands_whole_first_sentence(tmp_path: Path) -> None:
     lines = section(fm(tmp_path, "--help").check().stdout, "Commands")
     assert not [line for line in lines if line.endswith("...")]
-    check = lines.index("  check           Lint the migrations (and with --db the database) for what")
-    assert lines[check + 1] == "                  breaks fencing or the next deploy."
+    check = lines.index("  check           Lint the migrations and the database for what breaks fencing")
+    assert lines[check + 2] == "                  as alembic check does (--no-db: the revision files alone)."
     install = lines.index("  install         Install the fence schema (done automatically on the first")
     assert lines[install + 1] == "                  fenced run), put back its guard and guard the version table."
     assert "  revision        Create a new revision file, as alembic revision." in lines

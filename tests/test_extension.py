@@ -1,11 +1,11 @@
 """The fence schema as a real PostgreSQL extension, and its monotonic guard.
 
-``sql/fencemigrate.control``, the install scripts (``sql/fencemigrate--0.11.sql``, the full script
+``sql/fencemigrate.control``, the install scripts (``sql/fencemigrate--0.12.sql``, the full script
 of the default version, and ``sql/fencemigrate--0.1.sql``) and the update scripts
 (``sql/fencemigrate--0.1--0.2.sql`` and the rest) are copied into the server's extension directory;
 ``CREATE EXTENSION fencemigrate`` must load them and fencemigrate must then use the extension
 instead of installing its own copy. A database at 0.1 (extension or runner-installed) is brought
-to 0.11 by the next fenced run.
+to 0.12 by the next fenced run.
 The guard tests show that no client, fencemigrate or not, can lower a fence token or
 delete fence rows; the control shows the same statements succeed on a table without it.
 """
@@ -93,13 +93,13 @@ def test_extension_loads_and_is_used_without_reinstalling(
     available = pg_conn.execute(
         "SELECT default_version FROM pg_available_extensions WHERE name = 'fencemigrate'"
     ).fetchall()
-    assert available == [("0.11",)]
+    assert available == [("0.12",)]
     pg_conn.execute("CREATE SCHEMA fencemigrate")
     pg_conn.execute("CREATE EXTENSION fencemigrate SCHEMA fencemigrate")
     assert pg_conn.execute(
         "SELECT e.extversion, n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
         "WHERE e.extname = 'fencemigrate'"
-    ).fetchall() == [("0.11", "fencemigrate")]
+    ).fetchall() == [("0.12", "fencemigrate")]
     assert table_names(pg_url, "fencemigrate") == [
         "agent_fence",
         "applied_revision",
@@ -171,7 +171,7 @@ def test_extension_at_0_1_is_updated_by_the_next_run(
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     project.run_cli("upgrade", "head", "--token", "3").check(0)
     assert pg_conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'fencemigrate'").fetchall() == [
-        ("0.11",)
+        ("0.12",)
     ]
     assert ledger(pg_url) == [("a1", 3)]
     granted = json.loads(project.run_cli("lease", "acquire", "--holder", "h", "--json").check(0).stdout)
@@ -196,7 +196,7 @@ def test_runner_installed_0_1_schema_is_updated_by_the_next_run(
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     result = project.run_cli("upgrade", "head", "--token", "9", "--json").check(0)
     assert json.loads(result.stdout)["installed_fence_schema"] is True
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.11",)]
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.12",)]
     assert fence_token(pg_url) == 9
     assert query(pg_url, "SELECT kind, token, revision FROM fencemigrate.fence_event") == [("APPLY", 9, "a1")]
 

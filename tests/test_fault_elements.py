@@ -25,7 +25,7 @@ from faults.checker import (  # noqa: E402
     stale_side_writes,
     unissued_tokens,
 )
-from faults.elements import extension_files  # noqa: E402
+from faults.elements import extension_files, released_grant  # noqa: E402
 from faults.history import ElementOutcome, Event, Grant, Run, SideWrite  # noqa: E402
 from faults.schedule import ELEMENTS, generate  # noqa: E402
 
@@ -195,3 +195,19 @@ def test_the_extension_files_are_put_where_they_differ(tmp_path: Path) -> None:
     before = {name: (tmp_path / name).stat().st_ino for name in ours}
     extension_files(tmp_path)
     assert {name: (tmp_path / name).stat().st_ino for name in ours} == before
+
+
+def test_a_grant_its_call_reported_released_was_made_by_that_call() -> None:
+    """``lease acquire`` / ``acquire_lease`` answering ``grant released`` (the fault harness's #142:
+    its grant committed, the read after it failed) reported its token: not forged, live for no one
+    after the call unless its release failed too."""
+    released = released_grant({"status": "grant released", "token": 1, "expires_at": None}, "A", 0.0, 1.0, "mcp", "db")
+    assert released is not None and (released.token, released.holder, released.ttl_s) == (1, "A", 0.0)
+    assert forged_grants([event("grant", 1, "A"), event("grant", 2, "B")], [released, grant(2, "B", 0.5)]) == []
+    assert overlapping_grants([released, grant(2, "B", started=released.ended)]) == []
+    unreleased = released_grant(
+        {"status": "grant released", "token": 1, "expires_at": "2026-12-07T06:00:00+00:00"}, "A", 0.0, 5.0, "mcp", "db"
+    )
+    assert unreleased is not None and unreleased.ttl_s == 5.0
+    assert released_grant({"status": "error", "message": "database error"}, "A", 0.0, 1.0, "mcp", "db") is None
+    assert released_grant({"text": "ERROR: ..."}, "A", 0.0, 1.0, "mcp", "db") is None

@@ -28,7 +28,7 @@ from support.mysql_server import connect, mysql_rows
 from support.pg import PgServer
 from support.project import MakeProject, Project
 
-PG_VERSION = "0.11"
+PG_VERSION = "0.12"
 
 
 def add_revisions(project: Project, count: int) -> None:
@@ -236,7 +236,7 @@ def test_sqlite_a_dropped_guard_is_reported_and_put_back(tmp_path: Path) -> None
             connection.execute("UPDATE fencemigrate_agent_fence SET token = 1")
 
     two_tokens_then_lowered(project, lower)
-    altered = "the fence schema fencemigrate (0.7) differs from fencemigrate's: "
+    altered = "the fence schema fencemigrate (0.8) differs from fencemigrate's: "
     missing = "trigger fencemigrate_agent_fence_no_lowering is missing"
     assert findings(project, 1) == [("FM405", altered + missing), ("FM411", LEDGER_ABOVE), ("FM412", FENCE_BELOW)]
     state = state_json(project)
@@ -264,7 +264,7 @@ def test_mysql_a_dropped_guard_is_reported_and_put_back(make_project: MakeProjec
 
     two_tokens_then_lowered(project, lower)
     assert mysql_fence_tokens(mysql_url) == {"db/migrations": 1}
-    altered = "the fence schema fencemigrate (0.7) differs from fencemigrate's: "
+    altered = "the fence schema fencemigrate (0.8) differs from fencemigrate's: "
     missing = "trigger fencemigrate_agent_fence_monotonic is missing"
     assert findings(project, 1) == [("FM405", altered + missing), ("FM411", LEDGER_ABOVE), ("FM412", FENCE_BELOW)]
     assert state_json(project)["fence_schema_problems"] == [missing]

@@ -1,7 +1,7 @@
 """Each database's full install script creates exactly what its oldest script and the update chain create.
 
-A fresh install runs the current version's full script (``sql/fencemigrate--0.11.sql``,
-``sql/sqlite/fencemigrate--0.7.sql``, ``sql/mysql/fencemigrate--0.7.sql``); a database installed
+A fresh install runs the current version's full script (``sql/fencemigrate--0.12.sql``,
+``sql/sqlite/fencemigrate--0.8.sql``, ``sql/mysql/fencemigrate--0.8.sql``); a database installed
 at an older version is brought to the current one by the update scripts. Both must end with the
 same catalog: tables, columns and their types (on PostgreSQL also their storage and compression:
 the ledger's ``source`` is lz4 where the server has it), defaults and constraints, indexes,
@@ -135,7 +135,7 @@ def pg_dump_schema(server: PgServer, dbname: str, schema: str) -> list[str]:
 def test_postgresql_full_script_and_update_chain_install_the_same_schema(
     pg_conn: psycopg.Connection[Any], pg_server: PgServer, pg_dbname: str
 ) -> None:
-    """The runner's fresh install (the 0.11 script) and 0.1 plus the updates: the same catalog and dump;
+    """The runner's fresh install (the 0.12 script) and 0.1 plus the updates: the same catalog and dump;
     the ledger's ``source`` compressed with lz4 when the server has it."""
     pg_conn.execute(install_script(f'"{FULL}"'))
     chain = update_script(f'"{CHAIN}"', PG_OLDEST)
@@ -199,7 +199,7 @@ def second_database(pg_conn: psycopg.Connection[Any], pg_server: PgServer, pg_db
 def test_create_extension_runs_the_full_script_and_alter_extension_update_reaches_the_same_schema(
     extension_files: Path, pg_conn: psycopg.Connection[Any], second_database: str
 ) -> None:
-    """CREATE EXTENSION at the default version runs fencemigrate--0.11.sql alone; CREATE EXTENSION at
+    """CREATE EXTENSION at the default version runs fencemigrate--0.12.sql alone; CREATE EXTENSION at
     0.1 and ALTER EXTENSION UPDATE run the chain: the same catalog, the same extension members."""
     pg_conn.execute("CREATE SCHEMA fencemigrate")
     pg_conn.execute("CREATE EXTENSION fencemigrate SCHEMA fencemigrate")
@@ -251,7 +251,7 @@ def sqlite_catalog(path: Path, prefix: str) -> dict[str, Any]:
 
 
 def test_sqlite_full_script_and_update_chain_install_the_same_schema(tmp_path: Path) -> None:
-    """The 0.7 script and 0.2 plus the updates: the same sqlite_master (text and order) and columns."""
+    """The 0.8 script and 0.2 plus the updates: the same sqlite_master (text and order) and columns."""
     full, chain = tmp_path / "full.sqlite", tmp_path / "chain.sqlite"
     with closing(sqlite3.connect(full)) as conn:
         for sql in sqlite_schema.install_statements(f'"{FULL}"'):
@@ -332,7 +332,7 @@ def mysql_catalog(url: str, prefix: str) -> dict[str, Any]:
 
 
 def test_mysql_full_script_and_update_chain_install_the_same_schema(mysql_url: str) -> None:
-    """The 0.7 script and 0.3 plus the updates, on MariaDB: the same information_schema and SHOW CREATE."""
+    """The 0.8 script and 0.3 plus the updates, on MariaDB: the same information_schema and SHOW CREATE."""
     engine = create_engine(mysql_url)
     try:
         with engine.connect() as conn:

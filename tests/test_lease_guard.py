@@ -365,7 +365,7 @@ def test_pg_schema_at_0_4_is_updated_to_0_5(project: Project, pg_url: str, pg_co
         )
     assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.4",)]
     attack(pg_target(project, pg_url), "raise")
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.11",)]
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.12",)]
 
 
 def test_pg_schema_at_0_10_with_a_redis_fence_is_updated_to_0_11(
@@ -388,7 +388,7 @@ def test_pg_schema_at_0_10_with_a_redis_fence_is_updated_to_0_11(
     assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.10",)]
     add_revisions(project)
     project.run_cli("upgrade", "0001", "--token", "1", "--holder", "agent-A").check(0)
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.11",)]
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.12",)]
     assert query(
         pg_url,
         "SELECT g.resource, g.token, g.granted_at = f.updated_at "
@@ -418,4 +418,4 @@ def test_sqlite_file_at_0_4_is_updated_to_the_current_version(tmp_path: Path) ->
         assert connection.execute("SELECT version FROM fencemigrate_schema_version").fetchall() == [("0.4",)]
     attack(target, "steal")
     with closing(sqlite3.connect(tmp_path / "db.sqlite", isolation_level=None)) as connection:
-        assert connection.execute("SELECT version FROM fencemigrate_schema_version").fetchall() == [("0.7",)]
+        assert connection.execute("SELECT version FROM fencemigrate_schema_version").fetchall() == [("0.8",)]

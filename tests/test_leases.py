@@ -632,17 +632,10 @@ def test_eight_runners_at_once_on_an_empty_database(
             id="reapply-without-token",
         ),
         pytest.param(
-            ["upgrade", "head", "--token", "5", "--wait", "0"],
-            "--wait with --token applies only in pre-check mode (MySQL/MariaDB, or --mode precheck), where "
-            "it bounds the wait for the named lock; with --token your own lease service decides how long "
-            "to wait",
-            id="token-and-wait-zero",
-        ),
-        pytest.param(
-            ["upgrade", "head", "--sql"],
-            "a fencing token is required with --sql (pass --token N or set FENCEMIGRATE_TOKEN): an "
-            "offline script cannot take a lease",
-            id="sql-without-token",
+            ["upgrade", "head", "--sql", "--preempt"],
+            "--preempt cannot be used with --sql: a script cannot cancel another session's migration; "
+            "nothing was written",
+            id="sql-preempt",
         ),
     ],
 )

@@ -19,8 +19,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import anyio
 import psycopg
 import pytest
+import sqlalchemy as sa
 from fence_rows import without_progress
 from support.mysql_server import connect, mysql_rows
 from support.pg import PgServer
@@ -311,3 +313,154 @@ def test_run_terminated_inside_a_revision_on_postgresql(
         r"connection due to administrator command; the run's transaction rolled back: nothing was applied",
         message,
     ), message
+
+
+# -- a grant whose caller loses env.py's connection (the fault harness's #142) ---------------------
+
+
+def lease_row(url: str) -> tuple[str | None, int, bool]:
+    """``(holder, token, live)`` of the built-in lease on ``RESOURCE``."""
+    ((holder, token, live),) = mysql_rows(
+        url,
+        "SELECT holder, token, expires_at > UTC_TIMESTAMP(6) FROM fencemigrate_lease WHERE resource = %s",
+        (RESOURCE,),
+    )
+    return holder, int(token), bool(live)
+
+
+def lease_events(url: str) -> list[tuple[str, str | None, int | None]]:
+    """``(kind, holder, token)`` of every lease event on ``RESOURCE``, in order."""
+    rows = mysql_rows(
+        url, "SELECT kind, holder, token FROM fencemigrate_fence_event WHERE resource = %s ORDER BY id", (RESOURCE,)
+    )
+    return [(str(kind), holder, token) for kind, holder, token in rows]
+
+
+def test_grant_whose_env_py_connection_was_killed_is_released(
+    make_project: MakeProject, mysql_url: str, held_mysql_lock: Callable[[str], int]
+) -> None:
+    """``lease acquire`` waits for the lease lock while env.py's connection idles; that session is
+    killed, then the lock is freed and the grant commits on the lease connection. The state read
+    after the grant (env.py's connection) fails: the grant is released, not left live for a caller
+    told "error"; exit 1, one line naming the released token."""
+    project = make_project(url=mysql_url)
+    two_revisions(project)
+    project.run_cli("install").check(0)
+    holder = held_mysql_lock("fencemigrate-lease")
+    runner = start(project, "lease", "acquire", "--holder", "agent-A", "--ttl", "60s", "--wait", "30s")
+    lease_wait = wait_for(
+        lambda: [
+            id_ for id_, running in mysql_sessions(mysql_url, holder) if "GET_LOCK('fencemigrate-lease:" in running
+        ],
+        runner,
+        "the grant to wait for the lease lock",
+    )
+    kill_mysql(mysql_url, [id_ for id_, _ in mysql_sessions(mysql_url, holder) if id_ not in lease_wait])
+    kill_mysql(mysql_url, [holder])  # frees the lease lock: the grant commits
+    message = assert_one_error(*finish(runner), status=1, prefix="grant released", as_json=False)
+    assert re.fullmatch(
+        r"lease on db/migrations granted to agent-A with token 1, then released: after the grant, database error: "
+        r"\(20(13|06), '(Lost connection to MySQL server during query|MySQL server has gone away)'\)\. "
+        r"Nothing may be written with that token; acquire the lease again",
+        message,
+    ), message
+    assert lease_events(mysql_url) == [("GRANT", "agent-A", 1), ("RELEASE", "agent-A", 1)]
+    assert lease_row(mysql_url)[0] is None
+
+
+def test_mcp_grant_whose_env_py_connection_was_killed_is_released(
+    make_project: MakeProject, mysql_url: str, held_mysql_lock: Callable[[str], int]
+) -> None:
+    """The same through ``fencemigrate mcp`` (the harness's #142: agent-A's first ``acquire_lease``
+    committed token 1 and answered an error): the answer is that error, saying the grant was
+    released; the server holds no token, the lease is free, and the next ``acquire_lease`` is granted."""
+    from test_mcp_server import mcp_agent
+
+    project = make_project(url=mysql_url)
+    two_revisions(project)
+    project.run_cli("install").check(0)
+    holder = held_mysql_lock("fencemigrate-lease")
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "60s") as agent:
+
+            async def kill_after_the_wait() -> None:
+                deadline = time.monotonic() + 60
+                while not (
+                    waiting := [
+                        id_ for id_, sql in mysql_sessions(mysql_url, holder) if "GET_LOCK('fencemigrate-lease:" in sql
+                    ]
+                ):
+                    assert time.monotonic() < deadline, "timed out waiting for the grant to wait for the lease lock"
+                    await anyio.sleep(0.05)
+                kill_mysql(mysql_url, [id_ for id_, _ in mysql_sessions(mysql_url, holder) if id_ not in waiting])
+                kill_mysql(mysql_url, [holder])
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(kill_after_the_wait)
+                undone = await agent.error("acquire_lease", "ERROR", wait="30s")
+            assert undone["status"] == "grant released" and undone["token"] == 1, undone
+            assert undone["message"].startswith(
+                "ERROR: lease on db/migrations granted to agent-A with token 1, then released: after the grant, "
+                "database error: (20"
+            ), undone
+            assert lease_events(mysql_url) == [("GRANT", "agent-A", 1), ("RELEASE", "agent-A", 1)]
+            assert lease_row(mysql_url)[0] is None
+            assert (await agent.ok("read_state"))["server_token"] is None
+            assert (await agent.ok("acquire_lease"))["server_token"] == 2
+
+    anyio.run(scenario)
+
+
+# -- a session ended between a run's commit and env.py's close (the fault harness's seed 9101 #58) -------
+
+KILL_OWN_SESSION = """
+        if os.environ.get("KILL_OWN_SESSION"):  # the server ends the session between the commit and the close
+            own = connection.connection.dbapi_connection
+            with connectable.connect() as killer:
+                killer.exec_driver_sql(f"KILL CONNECTION {own.thread_id()}")
+"""
+
+
+def killed_after_commit(project: Project) -> None:
+    """``project``'s env.py (Alembic's generic one) with the session of its connection ended, from
+    another session, once its migrations have committed and before it closes the connection: as a
+    runner stopped there (SIGSTOP) while the harness's ``KILL CONNECTION`` ran."""
+    text = project.env_py.read_text()
+    online = "        with context.begin_transaction():\n            context.run_migrations()\n"
+    assert text.count(online) == 1
+    project.env_py.write_text("import os\n" + text.replace(online, online + KILL_OWN_SESSION))
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "text"])
+def test_run_whose_session_ends_after_its_commit_succeeds_without_a_traceback(
+    make_project: MakeProject, mysql_url: str, as_json: bool
+) -> None:
+    """The harness's seed 9101 #58: the run committed; its session is ended before env.py closes the
+    connection, whose rollback on return to the pool then fails: exit 0, the run's own output, and no
+    "Exception during reset" traceback. Control: plain Alembic prints that traceback for the same env.py.
+    (On PostgreSQL psycopg sends no ROLLBACK for a connection with no transaction open: nothing fails.)"""
+    url = mysql_url
+    control = make_project(url=url, name="control")
+    two_revisions(control)
+    killed_after_commit(control)
+    plain = control.run_alembic("upgrade", "head", env={"KILL_OWN_SESSION": "1"}).check(0)
+    assert "Exception during reset or similar" in plain.stderr and "Traceback" in plain.stderr, plain
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        for table in ("t02", "t01", "alembic_version"):
+            connection.execute(sa.text(f"DROP TABLE {table}"))
+    engine.dispose()
+
+    project = make_project(url=url)
+    two_revisions(project)
+    killed_after_commit(project)
+    result = project.run_cli("upgrade", "head", *(["--json"] if as_json else []), env={"KILL_OWN_SESSION": "1"})
+    shown = str(result)
+    assert result.code == 0 and "Traceback" not in result.output and "Exception during" not in result.output, shown
+    if as_json:
+        assert json.loads(result.stdout)["heads"] == ["r02"], shown
+    else:
+        assert result.stdout.splitlines()[-1].strip() == "heads now: r02", shown
+    with sa.create_engine(url).connect() as connection:
+        assert connection.execute(sa.text("SELECT version_num FROM alembic_version")).all() == [("r02",)]

@@ -19,10 +19,12 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
 import sqlalchemy as sa
 from git_repos import BRANCH, git, make_repositories
@@ -37,7 +39,8 @@ from incident_story import (
 )
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, InitializeResult, TextContent
+from support.db import libpq_url
 from support.project import (
     MakeProject,
     Project,
@@ -76,6 +79,7 @@ class Agent:
 
     session: ClientSession
     stderr: Path
+    initialized: InitializeResult
     progress: list[tuple[float, float | None, str | None]] = field(default_factory=list)
 
     async def call(self, tool: str, **arguments: Any) -> CallToolResult:
@@ -122,8 +126,7 @@ async def mcp_agent(
     stderr = project.path / f"mcp-{holder}.stderr"
     with stderr.open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            yield Agent(session, stderr)
+            yield Agent(session, stderr, await session.initialize())
 
 
 def run(scenario: Callable[[], Awaitable[None]]) -> None:
@@ -425,8 +428,8 @@ def test_check_returns_structured_findings(tmp_path: Path) -> None:
 
 def test_a_drift_diff_withholds_what_read_file_withholds(tmp_path: Path) -> None:
     """A revision that creates a role with a password (SQL's PASSWORD '...'), applied, then edited:
-    read_file, check's FM402 diff and read_state's drift all show the password as ***. Control: the
-    file and the diff that check --db --json prints hold it in clear."""
+    read_file, check's FM402 diff and read_state's drift all show the password as ***, and so does
+    check --db --json. Control: the file holds it in clear."""
     project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
     path = project.add_revision("0001", None, ["CREATE TABLE t (id int)"], ["DROP TABLE t"], slug="role")
     path.write_text(path.read_text() + "ROLE_SQL = \"CREATE ROLE app LOGIN PASSWORD 'hunter2-s'\"\n")
@@ -447,7 +450,8 @@ def test_a_drift_diff_withholds_what_read_file_withholds(tmp_path: Path) -> None
 
     run(scenario)
     printed = project.run_cli("check", "--db", "--json", "--select", "FM402").stdout
-    assert "hunter2-s" in printed and "hunter2-s" in path.read_text()
+    assert "hunter2-s" in path.read_text() and "FM402" in printed  # the file holds it in clear
+    assert "hunter2-s" not in printed  # the CLI's output withholds SQL passwords too
 
 
 def test_bad_arguments_are_usage_errors_and_change_nothing(tmp_path: Path) -> None:
@@ -460,8 +464,8 @@ def test_bad_arguments_are_usage_errors_and_change_nothing(tmp_path: Path) -> No
             granted = await agent.ok("acquire_lease")
             before = granted["state"]
             cases: list[tuple[str, dict[str, Any], str]] = [
-                ("upgrade", {"revision": "nope"}, "unknown revision 'nope'"),
-                ("downgrade", {"revision": "0099"}, "unknown revision '0099'"),
+                ("upgrade", {"revision": "nope"}, "Can't locate revision identified by 'nope'"),
+                ("downgrade", {"revision": "0099"}, "Can't locate revision identified by '0099'"),
                 ("upgrade", {"revision": 42}, "bad arguments for upgrade: revision: Input should be a valid string"),
                 ("upgrade", {}, "bad arguments for upgrade: revision: Field required"),
                 ("upgrade", {"revision": "head", "sql": "maybe"}, "bad arguments for upgrade: sql:"),
@@ -469,6 +473,21 @@ def test_bad_arguments_are_usage_errors_and_change_nothing(tmp_path: Path) -> No
                 ("renew_lease", {"ttl": "banana"}, "invalid --ttl 'banana'"),
                 ("acquire_lease", {"ttl": "-5s"}, "invalid --ttl '-5s'"),
                 ("acquire_lease", {"wait": 3}, "bad arguments for acquire_lease: wait: Input should be a valid string"),
+                (
+                    "upgrade",
+                    {"revision": "head", "token": 99},
+                    "bad arguments for upgrade: unknown argument 'token' (upgrade takes revision, sql)",
+                ),
+                (
+                    "release_lease",
+                    {"force": True},
+                    "bad arguments for release_lease: unknown argument 'force' (release_lease takes no arguments)",
+                ),
+                (
+                    "stamp",
+                    {"revisions": ["0042"], "purge": True, "dry_run": True, "Force": 1},
+                    "bad arguments for stamp: unknown argument 'dry_run', 'Force' (stamp takes revisions, sql, purge)",
+                ),
             ]
             for tool, arguments, expected in cases:
                 refused = await agent.error(tool, "USAGE", **arguments)
@@ -498,6 +517,19 @@ def test_tools_are_listed_with_schemas(tmp_path: Path) -> None:
             assert set(listed["upgrade"].input_schema["properties"]) == {"revision", "sql"}
             assert set(listed["stamp"].input_schema["properties"]) == {"revisions", "sql", "purge"}
             assert "token" not in json.dumps([tool.input_schema for tool in listed.values()])  # never an argument
+            for tool in listed.values():  # an unknown argument is refused, and the schema says so
+                assert tool.input_schema["additionalProperties"] is False, tool.name
+                lines = (tool.description or "").splitlines()
+                assert lines[0] == lines[0].strip() and not any(line.startswith(" ") for line in lines), tool.name
+            assert listed["release_lease"].description == (
+                "Free this server's lease; the server drops its token. Comes with a fresh read_state."
+            )
+            assert listed["upgrade"].description == (
+                "Upgrade to REVISION under this server's own grant, every step claiming the fence first.\n"
+                "Progress notifications name each revision (n of m); the lease is renewed between revisions."
+            )
+            info = agent.initialized.server_info
+            assert (info.name, info.version) == ("fencemigrate", version("fencemigrate"))
 
     run(scenario)
 
@@ -1103,3 +1135,166 @@ def server_pids(holder: str) -> list[int]:
             if b"mcp" in argv and holder.encode() in argv and (entry / "stat").read_text().split()[2] != "Z":
                 pids.append(int(entry.name))
     return pids
+
+
+# -- docs/mcp.md's client configuration --------------------------------------------------------
+
+DOCS_MCP = Path(__file__).resolve().parent.parent / "docs" / "mcp.md"
+ENV_LINE = '        env={"DATABASE_URL": os.environ["DATABASE_URL"]},  # the server inherits only PATH, HOME, ...\n'
+
+
+def documented_python_client() -> str:
+    """The Python example under "The Python SDK's own stdio client" in docs/mcp.md, as written."""
+    text = DOCS_MCP.read_text()
+    after = text[text.index("**The Python SDK's own stdio client**") :]
+    return after[after.index("```python\n") + len("```python\n") : after.index("\n```\n")] + "\n"
+
+
+def test_the_documented_python_client_runs_as_written(tmp_path: Path) -> None:
+    """docs/mcp.md's Python client, run as a script in a project whose env.py reads DATABASE_URL:
+    it initializes (the server names its version), reads, takes the lease and upgrades. Control:
+    without the example's ``env`` the server never sees DATABASE_URL and the upgrade does not happen."""
+    url = sqlite_url(tmp_path / "db.sqlite")
+    project = create_project(tmp_path / "project", "")
+    project.edit_env(
+        "config = context.config\n",
+        'config = context.config\nconfig.set_main_option("sqlalchemy.url", __import__("os").environ["DATABASE_URL"])\n',
+        1,
+    )
+    write_a_0042(project)
+    example = documented_python_client()
+    assert ENV_LINE in example
+    bin_dir = str(Path(script_command("fencemigrate")[0]).parent)
+    env = subprocess_env({"DATABASE_URL": url, "PATH": bin_dir + os.pathsep + os.environ["PATH"]})
+
+    control = tmp_path / "without_env.py"
+    control.write_text(example.replace(ENV_LINE, ""))
+    refused = run_command([sys.executable, str(control)], project.path, env)
+    assert refused.code != 0 and not has_table(url, "invoice_currency"), refused
+
+    script = tmp_path / "example.py"
+    script.write_text(example)
+    result = run_command([sys.executable, str(script)], project.path, env)
+    assert result.code == 0, result
+    assert result.stdout.splitlines() == [
+        f"server fencemigrate {version('fencemigrate')}",
+        "heads []",
+        "token 1",
+        "progress 1/1: upgrade 0042 (1 of 1) under token 1",
+        "upgraded to ['0042']",
+    ], result
+    assert has_table(url, "invoice_currency")
+
+
+def test_read_state_answers_while_an_upgrade_waits_for_the_fence(tmp_path: Path, pg_url: str) -> None:
+    """Another session holds the fence (its claim's transaction open): the server's upgrade waits,
+    sends a progress notification naming that session within 5 s, and read_state answers meanwhile
+    (the state last read, and what the upgrade waits for) instead of queueing behind it; the upgrade
+    applies once the fence is free."""
+    project = create_project(tmp_path / "project", pg_url)
+    project.add_revision("0001", None, ["CREATE TABLE t1 (id int)"], ["DROP TABLE t1"])
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A") as agent:
+            await agent.ok("acquire_lease")
+            with psycopg.connect(libpq_url(pg_url)) as holder:
+                holder.execute("SELECT fencemigrate.claim('db/migrations', 1)")
+                pid = holder.execute("SELECT pg_backend_pid()").fetchone()[0]
+                async with anyio.create_task_group() as tasks:
+                    upgraded: list[dict[str, Any]] = []
+
+                    async def upgrade() -> None:
+                        upgraded.append(await agent.ok("upgrade", revision="head"))
+
+                    tasks.start_soon(upgrade)
+                    with anyio.fail_after(120):
+                        while not agent.progress:
+                            await anyio.sleep(0.1)
+                    (_, total, message) = agent.progress[0]
+                    assert total is None and message is not None
+                    assert message.startswith(f"waiting for the fence of db/migrations: held by pid {pid} since ")
+                    with anyio.fail_after(30):
+                        view = await agent.ok("read_state")
+                    assert not upgraded
+                    assert view["heads"] == [] and view["server_token"] == 1
+                    assert view["notes"][-1].startswith(
+                        "another tool call of this server is still running (waiting for the fence of db/migrations: "
+                        f"held by pid {pid} since "
+                    ), view["notes"]
+                    holder.rollback()
+            assert upgraded[0]["heads"] == ["0001"]
+            assert (await agent.ok("read_state"))["heads"] == ["0001"]
+
+    run(scenario)
+
+
+def test_read_state_answers_while_the_first_call_waits_for_the_lease(tmp_path: Path, pg_url: str) -> None:
+    """The server's first call, acquire_lease, waits for another holder's lease: read_state answers
+    at once (LEASE_BUSY: transient, nothing read yet, naming what that call waits for) instead of
+    queueing behind it for up to its --wait; once the lease is free the grant and read_state go on."""
+    project = create_project(tmp_path / "project", pg_url)
+    project.add_revision("0001", None, ["CREATE TABLE t1 (id int)"], ["DROP TABLE t1"])
+    project.run_cli("lease", "acquire", "--holder", "other", "--ttl", "5m").check(0)
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A") as agent:
+            async with anyio.create_task_group() as tasks:
+                granted: list[dict[str, Any]] = []
+
+                async def acquire() -> None:
+                    granted.append(await agent.ok("acquire_lease", wait="2m"))
+
+                tasks.start_soon(acquire)
+                await anyio.sleep(5)  # no read_state before: the call's wait has begun, and nothing was shown
+                with anyio.fail_after(10):
+                    answer = await agent.call("read_state")
+                busy = answer.structured_content or {}
+                assert busy["error"] == "LEASE_BUSY" and text_of(answer) == busy["message"], busy
+                assert busy["message"] == (
+                    "LEASE_BUSY: lease on db/migrations is busy: another tool call of this server is still running "
+                    "(waiting for the lease on db/migrations: held by other with token 1), and this server has read "
+                    "no state yet: call read_state again once it has returned; this is transient, try again later"
+                ), busy
+                assert not granted
+                project.run_cli("lease", "release", "--holder", "other").check(0)
+            assert granted[0]["lease"]["token"] == 2
+            assert (await agent.ok("read_state"))["server_token"] == 2
+
+    run(scenario)
+
+
+def test_a_grant_whose_state_cannot_be_read_is_released(tmp_path: Path) -> None:
+    """acquire_lease commits its grant, then the server's own read of the state for the agent (the
+    drift check, a second env.py run) fails: the answer is that error, saying the grant was released;
+    the server holds no token, the lease is free for others, and the next acquire_lease is granted.
+    Here env.py fails on that run (as a database gone away would)."""
+    project = create_project(tmp_path / "project", sqlite_url(tmp_path / "db.sqlite"))
+    env_py = project.path / "migrations" / "env.py"
+    env_py.write_text(
+        "import pathlib\n"
+        "_runs = pathlib.Path(__file__).with_name('env-runs')\n"
+        "_runs.write_text(_runs.read_text() + 'x' if _runs.exists() else 'x')\n"
+        "_fail = pathlib.Path(__file__).with_name('fail-on-run')\n"
+        "if _fail.exists() and _fail.read_text() == str(len(_runs.read_text())):\n"
+        "    raise RuntimeError('the database went away')\n" + env_py.read_text()
+    )
+    runs = project.path / "migrations" / "env-runs"
+    project.run_cli("install").check(0)
+
+    async def scenario() -> None:
+        async with mcp_agent(project, "agent-A", "--ttl", "5m") as agent:
+            # the grant's own env.py run, then the drift check's
+            (project.path / "migrations" / "fail-on-run").write_text(str(len(runs.read_text()) + 2))
+            undone = await agent.error("acquire_lease", "ERROR")
+            assert undone["status"] == "grant released" and undone["token"] == 1, undone
+            assert undone["message"].startswith(
+                "ERROR: lease on db/migrations granted to agent-A with token 1, then released: after the grant, "
+            ), undone
+            assert "RuntimeError: the database went away" in undone["message"], undone
+            status = json.loads(project.run_cli("lease", "status", "--json").check(0).stdout)
+            assert status["lease"]["holder"] is None and status["lease"]["token"] == 1, status
+            assert (await agent.ok("read_state"))["server_token"] is None
+            await agent.error("upgrade", "USAGE", revision="head")
+            assert (await agent.ok("acquire_lease"))["server_token"] == 2
+
+    run(scenario)

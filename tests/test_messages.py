@@ -397,7 +397,9 @@ def test_the_wheel_built_from_a_checkout_runs_on_its_own(tmp_path: Path) -> None
         check=True,
     )
     assert Path(where.stdout.strip()) == package / "_data" / "sql"
-    assert installed("--version").stdout == f"python -m fencemigrate, version {version('fencemigrate')}\n"
+    assert installed("--version").stdout == (
+        f"python -m fencemigrate, version {version('fencemigrate')} (Alembic {version('alembic')})\n"
+    )
     demo = installed("demo")
     assert demo.returncode == 0, demo.stdout + demo.stderr
     assert demo.stdout.splitlines()[-1] == "verdict: fencing kept agent-B's work; plain alembic destroyed it"

@@ -116,11 +116,13 @@ def test_grant_waits_for_an_in_flight_writer_or_preempts_it(make_project: MakePr
 
     busy = project.run_cli("lease", "acquire", "--holder", "fresh", "--wait", "1s")
     busy.check(4)
-    assert busy.stderr.splitlines()[-1] == (
+    last = busy.stderr.splitlines()[-1]
+    assert last.startswith(
         "fencemigrate: busy: lease on db/migrations is busy: a migration under an older token is still in "
-        "flight (its holder's lease has expired); wait for it, or pass --preempt to cancel it; this is "
-        "transient, try again later"
-    )
+        "flight (its holder's lease has expired); wait for it, or pass --preempt to cancel it "
+        f"(held by connection {writer_session} (stale, token 5) since "
+    ), last
+    assert last.endswith("; waited 1s; this is transient, try again later"), last
     assert fence_tokens(mysql_url) == {"db/migrations": 5}
 
     grant = json.loads(project.run_cli("lease", "acquire", "--holder", "fresh", "--preempt", "--json").check(0).stdout)

@@ -130,7 +130,8 @@ def test_at_head_without_fence_schema_installs_nothing(database: Database) -> No
     assert not database.fence_installed()
     project.run_cli("install").check(0)
     assert database.fence_installed()
-    assert timeline(project) == []
+    # install adopts what plain Alembic applied (docs/adopting.md), and nothing else happens
+    assert [(event["kind"], event["detail"]["revisions"]) for event in timeline(project)] == [("ADOPT", ["r01", "r02"])]
 
 
 def test_read_only_sqlite_file_at_head(tmp_path: Path, make_project: MakeProject) -> None:
@@ -308,6 +309,10 @@ MISSING = (
     "no SQLite database at {path}: read commands never create one; check sqlalchemy.url (a fenced upgrade "
     "creates the file)"
 )
+CHECK_HINT = (  # check fails without its database, as alembic check does
+    "; check compares the database and the models, as `alembic check` does, so it fails without them: "
+    "to lint the revision files alone, give --no-db"
+)
 
 
 @pytest.mark.parametrize(
@@ -332,10 +337,11 @@ def test_read_commands_on_a_missing_sqlite_file_create_none(
     project = make_project(url=sqlite_url(path))
     project.add_chain(1)
     result = project.run_cli(*command).check(1)
+    message = MISSING.format(path=path) + (CHECK_HINT if command[0] == "check" else "")
     if "--json" in command:
-        assert json.loads(result.stdout) == {"status": "error", "message": MISSING.format(path=path)}
+        assert json.loads(result.stdout) == {"status": "error", "message": message}
     else:
-        assert stderr_lines(result.stderr) == ["fencemigrate: error: " + MISSING.format(path=path)]
+        assert stderr_lines(result.stderr) == ["fencemigrate: error: " + message]
     assert not path.exists()
     project.run_alembic("current").check(0)
     assert path.exists()

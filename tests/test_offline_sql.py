@@ -188,7 +188,7 @@ def test_install_sql_through_psql_installs_the_fence_schema(project: Project, pg
     run_command(psql, tmp_path, input=script).check(0)  # fencemigrate install --sql | psql
 
     assert "fencemigrate" in schema_names(pg_url)
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.11",)]
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.12",)]
     assert table_names(pg_url, "fencemigrate") == FENCE_TABLES
     triggers = query(
         pg_url,

@@ -55,12 +55,15 @@ RUNS_ONLY_ON: dict[str, frozenset[str]] = {
     "named_lock_holder": _PRECHECK,
     "named_lock_name": _PRECHECK,
     "named_lock_release": _PRECHECK,
+    "named_lock_session": _PRECHECK,
+    "preempt_writer": _PRECHECK,  # a grant's --preempt on MySQL; a pre-check run's, with --token
     "settle_revision": _PRECHECK,
     "unsettled_revisions": _PRECHECK,
     # MySQL: a mark is settled by its own statement (PostgreSQL: record_steps()), and a refused
     # write without a token is recorded in a MyISAM table.
     "settle_apply": frozenset({"mysql"}),
     "settle_rollback": frozenset({"mysql"}),
+    "rollback_detail": frozenset({"mysql"}),  # the ROLLBACK event's detail, for the ledger trigger
     "forget_tokenless_write": frozenset({"mysql"}),
     "tokenless_writes": frozenset({"mysql"}),
 }
@@ -357,8 +360,19 @@ def test_the_extension_scripts_take_only_the_named_advisory_locks() -> None:
 
 
 # Placeholders the code that loads the statement fills in itself: the fence schema (queries.py), the
-# version table and its guard triggers (version_guard.py).
-FILLED_BY_THE_LOADER = {"schema", "version_table", "version_table_name", "insert_guard", "update_guard", "delete_guard"}
+# version table and its guard triggers (version_guard.py), what a SQLite --sql script's checks say
+# (fence_calls/sqlite_script.py).
+FILLED_BY_THE_LOADER = {
+    "schema",
+    "version_table",
+    "version_table_name",
+    "insert_guard",
+    "update_guard",
+    "delete_guard",
+    "resource",
+    "heads",
+    "schema_version",
+}
 
 
 def test_every_advisory_lock_key_is_used_and_every_placeholder_is_known() -> None:

@@ -237,7 +237,7 @@ def test_a_dropped_redis_guard_is_reported_and_put_back(target: Target, redis_ur
     target.run("DROP TRIGGER fencemigrate_agent_fence_no_unissued_redis_token")
     assert (
         "FM405",
-        "the fence schema fencemigrate (0.7) differs from fencemigrate's: "
+        "the fence schema fencemigrate (0.8) differs from fencemigrate's: "
         "trigger fencemigrate_agent_fence_no_unissued_redis_token is missing",
     ) in findings(target)
     assert target.cli("install").check(0).stdout.splitlines() == [
@@ -279,7 +279,7 @@ def test_a_database_at_0_6_is_updated_and_its_redis_fences_seeded(target: Target
     install_0_6(target)
     ((_, _, _, fenced_at),) = target.run("SELECT resource, token, token_source, updated_at FROM {fence}")
     target.cli("upgrade", "0001", "--token", "1", "--holder", "agent-A").check(0)
-    assert target.run("SELECT version FROM fencemigrate_schema_version") == [("0.7",)]
+    assert target.run("SELECT version FROM fencemigrate_schema_version") == [("0.8",)]
     assert target.run("SELECT resource, token, granted_at FROM {grant}") == [(RESOURCE, 1, fenced_at)]
     assert_refused(target, "UPDATE {fence} SET token = 777", NEVER_ISSUED_BY_REDIS)
     target.cli("upgrade", "0002", "--token", "777", "--holder", "mallory").check(3)

@@ -312,7 +312,8 @@ def test_an_in_flight_migration_makes_the_grant_busy_and_the_redis_lease_is_give
         with pytest.raises(LeaseBusy) as busy:
             leases.acquire(request("agent-B", wait_ms=100))
 
-        assert busy.value.reason == IN_FLIGHT
+        assert busy.value.reason.startswith(f"{IN_FLIGHT} (held by pid "), busy.value.reason
+        assert busy.value.reason.endswith("); waited 100ms"), busy.value.reason
         assert client.get(LEASE_KEY) is None
         in_flight.rollback()
     assert fence_token(pg_url) == 1

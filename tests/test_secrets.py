@@ -229,6 +229,48 @@ def test_the_scrubber_still_finds_every_url_password() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("statement", "shown"),
+    [
+        ("CREATE ROLE app LOGIN PASSWORD 'hunter2'", "CREATE ROLE app LOGIN PASSWORD '***'"),
+        (
+            "ALTER ROLE app WITH ENCRYPTED PASSWORD 'a''b' VALID UNTIL 'x'",
+            "ALTER ROLE app WITH ENCRYPTED PASSWORD '***' VALID UNTIL 'x'",
+        ),
+        ("ALTER ROLE app PASSWORD E'a\\'b' LOGIN", "ALTER ROLE app PASSWORD '***' LOGIN"),
+        ("ALTER ROLE app PASSWORD $pw$hunter2$pw$", "ALTER ROLE app PASSWORD '***'"),
+        ("CREATE USER app IDENTIFIED BY 'hunter2'", "CREATE USER app IDENTIFIED BY '***'"),
+        (
+            "CREATE USER 'app'@'%' IDENTIFIED WITH mysql_native_password BY 'hunter2'",
+            "CREATE USER 'app'@'%' IDENTIFIED WITH mysql_native_password BY '***'",
+        ),
+        ("GRANT ALL ON db.* TO app IDENTIFIED BY 'hunter2'", "GRANT ALL ON db.* TO app IDENTIFIED BY '***'"),
+        ("Can't locate revision identified by '9999'", "Can't locate revision identified by '9999'"),
+        (
+            "CREATE USER a IDENTIFIED BY 'x1', b IDENTIFIED BY 'y2'",
+            "CREATE USER a IDENTIFIED BY '***', b IDENTIFIED BY '***'",
+        ),
+        ("SET PASSWORD FOR app = 'hunter2'", "SET PASSWORD FOR app = '***'"),
+        ("ALTER USER app IDENTIFIED BY 'new' REPLACE 'old'", "ALTER USER app IDENTIFIED BY '***' REPLACE '***'"),
+        ("ALTER ROLE app PASSWORD U&'hun\\0074er2'", "ALTER ROLE app PASSWORD '***'"),
+        (
+            "the user x: Can't locate revision identified by 'abc'",
+            "the user x: Can't locate revision identified by 'abc'",
+        ),
+        ("SELECT replace('abc', 'a', 'b')", "SELECT replace('abc', 'a', 'b')"),
+        ("SET PASSWORD FOR app = PASSWORD('hunter2')", "SET PASSWORD FOR app = PASSWORD('***')"),
+        ("CREATE ROLE app PASSWORD 'hunter2 cut off by the report", "CREATE ROLE app PASSWORD '***'"),
+        ("ALTER ROLE app PASSWORD NULL", "ALTER ROLE app PASSWORD NULL"),
+        ("SELECT pg_sleep(60)", "SELECT pg_sleep(60)"),
+    ],
+)
+def test_a_password_in_a_sql_statement_is_withheld(statement: str, shown: str) -> None:
+    """What a wait report shows of another writer's statement (docs/cli.md) keeps its passwords back."""
+    from fencemigrate.scrub import scrub_secrets
+
+    assert scrub_secrets(statement) == shown
+
+
 # -- a file's text, as the MCP server's read_file shows it (issue 24, defect 7) -------------------
 
 

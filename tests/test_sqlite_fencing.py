@@ -255,7 +255,7 @@ def test_state_text_and_json(tmp_path: Path) -> None:
     assert payload["status"] == "ok"
     assert payload["version_table"] == "alembic_version"
     assert payload["heads"] == ["0001"]
-    assert payload["fence_schema_version"] == "0.7"
+    assert payload["fence_schema_version"] == "0.8"
     assert [(f["resource"], f["token"]) for f in payload["fences"]] == [("db/migrations", 12)]
     (row,) = payload["ledger"]
     assert (row["revision"], row["resource"], row["applied_token"], row["holder"], row["method"]) == (
@@ -269,7 +269,7 @@ def test_state_text_and_json(tmp_path: Path) -> None:
     assert row["applied_at"].endswith("Z")
 
     lines = project.run_cli("state").check(0).stdout.splitlines()
-    assert lines[:2] == ["heads: 0001", "fence schema: 0.7"]
+    assert lines[:2] == ["heads: 0001", "fence schema: 0.8"]
     assert any(line.startswith("  db/migrations  token=12  since ") for line in lines), lines
     assert any(line.startswith("  0001  applied_token=12  holder=agent  upgrade at ") for line in lines), lines
 
@@ -280,26 +280,18 @@ def test_state_text_and_json(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "args", [("upgrade", "head"), ("downgrade", "0001:base"), ("stamp", "head")], ids=["upgrade", "downgrade", "stamp"]
 )
-def test_offline_sql_is_refused_on_sqlite(tmp_path: Path, args: tuple[str, ...]) -> None:
-    """--sql on SQLite: exit 2, a message that offline fencing needs PostgreSQL, nothing written anywhere."""
+def test_offline_sql_on_sqlite_writes_a_script_without_connecting(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """--sql on SQLite (with a token or without): exit 0 and a script for the sqlite3 shell, the
+    database never opened (tests/test_sqlite_offline_script.py runs such scripts)."""
     project = make_sqlite_project(tmp_path)
     add_good(project, "0001", None, "t1")
     db = database(project)
 
-    out = project.run_cli(*args, "--token", "5", "--sql")
-    out.check(2)
-    assert out.stdout == ""
-    assert stderr_lines(out.stderr) == [
-        "fencemigrate: usage: offline fencing (--sql) needs PostgreSQL: on SQLite the fence is claimed by "
-        "the runner itself, not by statements a script could carry; run the command without --sql "
-        "(nothing was written)"
-    ]
-    payload = json.loads(project.run_cli(*args, "--token", "5", "--sql", "--json").check(2).stdout)
-    assert payload["status"] == "usage" and "needs PostgreSQL" in payload["message"]
+    for token in (["--token", "5"], []):
+        out = project.run_cli(*args, *token, "--sql").check(0)
+        assert out.stdout.splitlines()[1:3] == [".bail on", ".timeout 600000"], out
+        assert "BEGIN IMMEDIATE;" in out.stdout.splitlines()
     assert not db.exists()  # offline runs never connect
-
-    # Control: plain alembic writes the script.
-    assert "alembic_version" in project.run_alembic(*args, "--sql").check(0).stdout
 
 
 AUTOCOMMIT_ENVS = {

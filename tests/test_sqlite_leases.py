@@ -51,6 +51,9 @@ WRITER_IN_FLIGHT = (
     "(a migration in flight, or another grant); wait for it with a longer --wait (--preempt is not "
     "available on SQLite); this is transient, try again later"
 )
+WAITING_FOR_THE_WRITE_LOCK = (
+    "waiting for SQLite's write lock of db/migrations: held by another session (the database does not say which); "
+)
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -354,6 +357,84 @@ def test_a_grant_by_a_clock_years_ahead_of_the_event_log_is_refused(tmp_path: Pa
     assert lease_row(db) == ("agent-C", 3, 60000)
 
 
+def test_a_lease_granted_by_a_clock_years_ahead_is_implausible_and_treated_as_expired(tmp_path: Path) -> None:
+    """A client whose clock runs 20 years ahead takes a 1-minute lease on a fresh file (no event to
+    judge its clock by). Granted further in the future than its TTL by this machine's clock, the
+    lease is implausible: `lease status` and `state` say so and count it as expired, the next honest
+    grant takes it over (not "busy until 2046") and the timeline tells why; the fence keeps safety:
+    the fast client's token is FENCED."""
+    faketime = shutil.which("faketime")
+    assert faketime, "faketime (Debian package faketime) is needed: bash .ci/test installs it"
+    project = make_sqlite_project(tmp_path)
+    db = database(project)
+    add_table(project, "a1", None, "t1")
+    fast = run_command(
+        [
+            faketime,
+            "-f",
+            "+7300d",
+            *script_command("fencemigrate"),
+            "lease",
+            "acquire",
+            "--holder",
+            "agent-fast",
+            "--ttl",
+            "1m",
+            "--json",
+        ],
+        project.path,
+    )
+    assert granted_token(fast) == 1
+    granted_at = lease_status(project)["granted_at"]
+    assert granted_at.startswith("204"), granted_at
+
+    status = lease_status(project)
+    assert (status["holder"], status["expired"]) == ("agent-fast", True)  # before: live until 2046
+    assert status["implausible"] is True
+    text = project.run_cli("lease", "status").check(0).stdout
+    assert "  implausible: granted at " + granted_at + ", further in the future than its TTL" in text, text
+    state = json.loads(project.run_cli("state", "--json").check(0).stdout)
+    assert [(row["resource"], row["holder"], row["token"], row["ttl_ms"]) for row in state["implausible_leases"]] == [
+        ("db/migrations", "agent-fast", 1, 60000)
+    ]
+    warning = [line for line in project.run_cli("state").check(0).stdout.splitlines() if line.startswith("WARNING")]
+    assert len(warning) == 1 and "held by agent-fast, token 1" in warning[0], warning
+    assert warning[0].endswith("it is implausible and treated as expired (the next grant takes it over)")
+
+    granted = json.loads(acquire(project, "agent-B", "--json").check(0).stdout)["lease"]
+    assert (granted["holder"], granted["token"], granted["previous_holder"]) == ("agent-B", 2, "agent-fast")
+    assert lease_row(db) == ("agent-B", 2, 60000)
+    timeline = json.loads(project.run_cli("timeline", "--json").check(0).stdout)["events"]
+    expire = [event for event in timeline if event["kind"] == "EXPIRE"]
+    assert len(expire) == 1 and expire[0]["holder"] == "agent-fast" and expire[0]["detail"]["implausible"] is True
+    assert datetime.fromisoformat(expire[0]["at"]).year < 2040  # logged when it was taken over, not in 2046
+    lines = project.run_cli("timeline").check(0).stdout.splitlines()
+    assert any(
+        "EXPIRE   db/migrations (holder agent-fast token=1): granted at " in line
+        and line.endswith("further in the future than its TTL (a clock ahead): implausible, treated as expired")
+        for line in lines
+    ), lines
+    assert json.loads(project.run_cli("state", "--json").check(0).stdout)["implausible_leases"] == []
+
+    fenced = run_command(
+        [
+            faketime,
+            "-f",
+            "+7300d",
+            *script_command("fencemigrate"),
+            "upgrade",
+            "head",
+            "--token",
+            "1",
+            "--holder",
+            "agent-fast",
+        ],
+        project.path,
+    )
+    assert fenced.code == 3, fenced
+    assert "t1" not in user_tables(db)
+
+
 def test_token_counter_survives_reopening_the_file_and_cannot_go_down(tmp_path: Path) -> None:
     """Tokens keep going up across processes that close and reopen the file, and a copy of the
     file; the monotonic guard refuses lowering, deleting or replacing the counter from any client."""
@@ -448,7 +529,10 @@ def test_a_holder_paused_inside_its_renewal_blocks_a_grant_no_longer_than_wait(t
     wait_until_expired(project)
     with paused_holder(renewal_script(project.url, "agent-A", "SELECT 0")):
         busy = project.run_cli("lease", "acquire", "--holder", "agent-B", "--wait", "2s", timeout=30).check(4)
-        assert stderr_lines(busy.stderr) == [WRITER_IN_FLIGHT]
+        *waiting, last = stderr_lines(busy.stderr)
+        assert last == WRITER_IN_FLIGHT
+        # The wait said whom it waited for (docs/cli.md), once its first slice found the lock held.
+        assert waiting and all(line.startswith(WAITING_FOR_THE_WRITE_LOCK) for line in waiting), waiting
         refused = project.run_cli("lease", "acquire", "--holder", "agent-B", "--preempt", timeout=30).check(2)
         assert stderr_lines(refused.stderr) == [PREEMPT_REFUSED]
     assert kinds(db) == ["GRANT"]

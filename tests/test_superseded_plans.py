@@ -91,6 +91,6 @@ def test_a_revision_the_files_do_not_have_is_bad_usage_under_any_token(backend: 
         assert result.code == 2, str(result)
         assert json.loads(result.stdout) == {
             "status": "usage",
-            "message": "unknown revision 'nosuch': No such revision or branch 'nosuch'",
+            "message": "Can't locate revision identified by 'nosuch'",
         }
     assert snapshot() == before

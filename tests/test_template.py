@@ -7,6 +7,7 @@ plain generic ``alembic init`` environment lets the same tokenless or stale writ
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from fence_rows import add_claim_log, assert_fenced
 from support.db import alembic_versions, query, schema_names, table_names
+from support.in_process import run_in_process
 from support.project import MakeProject, Project, Result, run_command, script_command
 
 from fencemigrate.resources import template_dir
@@ -114,6 +116,48 @@ def test_init_into_non_empty_directory_is_refused(tmp_path: Path) -> None:
     assert sorted(p.name for p in (root / "migrations").iterdir()) == ["keep.txt"]
     assert (root / "migrations" / "keep.txt").read_text() == "mine"
     assert not (root / "alembic.ini").exists()
+
+
+@pytest.mark.parametrize(
+    ("location", "hint"),
+    [
+        pytest.param("%(here)s/migrations", "", id="same-directory"),
+        pytest.param("%(here)s/old", " (point script_location at migrations to run this environment)", id="elsewhere"),
+    ],
+)
+def test_init_says_it_kept_an_existing_alembic_ini(tmp_path: Path, location: str, hint: str) -> None:
+    """An alembic.ini already there is kept byte for byte (as alembic init does), and init says so,
+    with the sqlalchemy.url it still has (password hidden) and its script_location, instead of the
+    "it migrates a SQLite file beside alembic.ini" line that is no longer true."""
+    ini = tmp_path / "alembic.ini"
+    text = (
+        f"[alembic]\nscript_location = {location}\nsqlalchemy.url = postgresql+psycopg://bob:s3cretpw@db.example/app\n"
+    )
+    ini.write_text(text)
+
+    result = run_in_process(tmp_path, "init", "migrations").check()
+    assert ini.read_text() == text
+    assert (tmp_path / "migrations" / "env.py").is_file()
+    assert "s3cretpw" not in result.output
+    assert result.stdout.splitlines()[-2:] == [
+        f"{ini} already existed and was kept as it was: it still has sqlalchemy.url "
+        f"postgresql+psycopg://bob:***@db.example/app and script_location {location}{hint}",
+        "fence-aware Alembic environment written to migrations",
+    ]
+
+    shutil.rmtree(tmp_path / "migrations")
+    payload = json.loads(run_in_process(tmp_path, "-q", "init", "migrations", "--json").check().stdout)
+    assert payload["config_kept"] == {
+        "sqlalchemy_url": "postgresql+psycopg://bob:***@db.example/app",
+        "script_location": location,
+        "runs_directory": not hint,
+    }
+
+
+def test_init_json_says_no_config_was_kept(tmp_path: Path) -> None:
+    """A new alembic.ini: ``config_kept`` is null."""
+    payload = json.loads(run_in_process(tmp_path, "-q", "init", "migrations", "--json").check().stdout)
+    assert payload["config_kept"] is None
 
 
 # -- plain alembic with the fence-aware env ----------------------------------------------------
@@ -217,8 +261,9 @@ def test_fencemigrate_with_template_env_fences_once(fenced_project: Project, pg_
     assert table_names(pg_url) == ["alembic_version", "t1", "t2", "t3"]
     assert alembic_versions(pg_url) == ["c3"]
     assert [row[:2] for row in ledger(pg_url)] == [("a1", 34), ("b2", 35), ("c3", 35)]
-    # No double fencing: one claim for the run's one transaction, not one per wrapper.
-    assert query(pg_url, "SELECT count(*) FROM audit.claim_log") == [(1,)]
+    # No double fencing: the run's one transaction claims as one fenced run does (in its wait for
+    # the fence, then with its first step), not once more per wrapper.
+    assert query(pg_url, "SELECT count(*), count(DISTINCT xact::text) FROM audit.claim_log") == [(2, 1)]
 
     current = fenced_project.run_alembic("current").check(0)
     assert "c3 (head)" in current.stdout

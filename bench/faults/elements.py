@@ -38,6 +38,7 @@ with :func:`faults.checker.check_element`:
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -68,6 +69,19 @@ RUN_TIMEOUT_S = 120.0
 MAX_TOKEN = 4611686018427387904
 #: The advisory-lock class of fencemigrate's claim lock (sql/advisory_locks.conf).
 CLAIM_LOCK_CLASS = 1718503789
+
+
+def released_grant(
+    answer: dict[str, Any], holder: str, started: float, ttl_s: float, source: str, resource: str
+) -> Grant | None:
+    """The grant a lease call reported as ``grant released`` (``answer``: its JSON, or the MCP tool's
+    error): it committed, then what the call does after it failed, so the call released it and said
+    so with its token. Live only until the call ended; for its TTL when the release failed too
+    (``expires_at``). None for any other answer."""
+    if answer.get("status") != "grant released" or not isinstance(answer.get("token"), int):
+        return None
+    live_s = ttl_s if answer.get("expires_at") else 0.0
+    return Grant(holder, answer["token"], source, started, time.monotonic(), live_s, resource)
 
 
 def pg_url(url: str) -> str:
@@ -221,6 +235,17 @@ class ElementRun:
         started = time.monotonic()
         run = self.cli(step, cwd, args, holder, url=url, resource=resource)
         token = parse_token(run.output) if run.exit_code == 0 else None
+        if token is None and self.system == "fencemigrate":
+            for line in run.output.splitlines():
+                released = released_grant(
+                    json.loads(line) if line.startswith("{") else {},
+                    holder,
+                    started,
+                    ttl_s,
+                    source,
+                    resource or self.resource,
+                )
+                self.outcome.grants += [released] if released is not None else []
         if token is not None:
             run.granted = token
             self.outcome.grants.append(
@@ -665,6 +690,8 @@ class McpAgent:
         if self.token is None:  # what the server answered, for --verbose (a grant it made but did not report)
             answer = {key: content[key] for key in ("status", "message", "text", "lease") if key in content}
             self.run.notes.append(f"{self.holder}'s acquire_lease gave no token: {answer}"[:2000])
+            released = released_grant(content, self.holder, started, ttl_s, "mcp", self.run.resource)
+            self.run.outcome.grants += [released] if released is not None else []
         else:
             self.run.outcome.grants.append(
                 Grant(self.holder, self.token, "mcp", started, time.monotonic(), ttl_s, self.run.resource)

@@ -4,20 +4,24 @@ Each tool is registered here with its typed arguments and result (:mod:`.results
 :mod:`.tool_bodies`, a few lines over the Python API. The lease token belongs to this process
 (:class:`.lease_state.ServerLease`): the agent sees its number for the record and never passes one,
 so nothing it remembers or summarises can write. Tools run one at a time, on a worker thread of the
-SDK's, and report a long run's revisions as MCP progress notifications.
+SDK's, and report a long run's revisions, and its waits for a lock in the database, as MCP progress
+notifications; ``read_state`` answers meanwhile (:meth:`.ToolBodies.read_state`).
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import threading
+from collections.abc import Callable
+from importlib.metadata import version
 from typing import Annotated, Any
 
 from alembic.config import Config
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp.types import CallToolResult, Icon, InputRequiredResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from .. import api
@@ -29,7 +33,7 @@ from .lease_state import ServerIdentity, ServerLease
 from .results import CheckResult, FileText, LeaseResult, PushResult, RunResult, StateView, WrittenFile
 from .rules import ownership_rules
 from .secret_files import remember_server_passwords
-from .tool_bodies import ToolBodies, ToolProgress
+from .tool_bodies import ToolBodies
 from .tool_errors import usage_result
 
 STATE_URI = "fencemigrate://state/{+resource}"
@@ -50,12 +54,41 @@ _WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent
 
 
 class AgentServer(MCPServer[Any]):
-    """MCPServer whose argument errors (wrong types, missing arguments) are USAGE tool errors with
-    structured content, like every other refusal of this server."""
+    """MCPServer whose argument errors (wrong types, missing or unknown arguments) are USAGE tool
+    errors with structured content, like every other refusal of this server; its tools' input
+    schemas say so (``additionalProperties: false``), and their descriptions are their docstrings
+    without the source's indentation."""
+
+    def add_tool(
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: list[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        structured_output: bool | None = None,
+    ) -> None:
+        description = description or inspect.cleandoc(fn.__doc__ or "")
+        super().add_tool(fn, name, title, description, annotations, icons, meta, structured_output)
+        added = self._tool_manager.get_tool(name or fn.__name__)
+        assert added is not None
+        added.parameters["additionalProperties"] = False
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        # The SDK's argument models ignore names they do not know: an argument the agent believes
+        # does something (token, force, dry_run) would be dropped in silence.
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            known = tool.parameters.get("properties", {})
+            unknown = [argument for argument in arguments if argument not in known]
+            if unknown:
+                takes = ", ".join(known) or "no arguments"
+                named = ", ".join(repr(argument[:_NAME_MAX]) for argument in unknown[:5])
+                return usage_result(f"bad arguments for {name}: unknown argument {named} ({name} takes {takes})")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as error:
@@ -72,14 +105,20 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
     """The server for ``lease``'s identity, with its tools and its state resource registered."""
     tools = ToolBodies(config, lease)
     identity = lease.identity
-    server = AgentServer("fencemigrate", instructions=ownership_rules(identity.resource), log_level="WARNING")
+    server = AgentServer(
+        "fencemigrate",
+        version=version("fencemigrate"),
+        instructions=ownership_rules(identity.resource),
+        log_level="WARNING",
+    )
 
     @server.tool(annotations=_READ)
     def read_state() -> Annotated[CallToolResult, StateView]:
         """Read the resource now: heads, fence rows, ledger, dirty revisions, the live lease by the lease
         service's clock, and revision files that differ from what was applied. Plan from this, never
-        from memory. Read only: never takes a lease."""
-        return tools.answer(tools.read_state)
+        from memory. Read only: never takes a lease. While another call (a write) is still running, it
+        answers at once with the state last read and a note of what that call waits for."""
+        return tools.read_state()
 
     @server.tool(annotations=_LEASE)
     def acquire_lease(
@@ -123,7 +162,7 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
         return tools.answer(
             lambda: tools.write(
                 lambda grant, heads: api.upgrade(
-                    config, revision, held_lease=grant, expect_heads=heads, sql=sql, progress=ToolProgress(ctx)
+                    config, revision, held_lease=grant, expect_heads=heads, sql=sql, progress=tools.progress(ctx)
                 ),
                 sql,
             )
@@ -137,7 +176,7 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
         return tools.answer(
             lambda: tools.write(
                 lambda grant, heads: api.downgrade(
-                    config, revision, held_lease=grant, expect_heads=heads, sql=sql, progress=ToolProgress(ctx)
+                    config, revision, held_lease=grant, expect_heads=heads, sql=sql, progress=tools.progress(ctx)
                 ),
                 sql,
             )
@@ -150,7 +189,7 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
         return tools.answer(
             lambda: tools.write(
                 lambda grant, heads: api.reapply(
-                    config, revision, held_lease=grant, expect_heads=heads, progress=ToolProgress(ctx)
+                    config, revision, held_lease=grant, expect_heads=heads, progress=tools.progress(ctx)
                 ),
                 False,
             )
@@ -173,7 +212,7 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
                     held_lease=grant,
                     expect_heads=heads,
                     sql=sql,
-                    progress=ToolProgress(ctx),
+                    progress=tools.progress(ctx),
                 ),
                 sql,
             )

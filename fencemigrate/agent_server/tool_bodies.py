@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio.from_thread
@@ -18,7 +19,8 @@ from ..errors import FencemigrateError, LeaseBusy, LeaseLost
 from ..fenced_writes import git_branch, project_files
 from ..fenced_writes.git_branch import BranchRecord, BranchRemote
 from ..leases import Grant, LeaseStatus
-from ..progress import LeaseWait, StepStart
+from ..lock_waits import lock_wait_text
+from ..progress import LeaseWait, LockWait, StepStart
 from ..runtime.env_reads import database_heads
 from ..runtime.outcome import RunOutcome
 from ..scrub import redact_file_text, scrub_secrets
@@ -48,18 +50,33 @@ def redacted_diffs(report: dict[str, Any]) -> dict[str, Any]:
 
 
 class ToolProgress:
-    """A run's progress as MCP notifications of the tool call: revision n of m, and lease waits as log
-    lines. Best effort: a notification that cannot be sent (the client went away) never stops the run."""
+    """A run's progress as MCP notifications of the tool call: revision n of m, a wait for a lock in
+    the database (who holds it), and lease waits as log lines. Best effort: a notification that
+    cannot be sent (the client went away) never stops the run."""
 
-    def __init__(self, ctx: Context[Any, Any]) -> None:
+    def __init__(self, ctx: Context[Any, Any], on_wait: Callable[[str], None] = lambda text: None) -> None:
+        """``on_wait`` hears each report of a wait for the lease or a lock in the database too (its text)."""
         self._ctx = ctx
+        self._on_wait = on_wait
+        self._position = 0.0  # the progress last reported
 
     def waiting_for_lease(self, wait: LeaseWait) -> None:
         lease = wait.lease
-        text = f"waiting for the lease on {lease.resource}: held by {lease.holder} with token {lease.token}"
-        self._send(lambda: self._ctx.info(scrub_secrets(text)))
+        text = scrub_secrets(
+            f"waiting for the lease on {lease.resource}: held by {lease.holder} with token {lease.token}"
+        )
+        self._on_wait(text)
+        self._send(lambda: self._ctx.info(text))
+
+    def waiting_for_lock(self, wait: LockWait) -> None:
+        # Progress must only grow (MCP): each report goes halfway from the last to the next step's number.
+        self._position += (int(self._position) + 1 - self._position) / 2
+        position, text = self._position, scrub_secrets(lock_wait_text(wait))
+        self._on_wait(text)
+        self._send(lambda: self._ctx.report_progress(position, None, text))
 
     def step_started(self, step: StepStart) -> None:
+        self._position = float(step.position)
         revisions = ", ".join(step.revisions) or "(version table only)"
         message = f"{step.action} {revisions} ({step.position} of {step.total}) under token {step.token}"
         self._send(lambda: self._ctx.report_progress(step.position, step.total, message))
@@ -78,18 +95,32 @@ class ToolBodies:
         self.lease = lease
         self.identity = lease.identity
         self._engine_learnt = False  # whether read_file has had env.py connect once
+        self._last_view: tuple[StateView, str] | None = None  # the state last shown, and when it was read
+        self._waiting: str | None = None  # the running call's last report of a wait for a lock
+
+    def progress(self, ctx: Context[Any, Any]) -> ToolProgress:
+        """The progress of the tool call ``ctx``, whose waits for a lock ``read_state`` can tell meanwhile."""
+        return ToolProgress(ctx, self._note_wait)
+
+    def _note_wait(self, text: str) -> None:
+        self._waiting = text
 
     def answer(self, body: Callable[[], CallToolResult]) -> CallToolResult:
         """``body``'s result, or its failure as a tool error; FENCED and LEASE_LOST drop the token."""
         with self.lease.calls:
-            try:
-                return body()
-            except FencemigrateError as error:
-                if drops_token(error):
-                    self.let_go(error)
-                return error_result(error, self._retry_after() if isinstance(error, LeaseBusy) else None)
-            except Exception as error:  # Alembic's or the project's own, outside what fencemigrate translates
-                return error_result(FencemigrateError(f"{type(error).__name__}: {scrub_secrets(str(error)).strip()}"))
+            return self._answer_holding_the_lock(body)
+
+    def _answer_holding_the_lock(self, body: Callable[[], CallToolResult]) -> CallToolResult:
+        """:meth:`answer`, its caller holding ``lease.calls``."""
+        self._waiting = None
+        try:
+            return body()
+        except FencemigrateError as error:
+            if drops_token(error):
+                self.let_go(error)
+            return error_result(error, self._retry_after() if isinstance(error, LeaseBusy) else None)
+        except Exception as error:  # Alembic's or the project's own, outside what fencemigrate translates
+            return error_result(FencemigrateError(f"{type(error).__name__}: {scrub_secrets(str(error)).strip()}"))
 
     def let_go(self, dropped_by: FencemigrateError | None = None) -> None:
         """Drop the token (after FENCED or LEASE_LOST: ``dropped_by``; or as the server stops). A grant
@@ -144,10 +175,36 @@ class ToolBodies:
     def shown(self, view: StateView) -> StateView:
         """``view``, about to be shown to the agent: its heads are what the next write expects."""
         self.lease.shown_heads(view.heads)
+        self._last_view = (view, datetime.now(UTC).isoformat(timespec="seconds"))
         return view
 
     def read_state(self) -> CallToolResult:
-        return ok_result(self.shown(self.view()).model_dump(mode="json"))
+        """The state read now; while another tool call of this server runs (a write waiting for a
+        lock in the database, say), at once: the state last shown, with a note of what that call is
+        waiting for, or LEASE_BUSY (transient) when the server has shown none yet. Tools run one at a
+        time (they share env.py's process-wide Alembic context), so that note is all that can be read
+        meanwhile; the heads the next write expects stay."""
+        if self.lease.calls.acquire(blocking=False):
+            try:
+                return self._answer_holding_the_lock(lambda: ok_result(self.shown(self.view()).model_dump(mode="json")))
+            finally:
+                self.lease.calls.release()
+        last, waiting = self._last_view, self._waiting
+        running = "another tool call of this server is still running" + (f" ({waiting})" if waiting else "")
+        if last is None:  # the server's first call (acquire_lease waiting for the lease, say): nothing to show yet
+            return error_result(
+                LeaseBusy(
+                    self.identity.resource,
+                    None,
+                    f"{running}, and this server has read no state yet: call read_state again once it has returned",
+                )
+            )
+        note = (
+            f"{running}; this is the state as last read (at {last[1]}), before it began: call read_state "
+            "again once it has returned"
+        )
+        view = last[0].model_copy(update={"notes": [*last[0].notes, note]})
+        return ok_result(view.model_dump(mode="json"))
 
     def check(self, select: list[str] | None, ignore: list[str] | None) -> CallToolResult:
         report = api.check(self.config, db=True, select=select, ignore=ignore)
@@ -162,11 +219,18 @@ class ToolBodies:
             resource=self.identity.resource,
             ttl=ttl if ttl is not None else self.identity.ttl,
             wait=wait,
-            progress=ToolProgress(ctx),
+            progress=self.progress(ctx),
         )
-        records, notes = self._record_branches(grant.token)
-        self.lease.granted(grant, records)
-        view = self.shown(self.view(fresh, grant.lease))
+        try:
+            records, notes = self._record_branches(grant.token)
+            self.lease.granted(grant, records)
+            view = self.shown(self.view(fresh, grant.lease))
+        except BaseException as failure:  # the agent would not hear of the grant: undo it
+            self.lease.forget()
+            undone = lease_calls.undo_grant(self.config, None, grant, failure)
+            if not isinstance(failure, Exception):
+                raise
+            raise undone from failure
         view.notes.extend(notes)
         return self._lease_result(grant.as_json(), view)
 

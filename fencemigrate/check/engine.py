@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from .database import DatabaseSnapshot
 from .directory import RevisionDirectory
-from .findings import CheckReport, Finding, Suppressed
+from .findings import CheckReport, Finding, Severity, Suppressed
 from .graph import build_graph
 from .project_settings import ProjectSettings
 from .revision_file import RevisionFile
@@ -17,15 +19,18 @@ def run_check(
     rules: tuple[Rule, ...],
     settings: ProjectSettings,
     database: DatabaseSnapshot | None,
+    escalated: frozenset[str],
 ) -> CheckReport:
-    """Every finding of ``rules``, minus those an allow comment or pyproject entry suppresses; without
-    ``database``, a note that the models were not compared (``alembic check`` would have)."""
+    """Every finding of ``rules`` (an error when its rule is ``escalated``), minus those an allow
+    comment or pyproject entry suppresses; without ``database``, a note that neither the database nor
+    the models were compared (``alembic check`` would have)."""
     context = CheckContext(directory, build_graph(directory.files), settings, database, RULES)
     files = {item.display: item for item in directory.files}
     kept: list[Finding] = []
     suppressed: list[Suppressed] = []
     for rule in rules:
-        for finding in rule.check(context):
+        for found in rule.check(context):
+            finding = dataclasses.replace(found, severity=Severity.ERROR) if rule.id in escalated else found
             allowed = _allowed(finding, files.get(finding.file or ""), settings)
             if allowed is None:
                 kept.append(finding)

@@ -61,7 +61,7 @@ class ModelComparer:
             self._not_compared = "env.py has no target_metadata"
             return
         if set(self._script.get_revisions(heads)) != set(self._script.get_revisions("heads")):
-            self._not_compared = "not run, the database is not at head"
+            self._not_compared = "not run: Target database is not up to date"  # alembic check's words
             return
         with fence_left_out(context, self._schema):
             self._revision_context.run_autogenerate(heads, context)

@@ -1,7 +1,11 @@
-"""``[tool.fencemigrate.check]`` in the project's pyproject.toml: findings allowed project-wide.
+"""``[tool.fencemigrate.check]`` in the project's pyproject.toml: findings allowed project-wide,
+and warnings the project reports as errors.
 
 The file is the pyproject.toml Alembic reads ``[tool.alembic]`` from, when it does; otherwise
 the pyproject.toml next to alembic.ini (the config file's directory), if there is one::
+
+    [tool.fencemigrate.check]
+    errors = ["autocommit-block"]     # optional: these rules' warnings are errors
 
     [[tool.fencemigrate.check.allow]]
     rules = ["FM202"]                 # rule ids or names
@@ -25,6 +29,7 @@ from ..errors import UsageError
 from .directory import display_path
 
 _ENTRY_KEYS = {"rules", "revisions", "reason"}
+_SECTION_KEYS = {"allow", "errors"}
 _ENTRY_HEADER = re.compile(r"^[ \t]*\[\[\s*tool\s*\.\s*fencemigrate\s*\.\s*check\s*\.\s*allow\s*\]\]", re.MULTILINE)
 
 
@@ -40,10 +45,12 @@ class ProjectAllow:
 
 @dataclass(frozen=True)
 class ProjectSettings:
-    """The allow entries of one pyproject.toml (``file`` None when there is none)."""
+    """The allow entries of one pyproject.toml (``file`` None when there is none), and the rules
+    (ids or names, as written) whose findings are errors whatever their own severity."""
 
     file: str | None = None
     allows: tuple[ProjectAllow, ...] = ()
+    errors: tuple[str, ...] = ()
 
 
 def settings_path(config: Config) -> Path | None:
@@ -71,14 +78,18 @@ def read_project_settings(config: Config) -> ProjectSettings:
     if section is None:
         return ProjectSettings(shown)
     where = f"[tool.fencemigrate.check] in {shown}"
-    if not isinstance(section, dict) or set(section) - {"allow"}:
-        raise UsageError(f"{where}: the only key is `allow`, an array of tables")
+    if not isinstance(section, dict) or set(section) - _SECTION_KEYS:
+        raise UsageError(f"{where}: the keys are `allow`, an array of tables, and `errors`, a list of rule ids")
+    errors = section.get("errors", [])
+    if not _strings(errors):
+        raise UsageError(f"{where}: `errors` must be a list of rule ids")
     entries = section.get("allow", [])
     if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
         raise UsageError(f"{where}: `allow` must be an array of tables ([[tool.fencemigrate.check.allow]])")
     headers = [text.count("\n", 0, match.start()) + 1 for match in _ENTRY_HEADER.finditer(text)]
     lines: list[int | None] = list(headers) if len(headers) == len(entries) else [None] * len(entries)
-    return ProjectSettings(shown, tuple(_allow(entry, line, where) for entry, line in zip(entries, lines, strict=True)))
+    allows = tuple(_allow(entry, line, where) for entry, line in zip(entries, lines, strict=True))
+    return ProjectSettings(shown, allows, tuple(errors))
 
 
 def _allow(entry: dict[str, Any], line: int | None, where: str) -> ProjectAllow:

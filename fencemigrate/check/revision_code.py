@@ -32,7 +32,13 @@ class RevisionCode:
     def __init__(self, module: ast.Module) -> None:
         self.calls: list[ast.Call] = []
         self.assignments: list[tuple[str, ast.expr]] = []
+        self._autocommit_lines: list[tuple[int, int]] = []  # first and last line of each such with-block
         for node in ast.walk(module):
+            if isinstance(node, ast.With | ast.AsyncWith) and any(
+                isinstance(item.context_expr, ast.Call) and _callee(item.context_expr) == "autocommit_block"
+                for item in node.items
+            ):
+                self._autocommit_lines.append((node.lineno, node.end_lineno or node.lineno))
             if isinstance(node, ast.Call):
                 self.calls.append(node)
             elif isinstance(node, ast.Assign):
@@ -54,6 +60,10 @@ class RevisionCode:
         for node in self.calls:
             if _callee(node) == "autocommit_block":
                 yield CodeAt(_shown(node), node.lineno)
+
+    def in_autocommit_block(self, line: int) -> bool:
+        """True when ``line`` is in a ``with ...autocommit_block():`` statement."""
+        return any(first <= line <= last for first, last in self._autocommit_lines)
 
     def concurrent_index_options(self) -> Iterator[CodeAt]:
         """Calls given ``postgresql_concurrently=True`` (op.create_index, op.drop_index)."""

@@ -20,6 +20,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine
 
 from ..errors import UsageError
+from ..lock_waits import WaitBound
 from .fence_calls import FenceCalls
 
 TRANSACTIONAL = "transactional"
@@ -74,6 +75,8 @@ class Dialect(ABC):
     """``--mode`` values this database cannot run, with the reason given."""
     commits_ddl: ClassVar[bool] = False
     """Every DDL statement commits the open transaction (MySQL): a pre-check mark is committed so."""
+    writes_precheck_scripts: ClassVar[bool] = False
+    """``--sql`` in pre-check mode writes a script that checks and marks as the runner does (MySQL)."""
     replication_known: ClassVar[bool] = False
     """The server tells whether a COMMIT waits for a synchronous standby, and its incarnation, which
     changes when a standby is promoted (PostgreSQL)."""
@@ -82,6 +85,8 @@ class Dialect(ABC):
     grants_to_roles: ClassVar[bool] = False
     """The fence schema can be owned by one role and used by another (``install --grant-to``)."""
     can_preempt: ClassVar[bool] = True
+    shell_scripts: ClassVar[bool] = False
+    """A --sql script runs in the database's shell (sqlite3), and starts with its settings."""
     """A grant can cancel another session's migration (``--preempt``)."""
     renews_in_migration_transaction: ClassVar[bool] = False
     """A run's lease is renewed inside the migration's own transaction (SQLite's single writer)."""
@@ -176,6 +181,11 @@ class Dialect(ABC):
 
     # -- the version table's guard ---------------------------------------------------------
 
+    def guarding_turns(self, connection: Connection, quoted_schema: str) -> AbstractContextManager[None]:
+        """Held while a first write creates and guards the version table: concurrent first runs take
+        turns where the guard is DDL that commits on its own (MySQL); nothing elsewhere."""
+        return nullcontext()
+
     @abstractmethod
     def guard_version_table(self, context: MigrationContext, quoted_schema: str, table: GuardedTable) -> None:
         """Put the guard on ``table`` unless it is there, the table does not exist yet, or tokenless
@@ -199,9 +209,17 @@ class Dialect(ABC):
     def clear_version_write(self, connection: Connection, quoted_schema: str) -> None:  # noqa: B027 (a hook)
         """After the version row is written: writes without a mark are refused again (SQLite)."""
 
-    def register_resource(self, connection: Connection, quoted_schema: str, resource: str) -> None:  # noqa: B027 (a hook)
-        """Before a run's first claim, in a transaction that commits before it: PostgreSQL gives
-        ``resource`` its advisory lock key, so that a grant of another resource finds it taken."""
+    def wait_at_begins(self, resource: str, bound: WaitBound | None) -> None:  # noqa: B027 (a hook)
+        """A fenced run's BEGINs, from its mode's choice to its end (``bound`` None): where BEGIN itself
+        waits for another writer (SQLite's write lock), they wait within ``bound`` in slices that
+        report it; elsewhere the claim waits instead (:meth:`FenceCalls.wait_for_fence`)."""
+
+    def register_resource(  # noqa: B027 (a hook)
+        self, connection: Connection, quoted_schema: str, resource: str, bound: WaitBound | None, token: int
+    ) -> None:
+        """Before a run's first claim under ``token``, in a transaction that commits before it:
+        PostgreSQL gives ``resource`` its advisory lock key, so that a grant of another resource finds
+        it taken (waiting within ``bound`` for a first claim of it in flight)."""
 
     # -- times -----------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import ClassVar
 
@@ -32,12 +33,16 @@ class MysqlDialect(PrefixedDialect):
         )
     }
     commits_ddl = True
+    writes_precheck_scripts = True
 
     def schema_version(self) -> str:
         return mysql_schema.VERSION
 
     def ensure_installed(self, connection: Connection, quoted_schema: str) -> bool:
         return mysql_schema.ensure_installed(connection, quoted_schema)
+
+    def guarding_turns(self, connection: Connection, quoted_schema: str) -> AbstractContextManager[None]:
+        return mysql_schema.install_turns(connection, quoted_schema)
 
     def offline_install_script(self, schema: str) -> str:
         """For the mysql (or mariadb) client, ``DELIMITER`` lines included."""

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from sqlalchemy import Connection
 
 from ..errors import DatabaseError
 from ..queries import statement, with_fence_names
 from .prefixed_schema import installed_version, run_install, script_chain
 
-VERSION = "0.7"
+VERSION = "0.8"
 """The fence schema version on MySQL."""
 
 BASE_VERSION = "0.3"
@@ -66,14 +69,7 @@ def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
     # only the lock timeouts end). A stale snapshot only means taking the install lock for nothing.
     if installed_version(connection, quoted_schema, "schema_version_unlocked") == VERSION:
         return False
-    if (
-        connection.execute(statement("install_lock", quoted_schema, "mysql"), {"timeout_s": _INSTALL_WAIT_S}).scalar()
-        != 1
-    ):
-        raise DatabaseError(
-            f"could not install the fence schema: another run held the install lock for {_INSTALL_WAIT_S} s"
-        )
-    try:
+    with install_turns(connection, quoted_schema):
         found = installed_version(connection, quoted_schema)
         if found == VERSION:
             return False
@@ -83,5 +79,19 @@ def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
         # old version, and the next run would run that update again (ADD COLUMN is not idempotent).
         connection.exec_driver_sql("COMMIT")
         return True
+
+
+@contextmanager
+def install_turns(connection: Connection, quoted_schema: str) -> Iterator[None]:
+    """Hold the install lock (``install_lock.sql``), waited for at most a minute: concurrent first
+    runs take turns installing the fence schema and guarding the version table (whose triggers are
+    DDL; information_schema refuses to read a table under another session's DDL, error 1684)."""
+    taken = connection.execute(statement("install_lock", quoted_schema, "mysql"), {"timeout_s": _INSTALL_WAIT_S})
+    if taken.scalar() != 1:
+        raise DatabaseError(
+            f"could not install the fence schema: another run held the install lock for {_INSTALL_WAIT_S} s"
+        )
+    try:
+        yield
     finally:
         connection.execute(statement("install_unlock", quoted_schema, "mysql"))

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Connection
 
-from ..durations import format_duration
-from ..errors import LeaseBusy
+from ..connections import close, probe_connection
+from ..lock_reports import LockHolder, statement_excerpt
+from ..lock_waits import WaitBound, describe_holders, wait_in_slices
 from ..queries import statement
 from .driver import scalar_on_dbapi
+from .fence_holders import PREEMPT_WAIT_MS
 
 
 class NamedLock:
@@ -39,17 +42,58 @@ class NamedLock:
         self.held = self._scalar("named_lock", timeout_s=wait_ms / 1000, timeout_ms=wait_ms) == 1
         return self.held
 
-    def take(self, wait_ms: int) -> None:
-        """Take the lock, waiting at most ``wait_ms``; busy (exit 4) naming who holds it on timeout."""
-        if self.acquire(wait_ms):
-            return
-        holder = self.holder()
-        raise LeaseBusy(
+    def take(
+        self, bound: WaitBound, token: int | None = None, busy: Callable[[tuple[LockHolder, ...]], str] | None = None
+    ) -> None:
+        """Take the lock within ``bound``, in slices that report who holds it; with ``--preempt``,
+        the session of a holder under a token older than ``token`` is ended first (``KILL
+        CONNECTION`` on MySQL, ``pg_terminate_backend`` on PostgreSQL: a revision it was running
+        stays dirty). Busy (exit 4) naming who holds it when ``bound.wait_ms`` runs out (``busy``: the
+        reason given then, from the holders)."""
+
+        wait_in_slices(
             self._resource,
-            None,
-            f"another fencemigrate writer holds the named lock {self.name!r}"
-            + (f" (connection {holder})" if holder is not None else "")
-            + f"; waited {format_duration(wait_ms)}",
+            f"the named lock {self.name!r}",
+            bound,
+            self.acquire,
+            self.holders,
+            lambda holders: self._preempt_older(holders, token),
+            busy or self._busy,
+        )
+
+    def _preempt_older(self, holders: tuple[LockHolder, ...], token: int | None) -> None:
+        """End the sessions among ``holders`` under a token older than ``token``."""
+        for holder in holders:
+            if holder.pid is not None and holder.token is not None and token is not None and holder.token < token:
+                self._scalar("preempt_writer", connection_id=holder.pid, wait_ms=PREEMPT_WAIT_MS)
+
+    def _busy(self, holders: tuple[LockHolder, ...]) -> str:
+        return f"another fencemigrate writer holds the named lock {self.name!r}" + (
+            f" ({describe_holders(holders)})" if holders else ""
+        )
+
+    def holders(self) -> tuple[LockHolder, ...]:
+        """The session holding the lock (none when it is free): its id, the pre-check run it is, and
+        what it runs (``named_lock_session.sql``). Read on a connection of its own in autocommit mode:
+        a read in this session would start the snapshot (MySQL's REPEATABLE READ) that the run's
+        reads under the lock must not see the database through."""
+        clause = statement("named_lock_session", self._schema, self._dialect.name)
+        probe = probe_connection(self._connection.engine)
+        try:
+            rows = probe.execute(clause, {"resource": self._resource, "name": self.name}).all()
+        finally:
+            close(probe)
+        kind = "connection" if self._dialect.name in ("mysql", "mariadb") else "pid"
+        return tuple(
+            LockHolder(
+                pid=int(pid),
+                session_kind=kind,
+                holder=holder,
+                token=None if held_token is None else int(held_token),
+                since=since,
+                running=f"{command} for {seconds}s" + (f": {statement_excerpt(str(info))}" if info else ""),
+            )
+            for pid, command, seconds, info, holder, held_token, since in rows
         )
 
     def holder(self) -> int | None:

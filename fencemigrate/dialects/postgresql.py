@@ -10,10 +10,13 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 from sqlalchemy.dialects import postgresql
 
+from ..lock_waits import WaitBound
 from ..queries import statement
 from . import postgresql_schema
 from .base import Dialect, FenceObject, GuardedTable
+from .driver import scalar_on_driver
 from .fence_calls import FenceCalls, PostgresFenceCalls
+from .fence_calls.postgresql import wait_in_lock_timeout_slices
 
 
 class PostgresqlDialect(Dialect):
@@ -88,8 +91,24 @@ class PostgresqlDialect(Dialect):
                 enabled.append(row.name)
         return enabled
 
-    def register_resource(self, connection: Connection, quoted_schema: str, resource: str) -> None:
-        connection.execute(statement("register_resource", quoted_schema), {"resource": resource})
+    def register_resource(
+        self, connection: Connection, quoted_schema: str, resource: str, bound: WaitBound | None, token: int
+    ) -> None:
+        """Registering waits for a first claim of ``resource`` still in flight (a paused writer's):
+        within ``bound``, in reported slices, preempting it as a claim under ``token`` does."""
+        clause = statement("register_resource", quoted_schema)
+        if bound is None:
+            connection.execute(clause, {"resource": resource})
+            return
+        lock_timeout = wait_in_lock_timeout_slices(
+            connection,
+            quoted_schema,
+            resource,
+            bound,
+            lambda: scalar_on_driver(connection, clause, {"resource": resource}),
+            token,
+        )
+        scalar_on_driver(connection, statement("lock_timeout", quoted_schema), {"timeout_ms": lock_timeout})
 
     def notifying_driver(self, connection: Connection) -> Any:
         """The psycopg 3 connection under ``connection``."""

@@ -19,9 +19,9 @@ from .prefixed_schema import installed_version
 class PrefixedDialect(Dialect):
     """A database whose fence tables are named ``<schema>_<table>`` beside the application's.
 
-    The fence calls are plain statements run by the runner itself, so offline scripts (``--sql``)
-    are refused. The version table's guard is a set of triggers; tokenless writes are allowed by
-    dropping them.
+    The fence calls are plain statements run by the runner itself; offline scripts (``--sql``) are
+    refused unless the dialect writes its own (:meth:`script_fence_calls`: SQLite). The version
+    table's guard is a set of triggers; tokenless writes are allowed by dropping them.
     """
 
     prefixes_tables = True
@@ -56,14 +56,22 @@ class PrefixedDialect(Dialect):
         return {"prefix": prefixed_table_name(quoted_schema, "")}
 
     def fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
-        """Refuses --sql before anything is written: an offline script could not claim the fence."""
+        """Offline, the dialect's script calls; refuses --sql before anything is written where a script
+        could not claim the fence."""
         if context.as_sql:
-            raise UsageError(
-                f"offline fencing (--sql) needs PostgreSQL: on {self.display_name} the fence is claimed by the "
-                "runner itself, not by statements a script could carry; run the command without --sql "
-                "(nothing was written)"
-            )
+            calls = self.script_fence_calls(context, quoted_schema)
+            if calls is None:
+                raise UsageError(
+                    f"offline fencing (--sql) needs PostgreSQL or SQLite: on {self.display_name} the fence is "
+                    "claimed by the runner itself, not by statements a script could carry; run the command "
+                    "without --sql (nothing was written)"
+                )
+            return calls
         return self.online_fence_calls(context, quoted_schema)
+
+    def script_fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls | None:
+        """The fence calls a --sql script carries (None: this database cannot fence a script)."""
+        return None
 
     @abstractmethod
     def online_fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
+from ..errors import refused_step
 from .base import dialect_for
 
 
@@ -13,8 +14,10 @@ def installed_version(connection: Connection, quoted_schema: str) -> str | None:
 
 
 def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
-    """Install (or update) the fence schema inside the caller's transaction unless current. True if it ran."""
-    return dialect_for(connection).ensure_installed(connection, quoted_schema)
+    """Install (or update) the fence schema inside the caller's transaction unless current. True if it ran.
+    A read-only database's refusal is :class:`~fencemigrate.errors.ReadOnlyDatabase`."""
+    with refused_step("the install of the fence schema"):
+        return dialect_for(connection).ensure_installed(connection, quoted_schema)
 
 
 def offline_install_script(backend: str | None, schema: str) -> str:

@@ -11,12 +11,13 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 from sqlalchemy.dialects import sqlite
 
+from ..lock_waits import WaitBound
 from ..queries import statement
 from . import sqlite_schema
 from .base import PRECHECK
-from .fence_calls import FenceCalls, SqliteFenceCalls
+from .fence_calls import FenceCalls, SqliteFenceCalls, SqliteScriptCalls
 from .prefixed import PrefixedDialect
-from .sqlite_transactions import manages, sqlite_transactions
+from .sqlite_transactions import manages, sqlite_transactions, waiting_at_begins
 
 
 class SqliteDialect(PrefixedDialect):
@@ -33,6 +34,7 @@ class SqliteDialect(PrefixedDialect):
         )
     }
     can_preempt = False
+    shell_scripts = True
     renews_in_migration_transaction = True
     context_options: ClassVar[dict[str, Any]] = {
         "transactional_ddl": True  # Alembic's SQLiteImpl assumes pysqlite's autocommit
@@ -54,6 +56,10 @@ class SqliteDialect(PrefixedDialect):
     def online_fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
         return SqliteFenceCalls(context, quoted_schema)
 
+    def script_fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
+        """A --sql script for the sqlite3 shell: its claims are TEMP triggers of its own session."""
+        return SqliteScriptCalls(context, quoted_schema)
+
     def tracks_dirty(self, schema_version: str | None) -> bool:
         """Never: pre-check mode, which leaves revisions dirty, is not for SQLite."""
         return False
@@ -65,6 +71,11 @@ class SqliteDialect(PrefixedDialect):
 
     def managed_transactions(self) -> AbstractContextManager[None]:
         return sqlite_transactions()
+
+    def wait_at_begins(self, resource: str, bound: WaitBound | None) -> None:
+        """Every BEGIN waits for the write lock in slices (:func:`waiting_at_begins`). No ``--preempt``:
+        the run refuses it on SQLite before it connects."""
+        waiting_at_begins(resource, bound)
 
     def mark_version_write(self, connection: Connection, quoted_schema: str) -> None:
         """SQLite's guard has no claim to look for: the run marks each version write itself (cleared after)."""

@@ -9,7 +9,7 @@ from sqlalchemy import Connection
 from ..queries import with_fence_names
 from .prefixed_schema import installed_version, run_install, script_chain
 
-VERSION = "0.7"
+VERSION = "0.8"
 """The fence schema version on SQLite (pre-check mode, which 0.3 adds elsewhere, is not for SQLite)."""
 
 BASE_VERSION = "0.2"

@@ -23,18 +23,23 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.pool import ConnectionPoolEntry, Pool
 
 from ..alembic_internals import engines_dispatch_events, in_autocommit_isolation, set_engines_dispatch_events
+from ..lock_waits import WaitBound, wait_in_slices
+from ..queries import statement
 
+WRITE_LOCK = "SQLite's write lock"
 _BEGIN = "BEGIN IMMEDIATE"
 _STARTS_TRANSACTION = re.compile(r"\s*BEGIN\b", re.IGNORECASE)
 _MIN_BUSY_TIMEOUT_MS = 60_000  # wait for another writer at least this long (pysqlite's default is 5 s)
 _MANAGED = "fencemigrate.sqlite_managed"  # connection record info: the recipe applies
 _TRANSACTIONS = "fencemigrate.sqlite_transactions"  # connection record info: BEGINs counted so far
+_BEGIN_WAITS: ContextVar[tuple[str, WaitBound] | None] = ContextVar("fencemigrate_sqlite_begin_waits", default=None)
 
 
 class _Listeners:
@@ -94,6 +99,44 @@ def transaction_number(connection: Connection) -> int:
     return int(connection.connection.info.get(_TRANSACTIONS, 0))
 
 
+def waiting_at_begins(resource: str, bound: WaitBound | None) -> None:
+    """From now on, in this thread's context, every BEGIN of a managed connection waits for the write
+    lock in slices of the busy timeout (:func:`~fencemigrate.lock_waits.wait_in_slices`): reported,
+    bounded by ``bound`` (busy after it), a SIGTERM handled between two slices (SQLite waits inside
+    its busy handler, where no Python signal handler runs). None: as before, up to the busy timeout.
+    A fenced run sets it when it chooses its mode and clears it when it finishes."""
+    _BEGIN_WAITS.set(None if bound is None else (resource, bound))
+
+
+def _begin_in_slices(connection: Connection, resource: str, bound: WaitBound) -> None:
+    """``BEGIN IMMEDIATE`` on the driver, in slices; the connection's busy timeout restored after.
+    PRAGMAs go to the driver (through SQLAlchemy they would BEGIN). SQLite does not say which
+    process holds its write lock: a report names no holder."""
+    driver = _dbapi(connection)
+    (usual,) = driver.execute(str(statement("busy_timeout", "", "sqlite"))).fetchone()
+
+    def attempt(slice_ms: int) -> bool:
+        driver.execute(_busy_timeout_statement(connection, slice_ms))
+        try:
+            driver.execute(_BEGIN)
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+                return False
+            raise
+        return True
+
+    try:
+        wait_in_slices(resource, WRITE_LOCK, bound, attempt, lambda: ())
+    finally:
+        driver.execute(_busy_timeout_statement(connection, int(usual)))
+
+
+def _busy_timeout_statement(connection: Connection, milliseconds: int) -> str:
+    """``lock_timeout.sql`` with the value written in (PRAGMA takes no bound parameters)."""
+    clause = statement("lock_timeout", "", "sqlite").bindparams(timeout_ms=int(milliseconds))
+    return str(clause.compile(dialect=connection.dialect, compile_kwargs={"literal_binds": True}))
+
+
 def _on_connect(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
     if not isinstance(dbapi_connection, sqlite3.Connection):
         return
@@ -105,15 +148,30 @@ def _on_connect(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
 
 
 def _on_begin(connection: Connection) -> None:
-    if manages(connection) and not _dbapi(connection).in_transaction:
-        connection.exec_driver_sql(_BEGIN)
+    if not manages(connection) or _dbapi(connection).in_transaction:
+        return
+    waits = _BEGIN_WAITS.get()
+    if waits is None:
+        connection.exec_driver_sql(_BEGIN)  # counted by _before_cursor_execute
+        return
+    _begin_in_slices(connection, *waits)
+    _count(connection)
 
 
 def _before_cursor_execute(connection: Connection, cursor: Any, statement: str, *_: Any) -> None:
     if not manages(connection) or _dbapi(connection).in_transaction:
         return
     if not _STARTS_TRANSACTION.match(statement):
-        cursor.execute(_BEGIN)  # SQLAlchemy's transaction goes on; SQLite's was committed under it
+        # SQLAlchemy's transaction goes on; SQLite's was committed under it.
+        waits = _BEGIN_WAITS.get()
+        if waits is None:
+            cursor.execute(_BEGIN)
+        else:
+            _begin_in_slices(connection, *waits)
+    _count(connection)
+
+
+def _count(connection: Connection) -> None:
     info = connection.connection.info
     info[_TRANSACTIONS] = info.get(_TRANSACTIONS, 0) + 1
 

@@ -21,7 +21,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ..dialects import Dialect, dialect_for
 from ..durations import format_duration
-from ..errors import GrantNotReplicated, LeaseBusy, LeaseLost, is_lock_contention
+from ..errors import GrantNotReplicated, LeaseBusy, LeaseLost, is_lock_contention, refused_step
 from ..events import log_event
 from ..progress import SILENT, LeaseWait, Progress
 from ..queries import statement
@@ -60,9 +60,14 @@ class DatabaseLeases:
     ) -> Grant:
         """Grant the lease, polling while another live holder has it, for at most ``wait_ms``;
         on PostgreSQL a release wakes the wait (:mod:`.wakeups`)."""
+        with refused_step("the lease grant"):
+            return self._acquire(request, stop_waiting, progress)
+
+    def _acquire(self, request: LeaseRequest, stop_waiting: Callable[[], bool] | None, progress: Progress) -> Grant:
         self._fence.check_before_grant(
             request.resource, lambda connection: self._refuse_redis(connection, request.resource)
         )
+        self._fence.progress = progress  # a wait for a migration in flight, inside one attempt
         wakeups = ReleaseWakeups(self._connection, self._schema, request.resource)
         grant = poll_for_grant(
             request,
@@ -86,7 +91,11 @@ class DatabaseLeases:
         LeaseBusy when another lease transaction keeps the lease row longer than
         :data:`LEASE_ROW_WAIT_MS`.
         """
-        with _busy_when_locked(resource), self._fence.in_transaction(resource, within) as connection:
+        with (
+            refused_step("the lease renewal"),
+            _busy_when_locked(resource),
+            self._fence.in_transaction(resource, within) as connection,
+        ):
             self._enter_lease(resource, within)
             # A Redis grant has superseded every lease of this service on the resource; a holder
             # who never had one here came to the wrong service.
@@ -118,7 +127,11 @@ class DatabaseLeases:
 
     def release(self, resource: str, holder: str, token: int | None) -> LeaseStatus:
         """Free the holder's lease; LeaseLost if it is no longer theirs, LeaseBusy as for :meth:`renew`."""
-        with _busy_when_locked(resource), self._fence.in_transaction(resource) as connection:
+        with (
+            refused_step("the lease release"),
+            _busy_when_locked(resource),
+            self._fence.in_transaction(resource) as connection,
+        ):
             self._enter_lease(resource, None)
             row = self._change_grant(connection, "lease_release", resource=resource, holder=holder, token=token)
             if row is None:
@@ -207,6 +220,8 @@ class DatabaseLeases:
                 locked = self._run(connection, "lease_lock", resource=resource).one()
             if locked.holder not in (None, holder) and not locked.expired:
                 return self._peek(connection, resource)
+            if locked.implausible:  # its holder's clock was ahead: let it go, so that the guard sees no live lease
+                self._run(connection, "lease_release", resource=resource, holder=locked.holder, token=locked.token)
             incarnation = read_incarnation(connection, self._schema, resource)
             token = next_token(resource, max(int(locked.token), fence_token or 0), incarnation)
             synchronous = force_synchronous_commit(connection, self._schema)
@@ -221,7 +236,16 @@ class DatabaseLeases:
             )
             self._fence.advance(resource, token, LEASE_SERVICE, incarnation.current)
             previous = locked.holder if locked.holder not in (None, holder) else None
-            if previous is not None:
+            if previous is not None and locked.implausible:  # logged now: its expiry lies in the future
+                self._log(
+                    connection,
+                    resource,
+                    "EXPIRE",
+                    previous,
+                    int(locked.token),
+                    _implausible(dialect_for(connection), locked),
+                )
+            elif previous is not None:
                 self._log(connection, resource, "EXPIRE", previous, int(locked.token), at=seen.expires_at)
             for pid in preempted:
                 self._log(connection, resource, "PREEMPT", holder, token, {"cancelled_pid": pid})
@@ -324,9 +348,19 @@ def _status(dialect: Dialect, resource: str, row: Row[Any]) -> LeaseStatus:
         granted_at=_moment(dialect, row.granted_at),
         expires_at=_moment(dialect, row.expires_at),
         expired=bool(row.expired),
+        implausible=bool(row.implausible),
         fence_token=None if row.fence_token is None else int(row.fence_token),
         replication=row.replication,
     )
+
+
+def _implausible(dialect: Dialect, lease: Row[Any]) -> dict[str, Any]:
+    """The EXPIRE detail of a lease granted further in the future than its TTL, treated as expired."""
+    return {
+        "implausible": True,
+        "granted_at": dialect.utc(lease.granted_at).isoformat(),
+        "expires_at": dialect.utc(lease.expires_at).isoformat(),
+    }
 
 
 def _moment(dialect: Dialect, value: datetime | str | None) -> datetime | None:

@@ -31,8 +31,11 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ..connections import own_connection
 from ..dialects import dialect_for, ensure_installed
+from ..dialects.fence_holders import fence_holders
 from ..dialects.named_lock import NamedLock
 from ..errors import ImplausibleClock, LeaseBusy, UsageError, sqlstate_of
+from ..lock_waits import SLICE_MS, WaitBound, describe_holders, wait_in_slices
+from ..progress import SILENT, WAIT_REPORT_INTERVAL_S, LockWait, Progress
 from ..queries import statement
 from ..token_sources import advance_fence, detach_fence
 from .model import LeaseStatus
@@ -61,6 +64,7 @@ SQLITE_WRITER_IN_FLIGHT = (
     "another writer holds the SQLite database (a migration in flight, or another grant); "
     "wait for it with a longer --wait (--preempt is not available on SQLite)"
 )
+SQLITE_WRITE_LOCK = "SQLite's write lock"
 PREEMPT_ON_SQLITE = (
     "--preempt is not available on SQLite: a grant cannot cancel another process's SQLite "
     "transaction; wait for the migration in flight with --wait instead (nothing was changed)"
@@ -115,6 +119,9 @@ class FenceOnGrant(ABC):
         self.commit_cut_short = False
         """Whether the last :meth:`transaction`'s COMMIT stopped waiting for a synchronous standby
         before one confirmed it (PostgreSQL, :mod:`.standby_waits`): committed on the primary only."""
+        self.progress: Progress = SILENT
+        """Hears a grant's wait for an in-flight writer (:meth:`lock_fence`, SQLite's BEGIN): set by
+        the lease service for the grant it makes."""
 
     @abstractmethod
     def install(self) -> None:
@@ -276,17 +283,38 @@ class PostgresFenceOnGrant(FenceOnGrant):
             grace = max(remaining_ms, _PREEMPT_GRACE_MS)
             rows = self._run("preempt_writers", resource=resource, wait_ms=grace)
             preempted = tuple(int(row.pid) for row in rows if row.terminated)
-        try:
-            # Every claim holds this advisory lock (shared) until its transaction ends: waiting for
-            # it exclusively covers a resource whose fence row does not exist yet, and keeps new
-            # claims out until the grant has advanced the fence.
-            self._run("claim_lock", resource=resource)
-            token = self._run("fence_lock", resource=resource).scalar()
-        except DBAPIError as error:
-            if sqlstate_of(error) == _LOCK_NOT_AVAILABLE:
-                raise LeaseBusy(resource, None, IN_FLIGHT) from None
-            raise
+
+        started = time.monotonic()
+        wait_in_slices(
+            resource,
+            "the fence",
+            WaitBound(remaining_ms, progress=self.progress),
+            lambda slice_ms: self._lock_fence_within(resource, slice_ms),
+            lambda: fence_holders(self._connection, self._schema, resource),
+            busy=lambda holders: f"{IN_FLIGHT} (held by {describe_holders(holders)})",
+        )
+        left_ms = remaining_ms - round((time.monotonic() - started) * 1000)
+        self._run("lock_timeout", timeout_ms=str(max(left_ms, 1)))  # the slices' own ended with them
+        token = self._run("fence_lock", resource=resource).scalar()
         return (None if token is None else int(token)), preempted
+
+    def _lock_fence_within(self, resource: str, slice_ms: int) -> bool:
+        """One slice of :meth:`lock_fence`, in a savepoint: every claim holds the claim lock (shared)
+        until its transaction ends; waiting for it exclusively covers a resource whose fence row does
+        not exist yet, and keeps new claims out until the grant has advanced the fence. False when
+        it was still held after ``slice_ms``."""
+        self._run("fence_wait_savepoint")
+        try:
+            self._run("lock_timeout", timeout_ms=str(slice_ms))
+            self._run("claim_lock", resource=resource)
+            self._run("fence_lock", resource=resource)
+        except DBAPIError as error:
+            if sqlstate_of(error) != _LOCK_NOT_AVAILABLE:
+                raise
+            self._run("fence_wait_rollback")
+            return False
+        self._run("fence_wait_release")
+        return True
 
 
 class SqliteFenceOnGrant(FenceOnGrant):
@@ -344,6 +372,7 @@ class SqliteFenceOnGrant(FenceOnGrant):
         (usual,) = driver.execute(str(statement("busy_timeout", self._schema, "sqlite"))).fetchone()
         started = time.monotonic()
         deadline = started + wait_ms / 1000
+        next_report = started + SLICE_MS / 1000
         try:
             while True:
                 left_ms = max(0, int((deadline - time.monotonic()) * 1000))
@@ -355,6 +384,12 @@ class SqliteFenceOnGrant(FenceOnGrant):
                         raise
                     if left_ms <= _BUSY_SLICE_MS:
                         raise LeaseBusy(resource, None, SQLITE_WRITER_IN_FLIGHT) from None
+                    if (now := time.monotonic()) >= next_report:
+                        waited_ms, remaining_ms = round((now - started) * 1000), round((deadline - now) * 1000)
+                        self.progress.waiting_for_lock(
+                            LockWait(resource, SQLITE_WRITE_LOCK, (), waited_ms, max(remaining_ms, 0))
+                        )
+                        next_report = now + WAIT_REPORT_INTERVAL_S
                     continue
                 self.waited_for_writer = time.monotonic() - started > _UNCONTENDED_BEGIN_S
                 return transaction
@@ -436,8 +471,10 @@ class MysqlFenceOnGrant(FenceOnGrant):
                 self._run("preempt_writer", connection_id=writer)
                 preempted = (writer,)
                 wait_ms = max(remaining_ms, _PREEMPT_GRACE_MS)  # the server ends the killed session
-        if not lock.acquire(wait_ms):
-            raise LeaseBusy(resource, None, IN_FLIGHT)
+        lock.take(
+            WaitBound(wait_ms, progress=self.progress),
+            busy=lambda holders: IN_FLIGHT + (f" (held by {describe_holders(holders)})" if holders else ""),
+        )
         self._lock = lock
         self._run("lock_timeout", timeout_s=max(1, -(-remaining_ms // 1000)))
         token = self._run("fence_lock", resource=resource).scalar()

@@ -40,6 +40,8 @@ class LeaseStatus:
     expires_at: datetime | None = None
     expired: bool = False
     fence_token: int | None = None  # the highest token the database fence has seen
+    # granted further in the future than its TTL (a clock ahead, or stepped back): counted as expired
+    implausible: bool = False
     replication: str | None = None  # the grant's: 'synchronous', 'asynchronous' (PostgreSQL), None: not known
 
     def why_not_held_by(self, holder: str, token: int | None, unknown: str) -> str:
@@ -67,6 +69,7 @@ class LeaseStatus:
             "granted_at": None if self.granted_at is None else self.granted_at.isoformat(),
             "expires_at": None if self.expires_at is None else self.expires_at.isoformat(),
             "expired": self.expired,
+            "implausible": self.implausible,
             "fence_token": self.fence_token,
             "replication": self.replication,
         }

@@ -77,6 +77,7 @@ class RedisLeases:
         self._fence.check_before_grant(
             request.resource, lambda connection: self._refuse_builtin_live(connection, request.resource)
         )
+        self._fence.progress = progress  # a wait for a migration in flight, inside one attempt
         try:
             return poll_for_grant(
                 request,

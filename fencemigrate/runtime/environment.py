@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import configparser
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from alembic.config import Config
 from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection
+from sqlalchemy import Connection, make_url
 
 from ..alembic_internals import around_env_py_calls
 from ..config import check_url_password
-from ..connections import cancel_statement_on_server, note_driver, roll_back_or_invalidate
+from ..connections import cancel_statement_on_server, note_driver, quiet_lost_session_resets, roll_back_or_invalidate
 from ..dialects import dialect_for
 from ..dialects.sqlite_transactions import sqlite_transactions
 from ..error_translation import translated_errors
-from ..errors import NotTransactional
+from ..errors import NotTransactional, refused_step
 from ..process_exit import close_at_exit
 from ..scrub import remember_password
 from .code_errors import env_py_code
@@ -72,10 +72,15 @@ def run_env(
         if isinstance(given, Connection):
             for option, value in dialect_for(given).context_options.items():
                 kw.setdefault(option, value)
+        elif tokens is not None and context.is_offline_mode() and _offline_backend(kw) == "sqlite":
+            # A fenced --sql script for the sqlite3 shell has the transactions an online run has
+            # (not `revision --sql`'s environment run: Alembic writes nothing there).
+            kw.setdefault("transactional_ddl", True)
         configure(*args, **kw)
         connection = context.get_context().connection
         if isinstance(connection, Connection):  # not --sql's mock connection
             close_at_exit(connection.engine)
+            quiet_lost_session_resets(connection.engine)
             remember_password(connection.engine.url.password)  # env.py may have it from elsewhere
             note_driver(connection.dialect)
             configured.append((connection, dialect_for(connection).session_id(connection)))
@@ -93,9 +98,23 @@ def run_env(
             run_migrations(**kw)
 
     around_env_py_calls(context, guarded_configure, guarded_run_migrations)
-    with translated_errors(resource, tokens), sqlite_transactions(), context, env_py_code(script.env_py_location):
+    claim = refused_step("the fence claim") if writes else nullcontext()
+    with (
+        translated_errors(resource, tokens),
+        claim,
+        sqlite_transactions(),
+        context,
+        env_py_code(script.env_py_location),
+    ):
         script.run_env()
     return bool(forced)
+
+
+def _offline_backend(kw: dict[str, Any]) -> str | None:
+    """The database an offline ``configure(url=... | dialect_name=...)`` writes its script for."""
+    if kw.get("dialect_name"):
+        return str(kw["dialect_name"])
+    return None if kw.get("url") is None else make_url(kw["url"]).get_backend_name()
 
 
 @contextmanager

@@ -36,6 +36,21 @@ class ExpectedHeads:
             raise Fenced(resource, token, None, reason)
 
 
+class ResolvedFrom:
+    """The heads a revision relative to the database's own (``-1``, ``+2``, ``main@-1``) was
+    resolved from, read before the run's lease or lock; the run writes only from those heads
+    (FENCED otherwise, as with ``--expect-heads``): the same words from other heads would name
+    another revision. Kept across the run's attempts: the first resolution is the one the caller made."""
+
+    def __init__(self) -> None:
+        self.heads: ExpectedHeads | None = None
+
+    def pin(self, heads: Iterable[str]) -> None:
+        """Resolved from ``heads`` (once: a later attempt keeps the first)."""
+        if self.heads is None:
+            self.heads = ExpectedHeads(frozenset(heads))
+
+
 def listed(revisions: Iterable[str]) -> str:
     """Revision ids sorted and comma-separated, as ``--expect-heads`` takes them; ``base`` for none."""
     return ",".join(sorted(revisions)) or BASE

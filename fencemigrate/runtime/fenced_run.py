@@ -12,13 +12,18 @@ from alembic.script import ScriptDirectory
 
 from ..alembic_internals import BlockFactory, around_autocommit_blocks, rewrite_offline_output
 from ..dialects import dialect_for, ensure_installed
-from ..dialects.fence_calls import FenceCalls
+from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls, SqliteScriptCalls
+from ..dialects.sqlite_schema import VERSION as SQLITE_SCHEMA_VERSION
 from ..dirty import refuse_if_dirty
 from ..errors import HeadsMoved, NotTransactional
+from ..lock_waits import WaitBound
 from ..progress import SILENT, Progress, StepStart
-from ..version_guard import guard_first_write, guard_version_table
+from ..version_guard import VersionTable, guard_first_write, guard_version_table
+from .adoption import adopt_applied_history
+from .applied_downgrades import applied_text_of, code_path, require_applied_file, rollback_detail
 from .code_errors import revision_code
 from .environment import autocommits
+from .expected_heads import listed
 from .fenced_step import FencedStep
 from .ledger_changes import LedgerChange, ledger_change, version_table_name
 from .ledger_recorder import LedgerRecorder
@@ -41,11 +46,16 @@ class FencedRun:
         planner: Planner,
         outcome: RunOutcome,
         progress: Progress = SILENT,
+        waits: WaitBound | None = None,
     ) -> None:
+        """``waits``: how a transaction's first claim waits for another writer's transaction holding
+        the fence (:meth:`FenceCalls.wait_for_fence`); None: it waits as long as that transaction
+        lasts, silently."""
         self.settings = settings
         self.outcome = outcome
         self.planner = planner
         self._progress = progress
+        self._waits = waits
         self._steps_total = 0
         self._context: MigrationContext | None = None
         self._calls: FenceCalls | None = None
@@ -79,25 +89,61 @@ class FencedRun:
         plain ``alembic``. A plan refused here changes nothing. Nothing when env.py
         began a transaction of its own (the first step's transaction does it then)."""
         connection = context.connection
+        if context.as_sql and dialect_for(context).shell_scripts:
+            self._start_sqlite_script(context)
         if self._idle or context.as_sql or connection is None or connection.in_transaction():
             return
         if self.settings.tokens.token is None:
             return  # another runner finished the work while this one waited for the lease
         quoted = context.dialect.identifier_preparer.quote(self.settings.schema)
+        dialect = dialect_for(context)
         with connection.begin():
             if not plan_or_fenced(self.planner, self.settings, tuple(context.get_current_heads()), context)[0]:
                 return
             self.outcome.installed_fence_schema = ensure_installed(connection, quoted)
             guard_first_write(context, quoted)
-            dialect_for(context).register_resource(connection, quoted, self.settings.resource)
+            self._adopt(context, quoted)
+            dialect.register_resource(connection, quoted, self.settings.resource, self._waits, self.settings.token)
         self._prepared = True
+
+    def _start_sqlite_script(self, context: MigrationContext) -> None:
+        """A SQLite --sql script for the sqlite3 shell starts, ahead of Alembic's first ``BEGIN``, with
+        what it is and ``.bail on`` (the shell stops at the first error, whatever its flags: a refusal
+        leaves the transaction open and the shell rolls it back as it exits) and ``.timeout`` (``--wait``); every
+        transaction begins ``IMMEDIATE``, taking SQLite's write lock first as a fenced run does."""
+        settings, grant = self.settings, self.settings.tokens.script_grant
+        wait_ms = grant.wait_ms if grant is not None else (self._waits.wait_ms if self._waits else 0)
+        if grant is None:
+            what = f"fenced by token {settings.token} on resource {settings.resource!r}"
+        else:
+            what = (
+                f"when it runs, this script takes its own lease of resource {settings.resource!r} from the "
+                f"database's lease service, as {settings.holder!r}, and is fenced by the token it is granted"
+            )
+        preamble = (
+            f"-- fencemigrate: {what}; needs the fence schema (fencemigrate install); run it with the sqlite3 "
+            "shell (sqlite3 -bail DB < script): its .bail on stops the shell at the first error, and the shell "
+            "rolls back the transaction left open\n.bail on\n"
+            f".timeout {wait_ms}\n"
+        )
+        plain_begin = "BEGIN" + context.impl.command_terminator
+        immediate = "BEGIN IMMEDIATE" + context.impl.command_terminator
+        started: list[bool] = []
+
+        def begin_immediately(text: str) -> str:
+            first = not started
+            started.append(True)
+            return (preamble if first else "") + (immediate if text == plain_begin else text)
+
+        rewrite_offline_output(context, begin_immediately)
 
     # -- the function Alembic calls with the current heads ------------------------------
 
     def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         """Plan the steps, then hand Alembic fenced proxies of them."""
         steps, self._reapplied = plan_or_fenced(self.planner, self.settings, heads, context)
-        if steps and (self.settings.tokens.token is None or self._idle):
+        tokens = self.settings.tokens
+        if steps and ((tokens.token is None and tokens.script_grant is None) or self._idle):
             # This run took no lease because nothing was left to do; now there is: plan again.
             raise HeadsMoved("the database changed since this run found nothing to do; nothing was applied")
         if not steps:
@@ -134,15 +180,53 @@ class FencedRun:
         before that too. Each step still claims before its own DDL.
         """
         self._require_transaction(context)
-        context.impl.static_output(
-            f"-- fencemigrate: fenced by token {self.settings.token} on resource "
-            f"{self.settings.resource!r}; needs the fence schema "
-            "(fencemigrate install, or CREATE EXTENSION fencemigrate)"
-        )
-        calls.claim(self.settings.resource, self.settings.token)
+        settings = self.settings
+        grant = settings.tokens.script_grant
+        if isinstance(calls, SqliteScriptCalls):
+            # The grant reads the version table, which Alembic creates (from base) in the first step's
+            # transaction: it goes there, with the first claim (:meth:`_grant_in_script`).
+            version_table = context.dialect.identifier_preparer.quote(context.version_table)
+            self.outcome.script_heads = self._planned_heads if grant is not None else None
+            calls.open_script(
+                settings.resource,
+                None if grant is None else (version_table, self._planned_heads, SQLITE_SCHEMA_VERSION),
+            )
+            return
+        if grant is None:
+            context.impl.static_output(
+                f"-- fencemigrate: fenced by token {settings.token} on resource {settings.resource!r}; needs the "
+                "fence schema (fencemigrate install, or CREATE EXTENSION fencemigrate)"
+            )
+        else:
+            assert isinstance(calls, PostgresFenceCalls)  # MySQL writes its scripts in pre-check mode (PrecheckScript)
+            context.impl.static_output(
+                f"-- fencemigrate: when it runs, this script takes its own lease of resource {settings.resource!r} "
+                f"from the database's lease service, as {settings.holder!r}, and is fenced by the token it is "
+                f"granted; it refuses to run unless the heads are {listed(self._planned_heads)}; needs the fence "
+                "schema (fencemigrate install, or CREATE EXTENSION fencemigrate); run it with psql -v ON_ERROR_STOP=1"
+            )
+            self.outcome.script_heads = self._planned_heads
+            calls.grant_for_script(
+                settings.resource,
+                settings.holder,
+                (grant.ttl_ms, grant.wait_ms),
+                VersionTable.of(context).relation(context),
+                self._planned_heads,
+            )
+        calls.claim(settings.resource, settings.token)
 
     def _note_heads(self, *, heads: set[str], **_: Any) -> None:
         self.outcome.heads = sorted(heads)
+        context = self._context
+        if context is not None and context.as_sql and isinstance(self._calls, SqliteScriptCalls):
+            self._calls.clear_version_write()
+        if context is not None and context.as_sql and self.settings.tokens.script_grant and not self._steps_left:
+            # The last version write of a script that takes its own lease: release it in that transaction.
+            if isinstance(self._calls, SqliteScriptCalls):
+                self._calls.release()
+            else:
+                assert isinstance(self._calls, PostgresFenceCalls)
+                self._calls.release_for_script()
         if self._marks_version_writes(self._context):
             assert self._context is not None and self._context.connection is not None
             dialect_for(self._context).clear_version_write(self._context.connection, self._quoted_schema)
@@ -182,6 +266,7 @@ class FencedRun:
         if self._first_step and not context.as_sql:
             if not self._prepared:
                 self._install_fence_schema(context)
+                self._adopt(context, self._quoted_schema)
             assert context.connection is not None
             dialect = dialect_for(context)
             if dialect.tracks_dirty(dialect.schema_version()):
@@ -189,8 +274,12 @@ class FencedRun:
                 refuse_if_dirty(context.connection, self._quoted_schema, settings.resource)
         if self._first_step and self._reapplied:
             calls.check_reapply(version_table_name(context), settings.resource, self._reapplied, settings.token)
-        change = ledger_change(self._script(context), step)
+        change = ledger_change(self._script(context), step, rollback_detail(step))
+        if self._first_step:
+            self._grant_in_script(context, calls)
         claim_xact = self._held_claim(context)
+        if claim_xact is None and self._waits is not None and not context.as_sql:
+            calls.wait_for_fence(settings.resource, settings.token, settings.holder, self._waits)
         if claim_xact is None and self._records_with_claim(context, step):
             claim_xact = self._claim_and_record(change)
         elif claim_xact is None:
@@ -214,13 +303,15 @@ class FencedRun:
         if self._end_watch is not None:
             self._end_watch.reset()
         revision = step.revision if isinstance(step, RevisionStep) else None
+        if context.as_sql and revision is not None and not step.is_upgrade:
+            require_applied_file(calls, context, step)
         with self._watching_offline_commits(context):
             if revision is None:
                 migration_fn(**kw)
             else:
                 with revision_code(
                     revision.revision,
-                    revision.path,
+                    code_path(step),
                     lambda: self._aftermath(context),
                     settings.resource,
                     settings.token,
@@ -237,14 +328,18 @@ class FencedRun:
             # Offline, psql may run the rest of the step outside the claim's transaction in
             # ways no script text shows: always claim again before the ledger and version rows
             # (a repeated claim under the same token changes nothing).
-            claim_xact = calls.claim(settings.resource, settings.token)
+            if isinstance(calls, SqliteScriptCalls):
+                calls.claim_version_write(settings.resource, settings.token)
+            else:
+                claim_xact = self._claim_again(calls)
         self._unverified.append(len(self.outcome.steps))
         self.outcome.steps.append(
             StepOutcome(
                 revisions=change.added or change.removed,
                 direction=step_direction(step, change),
-                token=settings.token,
+                token=settings.tokens.token,  # None: the token an offline script is granted when it runs
                 atomic=not self._escaped,
+                applied_text=applied_text_of(step),
             )
         )
         assert self._recorder is not None
@@ -260,6 +355,14 @@ class FencedRun:
             self._remember_claim(context, claim_xact)
             return
         self._remember_claim(context, self._flush(context, claim_xact, change))
+
+    def _grant_in_script(self, context: MigrationContext, calls: FenceCalls) -> None:
+        """A SQLite script that takes its own lease: the grant, at the start of the first step's
+        transaction, after Alembic's ``CREATE TABLE IF NOT EXISTS`` of its version table (from base)."""
+        grant = self.settings.tokens.script_grant
+        if context.as_sql and grant is not None and isinstance(calls, SqliteScriptCalls):
+            settings = self.settings
+            calls.grant(settings.resource, settings.holder, grant.ttl_ms, self._planned_heads, SQLITE_SCHEMA_VERSION)
 
     def _aftermath(self, context: MigrationContext) -> str:
         """What a revision failing now leaves behind: its transaction rolls back, and with it the
@@ -323,11 +426,20 @@ class FencedRun:
         assert self._recorder is not None and self._calls is not None
         last_xact = self._recorder.flush(self.settings.token, change)
         if not self._calls.offline and last_xact != claim_xact:
-            last_xact = self._calls.claim(self.settings.resource, self.settings.token)
+            last_xact = self._claim_again(self._calls)
             for index in self._unverified:
                 self.outcome.steps[index] = dataclasses.replace(self.outcome.steps[index], atomic=False)
         self._unverified = []
         return last_xact
+
+    def _claim_again(self, calls: FenceCalls) -> int | None:
+        """Claim in a transaction that began after the claim's own ended (an autocommit block, a
+        commit inside a revision): online, waiting for another writer's fence as the first claim
+        does (:meth:`FenceCalls.wait_for_fence`: reported slices, bounded by ``--wait``)."""
+        settings = self.settings
+        if self._waits is not None and not calls.offline:
+            calls.wait_for_fence(settings.resource, settings.token, settings.holder, self._waits)
+        return calls.claim(settings.resource, settings.token)
 
     def _require_unmoved_heads(self, context: MigrationContext) -> None:
         """After the first claim, the heads are the ones ``--expect-heads`` names (FENCED: the
@@ -363,6 +475,12 @@ class FencedRun:
         """Install the fence schema in this step's transaction unless it is there (online only)."""
         assert context.connection is not None
         self.outcome.installed_fence_schema = ensure_installed(context.connection, self._quoted_schema)
+
+    def _adopt(self, context: MigrationContext, quoted_schema: str) -> None:
+        """Adopt what the version table applied before fencing, in the transaction that fences the
+        database (see :mod:`.adoption`)."""
+        settings = self.settings
+        self.outcome.adopted = adopt_applied_history(context, quoted_schema, settings.resource, settings.holder)
 
     def _require_transaction(self, context: MigrationContext) -> None:
         """Fail closed unless the claim and the DDL are bound to share one transaction."""

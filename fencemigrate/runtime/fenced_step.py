@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .fenced_run import FencedRun
     from .precheck_run import PrecheckRun
+    from .precheck_script import PrecheckScript
 
 
 class FencedStep:
     """Behaves as the wrapped ``RevisionStep``/``StampStep``; only ``migration_fn`` differs."""
 
-    def __init__(self, step: Any, run: FencedRun | PrecheckRun) -> None:
+    def __init__(self, step: Any, run: FencedRun | PrecheckRun | PrecheckScript) -> None:
         self._step = step
         original: Callable[..., None] = step.migration_fn
 

@@ -23,6 +23,7 @@ class LedgerChange:
     added: tuple[str, ...]
     removed: tuple[str, ...]
     paths: dict[str, str] = field(default_factory=dict)  # revision files already at hand
+    detail: dict[str, Any] | None = None  # the ROLLBACK event's, of a downgrade that ran the applied text
 
 
 def version_table_name(context: MigrationContext) -> str:
@@ -59,13 +60,13 @@ def covered(script: ScriptDirectory, revisions: tuple[str, ...]) -> set[str]:
     return {sc.revision for sc in script.revision_map.iterate_revisions(revisions, "base")}
 
 
-def ledger_change(script: ScriptDirectory, step: Any) -> LedgerChange:
-    """The ledger rows that ``step`` adds and removes."""
+def ledger_change(script: ScriptDirectory, step: Any, detail: dict[str, Any] | None = None) -> LedgerChange:
+    """The ledger rows that ``step`` adds and removes (``detail``: its ROLLBACK event's)."""
     if isinstance(step, RevisionStep):
         revision = (step.revision.revision,)
         if step.is_upgrade:
             return LedgerChange("upgrade", added=revision, removed=(), paths={revision[0]: step.revision.path})
-        return LedgerChange("upgrade", added=(), removed=revision)
+        return LedgerChange("upgrade", added=(), removed=revision, detail=detail)
     if isinstance(step, PurgeStep):  # its version row may name no revision file
         return LedgerChange("stamp", added=(), removed=step.ledger_removed())
     before = covered(script, step.from_)

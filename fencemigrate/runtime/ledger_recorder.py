@@ -1,7 +1,8 @@
 """The ledger's one writer: every row of ``applied_revision`` fencemigrate writes, in every mode.
 
 The ledger records, per version table, each revision fencemigrate applied or stamped, with the
-token it was written under (``applied_token``); rolled-back revisions lose their row. Transactional
+token it was written under (``applied_token``), and the revisions the version table had applied
+when the database was first fenced, adopted under no token (0); rolled-back revisions lose their row. Transactional
 runs, pre-check runs, ``stamp`` (``--purge`` too) and ``resolve`` all write it through
 :class:`LedgerRecorder`, as Django's ``MigrationRecorder`` owns its table: no other module runs a
 statement that inserts, updates or deletes ledger rows (``tests/test_ledger_recorder.py`` checks).
@@ -9,6 +10,7 @@ statement that inserts, updates or deletes ledger rows (``tests/test_ledger_reco
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -18,10 +20,11 @@ from alembic.runtime.migration import MigrationContext, RevisionStep
 from sqlalchemy import Connection, TextClause
 
 from ..dialects.driver import rowcount_on_driver
-from ..dialects.fence_calls import FenceCalls, PlainStatementCalls, PostgresFenceCalls
+from ..dialects.fence_calls import FenceCalls, PlainStatementCalls, PostgresFenceCalls, SqliteScriptCalls
 from ..errors import DatabaseError
 from ..events import log_event
 from ..queries import statement
+from .applied_downgrades import rollback_detail
 from .ledger_changes import LedgerChange, LedgerMethod, RevisionFile, read_revision_file, version_table_name
 
 
@@ -40,6 +43,19 @@ class LedgerRow:
     revision: str
     method: LedgerMethod = "upgrade"
     file: RevisionFile | None = None  # APPLY only (None: a version row that names no revision file)
+    detail: dict[str, Any] | None = None  # ROLLBACK only: its event's (the applied text's downgrade() ran)
+
+    @property
+    def event_kind(self) -> str:
+        """The event that logs this change: APPLY, STAMP, ROLLBACK or UNSTAMP (a stamp going down)."""
+        if self.action is LedgerAction.APPLY:
+            return "STAMP" if self.method == "stamp" else "APPLY"
+        return "UNSTAMP" if self.method == "stamp" else "ROLLBACK"
+
+    @property
+    def detail_json(self) -> str | None:
+        """:attr:`detail` as JSON text, as events store it."""
+        return None if self.detail is None else json.dumps(self.detail, sort_keys=True)
 
     @property
     def script_sha256(self) -> str | None:
@@ -68,9 +84,11 @@ class LedgerRecorder:
         self._schema = quoted_schema
         self.resource = resource
         self.holder = holder
-        self._writes: _FunctionWrites | _StatementWrites
+        self._writes: _FunctionWrites | _StatementWrites | _ScriptWrites
         if isinstance(calls, PostgresFenceCalls):
             self._writes = _FunctionWrites(self, calls)
+        elif isinstance(calls, SqliteScriptCalls):
+            self._writes = _ScriptWrites(self, calls)
         else:
             assert isinstance(calls, PlainStatementCalls)
             self._writes = _StatementWrites(self, calls)
@@ -102,13 +120,16 @@ class LedgerRecorder:
         if step.is_upgrade:
             assert revision.path is not None
             return LedgerRow(LedgerAction.APPLY, revision.revision, "upgrade", self.revision_file(revision.path))
-        return LedgerRow(LedgerAction.ROLLBACK, revision.revision)
+        return LedgerRow(LedgerAction.ROLLBACK, revision.revision, detail=rollback_detail(step))
 
     # -- transactional runs, stamp and purge ------------------------------------------------
 
     def rows(self, change: LedgerChange) -> list[LedgerRow]:
         """The ledger rows of a step's change: rollbacks first, then the revisions it records."""
-        rows = [LedgerRow(LedgerAction.ROLLBACK, revision, change.method) for revision in change.removed]
+        rows = [
+            LedgerRow(LedgerAction.ROLLBACK, revision, change.method, detail=change.detail)
+            for revision in change.removed
+        ]
         for revision in change.added:
             path = change.paths.get(revision) or self._script_path(revision)
             rows.append(LedgerRow(LedgerAction.APPLY, revision, change.method, self.revision_file(path)))
@@ -177,6 +198,27 @@ class LedgerRecorder:
         params = {**self._identity(revision, token), "script_sha256": file.sha256, "source": file.text}
         self._execute("record_apply", params)
 
+    # -- adoption ---------------------------------------------------------------------------
+
+    def record_adopted(self, revisions: Sequence[tuple[str, str | None]], detail: dict[str, Any]) -> None:
+        """Record ``revisions`` (id, file path or None when the file is missing) as adopted: applied
+        before the database was fenced, by no token (applied_token 0, method 'adopt'), each with its
+        file's sha256 and text when the file is there; then one ADOPT event with ``detail``."""
+        for revision, path in revisions:
+            file = None if path is None else self.revision_file(path)
+            params = {
+                "version_table": self.version_table,
+                "revision": revision,
+                "resource": self.resource,
+                "holder": self.holder,
+                "script_sha256": None if file is None else file.sha256,
+                "source": None if file is None else file.text,
+            }
+            self._execute("record_adopted", params)
+        log_event(
+            self.connection, self._schema, resource=self.resource, kind="ADOPT", holder=self.holder, detail=detail
+        )
+
     # -- shared -----------------------------------------------------------------------------
 
     @property
@@ -190,16 +232,17 @@ class LedgerRecorder:
         """The ledger statement ``name`` for this connection's dialect and fence schema."""
         return statement(name, self._schema, self.context.dialect.name)
 
-    def log(self, kind: str, token: int, revision: str) -> None:
-        """Log a ledger event (APPLY, STAMP, ROLLBACK) in the current transaction."""
+    def log(self, row: LedgerRow, token: int) -> None:
+        """Log ``row``'s event (:attr:`LedgerRow.event_kind`) in the current transaction."""
         log_event(
             self.connection,
             self._schema,
             resource=self.resource,
-            kind=kind,
+            kind=row.event_kind,
             holder=self.holder,
             token=token,
-            revision=revision,
+            revision=row.revision,
+            detail=row.detail,
         )
 
     def _identity(self, revision: str, token: int) -> dict[str, Any]:
@@ -237,7 +280,7 @@ class _FunctionWrites:
             for row in rows:
                 where = {"version_table": recorder.version_table, "revision": row.revision}
                 if row.action is LedgerAction.ROLLBACK:
-                    calls.call("record_rollback", **where, **who)
+                    calls.call("record_rollback", **where, **who, method=row.method, detail=row.detail_json)
                 else:
                     calls.call(
                         "record_apply",
@@ -257,6 +300,7 @@ class _FunctionWrites:
             methods=[row.method for row in rows],
             shas=[row.script_sha256 for row in rows],
             sources=[row.source for row in rows],
+            details=[row.detail_json for row in rows],
         )
 
     def settle(self, row: LedgerRow, token: int) -> None:
@@ -298,7 +342,7 @@ class _StatementWrites:
             where = {"version_table": recorder.version_table, "revision": row.revision}
             if row.action is LedgerAction.ROLLBACK:
                 recorder.connection.execute(recorder.statement("record_rollback"), where)
-                recorder.log("ROLLBACK", token, row.revision)
+                recorder.log(row, token)
                 continue
             stamp = row.method == "stamp"
             recorder.connection.execute(
@@ -312,16 +356,63 @@ class _StatementWrites:
                     "source": row.source,
                 },
             )
-            recorder.log("STAMP" if stamp else "APPLY", token, row.revision)
+            recorder.log(row, token)
         return self._calls.transaction_id()
 
     def settle(self, row: LedgerRow, token: int) -> None:
-        """MySQL: the ledger's triggers write the events of the settled rows."""
+        """MySQL: the ledger's triggers write the events of the settled rows (a ROLLBACK's detail
+        from the session variable ``rollback_detail.sql`` sets for the DELETE)."""
         recorder = self._recorder
         name = "settle_apply" if row.action is LedgerAction.APPLY else "settle_rollback"
         params = {"version_table": recorder.version_table, "revision": row.revision, "token": token}
-        if rowcount_on_driver(recorder.connection, recorder.statement(name), params) != 1:
+        if row.detail is not None:
+            recorder.connection.execute(recorder.statement("rollback_detail"), {"detail": row.detail_json})
+        try:
+            settled = rowcount_on_driver(recorder.connection, recorder.statement(name), params)
+        finally:
+            if row.detail is not None:
+                recorder.connection.execute(recorder.statement("rollback_detail"), {"detail": None})
+        if settled != 1:
             raise DatabaseError(
                 f"the ledger row of {row.revision} is no longer marked by this run (token {token}): "
                 "another writer changed it while the revision ran; see `fencemigrate state`"
             )
+
+
+class _ScriptWrites:
+    """A SQLite --sql script: the statements of :class:`_StatementWrites`, written into the script
+    with their values as literals (the token the script is granted read in its session)."""
+
+    def __init__(self, recorder: LedgerRecorder, calls: SqliteScriptCalls) -> None:
+        self._recorder = recorder
+        self._calls = calls
+
+    def record(self, rows: Sequence[LedgerRow], token: int) -> int | None:
+        recorder, calls = self._recorder, self._calls
+        who = {"resource": recorder.resource, "holder": recorder.holder}
+        for row in rows:
+            where = {"version_table": recorder.version_table, "revision": row.revision}
+            if row.action is LedgerAction.ROLLBACK:
+                calls.write("record_rollback", **where)
+            else:
+                calls.write(
+                    "record_stamp" if row.method == "stamp" else "record_apply",
+                    **where,
+                    **who,
+                    token=token,
+                    script_sha256=row.script_sha256,
+                    source=row.source,
+                )
+            calls.write(
+                "log_event",
+                at=None,
+                kind=row.event_kind,
+                token=token,
+                revision=row.revision,
+                detail=row.detail_json,
+                **who,
+            )
+        return None
+
+    def settle(self, row: LedgerRow, token: int) -> None:
+        self.record([row], token)

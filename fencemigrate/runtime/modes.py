@@ -16,11 +16,12 @@ def check_mode(mode: str | None) -> str | None:
 def mode_for(dialect_name: str, requested: str | None, offline: bool) -> str:
     """The mode of a run on ``dialect_name``: the database's default (pre-check on MySQL and
     MariaDB), or the one asked for where the database can run it."""
-    mode = dialect_for(dialect_name).mode(requested)
-    if mode == PRECHECK and offline:
+    dialect = dialect_for(dialect_name)
+    mode = dialect.mode(requested)
+    if mode == PRECHECK and offline and not dialect.writes_precheck_scripts:
         raise UsageError(
-            "offline fencing (--sql) needs transactional mode on PostgreSQL: in pre-check mode the "
-            "runner itself checks the fence before each revision, which a script cannot do. "
-            "Nothing was written"
+            f"offline fencing (--sql) needs transactional mode on {dialect.display_name}: in pre-check mode "
+            "the runner itself checks the fence before each revision, which a script cannot do there. "
+            "Leave --mode out, or run the command without --sql. Nothing was written"
         )
     return mode

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .applied_downgrades import AppliedText
 from .run_token import TokenSource
+
+if TYPE_CHECKING:
+    from .adoption import Adoption
 
 NOTHING_TO_DO = "nothing_to_do"
 """``RunOutcome.no_lease``: the heads read before the lease already had nothing left to do."""
@@ -22,8 +26,9 @@ class StepOutcome:
 
     revisions: tuple[str, ...]  # applied or stamped when "up", rolled back or unstamped when "down"
     direction: str  # "up" or "down" (a stamp's too: "down" when it only unstamps revisions)
-    token: int
+    token: int | None  # None: written as SQL, under the token the script is granted when it runs
     atomic: bool  # False when the revision ran outside a single transaction
+    applied_text: AppliedText | None = None  # a rollback that ran the applied text's downgrade(), not the file's
 
     def action(self, command: str, offline: bool) -> str:
         """What happened to the step's revisions in a run of ``command``: "applied", "re-applied",
@@ -37,14 +42,17 @@ class StepOutcome:
         return "re-applied" if command == "reapply" else "applied"
 
     def as_json(self, command: str, offline: bool) -> dict[str, Any]:
-        """JSON form of this step in a run of ``command``."""
-        return {
+        """JSON form of this step in a run of ``command`` (``applied_text`` only on a rollback that ran it)."""
+        found: dict[str, Any] = {
             "revisions": list(self.revisions),
             "direction": self.direction,
             "action": self.action(command, offline),
             "token": self.token,
             "atomic": self.atomic,
         }
+        if self.applied_text is not None:
+            found["applied_text"] = self.applied_text.as_json()
+        return found
 
 
 @dataclass
@@ -66,6 +74,8 @@ class RunOutcome:
     no_lease: str | None = None  # NOTHING_TO_DO or DONE_BY_ANOTHER_RUNNER: why a run without --token took none
     mode: str = "transactional"  # or "precheck": the fence was checked before each revision
     autocommitted: list[str] = field(default_factory=list)  # revisions whose autocommit block ran
+    adopted: Adoption | None = None  # what the version table applied before this run fenced it
+    script_heads: list[str] | None = None  # the heads a script that takes its own lease requires when it runs
 
     @property
     def token(self) -> int | None:
@@ -90,4 +100,5 @@ class RunOutcome:
             "lease_note": self.lease_note,
             "no_lease": self.no_lease,
             "mode": self.mode,
+            "adopted": None if self.adopted is None else self.adopted.as_json(),
         }

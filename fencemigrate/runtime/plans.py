@@ -12,7 +12,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..alembic_internals import downgrade_steps, parent_revisions, stamp_steps, upgrade_steps
 from ..connections import close, probe_connection
-from ..errors import DatabaseAhead, FencemigrateError, UsageError
+from ..errors import AppliedTextNotRecorded, DatabaseAhead, FencemigrateError, RevisionFailed, UsageError
 from .declared_heads import declared_heads, has_revision_files
 from .fenced_run import Planner
 from .ledger_changes import covered
@@ -42,17 +42,26 @@ class NothingToDoProbe:
         self._context = context
         self._engine = context.connection.engine
         self._probe: MigrationContext | None = None
+        self.resolved_from: tuple[str, ...] | None = None  # the heads the first question planned from
 
     def __call__(self) -> bool:
+        return self._answer(resolve=False)
+
+    def _answer(self, resolve: bool) -> bool:
+        """Nothing left to do at the heads read now; with ``resolve``, the plan is made even when
+        ``settled`` says there is work, so that its target is resolved."""
         try:
             heads = self.reads().get_current_heads()
         except SQLAlchemyError:
             self.close()  # a lost connection (killed, server restarted): open a new one next time
             return False
         settled = self._settled(tuple(heads)) if self._settled is not None else None
-        if settled is not None:
+        if settled or (settled is False and not resolve):
             return settled
-        return not self._plan(tuple(heads), self._context)[0]
+        steps = self._plan(tuple(heads), self._context)[0]
+        if resolve:
+            self.resolved_from = tuple(heads)
+        return not steps
 
     def reads(self) -> MigrationContext:
         """The probe's own migration context (opened on first need), on its autocommit connection."""
@@ -67,14 +76,17 @@ class NothingToDoProbe:
 
     def nothing_to_do_now(self) -> bool:
         """The first question, before anything is written: True only when the plan from the heads
-        read now has no steps. A target the plan refuses as bad usage (a relative revision past the
-        end of the graph, one not above the heads) is refused now, before any grant, install or
-        lock (UsageError), and so are heads the revision files do not have (DatabaseAhead: the
-        database moved on); another refusal is not answered here: the run goes on as with work to
-        do, and is refused as before."""
+        read now has no steps. The plan is made whenever there may be work (also for a database
+        without heads yet), so a target it refuses as bad usage (an unknown revision, ``head``
+        among several heads, an ambiguous walk, a relative revision past the end of the graph, one
+        not above the heads) is refused now, before any grant, install or lock (UsageError), and
+        so are heads the revision files do not have (DatabaseAhead: the database moved on) and a
+        rollback no known downgrade() can make (AppliedTextNotRecorded, or RevisionFailed: the
+        applied text cannot be loaded); another refusal is not answered here: the run goes on as
+        with work to do, and is refused as before."""
         try:
-            return self()
-        except (UsageError, DatabaseAhead):
+            return self._answer(resolve=True)
+        except (UsageError, DatabaseAhead, AppliedTextNotRecorded, RevisionFailed):
             raise
         except FencemigrateError:
             return False

@@ -3,7 +3,8 @@
 The claim cannot share a transaction with the DDL there, so the run:
 
 1. installs the fence schema if needed, then takes the resource's named lock on the migration's
-   connection (:class:`NamedLock`), waiting at most ``--wait`` (busy, exit 4), and holds it to the
+   connection (:class:`NamedLock`), waiting at most ``--wait`` (busy, exit 4) in slices that
+   report who holds it (``--preempt`` ends a holder under an older token), and holds it to the
    end: fencemigrate writers never overlap, and a grant of the lease waits for it too;
 2. refuses to start while a revision is dirty (DIRTY, exit 5), and claims the fence in its own
    committed transaction (FENCED, exit 3), before Alembic creates its version table; with
@@ -25,8 +26,11 @@ from ..dialects import dialect_for, ensure_installed, installed_version
 from ..dialects.named_lock import NamedLock
 from ..dirty import refuse_if_dirty
 from ..errors import FencemigrateError, HeadsMoved, RevisionFailed
+from ..lock_waits import WaitBound
 from ..progress import SILENT, Progress
 from ..version_guard import guard_first_write, guard_version_table
+from .adoption import adopt_applied_history
+from .applied_downgrades import applied_text_of, code_path, rollback_detail
 from .code_errors import describe, guard_refusal, locate
 from .fenced_run import Planner, step_direction, step_start
 from .fenced_step import FencedStep
@@ -46,14 +50,15 @@ class PrecheckRun:
         settings: FenceSettings,
         planner: Planner,
         outcome: RunOutcome,
-        lock_wait_ms: int,
+        waits: WaitBound,
         progress: Progress = SILENT,
     ) -> None:
+        """``waits``: how the run waits for the named lock (``--wait``, ``--preempt``, reports)."""
         self.settings = settings
         self.planner = planner
         self.outcome = outcome
         self._progress = progress
-        self._lock_wait_ms = lock_wait_ms
+        self._waits = waits
         self._lock: NamedLock | None = None
         self._quoted_schema = ""
         self._context: MigrationContext | None = None
@@ -93,12 +98,18 @@ class PrecheckRun:
         if not self._external:
             # With the version table, guarded: a first revision that fails leaves plain alembic refused.
             guard_first_write(context, self._quoted_schema)
-            dialect_for(context).register_resource(connection, self._quoted_schema, self.settings.resource)
+            dialect_for(context).register_resource(
+                connection, self._quoted_schema, self.settings.resource, self._waits, self.settings.token
+            )
             connection.commit()  # the install, and its lock, are not held while waiting below
         lock = NamedLock(connection, self._quoted_schema, self.settings.resource)
-        lock.take(self._lock_wait_ms)
+        lock.take(self._waits, self.settings.token)
         self._lock = lock
         refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
+        # Committed with the claim below: what the version table applied before fencing, adopted.
+        self.outcome.adopted = adopt_applied_history(
+            context, self._quoted_schema, self.settings.resource, self.settings.holder
+        )
         calls = dialect_for(context).fence_calls(context, self._quoted_schema)
         _, reapplied = plan_or_fenced(self.planner, self.settings, tuple(context.get_current_heads()), context)
         if reapplied:  # before the claim: a refused reapply leaves the fence as it was
@@ -168,7 +179,7 @@ class PrecheckRun:
             raise self._failure(step, error) from error
         context, recorder, settings = self._context, self._recorder, self.settings
         assert context is not None and recorder is not None and context.script is not None
-        change = ledger_change(context.script, step)
+        change = ledger_change(context.script, step, rollback_detail(step))
         assert self._marks is not None
         if isinstance(step, RevisionStep):
             self._marks.settle(step, settings.token)
@@ -180,6 +191,7 @@ class PrecheckRun:
                 direction=step_direction(step, change),
                 token=settings.token,
                 atomic=not isinstance(step, RevisionStep),
+                applied_text=applied_text_of(step),
             )
         )
         following = self._next_step
@@ -191,7 +203,7 @@ class PrecheckRun:
     def _failure(self, step: RevisionStep, error: Exception) -> FencemigrateError:
         """A revision failing in pre-check mode: part of its DDL may be committed; it is now dirty.
         A write the monotonic guard refused stays that refusal (exit 3), with the same aftermath."""
-        revision, path = step.revision.revision, step.revision.path
+        revision, path = step.revision.revision, code_path(step)
         aftermath = (
             f"; in pre-check mode a revision's statements can commit before it "
             f"finishes, so part of it may be in the database: {revision} is now marked dirty and fenced "

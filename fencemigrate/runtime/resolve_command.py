@@ -17,9 +17,9 @@ def resolve_dirty(
     """Settle the dirty ``revision`` as ``resolved_as`` under ``settings``; the revision must be a
     known id (not ``head`` or a relative one), checked before the database is touched."""
     script = script_directory(config)
-    require_known(script, revision)
     if revision in ("base", "head", "heads") or RELATIVE.search(revision):
         raise UsageError(f"resolve takes the id of the dirty revision, not {revision!r}")
+    require_known(script, revision)
     run = ResolveRun(settings, revision, resolved_as, lock_wait_ms)
     config.attributes[FENCED_RUN_ATTRIBUTE] = run
     try:

@@ -14,6 +14,7 @@ from ..dialects.named_lock import NamedLock
 from ..dirty import Unsettled, unsettled_revisions
 from ..errors import UsageError
 from ..events import log_event
+from ..lock_waits import WaitBound
 from ..queries import statement
 from .ledger_changes import version_table_name
 from .ledger_recorder import LedgerRecorder
@@ -72,7 +73,7 @@ class ResolveRun:
                 "on PostgreSQL) marks revisions dirty, and this database has none (nothing was changed)"
             )
         lock = NamedLock(connection, quoted, settings.resource)
-        lock.take(self.lock_wait_ms)
+        lock.take(WaitBound(self.lock_wait_ms))
         self._lock = lock
         dirty = self._dirty_row(unsettled_revisions(connection, quoted, settings.resource), context)
         claim_fence(connection, quoted, settings.resource, settings.token)

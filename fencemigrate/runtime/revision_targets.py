@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 
-from ..alembic_internals import relative_revision
+from ..alembic_internals import alembic_wording, relative_revision
 from ..errors import UsageError
+from .declared_heads import declared_heads, declared_revisions
 
 RELATIVE = re.compile(r"[+-]\d+$")
 _RELATIVE_TARGET = re.compile(r"(?:(?P<branch>.+?)@)?(?P<start>\w+)?(?P<steps>[+-]\d+)")  # as Alembic reads it
@@ -23,36 +26,62 @@ def script_directory(config: Config) -> ScriptDirectory:
         raise UsageError(str(error)) from None
 
 
-def require_known(script: ScriptDirectory, revision: str | None) -> None:
+def require_known(script: ScriptDirectory, revision: str | None, stamp: bool = False) -> None:
     """Reject an unknown revision, or a relative one that walks off the revision graph, before
-    the database is touched."""
-    if revision in (None, "base", "head", "heads"):
+    the database is touched, in Alembic's words (``Can't locate revision identified by 'x'``;
+    ``head`` among several heads too, whatever the database has, but for ``stamp``, which Alembic
+    words otherwise: its plan refuses it, still before any grant, install or lock)."""
+    if revision in (None, "base", "heads") or (stamp and revision == "head"):
         return
-    if RELATIVE.search(revision or ""):
-        _require_walkable(script, revision or "")
-        return
+    if _declared(script, revision):
+        return  # known from the files' text, no revision module imported (runtime/declared_heads.py)
+    with alembic_words(script):
+        if RELATIVE.search(revision or ""):
+            _require_walkable(script, revision or "")
+        else:
+            script.get_revisions(revision)
+
+
+def _declared(script: ScriptDirectory, revision: str | None) -> bool:
+    """``head`` with a single head, or a full revision id, as the revision files declare them."""
+    if revision == "head":
+        heads = declared_heads(script)
+        return heads is not None and len(heads) == 1
+    revisions = declared_revisions(script)
+    return revisions is not None and revision in revisions
+
+
+@contextmanager
+def alembic_words(script: ScriptDirectory) -> Iterator[None]:
+    """Alembic's refusal of a revision a command names (unknown, ambiguous, several heads, a
+    range that is no range) as a UsageError, in the words Alembic's own command prints."""
     try:
-        script.revision_map.get_revisions(revision)
-    except Exception as error:  # alembic raises several resolution error types
-        raise UsageError(f"unknown revision {revision!r}: {error}") from None
+        with alembic_wording(script):
+            yield
+    except CommandError as error:
+        raise UsageError(str(error)) from None
 
 
 def _require_walkable(script: ScriptDirectory, revision: str) -> None:
     """``X+N`` / ``X-N`` from a named revision (``head``, ``base``, an id): the N steps must exist.
-    Relative to the database's own heads (``+N``), it is known only once connected."""
+    Relative to the database's own heads (``+N``), it is known only once the heads are read."""
     match = _RELATIVE_TARGET.fullmatch(revision)
     if match is None or match["start"] is None:
         return
     steps = int(match["steps"])
-    try:
-        walked = relative_revision(script, match["start"], steps, match["branch"])
-    except Exception as error:  # alembic raises several resolution error types
-        raise UsageError(f"unknown revision {revision!r}: {error}") from None
+    walked = relative_revision(script, match["start"], steps, match["branch"])
     if walked is None:
         raise UsageError(
             f"relative revision {revision!r} goes past the end of the revision graph: there are not "
             f"{abs(steps)} revisions {'above' if steps > 0 else 'below'} {match['start']}"
         )
+
+
+def relative_to_heads(revision: str | tuple[str, ...]) -> bool:
+    """Whether ``revision`` counts from the database's heads (``-1``, ``+2``, ``main@-1``), not
+    from a revision it names (``head-1``, ``base+2``)."""
+    match = _RELATIVE_TARGET.fullmatch(revision) if isinstance(revision, str) else None
+    return match is not None and match["start"] is None
 
 
 def split_range(revision: str, sql: bool, command: str) -> tuple[str | None, str]:

@@ -8,24 +8,33 @@ from typing import Any
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
-from ..dialects import PRECHECK
+from ..dialects import PRECHECK, Dialect, dialect_for
 from ..errors import UsageError
+from ..lock_waits import WaitBound
 from ..progress import SILENT, Progress
 from .fenced_run import FencedRun, Planner
 from .modes import mode_for
 from .outcome import RunOutcome
 from .precheck_run import PrecheckRun
+from .precheck_script import PrecheckScript
 from .settings import FenceSettings
+
+PREEMPT_ON_SQLITE = (
+    "--preempt is not available on SQLite: a run cannot end another process's SQLite transaction; "
+    "wait for the writer in flight with --wait instead (nothing was changed)"
+)
 
 
 @dataclass(frozen=True)
 class RunChoice:
-    """What decides the mode: ``--mode``, --sql, and the wait for pre-check mode's named lock."""
+    """What decides the mode: ``--mode``, --sql, and how a run waits for a lock another writer holds
+    in the database (the fence, SQLite's write lock, pre-check mode's named lock): ``--wait``, and
+    ``--preempt`` to end a stale holder."""
 
     requested: str | None
     offline: bool
     lock_wait_ms: int
-    lock_wait_given: bool  # --wait given with --token: only pre-check mode waits for anything
+    preempt: bool = False
 
     def per_migration(self, connection: Connection) -> bool:
         """Pre-check mode: each revision in a transaction of its own, whatever env.py says (or a
@@ -61,25 +70,26 @@ class ChosenRun:
         self._settings = settings
         self.planner = planner
         self._outcome = outcome
-        self._run: FencedRun | PrecheckRun | None = None
+        self._run: FencedRun | PrecheckRun | PrecheckScript | None = None
+        self._dialect: Dialect | None = None  # whose BEGINs wait as the run does, until it finishes
 
-    def choose(self, context: MigrationContext) -> FencedRun | PrecheckRun:
+    def choose(self, context: MigrationContext) -> FencedRun | PrecheckRun | PrecheckScript:
         """The run for ``context``'s database (chosen once, before Alembic touches it)."""
         if self._run is None:
             choice = self._choice
             mode = mode_for(context.dialect.name, choice.requested, bool(context.as_sql))
-            if mode == PRECHECK:
-                self._run = PrecheckRun(
-                    self._settings, self.planner, self._outcome, choice.lock_wait_ms, self._progress
-                )
-            elif choice.lock_wait_given:
-                raise UsageError(
-                    "--wait with --token applies only in pre-check mode (MySQL/MariaDB, or --mode "
-                    "precheck), where it bounds the wait for the named lock; with --token your own "
-                    "lease service decides how long to wait"
-                )
+            if choice.preempt and not self._settings.tokens.takes_lease and not dialect_for(context).can_preempt:
+                raise UsageError(PREEMPT_ON_SQLITE)  # a run's own lease refuses it before its grant
+            waits = WaitBound(choice.lock_wait_ms, choice.preempt, self._progress)
+            if not context.as_sql:
+                self._dialect = dialect_for(context)
+                self._dialect.wait_at_begins(self._settings.resource, waits)
+            if mode == PRECHECK and context.as_sql:
+                self._run = PrecheckScript(self._settings, self.planner, self._outcome, waits)
+            elif mode == PRECHECK:
+                self._run = PrecheckRun(self._settings, self.planner, self._outcome, waits, self._progress)
             else:
-                self._run = FencedRun(self._settings, self.planner, self._outcome, self._progress)
+                self._run = FencedRun(self._settings, self.planner, self._outcome, self._progress, waits)
             self._outcome.mode = mode
         return self._run
 
@@ -88,6 +98,10 @@ class ChosenRun:
         return self.choose(context).migrations_fn(heads, context)
 
     def finish(self) -> None:
-        """Release what the run holds past its transactions (pre-check mode's named lock)."""
+        """Release what the run holds past its transactions (pre-check mode's named lock), and end
+        its way of waiting at BEGIN (SQLite)."""
         if isinstance(self._run, PrecheckRun):
             self._run.finish()
+        if self._dialect is not None:
+            self._dialect.wait_at_begins(self._settings.resource, None)
+            self._dialect = None

@@ -56,11 +56,13 @@ class RunConnection:
                 if self._nothing_to_do_now(probe):
                     chosen.expect_nothing_to_do(context)
                     self._outcome.no_lease = NOTHING_TO_DO if leasing else None
-                elif leasing:
-                    if tokens.acquire(engine, probe):
+                else:
+                    if leasing and tokens.acquire(engine, probe):
                         self._outcome.leased = True
-                    else:
+                    elif leasing:
                         self._outcome.no_lease = DONE_BY_ANOTHER_RUNNER
+                    if self._request.relative_to_heads and probe.resolved_from is not None:
+                        self._request.settings.resolved_from.pin(probe.resolved_from)
             finally:
                 probe.close()
         chosen.connected(context)

@@ -11,8 +11,10 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
 from ..progress import SILENT, Progress
+from .applied_downgrades import running_applied_downgrades
 from .database_ahead import refusing_missing_heads
 from .fenced_run import Planner
+from .revision_targets import relative_to_heads
 from .run_choice import RunChoice
 from .settings import FenceSettings
 
@@ -39,7 +41,15 @@ class RunRequest:
         """The destination as the event log names it."""
         return ", ".join(self.destination) if isinstance(self.destination, tuple) else self.destination
 
+    @property
+    def relative_to_heads(self) -> bool:
+        """The destination counts from the database's heads (``-1``): resolved from the heads read
+        before the lease, the run writes only from those (:class:`.ResolvedFrom`)."""
+        return relative_to_heads(self.destination)
+
     def planner(self) -> Planner:
         """The steps of one attempt, planned from the heads env.py's connection reads (DatabaseAhead
-        when the revision files lack one of them)."""
-        return refusing_missing_heads(self.plan_for(self.script, self.destination), self.script, self.settings)
+        when the revision files lack one of them); a revision whose file changed since it was applied
+        is rolled back with the applied text's downgrade() (:mod:`.applied_downgrades`)."""
+        plan = running_applied_downgrades(self.plan_for(self.script, self.destination), self.settings)
+        return refusing_missing_heads(plan, self.script, self.settings)

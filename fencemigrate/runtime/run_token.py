@@ -1,13 +1,26 @@
-"""The one source of a fenced run's token: given (``--token``), or granted to the lease the run holds."""
+"""The one source of a fenced run's token: given (``--token``), granted to the lease the run holds,
+or, for an offline script written without a token, granted to the script itself when it runs."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from sqlalchemy import Connection, Engine
 
+from ..dialects.fence_calls.base import SCRIPT_TOKEN
 from ..errors import FencemigrateError, TokenRequired
+
+
+@dataclass(frozen=True)
+class ScriptGrant:
+    """The lease an offline (``--sql``) script without ``--token`` takes itself when it runs, from the
+    database's own lease service: its TTL, and how long the script waits for a live holder or a
+    migration in flight (``--ttl``, ``--wait``)."""
+
+    ttl_ms: int
+    wait_ms: int
 
 
 class RunLease(Protocol):
@@ -32,12 +45,16 @@ class RunLease(Protocol):
 class TokenSource:
     """Where the run's token comes from; everything that writes under it reads it here."""
 
-    def __init__(self, given: int | None = None, lease: RunLease | None = None) -> None:
+    def __init__(
+        self, given: int | None = None, lease: RunLease | None = None, script_grant: ScriptGrant | None = None
+    ) -> None:
         """``given``: the token to write under. ``lease`` without it: the run's own lease, acquired
         once env.py has connected; with it: the lease its caller holds with that token, which the
-        run renews while it makes progress and leaves held."""
+        run renews while it makes progress and leaves held. ``script_grant`` (alone): the offline
+        script being written takes its own lease when it runs."""
         self._token = given
         self.lease = lease
+        self.script_grant = script_grant
         self._takes_lease = lease is not None and given is None
 
     @property
@@ -51,7 +68,10 @@ class TokenSource:
         return self._token
 
     def required(self) -> int:
-        """The token to write under; no step is written before it is known."""
+        """The token to write under; no step is written before it is known. An offline script that
+        takes its own lease writes under :data:`SCRIPT_TOKEN`, the token it will be granted."""
+        if self._token is None and self.script_grant is not None:
+            return SCRIPT_TOKEN
         if self._token is None:
             raise TokenRequired("no fencing token is known yet: nothing can be written")
         return self._token

@@ -24,7 +24,9 @@ def plan_or_fenced(
     planner: Planner, settings: FenceSettings, heads: tuple[str, ...], context: MigrationContext
 ) -> tuple[list[Any], list[str]]:
     """``planner``'s steps; when it refuses the command, FENCED instead if a token newer than the
-    run's has written to its resource (read only: the refusal rolls the transaction back anyway)."""
+    run's has written to its resource (read only: the refusal rolls the transaction back anyway).
+    FENCED before planning when the run's relative target was resolved from other heads."""
+    settings.require_resolved_heads(heads)
     try:
         return planner(heads, context)
     except TokenRequired:

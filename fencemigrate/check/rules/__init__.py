@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ...errors import UsageError
+from ..project_settings import ProjectSettings
 from .base import CheckContext, Rule
 from .copies import RenumberedCopy, RenumberedSlug
 from .database import (
@@ -60,7 +61,7 @@ RULES: tuple[Rule, ...] = (
     BadSuppression(),
 )
 
-__all__ = ["RULES", "CheckContext", "Rule", "rule_for", "select_rules"]
+__all__ = ["RULES", "CheckContext", "Rule", "escalated_rules", "rule_for", "select_rules"]
 
 
 def rule_for(key: str) -> Rule | None:
@@ -72,15 +73,25 @@ def select_rules(select: str | Iterable[str] | None, ignore: str | Iterable[str]
     """The rules to run: ``select`` (default all) minus ``ignore``; database rules only with ``db``.
 
     Each is a list of rule ids or names, or one comma-separated string. An unknown rule, an
-    empty list, or a database rule selected without ``db`` is a UsageError.
+    empty list, or a database rule selected without ``db`` (``--no-db``) is a UsageError.
     """
     chosen = RULES if select is None else _resolve(select, "--select")
     dropped = () if ignore is None else _resolve(ignore, "--ignore")
     if not db and select is not None:
         needing = [rule.id for rule in chosen if rule.needs_database]
         if needing:
-            raise UsageError(f"--select {','.join(needing)} needs --db: these rules read the database")
+            raise UsageError(f"--select {','.join(needing)} needs the database, which --no-db leaves out")
     return tuple(rule for rule in RULES if rule in chosen and rule not in dropped and (db or not rule.needs_database))
+
+
+def escalated_rules(settings: ProjectSettings) -> frozenset[str]:
+    """The ids of the rules whose findings the project reports as errors (``errors`` of
+    ``[tool.fencemigrate.check]``); an unknown rule there is a UsageError."""
+    if not settings.errors:
+        return frozenset()
+    return frozenset(
+        rule.id for rule in _resolve(settings.errors, f"`errors` of [tool.fencemigrate.check] in {settings.file}")
+    )
 
 
 def _resolve(value: str | Iterable[str], option: str) -> tuple[Rule, ...]:

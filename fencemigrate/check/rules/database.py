@@ -6,6 +6,7 @@ import dataclasses
 import difflib
 from collections.abc import Iterator
 
+from ...state import LedgerRow
 from ..database import DatabaseSnapshot
 from ..findings import Finding
 from ..revision_file import RevisionFile
@@ -56,8 +57,7 @@ class ChecksumDrift(Rule):
                 item,
                 item.revision_line,
                 f"{row.revision} changed after it was applied: its sha256 is now {item.sha256[:12]}, "
-                f"the ledger has {row.script_sha256[:12]} (applied under token {row.applied_token} "
-                f"by {row.holder} at {row.applied_at})",
+                f"the ledger has {row.script_sha256[:12]} ({_how_applied(row)} at {row.applied_at})",
                 "restore the file as it was applied ("
                 + (
                     f"`fencemigrate show {row.revision} --applied > {item.display}`"
@@ -67,6 +67,13 @@ class ChecksumDrift(Rule):
                 + "), and make the change in a new revision",
             )
             yield finding if applied is None else dataclasses.replace(finding, diff=_diff(applied, item))
+
+
+def _how_applied(row: LedgerRow) -> str:
+    """Who applied a ledger row's revision, under which token (none: adopted, applied before fencing)."""
+    if row.method == "adopt":
+        return f"adopted by {row.holder}: applied before fencing, by no token"
+    return f"applied under token {row.applied_token} by {row.holder}"
 
 
 def _diff(applied: str, item: RevisionFile) -> str:
@@ -100,7 +107,7 @@ class MissingAppliedRevision(Rule):
             message = f"{revision} is applied in the database, but no revision file in {looked_in} has it"
             row = ledger.get(revision)
             if row is not None:
-                message += f" (the ledger has it under token {row.applied_token} by {row.holder})"
+                message += f" (the ledger has it {_how_applied(row).removeprefix('applied ')})"
             yield self.finding(message, revision=revision)
 
 

@@ -8,9 +8,12 @@ from ..findings import Finding
 from ..models import ModelComparison
 from .base import CheckContext, Rule
 
-NOT_RUN_WITHOUT_DATABASE = "model comparison (FM408, what alembic check does) not run: give --db"
-"""The note of a check without ``--db``: with ``alembic`` aliased to fencemigrate, ``alembic check``
-would otherwise lose the comparison silently."""
+NOT_RUN_WITHOUT_DATABASE = "--no-db: neither the database nor the models compared (FM408, what alembic check does)"
+"""The note of a check with ``--no-db``: the lint alone, which ``alembic check`` is not."""
+
+# The note after the comparison, in the words ``alembic check`` prints (alembic/command.py, check()).
+_DETECTED = "model comparison: New upgrade operations detected (FM408)"
+_NONE_DETECTED = "model comparison: No new upgrade operations detected"
 
 
 class ModelDrift(Rule):
@@ -35,8 +38,10 @@ class ModelDrift(Rule):
             yield self.finding(difference.message)
 
     def note(self, context: CheckContext) -> str | None:
-        reason = _models(context).not_compared
-        return None if reason is None else f"model comparison: {reason}"
+        models = _models(context)
+        if models.not_compared is not None:
+            return f"model comparison: {models.not_compared}"
+        return _DETECTED if models.differences else _NONE_DETECTED
 
 
 def _models(context: CheckContext) -> ModelComparison:

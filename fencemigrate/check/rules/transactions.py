@@ -15,6 +15,7 @@ from abc import abstractmethod
 from collections.abc import Iterator
 
 from ..findings import Finding, Severity
+from ..revision_code import RevisionCode
 from ..sql_statements import (
     Statement,
     adds_enum_value,
@@ -38,20 +39,34 @@ class _StatementRule(Rule):
     def flags(self, statement: Statement) -> bool:
         """True when ``statement`` breaks this rule."""
 
+    def runs_well_at(self, code: RevisionCode, line: int) -> bool:
+        """True when a flagged statement on ``line`` is where it runs as it should (default: nowhere)."""
+        return False
+
     def check(self, context: CheckContext) -> Iterator[Finding]:
         for item in context.readable:
             for sql, line in context.statements(item):
-                if self.flags(sql):
+                if self.flags(sql) and not self.runs_well_at(context.code(item), line):
                     yield self.at(item, line, f"`{sql.snippet}` {self.explanation}")
 
 
 class AutocommitBlock(Rule):
-    """FM201: ``autocommit_block()``."""
+    """FM201 (warning): ``autocommit_block()``, PostgreSQL's way to run what a transaction block
+    refuses (``CREATE INDEX CONCURRENTLY``): fencemigrate claims the fence again before and after
+    it, but what it ran commits on its own. An error where the project says so (``errors``)."""
 
     id = "FM201"
     name = "autocommit-block"
-    summary = "`autocommit_block()`: commits the migration's transaction and runs the rest outside it"
-    fix = f"keep it in the transaction if PostgreSQL allows it; if not, say so: {_allow_fix('FM201')}"
+    severity = Severity.WARNING
+    summary = (
+        "`autocommit_block()`: what runs in it commits separately, outside the migration's transaction and "
+        "its fence claim (the way to run `CREATE INDEX CONCURRENTLY`)"
+    )
+    fix = (
+        "nothing, if what runs in it cannot run in a transaction (CREATE INDEX CONCURRENTLY); otherwise move "
+        f"it into the transaction. To silence: {_allow_fix('FM201')}; to fail on it: "
+        '`errors = ["FM201"]` in [tool.fencemigrate.check]'
+    )
 
     def check(self, context: CheckContext) -> Iterator[Finding]:
         for item in context.readable:
@@ -59,33 +74,41 @@ class AutocommitBlock(Rule):
                 yield self.at(
                     item,
                     call.line,
-                    f"`{call.text}` commits the migration's transaction: the fence claim cannot cover what runs in it",
+                    f"`{call.text}` commits separately: what runs in it is outside the migration's transaction "
+                    "and stays applied even if the run is then FENCED (fencemigrate claims the fence again "
+                    "before and after the block; the step is reported not atomic)",
                 )
 
 
 class Concurrently(_StatementRule):
-    """FM202: ``CONCURRENTLY`` index builds and drops, in SQL or as ``postgresql_concurrently=True``."""
+    """FM202: ``CONCURRENTLY`` index builds and drops, in SQL or as ``postgresql_concurrently=True``,
+    outside an ``autocommit_block()`` (inside one they run as PostgreSQL wants: FM201's warning)."""
 
     id = "FM202"
     name = "concurrently"
     summary = (
         "`CREATE/DROP INDEX CONCURRENTLY`, `REINDEX ... CONCURRENTLY`, `DETACH PARTITION ... CONCURRENTLY`, "
-        "`postgresql_concurrently=True`: cannot run in a transaction block"
+        "`postgresql_concurrently=True` outside an `autocommit_block()`: cannot run in a transaction block"
     )
     fix = (
-        "build it in the transaction, without CONCURRENTLY; if it must be concurrent, run it in an "
-        f"autocommit_block() and say so: {_allow_fix('FM201', 'FM202')}"
+        "run it in an autocommit_block() (`with op.get_context().autocommit_block():`, a warning: FM201), "
+        f"or build it in the transaction, without CONCURRENTLY (or {_allow_fix('FM202')})"
     )
-    explanation = "cannot run inside a transaction block, so this revision cannot be fenced atomically"
+    explanation = "cannot run inside the migration's transaction block: PostgreSQL refuses it there"
 
     def flags(self, statement: Statement) -> bool:
         return runs_concurrently(statement)
 
+    def runs_well_at(self, code: RevisionCode, line: int) -> bool:
+        return code.in_autocommit_block(line)
+
     def check(self, context: CheckContext) -> Iterator[Finding]:
         yield from super().check(context)
         for item in context.readable:
-            for call in context.code(item).concurrent_index_options():
-                yield self.at(item, call.line, f"`{call.text}` works CONCURRENTLY, which {self.explanation}")
+            code = context.code(item)
+            for call in code.concurrent_index_options():
+                if not self.runs_well_at(code, call.line):
+                    yield self.at(item, call.line, f"`{call.text}` works CONCURRENTLY, which {self.explanation}")
 
 
 class ExplicitCommit(Rule):

@@ -6,5 +6,13 @@ from .base import FenceCalls
 from .plain import PlainStatementCalls, claim_fence
 from .postgresql import PostgresFenceCalls
 from .sqlite import SqliteFenceCalls
+from .sqlite_script import SqliteScriptCalls
 
-__all__ = ["FenceCalls", "PlainStatementCalls", "PostgresFenceCalls", "SqliteFenceCalls", "claim_fence"]
+__all__ = [
+    "FenceCalls",
+    "PlainStatementCalls",
+    "PostgresFenceCalls",
+    "SqliteFenceCalls",
+    "SqliteScriptCalls",
+    "claim_fence",
+]

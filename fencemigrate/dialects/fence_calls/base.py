@@ -3,8 +3,38 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Any
 
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Dialect
+from sqlalchemy.types import UserDefinedType
+
+from ...lock_waits import WaitBound
+
+
+class ScriptToken(int):
+    """The token an offline script is granted by the database's lease service when it runs: unknown
+    when the script is written, so its fence calls read it in the script's session instead of taking
+    a literal. Its value, 0, is no token: written literally by mistake, a claim refuses it."""
+
+
+SCRIPT_TOKEN = ScriptToken(0)
+
+
+class ReadInScript(UserDefinedType[int]):
+    """A :class:`.ScriptToken` written into a --sql script as the expression that reads the token the
+    script was granted in its own session, whatever the value."""
+
+    cache_ok = True
+
+    def __init__(self, expression: str) -> None:
+        self.expression = expression
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return "bigint"
+
+    def literal_processor(self, dialect: Dialect) -> Any:
+        return lambda value: self.expression
 
 
 class FenceCalls(ABC):
@@ -23,6 +53,13 @@ class FenceCalls(ABC):
     def offline(self) -> bool:
         """True in --sql mode: calls are written to the script instead of executed."""
         return bool(self._context.as_sql)
+
+    def wait_for_fence(self, resource: str, token: int, holder: str, bound: WaitBound) -> None:  # noqa: B027 (a hook)
+        """Before a transaction's first claim: wait, in slices that report who holds it (and with
+        ``--preempt`` end a stale holder), until no other transaction holds the fence of
+        ``resource``; busy after ``bound.wait_ms``. Nothing here where the claim itself never
+        waits: SQLite's transaction waited for the write lock at its BEGIN, and pre-check mode
+        for its named lock."""
 
     @abstractmethod
     def claim(self, resource: str, token: int) -> int | None:

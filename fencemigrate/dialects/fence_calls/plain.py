@@ -45,6 +45,14 @@ class PlainStatementCalls(FenceCalls):
                     f"{revision} has no fence record (it was applied outside fencemigrate), "
                     "so no token may re-apply it",
                 )
+            if applied == 0:  # adopted: applied before fencing
+                raise Fenced(
+                    resource,
+                    token,
+                    fence,
+                    f"{revision} was applied before fencing (adopted: no token applied it), "
+                    "so no token may re-apply it",
+                )
             if applied != token:
                 raise Fenced(resource, token, fence, f"{revision} was applied under token {applied}, not yours")
 

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Dialect, bindparam
+from sqlalchemy import BindParameter, Connection, Dialect, bindparam
 from sqlalchemy.types import UserDefinedType
 
+from ...errors import sqlstate_of
+from ...lock_waits import WaitBound, wait_in_slices
 from ...queries import statement
-from ..driver import scalar_on_driver
-from .base import FenceCalls
+from ..driver import rowcount_on_driver, scalar_on_driver
+from ..fence_holders import claimant_name, fence_holders, terminate_older
+from ..postgresql_schema import default_version
+from .base import FenceCalls, ReadInScript, ScriptToken
+
+_LOCK_NOT_AVAILABLE = "55P03"
 
 
 class PostgresFenceCalls(FenceCalls):
@@ -22,7 +29,15 @@ class PostgresFenceCalls(FenceCalls):
         """Run the statement and return its single value; offline, write it out and return None."""
         clause = statement(name, self._schema)
         if self.offline:
-            verbatim = [bindparam(key, type_=_DollarQuoted()) for key in params if key in _VERBATIM]
+            verbatim: list[BindParameter[Any]] = [
+                bindparam(key, type_=_DollarQuoted()) for key in params if key in _VERBATIM
+            ]
+            read_in_script = statement("script_token", self._schema).text
+            verbatim += [
+                bindparam(key, type_=ReadInScript(read_in_script))
+                for key, value in params.items()
+                if isinstance(value, ScriptToken)
+            ]
             compiled = (
                 clause.bindparams(*verbatim)
                 .bindparams(**params)
@@ -39,9 +54,49 @@ class PostgresFenceCalls(FenceCalls):
         value = self.call(name, **params)
         return None if value is None else int(value)
 
+    def wait_for_fence(self, resource: str, token: int, holder: str, bound: WaitBound) -> None:
+        """Claim in slices of ``lock_timeout`` (:func:`wait_in_lock_timeout_slices`); then name this
+        transaction for whoever waits behind it (``claimant.sql``) and restore ``lock_timeout``. The
+        claim the step makes next finds the locks held already."""
+        connection = self._context.connection
+        assert connection is not None and not self.offline
+        lock_timeout = wait_in_lock_timeout_slices(
+            connection,
+            self._schema,
+            resource,
+            bound,
+            lambda: self.call("claim", resource=resource, token=token),
+            token,
+        )
+        self.call("claimant", lock_timeout=lock_timeout, application_name=claimant_name(holder, token))
+
     def claim(self, resource: str, token: int) -> int | None:
         """Claim ``resource`` with ``token``; returns the transaction id. Raises FM001 if fenced."""
         return self.call_for_xact("claim", resource=resource, token=token)
+
+    def grant_for_script(
+        self, resource: str, holder: str, grant: tuple[int, int], version_table: str, heads: Sequence[str]
+    ) -> None:
+        """Offline: write the script's own grant (``grant``: TTL and wait, in ms), which refuses
+        unless ``version_table`` holds exactly ``heads`` when the script runs
+        (``script_grant_function.sql``)."""
+        ttl_ms, wait_ms = grant
+        function = statement("script_grant_function", self._schema).text
+        self._context.impl.static_output(function + self._context.impl.command_terminator)
+        self.call(
+            "script_grant",
+            resource=resource,
+            holder=holder,
+            ttl_ms=ttl_ms,
+            wait_ms=wait_ms,
+            version_table=version_table,
+            heads=text_array(heads),
+            schema_version=default_version(),
+        )
+
+    def release_for_script(self) -> None:
+        """Offline: write the release of the lease the script was granted (``script_release.sql``)."""
+        self.call("script_release")
 
     def check_reapply(self, version_table: str, resource: str, revisions: list[str], token: int) -> None:
         """Raise FM001 unless the fence and every revision's applied token allow ``token`` to re-apply."""
@@ -52,6 +107,45 @@ class PostgresFenceCalls(FenceCalls):
             revisions=revisions,
             token=token,
         )
+
+
+def wait_in_lock_timeout_slices(
+    connection: Connection,
+    quoted_schema: str,
+    resource: str,
+    bound: WaitBound,
+    action: Callable[[], object],
+    token: int | None = None,
+) -> str:
+    """Run ``action`` (a statement that may wait for the fence's locks: a claim, the registration of
+    the resource's lock key) in slices of ``lock_timeout``, each in a savepoint: a slice that runs
+    out rolls back to it and the transaction goes on (:func:`~fencemigrate.lock_waits.wait_in_slices`:
+    reported, bounded by ``bound``; with ``token``, ``--preempt`` ends holders under older tokens).
+    Returns the ``lock_timeout`` the transaction had before, for the caller to restore."""
+    lock_timeout = str(scalar_on_driver(connection, statement("current_lock_timeout", quoted_schema), {}))
+
+    def attempt(slice_ms: int) -> bool:
+        rowcount_on_driver(connection, statement("fence_wait_savepoint", quoted_schema), {})
+        try:
+            scalar_on_driver(connection, statement("lock_timeout", quoted_schema), {"timeout_ms": str(slice_ms)})
+            action()
+        except Exception as error:
+            if sqlstate_of(error) != _LOCK_NOT_AVAILABLE:
+                raise  # FENCED, a lost session...: the transaction is doomed, as after a claim
+            rowcount_on_driver(connection, statement("fence_wait_rollback", quoted_schema), {})
+            return False
+        rowcount_on_driver(connection, statement("fence_wait_release", quoted_schema), {})
+        return True
+
+    wait_in_slices(
+        resource,
+        "the fence",
+        bound,
+        attempt,
+        lambda: fence_holders(connection, quoted_schema, resource),
+        None if token is None else (lambda holders: terminate_older(connection, quoted_schema, holders, token)),
+    )
+    return lock_timeout
 
 
 _VERBATIM = frozenset({"source"})
@@ -81,3 +175,9 @@ def dollar_quoted(text: str | None) -> str:
         number += 1
         tag = f"fencemigrate_source_{number}"
     return f"${tag}${text}${tag}$"
+
+
+def text_array(items: Sequence[str]) -> str:
+    """``items`` as the text of a PostgreSQL array (``{"a","b"}``, ``{}`` for none), each element quoted."""
+    quoted = ('"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"' for item in items)
+    return "{" + ",".join(quoted) + "}"

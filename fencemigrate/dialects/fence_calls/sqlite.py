@@ -9,7 +9,8 @@ from .plain import PlainStatementCalls
 class SqliteFenceCalls(PlainStatementCalls):
     """Runs ``sql/queries/sqlite/`` statements in the current transaction; FENCED is raised here.
 
-    Transaction ids are :func:`transaction_number`s. Online only: offline scripts are refused on SQLite.
+    Transaction ids are :func:`transaction_number`s. Online only: a --sql script's are
+    :class:`.SqliteScriptCalls`.
     """
 
     def transaction_id(self) -> int:

@@ -5,5 +5,5 @@ SELECT EXISTS (
       FROM {schema}_fence_event
      WHERE resource = :resource
        AND token = :token
-       AND kind IN ('APPLY', 'STAMP', 'ROLLBACK', 'RESOLVE')
+       AND kind IN ('APPLY', 'STAMP', 'ROLLBACK', 'UNSTAMP', 'RESOLVE')
 ) AS wrote

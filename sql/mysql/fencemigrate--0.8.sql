@@ -1,4 +1,4 @@
--- fencemigrate 0.7 on MySQL and MariaDB: the fence schema, complete.
+-- fencemigrate 0.8 on MySQL and MariaDB: the fence schema, complete.
 --
 -- MySQL's schemas are databases, and a migration user may not create databases: every object
 -- lives in the application's own database, named with the fence schema's name as a prefix
@@ -69,12 +69,14 @@ CREATE TABLE IF NOT EXISTS @extschema@_applied_revision (
     source        LONGBLOB     NULL,
     PRIMARY KEY (version_table, revision),
     KEY @extschema@_applied_revision_unsettled (resource, state),
-    CONSTRAINT @extschema@_applied_revision_token CHECK (applied_token > 0),
-    CONSTRAINT @extschema@_applied_revision_method CHECK (method IN ('upgrade', 'stamp')),
     CONSTRAINT @extschema@_applied_revision_state
         CHECK (state IN ('applied', 'applying', 'rolling_back')),
     CONSTRAINT @extschema@_applied_revision_settled
-        CHECK ((state = 'applied') = (state_token IS NULL))
+        CHECK ((state = 'applied') = (state_token IS NULL)),
+    -- An adopted row (applied before fencing) has token 0; every other row, the token that wrote it.
+    CONSTRAINT @extschema@_applied_revision_token
+        CHECK (CASE WHEN method = 'adopt' THEN applied_token = 0 ELSE applied_token > 0 END),
+    CONSTRAINT @extschema@_applied_revision_method CHECK (method IN ('upgrade', 'stamp', 'adopt'))
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- One row per resource ever leased. token is the highest token the lease service has issued
@@ -123,7 +125,7 @@ CREATE TABLE IF NOT EXISTS @extschema@_fence_event (
     KEY @extschema@_fence_event_resource_at (resource, at),
     CONSTRAINT @extschema@_fence_event_kind
         CHECK (kind IN ('GRANT', 'RENEW', 'RELEASE', 'EXPIRE', 'PREEMPT', 'LOST', 'APPLY',
-                        'STAMP', 'ROLLBACK', 'FENCED', 'RESOLVE'))
+                        'STAMP', 'ROLLBACK', 'UNSTAMP', 'FENCED', 'RESOLVE', 'ADOPT'))
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- Version tables whose guard was removed on purpose (fencemigrate install --allow-tokenless-writes).
@@ -369,18 +371,19 @@ DELIMITER ;
 -- == The ledger's triggers ==
 
 DELIMITER //
--- The token domain of ledger rows (see agent_fence's).
+-- The token domain of ledger rows (see agent_fence's); an adopted row has token 0.
 CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_token_domain_insert
 BEFORE INSERT ON @extschema@_applied_revision FOR EACH ROW
 BEGIN
-    IF NEW.applied_token < 1 OR NEW.applied_token > 4611686018427387904 THEN
+    IF NEW.applied_token < IF(NEW.method = 'adopt', 0, 1) OR NEW.applied_token > 4611686018427387904 THEN
         SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'ledger tokens are integers from 1 to 4611686018427387904';
     END IF;
 END//
 CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_token_domain_update
 BEFORE UPDATE ON @extschema@_applied_revision FOR EACH ROW
 BEGIN
-    IF NEW.applied_token <> OLD.applied_token AND (NEW.applied_token < 1 OR NEW.applied_token > 4611686018427387904) THEN
+    IF NEW.applied_token <> OLD.applied_token
+       AND (NEW.applied_token < IF(NEW.method = 'adopt', 0, 1) OR NEW.applied_token > 4611686018427387904) THEN
         SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'ledger tokens are integers from 1 to 4611686018427387904';
     END IF;
 END//
@@ -395,13 +398,42 @@ BEGIN
         VALUES (UTC_TIMESTAMP(6), NEW.resource, 'APPLY', NEW.holder, NEW.applied_token, NEW.revision);
     END IF;
 END//
+-- The ROLLBACK event's detail: @fencemigrate_rollback_detail, which the runner sets (JSON) around
+-- the DELETE of a revision whose applied text's downgrade() ran in place of a changed file's.
 CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_rolled_back
 AFTER DELETE ON @extschema@_applied_revision FOR EACH ROW
 BEGIN
     IF OLD.state = 'rolling_back' THEN
-        INSERT INTO @extschema@_fence_event (at, resource, kind, holder, token, revision)
-        VALUES (UTC_TIMESTAMP(6), OLD.resource, 'ROLLBACK', OLD.state_holder, OLD.state_token, OLD.revision);
+        INSERT INTO @extschema@_fence_event (at, resource, kind, holder, token, revision, detail)
+        VALUES (UTC_TIMESTAMP(6), OLD.resource, 'ROLLBACK', OLD.state_holder, OLD.state_token, OLD.revision,
+                @fencemigrate_rollback_detail);
     END IF;
+END//
+DELIMITER ;
+
+
+-- == A --sql script's refusals ==
+
+-- A --sql script for the mysql or mariadb client (`fencemigrate upgrade --sql` on MySQL/MariaDB)
+-- takes its named locks, its grant and its claims in plain SQL (sql/queries/mysql/script_*.sql):
+-- MySQL raises errors only inside stored programs, so a check that does not pass inserts its
+-- message here, and this table's trigger raises it (SQLSTATE FM001 for a FENCED refusal, 45000
+-- for any other): the statement fails, and the client in batch mode stops there. Nothing is ever
+-- stored: every insert is refused. The trigger writes nothing, so the table lends no privilege:
+-- the script's grant and claims are plain writes, held to the lease guard and the monotonic guard.
+CREATE TABLE IF NOT EXISTS @extschema@_script_refusal (
+    message VARCHAR(512) NOT NULL
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+DELIMITER //
+CREATE TRIGGER IF NOT EXISTS @extschema@_script_refusal_raise
+BEFORE INSERT ON @extschema@_script_refusal FOR EACH ROW
+BEGIN
+    DECLARE v_message VARCHAR(512);
+    SET v_message = NEW.message;
+    IF v_message LIKE 'FENCED%' THEN
+        SIGNAL SQLSTATE 'FM001' SET MESSAGE_TEXT = v_message;
+    END IF;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
 END//
 DELIMITER ;
 
@@ -415,4 +447,4 @@ CREATE TABLE IF NOT EXISTS @extschema@_schema_version (
     version VARCHAR(16) NOT NULL,
     CONSTRAINT @extschema@_schema_version_one_row CHECK (one_row = 1)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
-INSERT IGNORE INTO @extschema@_schema_version (one_row, version) VALUES (1, '0.7');
+INSERT IGNORE INTO @extschema@_schema_version (one_row, version) VALUES (1, '0.8');

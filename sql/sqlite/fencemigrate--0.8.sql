@@ -1,14 +1,17 @@
--- fencemigrate 0.7 on SQLite: the fence schema, complete.
+-- fencemigrate 0.8 on SQLite: the fence schema, complete.
 --
 -- SQLite has no schemas, so every object is named with the fence schema's name as a prefix:
 -- @extschema@_agent_fence becomes "fencemigrate_agent_fence" by default (fencemigrate_schema
 -- in alembic.ini changes the prefix). The runner applies this file, one statement at a time,
 -- inside the first fenced run's own transaction; every statement is idempotent. A database at an
 -- older version is brought here by the update scripts (fencemigrate--0.2--0.4.sql,
--- fencemigrate--0.4--0.5.sql, fencemigrate--0.5--0.6.sql, fencemigrate--0.6--0.7.sql): 0.2
+-- fencemigrate--0.4--0.5.sql, fencemigrate--0.5--0.6.sql, fencemigrate--0.6--0.7.sql,
+-- fencemigrate--0.7--0.8.sql): 0.2
 -- followed by those updates creates exactly what this file creates (tests/test_install_scripts.py
 -- compares the catalogs, down to the text of each CREATE statement: `source` stands where 0.6's
--- ALTER TABLE ... ADD COLUMN puts it; and each table's triggers in the order they were created).
+-- ALTER TABLE ... ADD COLUMN puts it, the ledger and the event log as 0.8 rebuilt them, their names
+-- quoted as ALTER TABLE ... RENAME TO writes them; and each table's triggers in the order they
+-- were created).
 --
 -- Same tables, columns and checks as the PostgreSQL schema (its full script in sql/), where
 -- SQLite has them; version 0.3 (pre-check mode) is not for SQLite. Times are ISO-8601 UTC text
@@ -100,24 +103,26 @@ CREATE TABLE IF NOT EXISTS @extschema@_applied_revision (
     version_table TEXT    NOT NULL,
     revision      TEXT    NOT NULL,
     resource      TEXT    NOT NULL,
-    applied_token INTEGER NOT NULL CHECK (applied_token > 0),
+    applied_token INTEGER NOT NULL,
     holder        TEXT    NOT NULL,
-    method        TEXT    NOT NULL CHECK (method IN ('upgrade', 'stamp')),
+    method        TEXT    NOT NULL CHECK (method IN ('upgrade', 'stamp', 'adopt')),
     applied_at    TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-    script_sha256 TEXT, source TEXT,
-    PRIMARY KEY (version_table, revision)
+    script_sha256 TEXT,
+    source        TEXT,
+    PRIMARY KEY (version_table, revision),
+    CHECK (CASE WHEN method = 'adopt' THEN applied_token = 0 ELSE applied_token > 0 END)
 );
 
 CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_token_domain_insert
 BEFORE INSERT ON @extschema@_applied_revision
-FOR EACH ROW WHEN typeof(NEW.applied_token) <> 'integer' OR NEW.applied_token < 1
+FOR EACH ROW WHEN typeof(NEW.applied_token) <> 'integer' OR NEW.applied_token < CASE WHEN NEW.method = 'adopt' THEN 0 ELSE 1 END
                   OR NEW.applied_token > 4611686018427387904
 BEGIN
     SELECT RAISE(ABORT, 'ledger tokens are integers from 1 to 4611686018427387904');
 END;
 CREATE TRIGGER IF NOT EXISTS @extschema@_applied_revision_token_domain_update
 BEFORE UPDATE OF applied_token ON @extschema@_applied_revision
-FOR EACH ROW WHEN typeof(NEW.applied_token) <> 'integer' OR NEW.applied_token < 1
+FOR EACH ROW WHEN typeof(NEW.applied_token) <> 'integer' OR NEW.applied_token < CASE WHEN NEW.method = 'adopt' THEN 0 ELSE 1 END
                   OR NEW.applied_token > 4611686018427387904
 BEGIN
     SELECT RAISE(ABORT, 'ledger tokens are integers from 1 to 4611686018427387904');
@@ -131,7 +136,8 @@ CREATE TABLE IF NOT EXISTS @extschema@_fence_event (
     at       TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     resource TEXT    NOT NULL,
     kind     TEXT    NOT NULL CHECK (kind IN ('GRANT', 'RENEW', 'RELEASE', 'EXPIRE', 'PREEMPT',
-                                              'LOST', 'APPLY', 'STAMP', 'ROLLBACK', 'FENCED')),
+                                              'LOST', 'APPLY', 'STAMP', 'ROLLBACK', 'UNSTAMP',
+                                              'FENCED', 'ADOPT')),
     holder   TEXT,
     token    INTEGER,
     revision TEXT,
@@ -394,5 +400,5 @@ CREATE TABLE IF NOT EXISTS @extschema@_schema_version (
     one_row INTEGER NOT NULL PRIMARY KEY CHECK (one_row = 1),
     version TEXT    NOT NULL
 );
-INSERT INTO @extschema@_schema_version (one_row, version) VALUES (1, '0.7')
+INSERT INTO @extschema@_schema_version (one_row, version) VALUES (1, '0.8')
     ON CONFLICT (one_row) DO NOTHING;

@@ -1,9 +1,9 @@
--- fencemigrate 0.11: the fence schema, complete.
+-- fencemigrate 0.12: the fence schema, complete.
 --
--- CREATE EXTENSION fencemigrate (at the default version, 0.11) runs this file alone; the runner
+-- CREATE EXTENSION fencemigrate (at the default version, 0.12) runs this file alone; the runner
 -- applies the same file itself when the extension is not installed on the server, putting the
 -- objects in the configured schema ("fencemigrate" by default). A database at an older version
--- is brought here by the update scripts (fencemigrate--0.1--0.2.sql ... fencemigrate--0.10--0.11.sql,
+-- is brought here by the update scripts (fencemigrate--0.1--0.2.sql ... fencemigrate--0.11--0.12.sql,
 -- through ALTER EXTENSION fencemigrate UPDATE or the runner): 0.1 followed by those updates
 -- creates exactly what this file creates (tests/test_install_scripts.py compares the catalogs),
 -- so some objects are shaped by that history: functions renamed in an update keep doing the work
@@ -25,7 +25,7 @@
 -- The version of this schema, read by the runner to decide what to install.
 CREATE FUNCTION @extschema@.schema_version() RETURNS text
 LANGUAGE sql IMMUTABLE
-AS $$ SELECT '0.11'::text $$;
+AS $$ SELECT '0.12'::text $$;
 
 
 -- == The fence and the claim ==
@@ -278,7 +278,8 @@ BEGIN
 END
 $$;
 
--- Re-applying is legal only for revisions applied under the caller's own token. Called before
+-- Re-applying is legal only for revisions applied under the caller's own token (an adopted
+-- revision, applied before fencing, has none: token 0). Called before
 -- claim(), so a rejection reports the fence token as committed; refused the same way as a claim
 -- before anything is rolled back.
 CREATE FUNCTION @extschema@.check_reapply(
@@ -309,6 +310,10 @@ BEGIN
         IF NOT FOUND THEN
             PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
                 format('%s has no fence record (it was applied outside fencemigrate), so no token may re-apply it',
+                       v_revision));
+        ELSIF v_applied = 0 THEN
+            PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
+                format('%s was applied before fencing (adopted: no token applied it), so no token may re-apply it',
                        v_revision));
         ELSIF v_applied <> p_token THEN
             PERFORM @extschema@.raise_fenced(p_resource, p_token, v_fence,
@@ -353,7 +358,9 @@ CREATE TRIGGER agent_fence_no_truncate
 
 -- == The ledger and the event log ==
 
--- One row per revision applied (or stamped) by a fenced run, per Alembic version table.
+-- One row per revision applied (or stamped) by a fenced run, per Alembic version table, and one
+-- per revision the version table already had applied when the database was first fenced
+-- (method 'adopt', applied_token 0: applied before fencing, by no token; see docs/adopting.md).
 -- Pre-check mode (--mode precheck) cannot claim the fence in the transaction of a revision that
 -- runs outside one, so it writes the revision's ledger row before the DDL, marked 'applying'
 -- ('rolling_back' for a downgrade), commits that, and settles the row with Alembic's version row
@@ -371,9 +378,9 @@ CREATE TABLE @extschema@.applied_revision (
     version_table text        NOT NULL,
     revision      text        NOT NULL,
     resource      text        NOT NULL,
-    applied_token bigint      NOT NULL CHECK (applied_token > 0),
+    applied_token bigint      NOT NULL,
     holder        text        NOT NULL,
-    method        text        NOT NULL CHECK (method IN ('upgrade', 'stamp')),
+    method        text        NOT NULL,
     applied_at    timestamptz NOT NULL DEFAULT now(),
     script_sha256 text,
     state         text        NOT NULL DEFAULT 'applied'
@@ -383,7 +390,10 @@ CREATE TABLE @extschema@.applied_revision (
     state_since   timestamptz,
     source        text,
     PRIMARY KEY (version_table, revision),
-    CONSTRAINT applied_revision_settled CHECK ((state = 'applied') = (state_token IS NULL))
+    CONSTRAINT applied_revision_settled CHECK ((state = 'applied') = (state_token IS NULL)),
+    CONSTRAINT applied_revision_method_check CHECK (method IN ('upgrade', 'stamp', 'adopt')),
+    CONSTRAINT applied_revision_applied_token_check
+        CHECK (CASE WHEN method = 'adopt' THEN applied_token = 0 ELSE applied_token > 0 END)
 );
 CREATE INDEX applied_revision_unsettled ON @extschema@.applied_revision (resource)
     WHERE state <> 'applied';
@@ -418,7 +428,7 @@ CREATE TABLE @extschema@.fence_event (
     detail   text,
     CONSTRAINT fence_event_kind_check
         CHECK (kind IN ('GRANT', 'RENEW', 'RELEASE', 'EXPIRE', 'PREEMPT', 'LOST', 'APPLY', 'STAMP',
-                        'ROLLBACK', 'FENCED', 'RESOLVE'))
+                        'ROLLBACK', 'UNSTAMP', 'FENCED', 'RESOLVE', 'ADOPT'))
 );
 CREATE INDEX fence_event_resource_at ON @extschema@.fence_event (resource, at);
 COMMENT ON TABLE @extschema@.fence_event IS
@@ -427,7 +437,8 @@ COMMENT ON TABLE @extschema@.fence_event IS
 -- Ledger bookkeeping, called in the same transaction as the revision's DDL (directly in --sql
 -- scripts, through record_steps() and claim_and_record() online). record_apply() and
 -- record_rollback() write the ledger row (write_ledger_row(), delete_ledger_row()) and log its
--- APPLY/STAMP or ROLLBACK event; a rollback names who rolled back under which token. They run as
+-- APPLY/STAMP or ROLLBACK/UNSTAMP event; a rollback names who rolled back under which token (and,
+-- in its detail, the applied text whose downgrade() ran in place of a changed file's). They run as
 -- the owner of the fence, which alone inserts into fence_event (see log_event()).
 
 -- Writing the ledger row of an applied revision settles a row marked before its DDL.
@@ -486,7 +497,8 @@ END
 $$;
 
 CREATE FUNCTION @extschema@.record_rollback(
-    p_version_table text, p_revision text, p_resource text, p_token bigint, p_holder text
+    p_version_table text, p_revision text, p_resource text, p_token bigint, p_holder text,
+    p_method text DEFAULT 'upgrade', p_detail text DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -494,18 +506,20 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM @extschema@.delete_ledger_row(p_version_table, p_revision);
-    INSERT INTO @extschema@.fence_event (resource, kind, holder, token, revision)
-    VALUES (p_resource, 'ROLLBACK', p_holder, p_token, p_revision);
+    INSERT INTO @extschema@.fence_event (resource, kind, holder, token, revision, detail)
+    VALUES (p_resource, CASE WHEN p_method = 'stamp' THEN 'UNSTAMP' ELSE 'ROLLBACK' END,
+            p_holder, p_token, p_revision, p_detail::jsonb::text);
 END
 $$;
 
 -- Several ledger changes in one round trip, in order: p_actions[i] is 'apply' (record_apply
--- with p_methods[i], p_shas[i] and p_sources[i]) or 'rollback' (record_rollback). Returns the
--- transaction id, which the caller compares with its claim's to prove that all of it ran in one
--- transaction.
+-- with p_methods[i], p_shas[i] and p_sources[i]) or 'rollback' (record_rollback with p_methods[i]
+-- and p_details[i]). Returns the transaction id, which the caller compares with its claim's to
+-- prove that all of it ran in one transaction.
 CREATE FUNCTION @extschema@.record_steps(
     p_version_table text, p_resource text, p_token bigint, p_holder text,
-    p_actions text[], p_revisions text[], p_methods text[], p_shas text[], p_sources text[] DEFAULT NULL
+    p_actions text[], p_revisions text[], p_methods text[], p_shas text[], p_sources text[] DEFAULT NULL,
+    p_details text[] DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -518,7 +532,7 @@ BEGIN
                                              p_holder, p_methods[i], p_shas[i], p_sources[i]);
         ELSE
             PERFORM @extschema@.record_rollback(p_version_table, p_revisions[i], p_resource,
-                                                p_token, p_holder);
+                                                p_token, p_holder, p_methods[i], p_details[i]);
         END IF;
     END LOOP;
     RETURN pg_current_xact_id()::text::bigint;

@@ -706,15 +706,20 @@ class AppliedTextNotRecorded(FencemigrateError):
     """A downgrade of a revision whose file changed since it was applied, when the ledger keeps no
     text of what was applied: neither downgrade() is known to undo it, so nothing runs."""
 
-    def __init__(self, revision: str, token: int, file_sha256: str, applied_sha256: str) -> None:
+    _WHY = (
+        "the ledger has no text of the applied version (recorded before the fence schema kept it), so neither "
+        "downgrade() is known to undo what the database has. Nothing was run. Put back the file as it was "
+        "applied (from version control: its sha256 is {applied})"
+    )
+
+    def __init__(self, revision: str, token: int, file_sha256: str, applied_sha256: str, why: str = "") -> None:
+        """``why``: what is wrong with the ledger's text, ending in what to put back (default: :attr:`_WHY`)."""
         self.revision = revision
         super().__init__(
             f"cannot roll back {revision}: its file changed since it was applied under token {token} "
-            f"(sha256 {file_sha256[:12]} on disk, {applied_sha256[:12]} applied), and the ledger has no "
-            "text of the applied version (recorded before the fence schema kept it), so neither "
-            "downgrade() is known to undo what the database has. Nothing was run. Put back the file as "
-            f"it was applied (from version control: its sha256 is {applied_sha256}) and run the command "
-            "again, or undo the revision by hand and `fencemigrate stamp` below it"
+            f"(sha256 {file_sha256[:12]} on disk, {applied_sha256[:12]} applied), and "
+            f"{(why or self._WHY).format(applied=applied_sha256)} and run the command again, or undo the "
+            "revision by hand and `fencemigrate stamp` below it"
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -727,16 +732,15 @@ class AppliedTextAltered(AppliedTextNotRecorded):
     database after it was applied, and is not run."""
 
     def __init__(self, revision: str, token: int, file_sha256: str, applied_sha256: str, text_sha256: str) -> None:
-        self.revision = revision
-        FencemigrateError.__init__(
-            self,
-            f"cannot roll back {revision}: its file changed since it was applied under token {token} "
-            f"(sha256 {file_sha256[:12]} on disk, {applied_sha256[:12]} applied), and the ledger's text of the "
-            f"applied version hashes to {text_sha256[:12]}, not to the sha256 recorded with it: it was changed in "
-            "the database after it was applied, so it is not run. Nothing was run. Find out who wrote the "
-            f"ledger row (`fencemigrate timeline`); put back the file as it was applied (its sha256 is "
-            f"{applied_sha256}) and run the command again, or undo the revision by hand and "
-            "`fencemigrate stamp` below it",
+        super().__init__(
+            revision,
+            token,
+            file_sha256,
+            applied_sha256,
+            f"the ledger's text of the applied version hashes to {text_sha256[:12]}, not to the sha256 recorded "
+            "with it: it was changed in the database after it was applied, so it is not run. Nothing was run. "
+            "Find out who wrote the ledger row (`fencemigrate timeline`); put back the file as it was applied "
+            "(its sha256 is {applied})",
         )
 
 

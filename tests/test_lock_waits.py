@@ -110,7 +110,8 @@ def test_a_token_run_behind_a_paused_writer_reports_who_holds_the_fence_and_is_b
             started = time.monotonic()
             with pytest.raises(psycopg.errors.LockNotAvailable):
                 plain.execute("SELECT fencemigrate.claim('db/migrations', 6)")
-            assert time.monotonic() - started >= 3
+            # The server's timer may fire a millisecond before the client's clock says 3 s.
+            assert time.monotonic() - started >= 2.9
         started = time.monotonic()
         result = run_in_process(project.path, "upgrade", "head", "--token", "6", "--holder", "agent-B", "--wait", "12s")
         elapsed = time.monotonic() - started

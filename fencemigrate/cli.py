@@ -24,7 +24,7 @@ from .cli_group import CommandGroup, MainGroup
 from .config import config_error, init_config, load_config
 from .dialects import MODES, PRECHECK
 from .durations import format_duration
-from .errors import EXIT_ERROR, FencemigrateError, Interrupted, UsageError
+from .errors import ERROR, FencemigrateError, Interrupted, UsageError
 from .leases import Grant, LeaseStatus
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .lock_waits import lock_wait_text
@@ -129,7 +129,7 @@ def _exit_status(code: object) -> int:
     if code is None or isinstance(code, int):
         return code or 0
     click.echo(scrub_secrets(str(code)), err=True)
-    return EXIT_ERROR
+    return ERROR.exit_status
 
 
 def _lease_options(wait_default: str) -> list[Callable[..., Any]]:
@@ -664,7 +664,7 @@ def demo(url: str | None, as_json: bool) -> None:
         )
     else:
         click.echo(f"\nverdict: {verdict}")
-    sys.exit(0 if result.ok else EXIT_ERROR)
+    sys.exit(0 if result.ok else ERROR.exit_status)
 
 
 @main.command()

@@ -10,19 +10,9 @@ from typing import IO, Any
 
 import click
 
+from .errors import EXIT_STATUSES
 from .relative_revisions import RevisionArgumentsGroup, argparse_spellings
 from .scrub import scrub_secrets
-
-EXIT_STATUSES = (
-    ("0", "success"),
-    ("1", "error: the database refused or was unreachable, or a revision failed"),
-    ("2", "bad usage: unknown option, bad token, unknown revision, bad config"),
-    ("3", "FENCED or lease lost: not transient; re-read the state and re-plan"),
-    ("4", "lease busy: another live holder has the lease; try again later"),
-    ("5", "dirty: a pre-check revision never finished; see fencemigrate resolve"),
-    ("130", "stopped by SIGINT: rolled back, lease released"),
-    ("143", "stopped by SIGTERM: rolled back, lease released"),
-)
 
 
 class CommandGroup(RevisionArgumentsGroup):

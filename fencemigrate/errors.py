@@ -1,4 +1,6 @@
-"""One exception per outcome, each with its exit status; the database's refusals found by SQLSTATE.
+"""One exception per outcome, each carrying its :class:`Outcome` (exit status, JSON status, MCP
+code): the one table the CLI's output and help, plain ``alembic``'s env.py and the MCP server read;
+the database's refusals found by SQLSTATE.
 
 Only :mod:`.rendering` turns these into output. fencemigrate's own SQL (``sql/``) refuses with its
 own SQLSTATEs (FM001, FM002, ...): each has one class here, registered by ``sqlstate=`` when the
@@ -11,14 +13,55 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, TypedDict, Unpack
 
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_FENCED = 3
-EXIT_BUSY = 4
-EXIT_DIRTY = 5
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a failure is to each of its readers: the process's exit status, the ``status`` of the
+    JSON object (and the text's ``fencemigrate: STATUS:`` prefix, unless the message speaks for
+    itself), the MCP code an agent branches on, whether the MCP server then drops its token, and
+    the line of ``--help``'s exit statuses that describes it (one per exit status)."""
+
+    exit_status: int
+    status: str
+    mcp_code: str
+    prefixed: bool = True
+    drops_token: bool = False
+    help: str | None = None
+
+    @property
+    def transient(self) -> bool:
+        """An agent may try again later (and only then)."""
+        return self.mcp_code == "LEASE_BUSY"
+
+
+ERROR = Outcome(1, "error", "ERROR", help="error: the database refused or was unreachable, or a revision failed")
+USAGE = Outcome(2, "usage", "USAGE", help="bad usage: unknown option, bad token, unknown revision, bad config")
+FENCED = Outcome(
+    3, "fenced", "FENCED", False, True, "FENCED or lease lost: not transient; re-read the state and re-plan"
+)
+LEASE_LOST = Outcome(3, "lost", "LEASE_LOST", drops_token=True)
+LEASE_BUSY = Outcome(4, "busy", "LEASE_BUSY", help="lease busy: another live holder has the lease; try again later")
+DIRTY = Outcome(
+    5, "dirty", "DIRTY", prefixed=False, help="dirty: a pre-check revision never finished; see fencemigrate resolve"
+)
+REFUSED = Outcome(1, "refused", "ERROR")
+NOT_REPLICATED = Outcome(4, "not replicated", "ERROR")
+GRANT_RELEASED = Outcome(1, "grant released", "ERROR")
+INTERRUPTED = Outcome(1, "interrupted", "ERROR")
+
+EXIT_STATUSES = (
+    ("0", "success"),
+    *(
+        (str(outcome.exit_status), outcome.help)
+        for outcome in (ERROR, USAGE, FENCED, LEASE_BUSY, DIRTY)
+        if outcome.help
+    ),
+    ("130", "stopped by SIGINT: rolled back, lease released"),
+    ("143", "stopped by SIGTERM: rolled back, lease released"),
+)
 
 LEASE_GUARD_PREFIX = "lease guard: "  # how the lease guard's messages start on every database
 _MYSQL_SIGNAL = 1644  # MySQL's error number for SIGNAL SQLSTATE '...'
@@ -43,8 +86,7 @@ class FencemigrateError(Exception):
     report the SQLSTATE of a ``SIGNAL`` or ``RAISE``.
     """
 
-    exit_status = EXIT_ERROR
-    status = "error"
+    outcome: Outcome = ERROR  # the class's; an instance whose exit status is its cause's has its own
     sqlstate: ClassVar[str | None] = None
     message_prefixes: ClassVar[tuple[str, ...]] = ()
 
@@ -65,6 +107,14 @@ class FencemigrateError(Exception):
         the database's message as it is."""
         return cls(refusal.message)
 
+    @property
+    def exit_status(self) -> int:
+        return self.outcome.exit_status
+
+    @property
+    def status(self) -> str:
+        return self.outcome.status
+
     def as_json(self) -> dict[str, Any]:
         """The JSON object the CLI prints for this outcome."""
         return {"status": self.status, "message": str(self)}
@@ -73,8 +123,7 @@ class FencemigrateError(Exception):
 class UsageError(FencemigrateError):
     """Bad input detected before the database is touched."""
 
-    exit_status = EXIT_USAGE
-    status = "usage"
+    outcome = USAGE
 
 
 class TokenRequired(UsageError):
@@ -198,7 +247,7 @@ class LeaseGuardRefused(DatabaseError, sqlstate="FM006", message_prefixes=(LEASE
     """The fence's lease guard (FM006) refused a write to agent_fence or lease that would forge a
     grant or an unissued token: nothing was changed."""
 
-    status = "refused"
+    outcome = REFUSED
 
     @classmethod
     def from_refusal(cls, refusal: Refusal, resource: str, token: int) -> LeaseGuardRefused:
@@ -252,8 +301,7 @@ class _FencedChanges(TypedDict, total=False):
 class Fenced(FencemigrateError, sqlstate="FM001"):
     """A newer token has written to the resource, or the revision is not ours to re-apply."""
 
-    exit_status = EXIT_FENCED
-    status = "fenced"
+    outcome = FENCED
 
     def __init__(
         self,
@@ -443,8 +491,7 @@ class MonotonicGuardRefused(
     tries is working from a stale picture of who owns it; retrying cannot succeed.
     """
 
-    exit_status = EXIT_FENCED
-    status = "fenced"
+    outcome = FENCED
 
     def __init__(self, resource: str, reason: str, writer: str = "", aftermath: str = "") -> None:
         """``writer``: who wrote, when known (a revision and its line); ``aftermath``: what became of
@@ -495,11 +542,11 @@ class MonotonicGuardRefused(
 class Interrupted(FencemigrateError):
     """SIGTERM or SIGINT stopped the command: what was in flight rolled back, the run's lease was released."""
 
-    status = "interrupted"
+    outcome = INTERRUPTED
 
     def __init__(self, signal_name: str, exit_status: int) -> None:
         self.signal_name = signal_name
-        self.exit_status = exit_status
+        self.outcome = replace(INTERRUPTED, exit_status=exit_status)
         super().__init__(
             f"stopped by {signal_name}: the transaction in flight was rolled back and the lease this run "
             "took (if any) released; what committed before the signal stays: run `fencemigrate state` "
@@ -517,8 +564,7 @@ class TokensExhausted(FencemigrateError):
 class LeaseLost(FencemigrateError):
     """A renew or release by someone who no longer holds the lease: stale, like FENCED."""
 
-    exit_status = EXIT_FENCED
-    status = "lost"
+    outcome = LEASE_LOST
 
     def __init__(self, resource: str, holder: str, token: int | None, reason: str) -> None:
         self.resource = resource
@@ -573,8 +619,7 @@ class OtherTokenSource(UsageError):
 class LeaseBusy(FencemigrateError):
     """Another live holder has the lease (or a migration holds the fence): transient, try later."""
 
-    exit_status = EXIT_BUSY
-    status = "busy"
+    outcome = LEASE_BUSY
 
     def __init__(self, resource: str, holder: str | None, reason: str) -> None:
         self.resource = resource
@@ -596,8 +641,7 @@ class GrantNotReplicated(FencemigrateError):
     """A grant committed on the primary, but no synchronous standby confirmed it before its wait was
     cut short: not granted (the lease service released it); a failover now could issue its token again."""
 
-    exit_status = EXIT_BUSY
-    status = "not replicated"
+    outcome = NOT_REPLICATED
 
     def __init__(self, resource: str, token: int, waited_ms: int) -> None:
         self.resource = resource
@@ -618,13 +662,16 @@ class GrantUndone(FencemigrateError):
     grant was released (or, when that failed too, is left to expire), so no caller holds a lease it
     was never told of. The failure's own exit status."""
 
-    status = "grant released"
+    outcome = GRANT_RELEASED
 
     def __init__(
         self, resource: str, holder: str, token: int, failure: BaseException, still_live_until: str | None
     ) -> None:
         self.resource, self.holder, self.token, self.still_live_until = resource, holder, token, still_live_until
-        self.exit_status = failure.exit_status if isinstance(failure, FencemigrateError) else EXIT_ERROR
+        self.outcome = replace(
+            GRANT_RELEASED,
+            exit_status=failure.exit_status if isinstance(failure, FencemigrateError) else ERROR.exit_status,
+        )
         done = (
             "then released"
             if still_live_until is None
@@ -649,8 +696,7 @@ class GrantUndone(FencemigrateError):
 class Dirty(FencemigrateError):
     """A revision's DDL started in pre-check mode and never finished: writes wait for ``resolve``."""
 
-    exit_status = EXIT_DIRTY
-    status = "dirty"
+    outcome = DIRTY
 
     def __init__(self, resource: str, revision: str, state: str, token: int, holder: str, since: str) -> None:
         self.resource = resource

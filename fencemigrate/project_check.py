@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from alembic.config import Config
 
 from .config import fence_schema
-from .errors import EXIT_ERROR, CheckDatabaseUnreadable, FencemigrateError
+from .errors import ERROR, CheckDatabaseUnreadable, FencemigrateError
 from .runtime import env_reads
 from .runtime.revision_targets import script_directory
 
@@ -43,7 +43,7 @@ def check(
         env_reads.run_without_steps(config, reader.read, reads_only=True)
         snapshot = reader.snapshot()
     except FencemigrateError as error:
-        if error.exit_status != EXIT_ERROR:  # bad usage, a signal: as they are
+        if error.exit_status != ERROR.exit_status:  # bad usage, a signal: as they are
             raise
         raise CheckDatabaseUnreadable(error) from error
     return run_check(directory, rules, settings, snapshot, escalated)

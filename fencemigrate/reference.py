@@ -20,7 +20,7 @@ import click
 
 from .check.rules import RULES, Rule
 from .cli import main as cli
-from .cli_group import EXIT_STATUSES
+from .errors import EXIT_STATUSES
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 WRITE = "python -m fencemigrate.reference --write"

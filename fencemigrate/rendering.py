@@ -10,8 +10,6 @@ from typing import Any
 from .errors import FencemigrateError
 from .scrub import scrub_secrets
 
-_UNPREFIXED = ("fenced", "dirty")  # their messages start with FENCED: or DIRTY: and speak for themselves
-
 
 @dataclass(frozen=True)
 class Rendered:
@@ -27,7 +25,7 @@ def render(error: FencemigrateError, as_json: bool) -> Rendered:
     (FENCED and DIRTY as their own lines)."""
     if as_json:
         return Rendered(json_text(error.as_json()), to_stderr=False, exit_status=error.exit_status)
-    prefix = "" if error.status in _UNPREFIXED else f"fencemigrate: {error.status}: "
+    prefix = f"fencemigrate: {error.status}: " if error.outcome.prefixed else ""
     return Rendered(prefix + scrub_secrets(str(error)), to_stderr=True, exit_status=error.exit_status)
 
 

@@ -25,8 +25,6 @@ from test_applied_sources import _install_old_schema, _old_ledger_row
 from test_mcp_server import mcp_agent, run
 from test_offline_sql import run_psql
 
-from fencemigrate.errors import EXIT_ERROR
-
 A_UP = ["ALTER TABLE invoices ADD COLUMN currency varchar(8)"]
 A_DOWN = ["ALTER TABLE invoices DROP COLUMN currency"]
 B_UP = ["ALTER TABLE invoices ADD COLUMN currency_code char(3)"]
@@ -181,7 +179,7 @@ def test_a_rewritten_revision_whose_applied_text_was_not_kept_is_refused(
     before = snapshot(project)
 
     result = cli(project, "downgrade", "0041", "--token", "34", "--holder", "agent-B")
-    assert result.code == EXIT_ERROR, result
+    assert result.code == 1, result
     assert result.stdout == ""
     assert (
         f"cannot roll back 0042: its file changed since it was applied under token 3 (sha256 {b_sha[:12]} on "
@@ -192,7 +190,7 @@ def test_a_rewritten_revision_whose_applied_text_was_not_kept_is_refused(
     assert snapshot(project) == before
 
     leased = cli(project, "downgrade", "0041", "--holder", "agent-B", "--json")  # no --token: it would take a lease
-    assert leased.code == EXIT_ERROR, leased
+    assert leased.code == 1, leased
     payload = json.loads(leased.stdout)
     assert (payload["status"], payload["revision"]) == ("error", "0042")
     assert payload["message"].startswith("cannot roll back 0042: its file changed since it was applied")
@@ -234,7 +232,7 @@ def test_an_applied_text_changed_in_the_database_is_not_run(
     before = snapshot(project)
 
     result = cli(project, "downgrade", "0041", "--token", "34", "--holder", "agent-B")
-    assert result.code == EXIT_ERROR, result
+    assert result.code == 1, result
     assert (
         f"and the ledger's text of the applied version hashes to {altered_sha[:12]}, not to the sha256 recorded "
         "with it: it was changed in the database after it was applied, so it is not run. Nothing was run."
@@ -311,7 +309,7 @@ def test_an_applied_text_that_fails_is_named_in_the_error(make_project: MakeProj
     write_b_0042(project)
 
     result = cli(project, "downgrade", "0041", "--token", "34", "--holder", "agent-B", "--json")
-    assert result.code == EXIT_ERROR, result
+    assert result.code == 1, result
     payload = json.loads(result.stdout)
     assert payload["revision"] == "0042"
     assert payload["file"] == f"<0042 as applied under token 33, sha256 {a_sha[:12]}>"

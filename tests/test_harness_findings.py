@@ -241,12 +241,13 @@ def _without_log(stderr: str) -> str:
 def test_the_mcp_server_tells_an_agent_the_database_moved_on_as_fenced() -> None:
     """An agent whose checkout lacks the database's revision gets FENCED (its token dropped), with the
     next step of fetching the files, not a USAGE error."""
-    from fencemigrate.agent_server.tool_errors import code_of, drops_token, error_result
+    from fencemigrate.agent_server.tool_errors import error_result
     from fencemigrate.errors import AppliedBy, DatabaseAhead
 
     moved_on = DatabaseAhead("db/migrations", 1, (AppliedBy("a2", "A", 2, "2026-12-06T20:27:42.275Z"),))
-    assert (code_of(moved_on), drops_token(moved_on)) == ("FENCED", True)
     result = error_result(moved_on)
+    assert result.structured_content is not None
+    assert (result.structured_content["error"], result.structured_content["server_token_dropped"]) == ("FENCED", True)
     text = result.content[0].text  # type: ignore[union-attr]
     assert text.splitlines()[:2] == [
         "FENCED: db/migrations has moved on past your revision files.",

@@ -10,9 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 import fencemigrate.runtime.existing_databases  # noqa: F401  (defines MissingDatabase)
-from fencemigrate.agent_server.tool_errors import code_of, drops_token, error_result
-from fencemigrate.cli_group import EXIT_STATUSES
-from fencemigrate.errors import FencemigrateError, GrantUndone, Interrupted, LeaseBusy, UsageError
+from fencemigrate.agent_server.tool_errors import error_result
+from fencemigrate.errors import EXIT_STATUSES, FencemigrateError, GrantUndone, Interrupted, LeaseBusy, UsageError
 from fencemigrate.rendering import render
 
 # class: (exit status, status, MCP code, the server drops its token, prefixed)
@@ -60,7 +59,7 @@ def outcome_of(error: FencemigrateError) -> tuple[int, str, str, bool, bool]:
     """The row of ``error`` as the text output and the MCP server see it."""
     shown = render(error, as_json=False)
     prefixed = shown.text.startswith(f"fencemigrate: {error.status}: ")
-    return shown.exit_status, error.status, code_of(error), drops_token(error), prefixed
+    return shown.exit_status, error.status, error.outcome.mcp_code, error.outcome.drops_token, prefixed
 
 
 def bare(cls: type[FencemigrateError]) -> FencemigrateError:
@@ -101,7 +100,7 @@ def test_the_mcp_result_and_the_json_carry_the_same_outcome(error: FencemigrateE
     assert fields is not None
     assert render(error, as_json=True).exit_status == exit_status
     assert (fields["status"], fields["error"], fields["server_token_dropped"]) == (status, code, dropped)
-    assert fields["transient"] is (code == "LEASE_BUSY")
+    assert fields["transient"] is error.outcome.transient is (code == "LEASE_BUSY")
 
 
 def test_the_help_lists_each_exit_status_once() -> None:

@@ -28,7 +28,7 @@ from ..state import State
 from . import secret_files
 from .lease_state import ServerLease
 from .results import CheckResult, FileText, LeaseResult, PushResult, RunResult, StateView, WrittenFile
-from .tool_errors import drops_token, error_result, ok_result
+from .tool_errors import error_result, ok_result
 
 DRIFT_RULES = ("FM402", "FM403")
 """``check --db``'s drift rules: an applied revision's file changed, or is missing."""
@@ -116,7 +116,7 @@ class ToolBodies:
         try:
             return body()
         except FencemigrateError as error:
-            if drops_token(error):
+            if error.outcome.drops_token:
                 self.let_go(error)
             return error_result(error, self._retry_after() if isinstance(error, LeaseBusy) else None)
         except Exception as error:  # Alembic's or the project's own, outside what fencemigrate translates

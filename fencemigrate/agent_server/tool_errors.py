@@ -11,18 +11,15 @@ from mcp.types import CallToolResult, TextContent
 
 from ..errors import (
     READ_THE_STATE,
-    Dirty,
+    USAGE,
     Fenced,
     FencemigrateError,
-    LeaseBusy,
     LeaseLost,
     MonotonicGuardRefused,
     UsageError,
     stale_plan,
 )
 from ..rendering import scrubbed
-
-FENCED, LEASE_LOST, LEASE_BUSY, DIRTY, USAGE, ERROR = "FENCED", "LEASE_LOST", "LEASE_BUSY", "DIRTY", "USAGE", "ERROR"
 
 READ_STATE_STEP = "call read_state and re-plan from what is actually there"
 
@@ -35,41 +32,20 @@ def server_stale_plan(next_step: str = READ_STATE_STEP) -> list[str]:
     return stale_plan(f"{next_step}; to write again, call acquire_lease and read the state it returns.", DROPPED)
 
 
-def drops_token(error: FencemigrateError) -> bool:
-    """After this outcome the server forgets its token: FENCED (a newer token has been granted or
-    has written, or the write was not the grant's to make) and LEASE_LOST."""
-    return isinstance(error, Fenced | MonotonicGuardRefused | LeaseLost)
-
-
-def code_of(error: FencemigrateError) -> str:
-    """The error code an agent branches on."""
-    if isinstance(error, Fenced | MonotonicGuardRefused):
-        return FENCED
-    if isinstance(error, LeaseLost):
-        return LEASE_LOST
-    if isinstance(error, LeaseBusy):
-        return LEASE_BUSY
-    if isinstance(error, Dirty):
-        return DIRTY
-    if isinstance(error, UsageError):
-        return USAGE
-    return ERROR
-
-
 def error_result(error: FencemigrateError, retry_after: str | None = None) -> CallToolResult:
     """``error`` as a tool error: its agent text in ``content``, its fields in ``structured_content``
     (``error``: the code, ``transient``, ``server_token_dropped``, and the CLI's JSON fields).
     ``retry_after`` (LEASE_BUSY): when the lease expires by the lease service's clock."""
-    code = code_of(error)
+    code = error.outcome.mcp_code
     text = _agent_text(code, error)
     fields: dict[str, Any] = {
         **error.as_json(),
         "error": code,
-        "transient": code == LEASE_BUSY,
-        "server_token_dropped": drops_token(error),
+        "transient": error.outcome.transient,
+        "server_token_dropped": error.outcome.drops_token,
         "message": text,
     }
-    if code == LEASE_BUSY:
+    if error.outcome.transient:
         fields["retry_after"] = retry_after
         if retry_after is not None:
             text += f"\nThe lease expires at {retry_after} by the lease service's clock: call acquire_lease after that."
@@ -91,18 +67,15 @@ def ok_result(payload: dict[str, Any]) -> CallToolResult:
 
 def _agent_text(code: str, error: FencemigrateError) -> str:
     """What the agent reads: for FENCED and LEASE_LOST, the error's news (as the CLI says it), then
-    what to do next with this server's tools."""
-    message = str(error)
-    if isinstance(error, Fenced | MonotonicGuardRefused | LeaseLost):  # FENCED, LEASE_LOST
+    what to do next with this server's tools; otherwise the message after its code (DIRTY's already
+    starts with it), and for USAGE that nothing was changed."""
+    if isinstance(error, Fenced | MonotonicGuardRefused | LeaseLost):
         step = error.next_step if isinstance(error, Fenced) and error.next_step != READ_THE_STATE else None
         return "\n".join([*error.news(), *server_stale_plan(READ_STATE_STEP if step is None else step.rstrip(".;"))])
-    if code == USAGE:
-        return f"USAGE: {message}\nNothing was changed."
-    if code == LEASE_BUSY:
-        return f"LEASE_BUSY: {message}"
-    if code == ERROR:
-        return f"ERROR: {message}"
-    return message
+    if not error.outcome.prefixed:
+        return str(error)
+    text = f"{code}: {error}"
+    return f"{text}\nNothing was changed." if error.outcome is USAGE else text
 
 
 def _result(structured: dict[str, Any], text: str, is_error: bool) -> CallToolResult:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from ..errors import EXIT_ERROR
+from ..errors import ERROR
 
 
 class Severity(Enum):
@@ -88,7 +88,7 @@ class CheckReport:
     @property
     def exit_status(self) -> int:
         """0 when there is no error (warnings alone pass), 1 otherwise."""
-        return EXIT_ERROR if self.errors else 0
+        return ERROR.exit_status if self.errors else 0
 
     def summary(self) -> str:
         """One line: how many errors and warnings, in how many files, what was suppressed, and the notes."""

@@ -13,18 +13,6 @@ from typing import TYPE_CHECKING, Literal, Unpack, overload
 from alembic.config import Config
 
 from . import fenced_commands, run_options
-from .command_modules import (
-    authoring,
-    database_reads,
-    env_reads,
-    incident_demo,
-    installation,
-    launch,
-    lease_calls,
-    project_check,
-    resolve_command,
-    revision_commands,
-)
 from .config import checked_resource
 from .error_translation import translated_errors
 from .leases import Grant, LeaseStatus
@@ -32,8 +20,9 @@ from .runtime.outcome import RunOutcome
 from .runtime.revision_targets import script_directory
 from .templates import FENCE_AWARE, InitOutcome, Template, available_templates, init_environment
 
-if TYPE_CHECKING:  # the types of other commands' results; their options are read through the modules
+if TYPE_CHECKING:  # the other commands' results: their modules are imported when those commands run
     from .applied_sources import AppliedSource
+    from .authoring import BranchPoint, WrittenRevision
     from .check.findings import CheckReport
     from .demo import DemoResult
     from .ensure_version import EnsuredVersionTable
@@ -90,12 +79,16 @@ def resolve(config: Config, revision: str, **options: Unpack[run_options.Resolve
     is left), under ``token`` and the resource's named lock; moves Alembic's version table to match
     and logs RESOLVE. Only pre-check mode (MySQL/MariaDB) leaves revisions dirty.
     """
+    from .runtime import resolve_command
+
     settings, resolved_as, lock_wait_ms = run_options.resolve_settings(config, options)
     return resolve_command.resolve_dirty(config, revision, resolved_as, settings, lock_wait_ms)
 
 
 def state(config: Config) -> State:
     """Heads, fence rows and the ledger, read through the project's env.py."""
+    from . import database_reads
+
     return database_reads.state(config)
 
 
@@ -106,6 +99,8 @@ def timeline(config: Config, resource: str | None = None, since: str | None = No
     has an offset) or how long ago by the database's clock (``10m``, ``2h``). No events before
     the fence schema (0.2 or later) is installed.
     """
+    from . import database_reads
+
     return database_reads.timeline(config, resource, since)
 
 
@@ -125,32 +120,42 @@ def check(
     unknown one is a UsageError, raised before anything is read. Findings are in the report, never
     raised.
     """
+    from . import project_check
+
     return project_check.check(config, db, select, ignore)
 
 
-def lease_acquire(config: Config, **options: Unpack[lease_calls.AcquireKeywords]) -> tuple[Grant, State]:
+def lease_acquire(config: Config, **options: Unpack[run_options.AcquireKeywords]) -> tuple[Grant, State]:
     """Grant the lease of ``resource`` to ``holder`` with a new token, and read the state afresh.
 
     The grant advances the fence to the new token: older holders are fenced from now on.
     ``preempt`` is refused on SQLite (UsageError), before anything is touched. ``progress`` hears
     of the wait while another holder has the lease (default: silent).
     """
+    from . import lease_calls
+
     return lease_calls.acquire(config, options)
 
 
-def lease_renew(config: Config, **options: Unpack[lease_calls.RenewKeywords]) -> Grant:
+def lease_renew(config: Config, **options: Unpack[run_options.RenewKeywords]) -> Grant:
     """Extend ``holder``'s lease (the grant with ``token``, if given) by ``ttl`` from now, or without
     ``ttl`` by the TTL it was granted (or last renewed) with; LeaseLost if it is not theirs."""
+    from . import lease_calls
+
     return lease_calls.renew(config, options)
 
 
-def lease_release(config: Config, **options: Unpack[lease_calls.ReleaseKeywords]) -> LeaseStatus:
+def lease_release(config: Config, **options: Unpack[run_options.ReleaseKeywords]) -> LeaseStatus:
     """Free ``holder``'s lease (the grant with ``token``, if given); LeaseLost if it is not theirs."""
+    from . import lease_calls
+
     return lease_calls.release(config, options)
 
 
 def lease_status(config: Config, *, resource: str | None = None, lease_url: str | None = None) -> LeaseStatus:
     """The lease of ``resource`` as the lease service's clock sees it now."""
+    from . import lease_calls
+
     name = checked_resource(config, resource)
     return lease_calls.call_lease_service(config, lease_url, lambda backend: backend.status(name))
 
@@ -158,6 +163,8 @@ def lease_status(config: Config, *, resource: str | None = None, lease_url: str 
 def lease_detach(config: Config, *, resource: str | None = None, lease_url: str | None = None) -> LeaseStatus:
     """Give ``resource`` back to external tokens (``--token`` above its fence token) after a lease
     service granted it; LeaseBusy while a lease on it is live. The next grant takes it back."""
+    from . import lease_calls
+
     name = checked_resource(config, resource)
     return lease_calls.call_lease_service(config, lease_url, lambda backend: backend.detach(name))
 
@@ -174,6 +181,8 @@ def install(
     does not own (see :mod:`.migration_role`). ``tokenless_writes`` "allow" opts the version table
     out of the guard (recorded: no later run puts it back), "forbid" opts it back in.
     """
+    from . import installation
+
     return installation.install_fence_schema(config, sql, grant_to, tokenless_writes)
 
 
@@ -191,11 +200,14 @@ def list_templates() -> list[Template]:
 
 
 def revision(
-    config: Config, message: str | None = None, **options: Unpack[authoring.RevisionKeywords]
-) -> list[authoring.WrittenRevision]:
+    config: Config, message: str | None = None, **options: Unpack[run_options.RevisionKeywords]
+) -> list[WrittenRevision]:
     """``alembic revision``: write a new revision file (the files written; one unless env.py's
     ``process_revision_directives`` decides otherwise). With ``autogenerate``, env.py compares
     the models with the database, as Alembic's does, but writes nothing to it. No token, no lease."""
+    from . import authoring
+    from .runtime import env_reads
+
     script = script_directory(config)
     return authoring.new_revisions(
         config, script, partial(env_reads.read_through_env, config, script), message=message, **options
@@ -203,33 +215,42 @@ def revision(
 
 
 def merge(
-    config: Config, revisions: Sequence[str], message: str | None = None, **options: Unpack[authoring.MergeKeywords]
-) -> authoring.WrittenRevision:
+    config: Config, revisions: Sequence[str], message: str | None = None, **options: Unpack[run_options.MergeKeywords]
+) -> WrittenRevision:
     """``alembic merge``: write a revision merging ``revisions`` (two or more; ``heads`` for all).
     No token, no lease."""
+    from . import authoring
+    from .runtime import env_reads
+
     script = script_directory(config)
     run_env = partial(env_reads.read_through_env, config, script)
     return authoring.merge(config, script, run_env, revisions, message=message, **options)
 
 
-def branches(config: Config, verbose: bool = False) -> list[authoring.BranchPoint]:
+def branches(config: Config, verbose: bool = False) -> list[BranchPoint]:
     """``alembic branches``: the revisions with more than one child."""
+    from . import authoring
+
     return authoring.branch_points(script_directory(config), verbose)
 
 
 def edit(config: Config, rev: str) -> list[str]:
     """``alembic edit``: open the files of ``rev`` (``current``: the database's) in ``$EDITOR``;
     the paths opened."""
+    from . import revision_commands
+
     return revision_commands.edit(config, rev)
 
 
 def ensure_version(config: Config, sql: bool = False) -> EnsuredVersionTable:
     """``alembic ensure_version``: create the empty version table when it is missing; on a fenced
     database guard it in the same transaction, as :func:`install` does. No token: no version changes."""
+    from . import database_reads
+
     return database_reads.ensure_version(config, sql)
 
 
-def mcp(config: Config, **options: Unpack[launch.McpKeywords]) -> str | None:
+def mcp(config: Config, **options: Unpack[run_options.McpKeywords]) -> str | None:
     """Serve MCP over stdin/stdout until the client closes them: tools that read the state, take,
     renew and release the lease for ``holder`` on ``resource`` (for ``ttl``) and write only under
     that grant, whose token never leaves the server (docs/mcp.md). With ``print_rules``, serve
@@ -240,14 +261,18 @@ def mcp(config: Config, **options: Unpack[launch.McpKeywords]) -> str | None:
     conventionally secret files unless ``read_secret_files``. Needs the
     ``mcp`` SDK: without it a UsageError names ``pip install 'fencemigrate[mcp]'``.
     """
+    from .agent_server import launch
+
     return launch.run_server(config, options)
 
 
 def demo(url: str | None, say: Callable[[str], None]) -> DemoResult:
     """Replay the design notes' incident fenced and with plain Alembic: on fresh SQLite files, or
     on scratch databases of the PostgreSQL server at ``url``."""
+    from .demo import run_demo
+
     with translated_errors():
-        return incident_demo.run_demo(url, say)
+        return run_demo(url, say)
 
 
 def current(
@@ -255,6 +280,8 @@ def current(
 ) -> RevisionListing | None:
     """As ``alembic current`` (printed by Alembic, which does not create the version table here);
     with ``as_json``, the listing instead."""
+    from . import revision_commands
+
     return revision_commands.current(config, check_heads, verbose, as_json)
 
 
@@ -262,6 +289,8 @@ def heads(
     config: Config, verbose: bool = False, resolve_dependencies: bool = False, as_json: bool = False
 ) -> RevisionListing | None:
     """As ``alembic heads`` (printed by Alembic); with ``as_json``, the listing instead."""
+    from . import revision_commands
+
     return revision_commands.heads(config, verbose, resolve_dependencies, as_json)
 
 
@@ -276,6 +305,8 @@ def history(
     The range is resolved first (UsageError in Alembic's words). When Alembic would run env.py
     (``current`` in the range, -i, ``revision_environment``), the heads are read without creating
     the version table."""
+    from . import revision_commands
+
     return revision_commands.history(config, rev_range, verbose, indicate_current, as_json)
 
 
@@ -302,4 +333,6 @@ def show(
     that keeps it). ``rev`` is a revision id as the ledger has it, or anything Alembic resolves to
     one revision (a prefix, ``head``); NotApplied when the ledger has no row for it.
     """
+    from . import database_reads, revision_commands
+
     return database_reads.show_applied(config, rev) if applied else revision_commands.show(config, rev, as_json)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from alembic import util as alembic_util
 from alembic.autogenerate import RevisionContext
@@ -82,27 +82,6 @@ class BranchPoint:
     def as_json(self) -> dict[str, Any]:
         """JSON form, in ``branches --json``."""
         return {"revision": self.revision, "children": list(self.children)}
-
-
-class RevisionKeywords(TypedDict, total=False):
-    """The keywords of ``revision`` besides its message: its command's options."""
-
-    autogenerate: bool
-    sql: bool
-    head: str
-    splice: bool
-    branch_label: str | Sequence[str] | None
-    version_path: str | None
-    rev_id: str | None
-    depends_on: str | Sequence[str] | None
-
-
-class MergeKeywords(TypedDict, total=False):
-    """The keywords of ``merge`` besides its revisions and message."""
-
-    branch_label: str | Sequence[str] | None
-    rev_id: str | None
-    splice: bool
 
 
 def new_revisions(

@@ -39,7 +39,7 @@ from .stop_signals import Stopped, stop_on_signals
 from .templates import FENCE_AWARE
 from .version_guard import ALLOWED, UNGUARDED
 
-if TYPE_CHECKING:  # what other commands print: imported by those commands only (command_modules.py)
+if TYPE_CHECKING:  # what other commands print: imported by those commands only (api.py)
     from .applied_sources import AppliedSource
     from .revision_listing import RevisionListing
     from .state import State

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Required, TypedDict, TypeVar
+from typing import Any, TypeVar
 
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -13,8 +13,8 @@ from .durations import parse_ttl_ms, parse_wait_ms
 from .errors import Fenced, FencemigrateError, GrantUndone, LeaseLost, UsageError, newer_token_wrote
 from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, open_backend
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_TTL
-from .progress import SILENT, Progress
-from .run_options import reject_unknown
+from .progress import SILENT
+from .run_options import AcquireKeywords, ReleaseKeywords, RenewKeywords, reject_unknown
 from .runtime.adoption import adopt_applied_history
 from .runtime.env_reads import run_without_steps
 from .runtime.fenced_news import with_newer_token_news
@@ -83,33 +83,6 @@ def required_holder(holder: str | None) -> str:
     if holder is None:
         raise UsageError("--holder NAME is required: the lease is granted to a named holder")
     return check_holder(holder)
-
-
-class AcquireKeywords(TypedDict, total=False):
-    """The keywords of ``lease acquire``: its command's options (None: the default)."""
-
-    holder: Required[str | None]
-    resource: str | None
-    ttl: str | int | None
-    wait: str | int | None
-    preempt: bool
-    lease_url: str | None
-    progress: Progress
-
-
-class ReleaseKeywords(TypedDict, total=False):
-    """The keywords of ``lease release``."""
-
-    holder: Required[str | None]
-    resource: str | None
-    token: int | str | None
-    lease_url: str | None
-
-
-class RenewKeywords(ReleaseKeywords, total=False):
-    """The keywords of ``lease renew``: also ``ttl``."""
-
-    ttl: str | int | None
 
 
 def acquire(config: Config, keywords: AcquireKeywords) -> tuple[Grant, State]:

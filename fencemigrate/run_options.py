@@ -1,4 +1,5 @@
-"""The typed options of the fenced commands, checked in one place, and the run request built from them."""
+"""The typed options of the API's commands (the fenced ones, the lease calls, authoring, ``mcp``),
+checked in one place, and the fenced run's request built from them."""
 
 from __future__ import annotations
 
@@ -69,6 +70,66 @@ class ResolveKeywords(TypedDict, total=False):
     holder: str | None
     resource: str | None
     wait: str | int | None
+
+
+class AcquireKeywords(TypedDict, total=False):
+    """The keywords of ``lease acquire``: its command's options (None: the default)."""
+
+    holder: Required[str | None]
+    resource: str | None
+    ttl: str | int | None
+    wait: str | int | None
+    preempt: bool
+    lease_url: str | None
+    progress: Progress
+
+
+class ReleaseKeywords(TypedDict, total=False):
+    """The keywords of ``lease release``."""
+
+    holder: Required[str | None]
+    resource: str | None
+    token: int | str | None
+    lease_url: str | None
+
+
+class RenewKeywords(ReleaseKeywords, total=False):
+    """The keywords of ``lease renew``: also ``ttl``."""
+
+    ttl: str | int | None
+
+
+class RevisionKeywords(TypedDict, total=False):
+    """The keywords of ``revision`` besides its message: its command's options."""
+
+    autogenerate: bool
+    sql: bool
+    head: str
+    splice: bool
+    branch_label: str | Sequence[str] | None
+    version_path: str | None
+    rev_id: str | None
+    depends_on: str | Sequence[str] | None
+
+
+class MergeKeywords(TypedDict, total=False):
+    """The keywords of ``merge`` besides its revisions and message."""
+
+    branch_label: str | Sequence[str] | None
+    rev_id: str | None
+    splice: bool
+
+
+class McpKeywords(TypedDict, total=False):
+    """The keywords of ``mcp``."""
+
+    holder: str | None
+    resource: str | None
+    ttl: str | None
+    print_rules: bool
+    branches: Sequence[str]
+    remote: str
+    read_secret_files: bool
 
 
 RUN_KEYWORDS = frozenset(RunKeywords.__annotations__)

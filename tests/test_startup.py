@@ -1,26 +1,24 @@
 """What a command loads: only its own code. Every deploy pays for starting (bench/README.md,
 "Startup"), so a real `fencemigrate upgrade head --token N` on PostgreSQL must not import the lint
-rules, another database's code or the other commands' modules (those are bound lazily,
-fencemigrate/command_modules.py, and must stay unloaded)."""
+rules, another database's code or the other commands' modules (each function of fencemigrate/api.py
+imports its command's module when it is called)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 from support.project import Project, run_command
 
-#: Runs the CLI as the console script does, and writes the modules whose code ran (a module bound
-#: lazily and never used is still a LazyLoader stub: its type is not ModuleType) to LOADED_FILE
-#: when the process ends (the CLI ends with os._exit).
+#: Runs the CLI as the console script does, and writes the modules it imported to LOADED_FILE when
+#: the process ends (the CLI ends with os._exit).
 PROBE = """
-import json, os, sys, types
+import json, os, sys
 loaded_file = sys.argv.pop(1)
 real_exit = os._exit
 def exit_and_record(status):
-    loaded = sorted(name for name, module in sys.modules.items() if type(module) is types.ModuleType)
+    loaded = sorted(sys.modules)
     with open(loaded_file, "w") as out:
         json.dump(loaded, out)
     real_exit(status)
@@ -56,18 +54,3 @@ def test_a_fenced_upgrade_on_postgresql_loads_only_its_own_code(project: Project
     assert found == {what: [] for what in NOT_LOADED}
     ran = {"fencemigrate.fenced_commands", "fencemigrate.dialects.postgresql", "fencemigrate.runtime.fenced_run"}
     assert ran <= set(loaded)
-
-
-def test_load_all_runs_every_lazily_bound_module() -> None:
-    """The MCP server loads every command module before it serves (LazyLoader is not thread-safe
-    before Python 3.12): afterwards none of them is a stub. Control: before, they all are."""
-    code = (
-        "import types, fencemigrate.api\n"
-        "from fencemigrate import command_modules as c\n"
-        "modules = [getattr(c, name) for name in c.__all__]\n"
-        "print(sum(type(m) is types.ModuleType for m in modules), len(modules))\n"
-        "c.load_all()\n"
-        "print(sum(type(m) is types.ModuleType for m in modules), len(modules))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout == "0 10\n10 10\n"

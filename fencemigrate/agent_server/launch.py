@@ -2,33 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TypedDict
 
 from alembic.config import Config
 
 from ..config import checked_resource
 from ..durations import parse_ttl_ms
 from ..errors import UsageError
-from ..run_options import reject_unknown
+from ..run_options import McpKeywords, reject_unknown
 from ..validation import check_holder
 from .lease_state import ServerIdentity
 from .rules import ownership_rules
 
 SDK_MISSING = "fencemigrate mcp needs the MCP Python SDK, which is not installed: pip install 'fencemigrate[mcp]'"
-
-
-class McpKeywords(TypedDict, total=False):
-    """The keywords of ``mcp``."""
-
-    holder: str | None
-    resource: str | None
-    ttl: str | None
-    print_rules: bool
-    branches: Sequence[str]
-    remote: str
-    read_secret_files: bool
 
 
 def run_server(config: Config, options: McpKeywords) -> str | None:

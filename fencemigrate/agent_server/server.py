@@ -25,7 +25,6 @@ from mcp.types import CallToolResult, Icon, InputRequiredResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from .. import api
-from ..command_modules import load_all
 from ..errors import FencemigrateError
 from ..rendering import json_text
 from ..scrub import scrub_secrets
@@ -287,7 +286,6 @@ def build_server(config: Config, lease: ServerLease) -> AgentServer:
 def serve(config: Config, identity: ServerIdentity) -> None:
     """Serve MCP over stdin/stdout until the client closes them or a SIGTERM/SIGINT stops the server;
     then release the lease it holds, so that it does not keep other writers off for its TTL."""
-    load_all()  # before any tool call or the stop handler's thread runs a command
     remember_server_passwords()
     lease = ServerLease(identity)
     tools = ToolBodies(config, lease)

@@ -11,11 +11,11 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from .agent_server import mcp
 from .api import (
     branches,
     check,
     current,
-    demo,
     downgrade,
     edit,
     ensure_version,
@@ -29,7 +29,6 @@ from .api import (
     lease_renew,
     lease_status,
     list_templates,
-    mcp,
     merge,
     reapply,
     resolve,
@@ -42,6 +41,7 @@ from .api import (
 )
 from .config import load_config
 from .errors import DatabaseError, Fenced, FencemigrateError, NotTransactional, UsageError
+from .examples import demo
 
 __all__ = [
     "DatabaseError",
@@ -82,7 +82,7 @@ __all__ = [
 
 class _Package(ModuleType):
     """Keeps the command functions bound to their names when a submodule of the same name
-    (``check``, ``state``, ``timeline``, ``demo``) is first imported later: the import system
+    (``check``, ``state``, ``timeline``) is first imported later: the import system
     would otherwise bind the submodule to the package's attribute in their place."""
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -6,7 +6,7 @@ api.upgrade(load_config(["alembic.ini"]), "head", token=34)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Literal, Unpack, overload
 
@@ -14,7 +14,6 @@ from alembic.config import Config
 
 from . import fenced_commands, run_options
 from .config import checked_resource
-from .error_translation import translated_errors
 from .leases import Grant, LeaseStatus
 from .runtime.outcome import RunOutcome
 from .runtime.revision_targets import script_directory
@@ -24,7 +23,6 @@ if TYPE_CHECKING:  # the other commands' results: their modules are imported whe
     from .applied_sources import AppliedSource
     from .authoring import BranchPoint, WrittenRevision
     from .check.findings import CheckReport
-    from .demo import DemoResult
     from .ensure_version import EnsuredVersionTable
     from .install_outcome import InstallOutcome
     from .revision_listing import RevisionListing
@@ -248,31 +246,6 @@ def ensure_version(config: Config, sql: bool = False) -> EnsuredVersionTable:
     from . import database_reads
 
     return database_reads.ensure_version(config, sql)
-
-
-def mcp(config: Config, **options: Unpack[run_options.McpKeywords]) -> str | None:
-    """Serve MCP over stdin/stdout until the client closes them: tools that read the state, take,
-    renew and release the lease for ``holder`` on ``resource`` (for ``ttl``) and write only under
-    that grant, whose token never leaves the server (docs/mcp.md). With ``print_rules``, serve
-    nothing and return the ownership rule for an agent's system prompt instead. ``branches``: the
-    branches of the project's git repository whose SHA on ``remote`` each grant records, the only
-    ones ``push_branch`` pushes. ``write_file`` is confined to the working directory;
-    ``read_file`` never returns a password the server knows or recognises, and refuses
-    conventionally secret files unless ``read_secret_files``. Needs the
-    ``mcp`` SDK: without it a UsageError names ``pip install 'fencemigrate[mcp]'``.
-    """
-    from .agent_server import launch
-
-    return launch.run_server(config, options)
-
-
-def demo(url: str | None, say: Callable[[str], None]) -> DemoResult:
-    """Replay the design notes' incident fenced and with plain Alembic: on fresh SQLite files, or
-    on scratch databases of the PostgreSQL server at ``url``."""
-    from .demo import run_demo
-
-    with translated_errors():
-        return run_demo(url, say)
 
 
 def current(

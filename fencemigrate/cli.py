@@ -19,7 +19,7 @@ import click
 from alembic import __version__ as alembic_version
 from alembic.config import Config
 
-from . import api
+from . import agent_server, api, examples
 from .cli_group import CommandGroup, MainGroup
 from .config import config_error, init_config, load_config
 from .dialects import MODES, PRECHECK
@@ -634,7 +634,7 @@ def mcp(obj: _Context, /, as_json: bool, **options: Any) -> None:
     stamp, check, push_branch, read_file, write_file; resource fencemigrate://state/RESOURCE.
     Needs pip install 'fencemigrate[mcp]'.
     """
-    rules = _guarded(as_json, lambda: api.mcp(obj.config(), **options))
+    rules = _guarded(as_json, lambda: agent_server.mcp(obj.config(), **options))
     if rules is not None and as_json:
         _print_json({"status": "ok", "rules": rules})
     elif rules is not None:
@@ -651,7 +651,7 @@ def mcp(obj: _Context, /, as_json: bool, **options: Any) -> None:
 @_json_option
 def demo(url: str | None, as_json: bool) -> None:
     """Replay the incident from the design notes: fenced, then with plain alembic as the control."""
-    result = _guarded(as_json, lambda: api.demo(url, partial(click.echo, err=as_json)))  # --json: story on stderr
+    result = _guarded(as_json, lambda: examples.demo(url, partial(click.echo, err=as_json)))  # --json: story on stderr
     verdict = "fencing kept agent-B's work; plain alembic destroyed it" if result.ok else "UNEXPECTED outcome"
     if as_json:
         _print_json(

@@ -96,11 +96,12 @@ def test_a_command_added_without_its_function_is_caught() -> None:
 
 
 def test_the_functions_stay_bound_after_their_submodules_are_imported() -> None:
-    """``check``, ``state``, ``timeline`` and ``demo`` are also submodules; importing them later (as
-    ``fencemigrate.check``'s rules are, lazily) leaves the functions in place."""
+    """``check``, ``state`` and ``timeline`` are also submodules; importing them later (as
+    ``fencemigrate.check``'s rules are, by ``check``) leaves the functions in place, as it does
+    ``demo`` (``fencemigrate.examples.incident``)."""
     code = (
         "import inspect, fencemigrate\n"
-        "import fencemigrate.check.rules, fencemigrate.timeline, fencemigrate.state, fencemigrate.demo\n"
+        "import fencemigrate.check.rules, fencemigrate.timeline, fencemigrate.state, fencemigrate.examples.incident\n"
         "from fencemigrate.check.rules import RULES\n"
         "print([inspect.isfunction(getattr(fencemigrate, n)) for n in ('check', 'state', 'timeline', 'demo')], "
         "bool(RULES))\n"

@@ -36,7 +36,7 @@ NOT_LOADED = {
     "the MCP server": ("mcp", "fencemigrate.agent_server.launch", "fencemigrate.agent_server.tool"),
     "the authoring": ("fencemigrate.authoring", "fencemigrate.revision_commands"),
     "the readers": ("fencemigrate.state", "fencemigrate.timeline", "fencemigrate.database_reads"),
-    "the other commands": ("fencemigrate.lease_calls", "fencemigrate.demo", "fencemigrate.project_check"),
+    "the other commands": ("fencemigrate.lease_calls", "fencemigrate.examples.incident", "fencemigrate.project_check"),
 }
 
 

@@ -18,7 +18,7 @@ SDK_MISSING = "fencemigrate mcp needs the MCP Python SDK, which is not installed
 
 
 def run_server(config: Config, options: McpKeywords) -> str | None:
-    """See :func:`..api.mcp`: every argument checked before anything starts."""
+    """See :func:`fencemigrate.agent_server.mcp`: every argument checked before anything starts."""
     reject_unknown(options, frozenset(McpKeywords.__annotations__))
     ttl = options.get("ttl")
     if ttl is not None:

@@ -30,12 +30,12 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from . import api
-from .config import load_config
-from .connections import one_off_connection
-from .errors import Fenced, UsageError
-from .state import State
-from .timeline import timeline_lines
+from .. import api
+from ..config import load_config
+from ..connections import one_off_connection
+from ..errors import Fenced, UsageError
+from ..state import State
+from ..timeline import timeline_lines
 
 _BASE = '''"""0041 create invoice"""
 from alembic import op

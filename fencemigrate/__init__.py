@@ -7,10 +7,6 @@ Every command of the command line is a function here with the command's name
 (``lease acquire`` is :func:`lease_acquire`), taking a ``Config`` (:func:`load_config`) first.
 """
 
-import sys
-from types import ModuleType
-from typing import Any
-
 from .agent_server import mcp
 from .api import (
     branches,
@@ -78,17 +74,3 @@ __all__ = [
     "timeline",
     "upgrade",
 ]
-
-
-class _Package(ModuleType):
-    """Keeps the command functions bound to their names when a submodule of the same name
-    (``check``, ``state``, ``timeline``) is first imported later: the import system
-    would otherwise bind the submodule to the package's attribute in their place."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, ModuleType) and name in __all__:
-            return  # the submodule stays reachable in sys.modules (``from fencemigrate.check.rules import ...``)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

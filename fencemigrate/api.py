@@ -22,13 +22,13 @@ from .templates import FENCE_AWARE, InitOutcome, Template, available_templates, 
 if TYPE_CHECKING:  # the other commands' results: their modules are imported when those commands run
     from .applied_sources import AppliedSource
     from .authoring import BranchPoint, WrittenRevision
-    from .check.findings import CheckReport
-    from .ensure_version import EnsuredVersionTable
+    from .fence.state import State
+    from .fence.timeline import Event
+    from .fence.version_table import EnsuredVersionTable
     from .install_outcome import InstallOutcome
+    from .lint.findings import CheckReport
     from .revision_listing import RevisionListing
     from .runtime.resolve_run import ResolveOutcome
-    from .state import State
-    from .timeline import Event
 
 
 def upgrade(config: Config, revision: str, **options: Unpack[run_options.RunKeywords]) -> RunOutcome:

@@ -41,8 +41,8 @@ from .version_guard import ALLOWED, UNGUARDED
 
 if TYPE_CHECKING:  # what other commands print: imported by those commands only (api.py)
     from .applied_sources import AppliedSource
+    from .fence.state import State
     from .revision_listing import RevisionListing
-    from .state import State
 
 
 class _Context:
@@ -357,7 +357,7 @@ def timeline(obj: _Context, /, as_json: bool, **options: Any) -> None:
     if as_json:
         _print_json({"status": "ok", "events": [event.as_json() for event in events]})
     else:
-        from .timeline import timeline_lines
+        from .fence.timeline import timeline_lines
 
         click.echo("\n".join(timeline_lines(events, filtered=any(v is not None for v in options.values()))))
 
@@ -366,7 +366,7 @@ class _RulesEpilogCommand(click.Command):
     """``check --help`` ends with the rules, loaded only when help is shown."""
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from .check.formatters import rules_help
+        from .lint.formatters import rules_help
 
         self.epilog = rules_help()
         super().format_epilog(ctx, formatter)
@@ -397,7 +397,7 @@ def check(obj: _Context, /, db: bool, as_json: bool, output: str, **rules: str |
     the models with the database as alembic check does (--no-db: the revision files alone)."""
     if as_json and output == "github":
         _fail(True, UsageError("--json and --format github exclude each other"))
-    from .check.formatters import github_report, text_report
+    from .lint.formatters import github_report, text_report
 
     report = _guarded(as_json, lambda: api.check(obj.config(), db=db, **rules))
     if as_json:

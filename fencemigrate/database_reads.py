@@ -7,11 +7,11 @@ from alembic.config import Config
 
 from .applied_sources import AppliedSource, applied_source
 from .config import fence_schema
-from .ensure_version import EnsuredVersionTable, ensure_version_table
+from .fence.state import State, read_state
+from .fence.timeline import Event, parse_since, read_timeline
+from .fence.version_table import EnsuredVersionTable, ensure_version_table
 from .runtime import env_reads
 from .runtime.revision_targets import script_directory
-from .state import State, read_state
-from .timeline import Event, parse_since, read_timeline
 from .validation import check_resource
 
 

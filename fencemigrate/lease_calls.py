@@ -11,6 +11,7 @@ from alembic.runtime.migration import MigrationContext
 from .config import checked_resource, configured_lease_url, fence_schema
 from .durations import parse_ttl_ms, parse_wait_ms
 from .errors import Fenced, FencemigrateError, GrantUndone, LeaseLost, UsageError, newer_token_wrote
+from .fence.state import State, read_state
 from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, open_backend
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_TTL
 from .progress import SILENT
@@ -18,7 +19,6 @@ from .run_options import AcquireKeywords, ReleaseKeywords, RenewKeywords, reject
 from .runtime.adoption import adopt_applied_history
 from .runtime.env_reads import run_without_steps
 from .runtime.fenced_news import with_newer_token_news
-from .state import State, read_state
 from .validation import check_holder, parse_token
 from .version_guard import guard_first_write
 

@@ -14,19 +14,19 @@ from .runtime import env_reads
 from .runtime.revision_targets import script_directory
 
 if TYPE_CHECKING:  # the rules are imported only when a check runs: every other command starts faster
-    from .check.findings import CheckReport
+    from .lint.findings import CheckReport
 
 
 def check(
     config: Config, db: bool, select: str | Iterable[str] | None, ignore: str | Iterable[str] | None
 ) -> CheckReport:
     """See :func:`.api.check`."""
-    from .check.database import SnapshotReader
-    from .check.directory import read_directory
-    from .check.engine import run_check
-    from .check.models import ModelComparer
-    from .check.project_settings import read_project_settings
-    from .check.rules import escalated_rules, select_rules
+    from .lint.database import SnapshotReader
+    from .lint.directory import read_directory
+    from .lint.engine import run_check
+    from .lint.models import ModelComparer
+    from .lint.project_settings import read_project_settings
+    from .lint.rules import escalated_rules, select_rules
 
     rules = select_rules(select, ignore, db)
     settings = read_project_settings(config)

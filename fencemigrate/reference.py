@@ -18,9 +18,9 @@ from pathlib import Path
 
 import click
 
-from .check.rules import RULES, Rule
 from .cli import main as cli
 from .errors import EXIT_STATUSES
+from .lint.rules import RULES, Rule
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 WRITE = "python -m fencemigrate.reference --write"
@@ -75,7 +75,7 @@ def check_rules_md() -> str:
     lines = [
         "# Check rules",
         "",
-        _generated("the rule classes in `fencemigrate/check/rules/`"),
+        _generated("the rule classes in `fencemigrate/lint/rules/`"),
         "",
         "The rules of `fencemigrate check`, in the order they run; how to run them, allow a finding and "
         "read the output: [CI schema checks](ci-checks.md). Database rules (`--db`, the default) do not run "

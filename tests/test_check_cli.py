@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from support.project import Result, run_command, script_command
 
-from fencemigrate.check.rules import RULES
+from fencemigrate.lint.rules import RULES
 
 NOT_COMPARED = "--no-db: neither the database nor the models compared (FM408, what alembic check does)"
 CASES_DIR = Path(__file__).resolve().parent / "check_cases"

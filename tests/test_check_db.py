@@ -24,8 +24,8 @@ from support.db import alembic_versions, execute, query
 from support.mysql_server import mysql_rows
 from support.project import MakeProject, Project, Result
 
-from fencemigrate.check.fence_objects import fence_schema_problems
 from fencemigrate.dialects.postgresql_schema import default_version, install_script, update_script
+from fencemigrate.lint.fence_objects import fence_schema_problems
 
 NO_MODELS = "; model comparison: env.py has no target_metadata"  # the generic env.py: FM408 says so
 NOT_COMPARED = "; --no-db: neither the database nor the models compared (FM408, what alembic check does)"

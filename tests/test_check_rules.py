@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from fencemigrate import api, load_config
-from fencemigrate.check.findings import CheckReport
-from fencemigrate.check.rules import RULES
+from fencemigrate.lint.findings import CheckReport
+from fencemigrate.lint.rules import RULES
 
 CASES_DIR = Path(__file__).resolve().parent / "check_cases"
 AUTOCOMMIT = (

@@ -32,10 +32,10 @@ run()
 #: What a fenced upgrade on PostgreSQL must not run the code of.
 NOT_LOADED = {
     "MySQL code": ("fencemigrate.dialects.mysql", "sqlalchemy.dialects.mysql"),
-    "the check rules and engine": ("fencemigrate.check.",),
+    "the check rules and engine": ("fencemigrate.lint.",),
     "the MCP server": ("mcp", "fencemigrate.agent_server.launch", "fencemigrate.agent_server.tool"),
     "the authoring": ("fencemigrate.authoring", "fencemigrate.revision_commands"),
-    "the readers": ("fencemigrate.state", "fencemigrate.timeline", "fencemigrate.database_reads"),
+    "the readers": ("fencemigrate.fence.state", "fencemigrate.fence.timeline", "fencemigrate.database_reads"),
     "the other commands": ("fencemigrate.lease_calls", "fencemigrate.examples.incident", "fencemigrate.project_check"),
 }
 

@@ -16,6 +16,7 @@ from mcp.types import CallToolResult
 
 from .. import api, lease_calls
 from ..errors import FencemigrateError, LeaseBusy, LeaseLost
+from ..fence.state import State
 from ..fenced_writes import git_branch, project_files
 from ..fenced_writes.git_branch import BranchRecord, BranchRemote
 from ..leases import Grant, LeaseStatus
@@ -24,7 +25,6 @@ from ..progress import LeaseWait, LockWait, StepStart
 from ..runtime.env_reads import database_heads
 from ..runtime.outcome import RunOutcome
 from ..scrub import redact_file_text, scrub_secrets
-from ..state import State
 from . import secret_files
 from .lease_state import ServerLease
 from .results import CheckResult, FileText, LeaseResult, PushResult, RunResult, StateView, WrittenFile

@@ -34,8 +34,8 @@ from .. import api
 from ..config import load_config
 from ..connections import one_off_connection
 from ..errors import Fenced, UsageError
-from ..state import State
-from ..timeline import timeline_lines
+from ..fence.state import State
+from ..fence.timeline import timeline_lines
 
 _BASE = '''"""0041 create invoice"""
 from alembic import op

@@ -13,9 +13,9 @@ from typing import Any
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
-from .alembic_internals import create_version_table, per_migration_transaction
-from .dialects import installed_version
-from .version_guard import ALLOWED, GUARDED, VersionTable, guard_first_write, guard_state
+from ..alembic_internals import create_version_table, per_migration_transaction
+from ..dialects import installed_version
+from ..version_guard import ALLOWED, GUARDED, VersionTable, guard_first_write, guard_state
 
 
 @dataclass(frozen=True)

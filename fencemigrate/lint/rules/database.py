@@ -6,7 +6,7 @@ import dataclasses
 import difflib
 from collections.abc import Iterator
 
-from ...state import LedgerRow
+from ...fence.state import LedgerRow
 from ..database import DatabaseSnapshot
 from ..findings import Finding
 from ..revision_file import RevisionFile

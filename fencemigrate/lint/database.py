@@ -10,7 +10,7 @@ from alembic.runtime.migration import MigrationContext
 
 from ..applied_sources import read_applied_texts
 from ..errors import FencemigrateError
-from ..state import State, read_state
+from ..fence.state import State, read_state
 from .models import ModelComparer, ModelComparison
 
 

@@ -10,10 +10,10 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 
-from .dialects import dialect_for, installed_version, version_at_least
-from .durations import format_duration, parse_duration_ms
-from .errors import UsageError
-from .queries import statement
+from ..dialects import dialect_for, installed_version, version_at_least
+from ..durations import format_duration, parse_duration_ms
+from ..errors import UsageError
+from ..queries import statement
 
 _FIRST_VERSION_WITH_EVENTS = (0, 2)
 _LONGEST_SINCE_MS = 876_000 * 3_600_000  # 100 years: further back, give a date-time

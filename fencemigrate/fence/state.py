@@ -10,12 +10,12 @@ from typing import Any
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect
 
-from .dialects import dialect_for, installed_version, version_at_least
-from .dirty import Unsettled, unsettled_revisions
-from .durations import format_duration
-from .queries import statement
-from .runtime.ledger_changes import version_table_name
-from .tampering import (
+from ..dialects import dialect_for, installed_version, version_at_least
+from ..dirty import Unsettled, unsettled_revisions
+from ..durations import format_duration
+from ..queries import statement
+from ..runtime.ledger_changes import version_table_name
+from ..tampering import (
     FenceBelowLease,
     LedgerAboveFence,
     UnexplainedToken,
@@ -24,7 +24,7 @@ from .tampering import (
     ledger_above_fence,
     unexplained_tokens,
 )
-from .version_guard import UNGUARDED, GuardState, guard_state
+from ..version_guard import UNGUARDED, GuardState, guard_state
 
 
 @dataclass(frozen=True)
@@ -280,7 +280,7 @@ def _moment(text: str) -> datetime:
 
 def _read_tampering(connection: Connection, quoted_schema: str, state: State) -> None:
     """The impossible states tampering leaves, and how the fence schema differs from fencemigrate's."""
-    from .check.fence_objects import fence_schema_problems
+    from ..lint.fence_objects import fence_schema_problems
 
     assert state.fence_schema_version is not None
     state.ledger_above_fence = ledger_above_fence(connection, quoted_schema)

@@ -29,7 +29,7 @@ from alembic.util import CommandError
 from .alembic_internals import script_by_id, version_directories
 from .config import fence_schema
 from .errors import FencemigrateError, UsageError
-from .lint.fence_filter import fence_left_out
+from .fence.objects import fence_left_out
 
 RunEnv = Callable[..., None]
 """Runs env.py with a migration function and extra EnvironmentContext options (``api`` passes

@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlalchemy import Connection
 
 from .dialects import dialect_for
-from .lint.fence_objects import installed_fence_objects
+from .fence.objects import installed_fence_objects
 
 
 def restore_guards(connection: Connection, quoted_schema: str, version: str) -> list[str]:

@@ -21,12 +21,11 @@ def check(
     config: Config, db: bool, select: str | Iterable[str] | None, ignore: str | Iterable[str] | None
 ) -> CheckReport:
     """See :func:`.api.check`."""
-    from .lint.database import SnapshotReader
-    from .lint.directory import read_directory
+    from .lint.database import ModelComparer, SnapshotReader
     from .lint.engine import run_check
-    from .lint.models import ModelComparer
-    from .lint.project_settings import read_project_settings
+    from .lint.revisions import read_directory
     from .lint.rules import escalated_rules, select_rules
+    from .lint.settings import read_project_settings
 
     rules = select_rules(select, ignore, db)
     settings = read_project_settings(config)

@@ -145,7 +145,7 @@ def unexplained_tokens(connection: Connection, quoted_schema: str, schema_versio
 
 def installed_tables(connection: Connection, quoted_schema: str) -> set[str]:
     """The fence tables in the database, without SQLite's and MySQL's prefix."""
-    from .lint.fence_objects import installed_fence_objects
+    from .fence.objects import installed_fence_objects
 
     prefix = prefixed_table_name(quoted_schema, "") if dialect_for(connection).prefixes_tables else ""
     return {

@@ -25,7 +25,7 @@ from support.mysql_server import mysql_rows
 from support.project import MakeProject, Project, Result
 
 from fencemigrate.dialects.postgresql_schema import default_version, install_script, update_script
-from fencemigrate.lint.fence_objects import fence_schema_problems
+from fencemigrate.fence.objects import fence_schema_problems
 
 NO_MODELS = "; model comparison: env.py has no target_metadata"  # the generic env.py: FM408 says so
 NOT_COMPARED = "; --no-db: neither the database nor the models compared (FM408, what alembic check does)"

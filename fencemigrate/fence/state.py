@@ -280,7 +280,7 @@ def _moment(text: str) -> datetime:
 
 def _read_tampering(connection: Connection, quoted_schema: str, state: State) -> None:
     """The impossible states tampering leaves, and how the fence schema differs from fencemigrate's."""
-    from ..lint.fence_objects import fence_schema_problems
+    from .objects import fence_schema_problems
 
     assert state.fence_schema_version is not None
     state.ledger_above_fence = ledger_above_fence(connection, quoted_schema)

@@ -6,6 +6,5 @@ id and name; findings can be allowed with a reason in the file or in pyproject.t
 it the models (env.py's ``target_metadata``), as ``alembic check`` compares them.
 
 Import what you need from its module (:mod:`.engine`, :mod:`.rules`, :mod:`.findings`, ...): the
-package itself imports nothing, so ``revision --autogenerate``, which needs only :mod:`.fence_filter`,
-and every other command start without loading the rules.
+package itself imports nothing, so every other command starts without loading the rules.
 """

@@ -5,13 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 from .database import DatabaseSnapshot
-from .directory import RevisionDirectory
 from .findings import CheckReport, Finding, Severity, Suppressed
-from .graph import build_graph
-from .project_settings import ProjectSettings
-from .revision_file import RevisionFile
+from .revisions import RevisionDirectory, RevisionFile, build_graph
 from .rules import RULES, CheckContext, Rule, rule_for
-from .rules.models import NOT_RUN_WITHOUT_DATABASE
+from .rules.database import NOT_RUN_WITHOUT_DATABASE
+from .settings import ProjectSettings
 
 
 def run_check(

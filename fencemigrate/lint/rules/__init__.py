@@ -5,30 +5,40 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ...errors import UsageError
-from ..project_settings import ProjectSettings
+from ..settings import ProjectSettings
 from .base import CheckContext, Rule
-from .copies import RenumberedCopy, RenumberedSlug
-from .database import (
-    ChecksumDrift,
-    DirtyRevision,
-    FenceSchemaAltered,
-    FenceSchemaMissing,
-    MissingAppliedRevision,
-    PendingRevision,
-    UnrecordedVersionWrite,
-)
-from .downgrade import MissingDowngrade
-from .files import BadSuppression, UnparsableRevision
-from .integrity import DuplicateRevisionId, MissingDownRevision, MultipleHeads, RevisionCycle
-from .models import ModelDrift
-from .tampering import FenceBelowLease, LedgerAboveFence, UnexplainedToken, UnguardedVersionTable
-from .transactions import (
+from .code import (
     AutocommitBlock,
     Concurrently,
     EnumAddValue,
     ExplicitCommit,
+    MissingDowngrade,
     NoTransactionStatement,
     TransactionControlSql,
+)
+from .database import (
+    ChecksumDrift,
+    DirtyRevision,
+    FenceBelowLease,
+    FenceSchemaAltered,
+    FenceSchemaMissing,
+    LedgerAboveFence,
+    MissingAppliedRevision,
+    ModelDrift,
+    PendingRevision,
+    UnexplainedToken,
+    UnguardedVersionTable,
+    UnrecordedVersionWrite,
+)
+from .files import (
+    BadSuppression,
+    DuplicateRevisionId,
+    MissingDownRevision,
+    MultipleHeads,
+    RenumberedCopy,
+    RenumberedSlug,
+    RevisionCycle,
+    UnparsableRevision,
 )
 
 RULES: tuple[Rule, ...] = (

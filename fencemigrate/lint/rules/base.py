@@ -7,14 +7,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ..code import RevisionCode, Statement, statements
 from ..database import DatabaseSnapshot
-from ..directory import RevisionDirectory
 from ..findings import Finding, Severity
-from ..graph import RevisionGraph
-from ..project_settings import ProjectSettings
-from ..revision_code import RevisionCode
-from ..revision_file import RevisionFile
-from ..sql_statements import Statement, statements
+from ..revisions import RevisionDirectory, RevisionFile, RevisionGraph
+from ..settings import ProjectSettings
 
 
 @dataclass(frozen=True)

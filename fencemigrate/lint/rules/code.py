@@ -1,4 +1,4 @@
-"""Rules about revisions that escape the migration's transaction.
+"""Rules about a revision's code: rolling back, and escaping the migration's transaction.
 
 fencemigrate claims the fence in the same transaction as a revision's DDL, so the claim and the
 DDL commit or roll back together. What commits early, or cannot run in a transaction block at
@@ -6,24 +6,47 @@ all, is no longer covered atomically: such a revision must say so, with an allow
 reason (fencemigrate then claims before it and re-claims and verifies after it).
 
 Only SQL written as literals in the file is seen (``op.execute("...")``, ``text("...")``,
-f-strings, names assigned a literal); SQL built at run time is caught by the run itself.
-"""
+f-strings, names assigned a literal); SQL built at run time is caught by the run itself."""
 
 from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterator
 
-from ..findings import Finding, Severity
-from ..revision_code import RevisionCode
-from ..sql_statements import (
+from ..code import (
+    RevisionCode,
     Statement,
     adds_enum_value,
     controls_transaction,
+    is_empty,
     refuses_transaction_block,
     runs_concurrently,
 )
+from ..findings import Finding, Severity
 from .base import CheckContext, Rule
+
+
+class MissingDowngrade(Rule):
+    """FM301 (warning): an upgrade() with no downgrade() to undo it."""
+
+    id = "FM301"
+    name = "missing-downgrade"
+    severity = Severity.WARNING
+    summary = (
+        "`downgrade()` missing, empty or only `pass` while `upgrade()` does something: "
+        "`downgrade` and `reapply` cannot go past this revision"
+    )
+    fix = "write downgrade() to undo upgrade(), or `# fencemigrate: allow FM301 because <why it cannot be undone>`"
+
+    def check(self, context: CheckContext) -> Iterator[Finding]:
+        for item in context.readable:
+            if is_empty(item.function("upgrade")):
+                continue
+            downgrade = item.function("downgrade")
+            if downgrade is None:
+                yield self.at(item, item.revision_line, "there is no downgrade(): this revision cannot be rolled back")
+            elif is_empty(downgrade):
+                yield self.at(item, downgrade.lineno, "downgrade() is empty: this revision cannot be rolled back")
 
 
 def _allow_fix(*rules: str) -> str:

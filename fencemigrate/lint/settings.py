@@ -26,7 +26,7 @@ from typing import Any
 from alembic.config import Config
 
 from ..errors import UsageError
-from .directory import display_path
+from .revisions import display_path
 
 _ENTRY_KEYS = {"rules", "revisions", "reason"}
 _SECTION_KEYS = {"allow", "errors"}

@@ -21,13 +21,13 @@ from .connections import separate_connection
 from .durations import MAX_WAIT_MS, parse_duration_ms
 from .error_translation import translated_errors
 from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired, UsageError
+from .fence.tokens import with_newer_token_news
 from .leases.model import DEFAULT_RUN_WAIT
 from .lock_reports import LockWait
 from .lock_waits import WaitBound, lock_wait_text
 from .rendering import render
 from .runtime.applied_downgrades import running_applied_downgrades
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, autocommits
-from .runtime.fenced_news import with_newer_token_news
 from .runtime.fenced_run import FencedRun
 from .runtime.outcome import RunOutcome
 from .runtime.run_token import TokenSource

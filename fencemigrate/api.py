@@ -22,10 +22,10 @@ from .templates import FENCE_AWARE, InitOutcome, Template, available_templates, 
 if TYPE_CHECKING:  # the other commands' results: their modules are imported when those commands run
     from .applied_sources import AppliedSource
     from .authoring import BranchPoint, WrittenRevision
+    from .fence.install import InstallOutcome
     from .fence.state import State
     from .fence.timeline import Event
     from .fence.version_table import EnsuredVersionTable
-    from .install_outcome import InstallOutcome
     from .lint.findings import CheckReport
     from .revision_listing import RevisionListing
     from .runtime.resolve_run import ResolveOutcome
@@ -179,9 +179,9 @@ def install(
     does not own (see :mod:`.migration_role`). ``tokenless_writes`` "allow" opts the version table
     out of the guard (recorded: no later run puts it back), "forbid" opts it back in.
     """
-    from . import installation
+    from .fence.install import install_fence_schema
 
-    return installation.install_fence_schema(config, sql, grant_to, tokenless_writes)
+    return install_fence_schema(config, sql, grant_to, tokenless_writes)
 
 
 def init(config: Config, directory: str, template: str = FENCE_AWARE, package: bool = False) -> InitOutcome:

@@ -25,6 +25,7 @@ from .config import config_error, init_config, load_config
 from .dialects import MODES, PRECHECK
 from .durations import format_duration
 from .errors import ERROR, FencemigrateError, Interrupted, UsageError
+from .fence.guard import ALLOWED, UNGUARDED
 from .leases import Grant, LeaseStatus
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from .lock_waits import lock_wait_text
@@ -37,7 +38,6 @@ from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .scrub import scrub_secrets
 from .stop_signals import Stopped, stop_on_signals
 from .templates import FENCE_AWARE
-from .version_guard import ALLOWED, UNGUARDED
 
 if TYPE_CHECKING:  # what other commands print: imported by those commands only (api.py)
     from .applied_sources import AppliedSource

@@ -11,16 +11,16 @@ from alembic.runtime.migration import MigrationContext
 from .config import checked_resource, configured_lease_url, fence_schema
 from .durations import parse_ttl_ms, parse_wait_ms
 from .errors import Fenced, FencemigrateError, GrantUndone, LeaseLost, UsageError, newer_token_wrote
+from .fence.adoption import adopt_applied_history
+from .fence.guard import guard_first_write
 from .fence.state import State, read_state
+from .fence.tokens import with_newer_token_news
 from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, open_backend
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_TTL
 from .progress import SILENT
 from .run_options import AcquireKeywords, ReleaseKeywords, RenewKeywords, reject_unknown
-from .runtime.adoption import adopt_applied_history
 from .runtime.env_reads import run_without_steps
-from .runtime.fenced_news import with_newer_token_news
 from .validation import check_holder, parse_token
-from .version_guard import guard_first_write
 
 _T = TypeVar("_T")
 
@@ -36,7 +36,7 @@ def with_lease_backend(
     """Open the lease service on env.py's database (or Redis), run ``call``, close it; with
     ``after_grant`` (``call`` granted a lease of this resource to this holder, which fenced the
     database), create and guard Alembic's version table (:func:`guard_first_write`), adopt what it
-    applied before fencing (:func:`.runtime.adoption.adopt_applied_history`) and read the state,
+    applied before fencing (:func:`.fence.adoption.adopt_applied_history`) and read the state,
     through env.py's migration context.
     ``wait_ms``: a grant's ``--wait`` (see :func:`open_backend`).
 

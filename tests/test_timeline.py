@@ -24,7 +24,7 @@ from support.project import Project, Result, create_project
 
 from fencemigrate import UsageError, load_config
 from fencemigrate.api import timeline
-from fencemigrate.events import log_event
+from fencemigrate.fence.events import log_event
 
 _CLEAN_ENV: dict[str, str | None] = {"FENCEMIGRATE_TOKEN": None, "ALEMBIC_CONFIG": None}
 _TIME_COLUMN = re.compile(r"^(?P<time>(?:\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2})  (?P<rest>.*)$")

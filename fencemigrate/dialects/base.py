@@ -43,7 +43,7 @@ class FenceObject:
 
 
 class GuardedTable(Protocol):
-    """Alembic's version table as the guard names it (``version_guard.VersionTable``)."""
+    """Alembic's version table as the guard names it (``fence.guard.VersionTable``)."""
 
     @property
     def name(self) -> str:

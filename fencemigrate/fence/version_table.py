@@ -1,5 +1,5 @@
 """``ensure_version``: Alembic's empty version table, guarded on a fenced database exactly as
-``fencemigrate install`` leaves a new one (:func:`.version_guard.guard_first_write`).
+``fencemigrate install`` leaves a new one (:func:`.guard.guard_first_write`).
 
 It changes no version, so it needs no token; but a version table created unguarded on a fenced
 database would let plain ``alembic``'s first write through unseen.
@@ -15,7 +15,7 @@ from sqlalchemy import inspect
 
 from ..alembic_internals import create_version_table, per_migration_transaction
 from ..dialects import installed_version
-from ..version_guard import ALLOWED, GUARDED, VersionTable, guard_first_write, guard_state
+from .guard import ALLOWED, GUARDED, VersionTable, guard_first_write, guard_state
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ from sqlalchemy.exc import DBAPIError
 from ..dialects import Dialect, dialect_for
 from ..durations import format_duration
 from ..errors import GrantNotReplicated, LeaseBusy, LeaseLost, is_lock_contention, refused_step
-from ..events import log_event
+from ..fence.events import log_event
+from ..fence.tokens import LEASE_SERVICE, REDIS, recorded_source, redis_only, superseded_by
 from ..progress import SILENT, LeaseWait, Progress
 from ..queries import statement
-from ..token_sources import LEASE_SERVICE, REDIS, recorded_source, redis_only, superseded_by
 from .epochs import next_token, read_incarnation
 from .fence_on_grant import LEASE_ROW_WAIT_MS, LEASE_TRANSACTION_IN_PROGRESS, fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus
@@ -150,7 +150,7 @@ class DatabaseLeases:
 
     def detach(self, resource: str) -> LeaseStatus:
         """Give ``resource`` back to external tokens; LeaseBusy while its lease is live; refused
-        outright when its tokens come from Redis (:func:`..token_sources.redis_only`)."""
+        outright when its tokens come from Redis (:func:`..fence.tokens.redis_only`)."""
 
         def lease_now() -> LeaseStatus:
             self._refuse_redis(self._connection, resource, locked=True, call="detach")

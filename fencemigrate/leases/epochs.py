@@ -23,8 +23,8 @@ from sqlalchemy import Connection
 
 from ..dialects import dialect_for
 from ..errors import TokensExhausted
+from ..fence.tokens import check_room
 from ..queries import statement
-from ..token_sources import check_room
 from ..validation import MAX_TOKEN
 
 EPOCH_BITS = 32

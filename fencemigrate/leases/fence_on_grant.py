@@ -34,10 +34,10 @@ from ..dialects import dialect_for, ensure_installed
 from ..dialects.fence_holders import fence_holders
 from ..dialects.named_lock import NamedLock
 from ..errors import ImplausibleClock, LeaseBusy, UsageError, sqlstate_of
+from ..fence.tokens import advance_fence, detach_fence
 from ..lock_waits import SLICE_MS, WaitBound, describe_holders, wait_in_slices
 from ..progress import SILENT, WAIT_REPORT_INTERVAL_S, LockWait, Progress
 from ..queries import statement
-from ..token_sources import advance_fence, detach_fence
 from .model import LeaseStatus
 from .standby_waits import SYNCHRONOUS_WAIT_FLOOR_MS, CommitWatch
 
@@ -166,7 +166,7 @@ class FenceOnGrant(ABC):
     def check_before_grant(self, resource: str, check: Callable[[Connection], None]) -> None:
         """Run ``check`` (a refusal by the resource's token source) in a short transaction of its
         own before a grant's, so that a grant it refuses waits for no migration and preempts nobody.
-        The grant checks again once it has locked the fence (:func:`..token_sources.recorded_source`)."""
+        The grant checks again once it has locked the fence (:func:`..fence.tokens.recorded_source`)."""
         with self.transaction(resource):
             check(self._connection)
 

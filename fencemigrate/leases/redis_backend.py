@@ -28,10 +28,10 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from ..errors import DatabaseError, GrantNotReplicated, LeaseBusy, LeaseLost
-from ..events import log_event
+from ..fence.events import log_event
+from ..fence.tokens import LEASE_SERVICE, REDIS, check_room, recorded_source, superseded_by
 from ..progress import SILENT, LeaseWait, Progress
 from ..queries import statement
-from ..token_sources import LEASE_SERVICE, REDIS, check_room, recorded_source, superseded_by
 from .database import builtin_lease
 from .epochs import Incarnation, next_token, read_incarnation
 from .fence_on_grant import fence_on_grant, lease_connection

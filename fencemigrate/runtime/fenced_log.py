@@ -6,8 +6,8 @@ from sqlalchemy import Engine
 
 from ..connections import separate_connection
 from ..errors import Fenced
-from ..events import log_event
-from .fenced_news import with_fence_token, with_newer_token_news
+from ..fence.events import log_event
+from ..fence.tokens import with_fence_token, with_newer_token_news
 from .run_request import RunRequest
 
 

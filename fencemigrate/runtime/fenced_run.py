@@ -16,10 +16,10 @@ from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls, SqliteScriptC
 from ..dialects.sqlite_schema import VERSION as SQLITE_SCHEMA_VERSION
 from ..dirty import refuse_if_dirty
 from ..errors import HeadsMoved, NotTransactional
+from ..fence.adoption import adopt_applied_history
+from ..fence.guard import VersionTable, guard_first_write, guard_version_table
 from ..lock_waits import WaitBound
 from ..progress import SILENT, Progress, StepStart
-from ..version_guard import VersionTable, guard_first_write, guard_version_table
-from .adoption import adopt_applied_history
 from .applied_downgrades import applied_text_of, code_path, require_applied_file, rollback_detail
 from .code_errors import revision_code
 from .environment import autocommits

@@ -22,7 +22,7 @@ from sqlalchemy import Connection, TextClause
 from ..dialects.driver import rowcount_on_driver
 from ..dialects.fence_calls import FenceCalls, PlainStatementCalls, PostgresFenceCalls, SqliteScriptCalls
 from ..errors import DatabaseError
-from ..events import log_event
+from ..fence.events import log_event
 from ..queries import statement
 from .applied_downgrades import rollback_detail
 from .ledger_changes import LedgerChange, LedgerMethod, RevisionFile, read_revision_file, version_table_name

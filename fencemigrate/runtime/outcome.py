@@ -9,7 +9,7 @@ from .applied_downgrades import AppliedText
 from .run_token import TokenSource
 
 if TYPE_CHECKING:
-    from .adoption import Adoption
+    from ..fence.adoption import Adoption
 
 NOTHING_TO_DO = "nothing_to_do"
 """``RunOutcome.no_lease``: the heads read before the lease already had nothing left to do."""

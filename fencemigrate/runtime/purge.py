@@ -14,8 +14,8 @@ from alembic.runtime.migration import MigrationContext, StampStep
 from alembic.script.revision import RevisionMap
 
 from ..dialects import installed_version
+from ..fence.guard import VersionTable
 from ..queries import statement
-from ..version_guard import VersionTable
 
 
 class PurgeStep(StampStep):

@@ -13,7 +13,7 @@ from ..dialects.fence_calls import claim_fence
 from ..dialects.named_lock import NamedLock
 from ..dirty import Unsettled, unsettled_revisions
 from ..errors import UsageError
-from ..events import log_event
+from ..fence.events import log_event
 from ..lock_waits import WaitBound
 from ..queries import statement
 from .ledger_changes import version_table_name

@@ -12,8 +12,8 @@ from alembic.runtime.migration import MigrationContext
 
 from ..dialects import installed_version, version_at_least
 from ..errors import TokenRequired, UsageError
+from ..fence.tokens import EXTERNAL, refuse_token
 from ..queries import statement
-from ..token_sources import EXTERNAL, refuse_token
 from .settings import FenceSettings
 
 if TYPE_CHECKING:  # fenced_run imports this module

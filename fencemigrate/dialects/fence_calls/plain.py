@@ -7,8 +7,8 @@ from typing import Any
 from sqlalchemy import Connection, CursorResult
 
 from ...errors import Fenced
+from ...fence.tokens import refuse_token
 from ...queries import statement
-from ...token_sources import refuse_token
 from .base import FenceCalls
 
 

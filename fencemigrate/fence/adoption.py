@@ -22,8 +22,8 @@ from sqlalchemy import Connection
 from ..alembic_internals import revisions_below, script_by_id
 from ..dialects import dialect_for, installed_version
 from ..queries import statement
-from .ledger_changes import version_table_name
-from .ledger_recorder import LedgerRecorder
+from ..runtime.ledger_changes import version_table_name
+from ..runtime.ledger_recorder import LedgerRecorder
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,12 @@ before the fence advance; on PostgreSQL 0.11 inside ``advance_fence()``, on SQLi
 by ``record_redis_grant.sql``), and the lease guard refuses a ``redis`` fence above that record,
 whoever writes; on PostgreSQL only the owner's ``advance_fence()`` raises such a fence, which with
 two roles keeps the migration role's plain SQL out.
+
+A FENCED writer is told about the fence (:func:`with_newer_token_news`): that the newer token has
+written, or only that it was granted, and the fence token itself when the refusal did not read it.
+A grant advances the fence to the new token before its holder writes anything, so the claim alone
+cannot tell the two apart; the event log can (every apply, stamp, rollback and resolve is logged in
+the transaction that makes it).
 """
 
 from __future__ import annotations
@@ -29,9 +35,9 @@ from typing import Any
 
 from sqlalchemy import Connection, CursorResult
 
-from .errors import DatabaseError, Fenced, OtherTokenSource, TokensExhausted, UsageError, newer_token_wrote
-from .queries import statement
-from .validation import MAX_TOKEN
+from ..errors import DatabaseError, Fenced, OtherTokenSource, TokensExhausted, UsageError, newer_token_wrote
+from ..queries import statement
+from ..validation import MAX_TOKEN
 
 EXTERNAL = "external"
 LEASE_SERVICE = "lease service"
@@ -142,3 +148,26 @@ def detach_fence(connection: Connection, quoted_schema: str, resource: str) -> N
             f"{resource} has no fence row yet: its first write (--token) or grant decides where its "
             "tokens come from (nothing was changed)"
         )
+
+
+def with_newer_token_news(connection: Connection, quoted_schema: str, fenced: Fenced) -> Fenced:
+    """``fenced``, saying "was granted" instead of "has since written" when the event log has no
+    write by the newer token; read on ``connection``, after the rejected transaction rolled back."""
+    if not fenced.by_newer_writer:
+        return fenced
+    wrote = connection.execute(
+        statement("token_wrote", quoted_schema, connection.dialect.name),
+        {"resource": fenced.resource, "token": fenced.fence_token},
+    ).scalar()
+    return fenced if wrote else fenced.granted_not_written()
+
+
+def with_fence_token(connection: Connection, quoted_schema: str, fenced: Fenced) -> Fenced:
+    """``fenced`` with the resource's fence token as committed, when the refusal (made after a claim,
+    which set the fence to the run's own token before it rolled back) did not give one."""
+    if fenced.fence_token is not None:
+        return fenced
+    token = connection.execute(
+        statement("fence_token", quoted_schema, connection.dialect.name), {"resource": fenced.resource}
+    ).scalar()
+    return fenced.at_fence(None if token is None else int(token))

@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from .dialects import dialect_for
-from .queries import statement
+from ..dialects import dialect_for
+from ..queries import statement
 
 
 def log_event(

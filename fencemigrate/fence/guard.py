@@ -17,8 +17,8 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 
-from .alembic_internals import create_version_table
-from .dialects import dialect_for, installed_version
+from ..alembic_internals import create_version_table
+from ..dialects import dialect_for, installed_version
 
 GUARDED = "refused"
 ALLOWED = "allowed"

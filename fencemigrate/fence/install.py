@@ -1,0 +1,157 @@
+"""``fencemigrate install``: the fence schema, its guards, the version table's guard and the grants,
+through env.py's connection; or the script that installs the schema. What it did, for its text and
+``--json`` output.
+
+An installed schema's guard triggers that were dropped are created again from the install scripts
+of the installed version; on PostgreSQL one that was disabled (``ALTER TABLE ... DISABLE
+TRIGGER``) is enabled again. A trigger changed into something else, or a replaced function, is
+left to ``check --db`` (FM405) and to whoever changed it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection
+
+from ..alembic_internals import per_migration_transaction
+from ..config import checked_resource, configured_backend, fence_schema
+from ..dialects import dialect_for, ensure_installed, installed_version, offline_install_script
+from ..errors import UsageError
+from ..migration_role import check_grant_to, check_version_table_owner, grant_to_migration_role, take_version_table
+from ..runtime.env_reads import run_without_steps
+from ..validation import default_holder
+from .adoption import adopt_applied_history
+from .guard import VersionTable, allow_tokenless_writes, forbid_tokenless_writes, guard_first_write
+from .objects import installed_fence_objects
+
+if TYPE_CHECKING:
+    from .adoption import Adoption
+
+
+@dataclass
+class InstallOutcome:
+    """``installed``: the fence schema was installed now (else it was there already);
+    ``restored``: one line per guard trigger put back; ``tokenless_writes``: "allowed" or
+    "refused" when ``--allow-`` / ``--forbid-tokenless-writes`` changed it; ``granted``: what
+    ``--grant-to`` granted; ``adopted``: what the version table applied before fencing, adopted now;
+    ``sql``: the install script (``--sql``; nothing else is set)."""
+
+    installed: bool = False
+    restored: list[str] = field(default_factory=list)
+    tokenless_writes: str | None = None
+    granted: str | None = None
+    adopted: Adoption | None = None
+    sql: str | None = None
+
+    def text(self) -> str:
+        """The lines ``install`` prints (with ``--sql``: the script)."""
+        if self.sql is not None:
+            return self.sql
+        head = "installed" if self.installed else "already installed"
+        if self.tokenless_writes == "allowed":
+            head += "; writes to the version table without a fencing token are allowed (opted out)"
+        elif self.tokenless_writes == "refused":
+            head += "; writes to the version table without a fencing token are refused"
+        adopted = [] if self.adopted is None else self.adopted.lines()
+        return "\n".join([head, *adopted, *self.restored, *([self.granted] if self.granted is not None else [])])
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON form, in ``install --json`` (with ``--sql``, on stderr: the script owns stdout)."""
+        if self.sql is not None:
+            return {"status": "ok", "offline": True}
+        return {
+            "status": "ok",
+            "offline": False,
+            "installed": self.installed,
+            "restored": self.restored,
+            "tokenless_writes": self.tokenless_writes,
+            "granted": self.granted,
+            "adopted": None if self.adopted is None else self.adopted.as_json(),
+        }
+
+
+def restore_guards(connection: Connection, quoted_schema: str, version: str) -> list[str]:
+    """Recreate missing guard triggers and enable disabled ones; one line per trigger put back."""
+    dialect = dialect_for(connection)
+    expected = dialect.expected_fence_objects(quoted_schema, version) or []
+    installed = installed_fence_objects(connection, quoted_schema)
+    triggers = {item.name: item for item in expected if item.kind == "trigger"}
+    done = dict.fromkeys(dialect.enable_disabled_triggers(connection, quoted_schema, set(triggers)), "disabled")
+    for name, trigger in triggers.items():
+        if ("trigger", name) not in installed and trigger.definition is not None:
+            connection.exec_driver_sql(trigger.definition, execution_options={"no_parameters": True})
+            done[name] = "missing"
+    return [f"put back guard trigger {name} (it was {done[name]})" for name in sorted(done)]
+
+
+def install_fence_schema(
+    config: Config, sql: bool, grant_to: str | None, tokenless_writes: str | None
+) -> InstallOutcome:
+    """``fencemigrate install`` (see :func:`.api.install`), its options checked before anything is touched."""
+    schema = fence_schema(config)
+    resource = checked_resource(config, None)
+    check_grant_to(grant_to, configured_backend(config), sql)
+    if tokenless_writes not in (None, "allow", "forbid"):
+        raise UsageError(f"tokenless_writes must be 'allow' or 'forbid', not {tokenless_writes!r}")
+    if sql:
+        if tokenless_writes is not None:
+            raise UsageError("--allow-tokenless-writes and --forbid-tokenless-writes change a database: not with --sql")
+        return InstallOutcome(sql=offline_install_script(configured_backend(config), schema))
+    outcome = InstallOutcome()
+
+    def install(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
+        install_through(context, schema, grant_to, tokenless_writes, outcome, resource)
+        return []
+
+    def before_alembic(context: MigrationContext) -> None:
+        # Alembic reads the version table first: a table the installing role cannot take is refused
+        # before that read fails.
+        assert context.connection is not None and grant_to is not None
+        external = context.connection.in_transaction()
+        quoted = context.dialect.identifier_preparer.quote(schema)
+        check_version_table_owner(context.connection, quoted, grant_to, VersionTable.of(context).relation(context))
+        if not external:
+            context.connection.rollback()
+
+    run_without_steps(config, install, on_connection=None if grant_to is None else before_alembic)
+    return outcome  # as it was when env.py never ran the migration context
+
+
+def install_through(
+    context: MigrationContext,
+    schema: str,
+    grant_to: str | None,
+    tokenless_writes: str | None,
+    outcome: InstallOutcome,
+    resource: str,
+) -> None:
+    """Install the fence schema (or put back the guards of an installed one), guard Alembic's version
+    table unless ``tokenless_writes`` is "allow", adopt what the version table applied before fencing
+    (for ``resource``), and grant ``grant_to`` what it needs, in one transaction; what was done goes
+    into ``outcome``."""
+
+    assert context.connection is not None
+    quoted = context.dialect.identifier_preparer.quote(schema)
+    with per_migration_transaction(context):
+        outcome.installed = ensure_installed(context.connection, quoted)
+        if not outcome.installed:
+            version = installed_version(context.connection, quoted)
+            assert version is not None
+            outcome.restored = restore_guards(context.connection, quoted, version)
+        relation = VersionTable.of(context).relation(context)
+        # The version table's owner can drop its guard: with two roles, the fence's owner owns it.
+        taken_from = None if grant_to is None else take_version_table(context.connection, quoted, grant_to, relation)
+        if tokenless_writes == "allow":
+            allow_tokenless_writes(context, quoted)
+            outcome.tokenless_writes = "allowed"
+        else:
+            if tokenless_writes == "forbid":
+                forbid_tokenless_writes(context, quoted)
+                outcome.tokenless_writes = "refused"
+            guard_first_write(context, quoted)
+        outcome.adopted = adopt_applied_history(context, quoted, resource, default_holder())
+        if grant_to is not None:
+            outcome.granted = grant_to_migration_role(context.connection, quoted, grant_to, relation, taken_from)

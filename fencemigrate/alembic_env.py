@@ -16,10 +16,16 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
 from .alembic_internals import migration_function, replace_migration_function
-from .config import configured_resource, fence_schema
-from .connections import separate_connection
-from .durations import MAX_WAIT_MS, parse_duration_ms
-from .error_translation import translated_errors
+from .config import (
+    MAX_WAIT_MS,
+    check_holder,
+    check_resource,
+    configured_resource,
+    fence_schema,
+    parse_duration_ms,
+    parse_token,
+)
+from .connections import separate_connection, translated_errors
 from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired, UsageError
 from .fence.tokens import with_newer_token_news
 from .leases.model import DEFAULT_RUN_WAIT
@@ -33,7 +39,6 @@ from .runtime.outcome import RunOutcome
 from .runtime.run_token import TokenSource
 from .runtime.settings import FenceSettings
 from .scrub import scrub_secrets
-from .validation import check_holder, check_resource, parse_token
 
 
 def run_migrations(context: ModuleType | Any) -> None:

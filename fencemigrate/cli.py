@@ -21,22 +21,21 @@ from alembic.config import Config
 
 from . import agent_server, api, examples
 from .cli_group import CommandGroup, MainGroup
-from .config import config_error, init_config, load_config
+from .config import config_error, format_duration, init_config, load_config
 from .dialects import MODES, PRECHECK
-from .durations import format_duration
 from .errors import ERROR, FencemigrateError, Interrupted, UsageError
 from .fence.guard import ALLOWED, UNGUARDED
 from .leases import Grant, LeaseStatus
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
+from .lock_reports import LockWait
 from .lock_waits import lock_wait_text
-from .process_exit import exit_process
-from .progress import SILENT, LeaseWait, LockWait, Progress, StepStart
+from .process import Stopped, exit_process, stop_on_signals
+from .progress import SILENT, LeaseWait, Progress, StepStart
 from .rendering import json_text, render
 from .runtime.expected_heads import listed
 from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
 from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from .scrub import scrub_secrets
-from .stop_signals import Stopped, stop_on_signals
 from .templates import FENCE_AWARE
 
 if TYPE_CHECKING:  # what other commands print: imported by those commands only (api.py)

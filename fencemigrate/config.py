@@ -1,14 +1,20 @@
-"""Find and load the Alembic configuration exactly as the ``alembic`` command does."""
+"""Find and load the Alembic configuration exactly as the ``alembic`` command does, check what the
+user gave (before anything touches the database), read durations (``250ms``, ``30s``, ``5m``,
+``2h``; a bare number is seconds), and find where the shipped SQL and the Alembic template live,
+installed or in a checkout."""
 
 from __future__ import annotations
 
 import configparser
 import os
 import re
+import socket
 import tomllib
+import unicodedata
 from argparse import Namespace
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from fractions import Fraction
 from pathlib import Path
 
 from alembic.config import Config
@@ -17,7 +23,148 @@ from sqlalchemy.exc import ArgumentError
 
 from .errors import UsageError
 from .scrub import password_name, remember_password, remember_url_password, url_password
-from .validation import check_resource, check_schema
+
+_DURATION = re.compile(r"\s*(?P<amount>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>ms|s|m|h)?\s*", re.ASCII)
+_MILLISECONDS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}
+MAX_TTL_MS = 24 * 3_600_000  # a lease is a heartbeat, not a reservation
+MAX_WAIT_MS = 24 * 3_600_000
+
+
+def parse_duration_ms(option: str, value: str | int | float) -> int:
+    """``value`` in whole milliseconds; UsageError naming ``option`` when it is not a duration."""
+    if isinstance(value, bool):
+        raise UsageError(f"invalid {option} {value!r}: expected a duration such as 30s, 5m or 250ms")
+    if isinstance(value, (int, float)):
+        value = str(value)
+    if value.strip().startswith("-"):
+        raise UsageError(f"invalid {option} {value!r}: a duration cannot be negative")
+    match = _DURATION.fullmatch(value)
+    if match is None:
+        raise UsageError(f"invalid {option} {value!r}: expected a duration such as 30s, 5m or 250ms")
+    return round(Fraction(match["amount"]) * _MILLISECONDS[match["unit"]])  # exact: no float overflow
+
+
+def parse_ttl_ms(value: str | int | float) -> int:
+    """A lease TTL: more than zero, at most 24 hours."""
+    ttl = parse_duration_ms("--ttl", value)
+    if ttl <= 0:
+        raise UsageError(f"invalid --ttl {value!r}: a lease TTL must be more than zero")
+    if ttl > MAX_TTL_MS:
+        raise UsageError(
+            f"invalid --ttl {value!r}: at most 24h; a lease is renewed while its holder makes "
+            "progress, so pick a short TTL"
+        )
+    return ttl
+
+
+def parse_wait_ms(value: str | int | float) -> int:
+    """How long to wait for a busy lease: zero (do not wait) up to 24 hours."""
+    wait = parse_duration_ms("--wait", value)
+    if wait > MAX_WAIT_MS:
+        raise UsageError(f"invalid --wait {value!r}: at most 24h")
+    return wait
+
+
+def format_duration(milliseconds: int) -> str:
+    """The shortest exact form: ``5m``, ``90s``, ``250ms``."""
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if milliseconds % size == 0:
+            return f"{milliseconds // size}{unit}"
+    return f"{milliseconds}ms"
+
+
+MAX_TOKEN = 2**62
+"""The largest fencing token: a grant issues one above the fence, which must still fit a bigint,
+and the bits above leave room for an epoch (4611686018427387904)."""
+MAX_NAME_LENGTH = 255
+DEFAULT_RESOURCE = "db/migrations"
+_DECIMAL = re.compile(r"\s*[0-9]+\s*", re.ASCII)
+_CONTROL = frozenset({"Cc", "Cs", "Zl", "Zp"})
+"""Control characters (C0, DEL, C1), lone surrogates (bytes the locale could not decode) and line
+or paragraph separators: a name with one breaks the line it is printed on."""
+_FORMAT = frozenset({"Cf"})
+"""Invisible formatting characters: bidirectional overrides and isolates (U+202E...), zero-width
+ones, soft hyphens: a name with one prints as another name (or as the same name as another)."""
+
+
+def parse_token(value: str | int) -> int:
+    """A fencing token: an integer in 1..2**62."""
+    if isinstance(value, str) and not value.strip():
+        raise UsageError(
+            "empty fencing token: pass --token N, or leave --token out (and FENCEMIGRATE_TOKEN unset) "
+            "to have fencemigrate take a lease"
+        )
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise UsageError(f"invalid token {value!r}: must be an integer from 1 to {MAX_TOKEN}")
+    if isinstance(value, str) and not _DECIMAL.fullmatch(value):
+        raise UsageError(f"invalid token {value!r}: must be an integer from 1 to {MAX_TOKEN}")
+    token = int(value)
+    if not 1 <= token <= MAX_TOKEN:
+        raise UsageError(f"invalid token {value!r}: must be an integer from 1 to {MAX_TOKEN}")
+    return token
+
+
+def _check_name(kind: str, value: str) -> str:
+    if not value or not value.strip():
+        raise UsageError(f"{kind} name must not be empty")
+    if len(value) > MAX_NAME_LENGTH:
+        raise UsageError(f"{kind} name is {len(value)} characters long; the limit is {MAX_NAME_LENGTH}")
+    if any(unicodedata.category(ch) in _CONTROL for ch in value):
+        raise UsageError(f"{kind} name must not contain control characters")
+    hidden = next((ch for ch in value if unicodedata.category(ch) in _FORMAT), None)
+    if hidden is not None:
+        raise UsageError(
+            f"{kind} name must not contain invisible formatting characters (it has U+{ord(hidden):04X} "
+            f"{unicodedata.name(hidden, 'FORMAT CHARACTER')}): they make a name print as another"
+        )
+    return value
+
+
+def check_resource(value: str | None) -> str:
+    """A fenced resource name (default ``db/migrations``)."""
+    return _check_name("resource", DEFAULT_RESOURCE if value is None else value)
+
+
+def check_holder(value: str | None) -> str:
+    """Who is writing; defaults to ``host:pid``."""
+    return _check_name("holder", value if value is not None else default_holder())
+
+
+def default_holder() -> str:
+    """``host:pid`` of this process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def check_schema(value: str) -> str:
+    """The schema the fence tables live in."""
+    _check_name("schema", value)
+    if len(value) > 63:
+        raise UsageError(f"schema name {value!r} is longer than PostgreSQL's 63-byte limit")
+    return value
+
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _data_dir(name: str) -> Path:
+    installed = _PACKAGE / "_data" / name
+    if installed.is_dir():
+        return installed
+    checkout = _PACKAGE.parent / name
+    if checkout.is_dir():
+        return checkout
+    raise FileNotFoundError(f"fencemigrate data directory {name!r} is missing from the installation")
+
+
+def sql_dir() -> Path:
+    """The ``sql/`` directory: extension control file, install scripts, queries."""
+    return _data_dir("sql")
+
+
+def template_dir() -> Path:
+    """The ``alembic_template/`` directory used by ``fencemigrate init``."""
+    return _data_dir("alembic_template")
+
 
 _UTF8_BOM = b"\xef\xbb\xbf"
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 from alembic.config import Config
 
 from .applied_sources import AppliedSource, applied_source
-from .config import fence_schema
+from .config import check_resource, fence_schema
 from .fence.state import State, read_state
 from .fence.timeline import Event, parse_since, read_timeline
 from .fence.version_table import EnsuredVersionTable, ensure_version_table
 from .runtime import env_reads
 from .runtime.revision_targets import script_directory
-from .validation import check_resource
 
 
 def state(config: Config) -> State:

@@ -8,8 +8,15 @@ from typing import Any, TypeVar
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 
-from .config import checked_resource, configured_lease_url, fence_schema
-from .durations import parse_ttl_ms, parse_wait_ms
+from .config import (
+    check_holder,
+    checked_resource,
+    configured_lease_url,
+    fence_schema,
+    parse_token,
+    parse_ttl_ms,
+    parse_wait_ms,
+)
 from .errors import Fenced, FencemigrateError, GrantUndone, LeaseLost, UsageError, newer_token_wrote
 from .fence.adoption import adopt_applied_history
 from .fence.guard import guard_first_write
@@ -20,7 +27,6 @@ from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_TTL
 from .progress import SILENT
 from .run_options import AcquireKeywords, ReleaseKeywords, RenewKeywords, reject_unknown
 from .runtime.env_reads import run_without_steps
-from .validation import check_holder, parse_token
 
 _T = TypeVar("_T")
 

@@ -1,6 +1,6 @@
 """Waits inside the database for a lock another writer holds, taken in slices: each slice that runs
 out says who holds the lock (reported within :data:`SLICE_MS`, then every
-:data:`~.progress.WAIT_REPORT_INTERVAL_S`), ``--preempt`` may end a stale holder between two slices,
+:data:`~.lock_reports.WAIT_REPORT_INTERVAL_S`), ``--preempt`` may end a stale holder between two slices,
 and the whole wait is bounded by ``--wait`` (busy, exit 4, when it runs out).
 
 The slices are the database's own bounded waits: ``lock_timeout`` in a savepoint (PostgreSQL), the
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .durations import format_duration
+from .config import format_duration
 from .errors import LeaseBusy
 from .lock_reports import UNHEARD, WAIT_REPORT_INTERVAL_S, LockHolder, LockProgress, LockWait
 

@@ -7,7 +7,7 @@ from functools import cache
 
 from sqlalchemy import TextClause, text
 
-from .resources import sql_dir
+from .config import sql_dir
 
 # SQLite has no schemas, and MySQL's schemas are databases: there the fence tables are named with
 # the fence schema as a prefix.

@@ -10,7 +10,7 @@ from alembic.config import Config
 from alembic.util import asbool
 
 from .authoring import open_in_editor, revision_files
-from .error_translation import translated_errors
+from .connections import translated_errors
 from .errors import UsageError
 from .revision_listing import (
     RevisionListing,

@@ -10,8 +10,15 @@ from typing import Any, Required, TypedDict
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
-from .config import checked_resource, configured_lease_url, fence_schema
-from .durations import parse_ttl_ms, parse_wait_ms
+from .config import (
+    check_holder,
+    checked_resource,
+    configured_lease_url,
+    fence_schema,
+    parse_token,
+    parse_ttl_ms,
+    parse_wait_ms,
+)
 from .errors import UsageError
 from .leases import Grant, LeaseRequest, check_lease_url, lease_engine, open_backend
 from .leases.held import HeldLease
@@ -27,7 +34,6 @@ from .runtime.run_choice import RunChoice
 from .runtime.run_request import RunRequest
 from .runtime.run_token import ScriptGrant, TokenSource
 from .runtime.settings import FenceSettings
-from .validation import check_holder, parse_token
 
 SCRIPT_HOLDER_SUFFIX = " (offline script)"
 """Appended to the holder of an offline script that takes its own lease: ``state``, ``timeline`` and

@@ -15,8 +15,8 @@ from alembic.util import CommandError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from .config import template_dir
 from .errors import UsageError
-from .resources import template_dir
 
 FENCE_AWARE = "fencemigrate"
 """The name of fencemigrate's own template, ``init``'s default."""

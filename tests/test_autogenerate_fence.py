@@ -10,7 +10,7 @@ import pytest
 from model_projects import apply, model_project, tables
 from support.project import MakeProject, Project, sqlite_url
 
-from fencemigrate.resources import template_dir
+from fencemigrate.config import template_dir
 
 OPERATION = re.compile(r"^    (op\.\w+\([^\n]*)$", re.MULTILINE)
 FENCE_NAME = re.compile(r"'fencemigrate_|schema='fencemigrate'")  # a fence table, or the fence schema

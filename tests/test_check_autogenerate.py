@@ -19,7 +19,7 @@ from model_projects import MODELS, apply, model_project, tables
 from sqlalchemy import create_engine, inspect
 from support.project import MakeProject, Project, sqlite_url
 
-from fencemigrate.resources import template_dir
+from fencemigrate.config import template_dir
 
 FIX = (
     "write the revision that makes the database match the models (`alembic revision --autogenerate`, "

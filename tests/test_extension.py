@@ -27,8 +27,8 @@ from support.db import alembic_versions, query, table_names
 from support.pg import PgServer
 from support.project import MakeProject, Project
 
+from fencemigrate.config import sql_dir
 from fencemigrate.dialects.postgresql_schema import install_script
-from fencemigrate.resources import sql_dir
 
 RESOURCE = "db/migrations"
 EXTENSION_FILES = tuple(

@@ -27,9 +27,9 @@ from sqlalchemy import create_engine, text
 from support.db import connect
 from support.pg import PgServer
 
+from fencemigrate.config import sql_dir
 from fencemigrate.dialects import mysql_schema, sqlite_schema
 from fencemigrate.dialects.postgresql_schema import default_version, install_script, update_script
-from fencemigrate.resources import sql_dir
 
 PG_OLDEST = "0.1"
 FULL, CHAIN = "fence_by_full_script", "fence_by_update_chain"  # where each install goes

@@ -389,7 +389,7 @@ def test_the_wheel_built_from_a_checkout_runs_on_its_own(tmp_path: Path) -> None
         )
 
     where = subprocess.run(
-        [sys.executable, "-c", "import fencemigrate.resources as r; print(r.sql_dir())"],
+        [sys.executable, "-c", "import fencemigrate.config as r; print(r.sql_dir())"],
         cwd=tmp_path,
         env=subprocess_env({"PYTHONPATH": str(tmp_path / "site")}),
         capture_output=True,

@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 
 import fencemigrate
+from fencemigrate.config import sql_dir
 from fencemigrate.dialects import dialect_for
 from fencemigrate.dialects.postgresql_schema import default_version
 from fencemigrate.queries import advisory_lock_keys
-from fencemigrate.resources import sql_dir
 
 PACKAGE = Path(fencemigrate.__file__).resolve().parent
 QUERIES = sql_dir() / "queries"

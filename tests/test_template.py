@@ -18,7 +18,7 @@ from support.db import alembic_versions, query, schema_names, table_names
 from support.in_process import run_in_process
 from support.project import MakeProject, Project, Result, run_command, script_command
 
-from fencemigrate.resources import template_dir
+from fencemigrate.config import template_dir
 
 RESOURCE = "db/migrations"
 TOKEN_REQUIRED = (

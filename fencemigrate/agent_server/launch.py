@@ -6,11 +6,9 @@ from pathlib import Path
 
 from alembic.config import Config
 
-from ..config import checked_resource
-from ..durations import parse_ttl_ms
+from ..config import check_holder, checked_resource, parse_ttl_ms
 from ..errors import UsageError
 from ..run_options import McpKeywords, reject_unknown
-from ..validation import check_holder
 from .lease_state import ServerIdentity
 from .rules import ownership_rules
 

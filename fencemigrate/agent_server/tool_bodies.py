@@ -20,8 +20,9 @@ from ..fence.state import State
 from ..fenced_writes import git_branch, project_files
 from ..fenced_writes.git_branch import BranchRecord, BranchRemote
 from ..leases import Grant, LeaseStatus
+from ..lock_reports import LockWait
 from ..lock_waits import lock_wait_text
-from ..progress import LeaseWait, LockWait, StepStart
+from ..progress import LeaseWait, StepStart
 from ..runtime.env_reads import database_heads
 from ..runtime.outcome import RunOutcome
 from ..scrub import redact_file_text, scrub_secrets

@@ -7,9 +7,9 @@ from functools import cache
 
 from sqlalchemy import Connection
 
+from ..config import sql_dir
 from ..errors import DatabaseError
 from ..queries import statement
-from ..resources import sql_dir
 
 _EXTENSION = "fencemigrate"
 _BASE_VERSION = "0.1"  # the oldest install script: versions without their own are reached from it

@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection
 
+from ..config import sql_dir
 from ..errors import DatabaseError
 from ..queries import prefixed_table_name, statement
-from ..resources import sql_dir
 
 
 def installed_version(connection: Connection, quoted_schema: str, query: str = "schema_version") -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..error_translation import translated_errors
+from ..connections import translated_errors
 
 if TYPE_CHECKING:
     from .incident import DemoResult

@@ -17,12 +17,11 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
 from ..alembic_internals import per_migration_transaction
-from ..config import checked_resource, configured_backend, fence_schema
+from ..config import checked_resource, configured_backend, default_holder, fence_schema
 from ..dialects import dialect_for, ensure_installed, installed_version, offline_install_script
 from ..errors import UsageError
 from ..migration_role import check_grant_to, check_version_table_owner, grant_to_migration_role, take_version_table
 from ..runtime.env_reads import run_without_steps
-from ..validation import default_holder
 from .adoption import adopt_applied_history
 from .guard import VersionTable, allow_tokenless_writes, forbid_tokenless_writes, guard_first_write
 from .objects import installed_fence_objects

@@ -10,8 +10,8 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 
+from ..config import format_duration, parse_duration_ms
 from ..dialects import dialect_for, installed_version, version_at_least
-from ..durations import format_duration, parse_duration_ms
 from ..errors import UsageError
 from ..queries import statement
 

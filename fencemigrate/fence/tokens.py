@@ -35,9 +35,9 @@ from typing import Any
 
 from sqlalchemy import Connection, CursorResult
 
+from ..config import MAX_TOKEN
 from ..errors import DatabaseError, Fenced, OtherTokenSource, TokensExhausted, UsageError, newer_token_wrote
 from ..queries import statement
-from ..validation import MAX_TOKEN
 
 EXTERNAL = "external"
 LEASE_SERVICE = "lease service"

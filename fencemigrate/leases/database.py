@@ -19,8 +19,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Row
 from sqlalchemy.exc import DBAPIError
 
+from ..config import format_duration
 from ..dialects import Dialect, dialect_for
-from ..durations import format_duration
 from ..errors import GrantNotReplicated, LeaseBusy, LeaseLost, is_lock_contention, refused_step
 from ..fence.events import log_event
 from ..fence.tokens import LEASE_SERVICE, REDIS, recorded_source, redis_only, superseded_by

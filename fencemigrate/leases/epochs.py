@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
+from ..config import MAX_TOKEN
 from ..dialects import dialect_for
 from ..errors import TokensExhausted
 from ..fence.tokens import check_room
 from ..queries import statement
-from ..validation import MAX_TOKEN
 
 EPOCH_BITS = 32
 

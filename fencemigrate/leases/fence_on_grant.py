@@ -35,8 +35,9 @@ from ..dialects.fence_holders import fence_holders
 from ..dialects.named_lock import NamedLock
 from ..errors import ImplausibleClock, LeaseBusy, UsageError, sqlstate_of
 from ..fence.tokens import advance_fence, detach_fence
+from ..lock_reports import WAIT_REPORT_INTERVAL_S, LockWait
 from ..lock_waits import SLICE_MS, WaitBound, describe_holders, wait_in_slices
-from ..progress import SILENT, WAIT_REPORT_INTERVAL_S, LockWait, Progress
+from ..progress import SILENT, Progress
 from ..queries import statement
 from .model import LeaseStatus
 from .standby_waits import SYNCHRONOUS_WAIT_FLOOR_MS, CommitWatch

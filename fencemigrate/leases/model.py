@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection
 
-from ..durations import format_duration
+from ..config import format_duration
 from ..progress import SILENT, Progress
 
 DEFAULT_TTL = "60s"  # short, renewed while the holder makes progress (the design notes' advice)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..errors import LeaseBusy
-from ..progress import WAIT_REPORT_INTERVAL_S
+from ..lock_reports import WAIT_REPORT_INTERVAL_S
 from .model import Grant, LeaseRequest
 
 _FIRST_POLL_S = 0.02

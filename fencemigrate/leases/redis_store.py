@@ -22,7 +22,7 @@ from typing import Any
 
 import redis
 
-from ..durations import format_duration
+from ..config import format_duration
 from ..errors import DatabaseError, UsageError
 from ..scrub import scrub_secrets
 

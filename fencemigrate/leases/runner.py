@@ -12,11 +12,11 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine
 
+from ..connections import translated_errors
 from ..dialects import dialect_for
-from ..error_translation import translated_errors
 from ..errors import FencemigrateError
+from ..process import deferred
 from ..progress import SILENT, Progress
-from ..stop_signals import deferred
 from .model import Grant, LeaseBackend, LeaseRequest
 from .polling import StoppedWaiting
 

@@ -10,7 +10,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from ..error_translation import translated_errors
+from ..connections import translated_errors
 from ..errors import FencemigrateError
 from .environment import FENCED_RUN_ATTRIBUTE, run_env
 from .existing_databases import existing_sqlite_files_only

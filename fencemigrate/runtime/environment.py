@@ -15,12 +15,17 @@ from sqlalchemy import Connection, make_url
 
 from ..alembic_internals import around_env_py_calls
 from ..config import check_url_password
-from ..connections import cancel_statement_on_server, note_driver, quiet_lost_session_resets, roll_back_or_invalidate
+from ..connections import (
+    cancel_statement_on_server,
+    note_driver,
+    quiet_lost_session_resets,
+    roll_back_or_invalidate,
+    translated_errors,
+)
 from ..dialects import dialect_for
 from ..dialects.sqlite_transactions import sqlite_transactions
-from ..error_translation import translated_errors
 from ..errors import NotTransactional, refused_step
-from ..process_exit import close_at_exit
+from ..process import close_at_exit
 from ..scrub import remember_password
 from .code_errors import env_py_code
 from .run_token import TokenSource

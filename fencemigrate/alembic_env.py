@@ -26,12 +26,11 @@ from .config import (
     parse_token,
 )
 from .connections import separate_connection, translated_errors
-from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired, UsageError
+from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired, UsageError, render
 from .fence.tokens import with_newer_token_news
 from .leases.model import DEFAULT_RUN_WAIT
 from .lock_reports import LockWait
 from .lock_waits import WaitBound, lock_wait_text
-from .rendering import render
 from .runtime.applied_downgrades import running_applied_downgrades
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, autocommits
 from .runtime.fenced_run import FencedRun
@@ -97,7 +96,7 @@ class _StderrLocks:
 
 
 def _exit_with(error: FencemigrateError) -> NoReturn:
-    """Print ``error`` as ``fencemigrate`` prints it (:func:`.rendering.render`) and exit with its status."""
+    """Print ``error`` as ``fencemigrate`` prints it (:func:`.errors.render`) and exit with its status."""
     shown = render(error, as_json=False)
     print(shown.text, file=sys.stderr if shown.to_stderr else sys.stdout)
     raise SystemExit(shown.exit_status) from None

@@ -2,10 +2,12 @@
 code): the one table the CLI's output and help, plain ``alembic``'s env.py and the MCP server read;
 the database's refusals found by SQLSTATE.
 
-Only :mod:`.rendering` turns these into output. fencemigrate's own SQL (``sql/``) refuses with its
-own SQLSTATEs (FM001, FM002, ...): each has one class here, registered by ``sqlstate=`` when the
-class is defined (as psycopg's ``errors.py`` registers PostgreSQL's), found by :func:`lookup` and
-built by :func:`from_database_error`.
+fencemigrate's own SQL (``sql/``) refuses with its own SQLSTATEs (FM001, FM002, ...): each has one
+class here, registered by ``sqlstate=`` when the class is defined (as psycopg's ``errors.py``
+registers PostgreSQL's), found by :func:`lookup` and built by :func:`from_database_error`.
+
+An outcome is shown (:func:`render`) with the same words by ``fencemigrate`` and by plain
+``alembic`` (the fence-aware env.py), with every password scrubbed; nothing here prints.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, TypedDict, Unpack
+
+from .scrub import json_text, scrub_secrets
 
 
 @dataclass(frozen=True)
@@ -914,3 +918,21 @@ def from_database_error(error: BaseException, resource: str, token: int) -> Fenc
     if refusal is None:
         return None
     return lookup(refusal.sqlstate).from_refusal(refusal, resource, token)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """An error as shown: its ``text`` (no final newline), the stream it goes to and the exit status."""
+
+    text: str
+    to_stderr: bool
+    exit_status: int
+
+
+def render(error: FencemigrateError, as_json: bool) -> Rendered:
+    """``error`` as one JSON object on stdout, or as ``fencemigrate: STATUS: message`` on stderr
+    (FENCED and DIRTY as their own lines)."""
+    if as_json:
+        return Rendered(json_text(error.as_json()), to_stderr=False, exit_status=error.exit_status)
+    prefix = f"fencemigrate: {error.status}: " if error.outcome.prefixed else ""
+    return Rendered(prefix + scrub_secrets(str(error)), to_stderr=True, exit_status=error.exit_status)

@@ -2,7 +2,7 @@
 database, and each revision as it starts.
 
 The API passes a :class:`Progress` into the run and its lease; by default :data:`SILENT`. Only
-``cli.py`` prints it (on stderr). Reports come from the loops that already run (the lease's poll
+:mod:`.cli` prints it (on stderr). Reports come from the loops that already run (the lease's poll
 loop, the run's steps): no timer threads.
 """
 

@@ -16,8 +16,10 @@ last field of a ``.pgpass``-style line.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import quote, quote_plus, unquote
 
 # A scheme starts where no scheme character precedes it, and a password is at most 1024 characters:
@@ -189,3 +191,19 @@ def _masked(value: str) -> str:
         if value.startswith(opening):
             return f"{opening}***{closing}"
     return "***"
+
+
+def json_text(payload: dict[str, Any]) -> str:
+    """``payload`` as one line of JSON, keys sorted, every string in it scrubbed of passwords."""
+    return json.dumps(scrubbed(payload), sort_keys=True)
+
+
+def scrubbed(value: Any) -> Any:
+    """``value`` (JSON data) with every string in it scrubbed of passwords."""
+    if isinstance(value, str):
+        return scrub_secrets(value)
+    if isinstance(value, dict):
+        return {key: scrubbed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [scrubbed(item) for item in value]
+    return value

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from fencemigrate.reference import REFERENCES
+from fencemigrate.cli.reference import REFERENCES
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
 README = REPO / "README.md"
-WRITE = "python -m fencemigrate.reference --write"
+WRITE = "python -m fencemigrate.cli.reference --write"
 
 # The Markdown files whose links are checked: the README, docs/ and the benchmarks' READMEs.
 PAGES = sorted([README, *DOCS.glob("*.md"), REPO / "bench" / "README.md", REPO / "bench" / "faults" / "README.md"])
@@ -31,7 +31,7 @@ def test_the_generated_references_are_current(name: str) -> None:
 
 def test_the_reference_command_reports_a_stale_reference(tmp_path: Path) -> None:
     def reference(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "fencemigrate.reference", *args]
+        command = [sys.executable, "-m", "fencemigrate.cli.reference", *args]
         return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
 
     assert reference("--check", "--docs", str(DOCS)).returncode == 0

@@ -11,8 +11,15 @@ import pytest
 
 import fencemigrate.runtime.existing_databases  # noqa: F401  (defines MissingDatabase)
 from fencemigrate.agent_server.tool_errors import error_result
-from fencemigrate.errors import EXIT_STATUSES, FencemigrateError, GrantUndone, Interrupted, LeaseBusy, UsageError
-from fencemigrate.rendering import render
+from fencemigrate.errors import (
+    EXIT_STATUSES,
+    FencemigrateError,
+    GrantUndone,
+    Interrupted,
+    LeaseBusy,
+    UsageError,
+    render,
+)
 
 # class: (exit status, status, MCP code, the server drops its token, prefixed)
 OUTCOMES = {

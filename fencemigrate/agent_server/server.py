@@ -26,8 +26,7 @@ from pydantic import Field, ValidationError
 
 from .. import api
 from ..errors import FencemigrateError
-from ..rendering import json_text
-from ..scrub import scrub_secrets
+from ..scrub import json_text, scrub_secrets
 from .lease_state import ServerIdentity, ServerLease
 from .results import CheckResult, FileText, LeaseResult, PushResult, RunResult, StateView, WrittenFile
 from .rules import ownership_rules

@@ -19,7 +19,7 @@ from ..errors import (
     UsageError,
     stale_plan,
 )
-from ..rendering import scrubbed
+from ..scrub import scrubbed
 
 READ_STATE_STEP = "call read_state and re-plan from what is actually there"
 

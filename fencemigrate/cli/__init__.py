@@ -19,29 +19,28 @@ import click
 from alembic import __version__ as alembic_version
 from alembic.config import Config
 
-from . import agent_server, api, examples
-from .cli_group import CommandGroup, MainGroup
-from .config import config_error, format_duration, init_config, load_config
-from .dialects import MODES, PRECHECK
-from .errors import ERROR, FencemigrateError, Interrupted, UsageError
-from .fence.guard import ALLOWED, UNGUARDED
-from .leases import Grant, LeaseStatus
-from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
-from .lock_reports import LockWait
-from .lock_waits import lock_wait_text
-from .process import Stopped, exit_process, stop_on_signals
-from .progress import SILENT, LeaseWait, Progress, StepStart
-from .rendering import json_text, render
-from .runtime.expected_heads import listed
-from .runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
-from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
-from .scrub import scrub_secrets
-from .templates import FENCE_AWARE
+from .. import agent_server, api, examples
+from ..config import config_error, format_duration, init_config, load_config
+from ..dialects import MODES, PRECHECK
+from ..errors import ERROR, FencemigrateError, Interrupted, UsageError, render
+from ..fence.guard import ALLOWED, UNGUARDED
+from ..leases import Grant, LeaseStatus
+from ..leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
+from ..lock_reports import LockWait
+from ..lock_waits import lock_wait_text
+from ..process import Stopped, exit_process, stop_on_signals
+from ..progress import SILENT, LeaseWait, Progress, StepStart
+from ..runtime.expected_heads import listed
+from ..runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
+from ..runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
+from ..scrub import json_text, scrub_secrets
+from ..templates import FENCE_AWARE
+from .groups import CommandGroup, MainGroup
 
 if TYPE_CHECKING:  # what other commands print: imported by those commands only (api.py)
-    from .applied_sources import AppliedSource
-    from .fence.state import State
-    from .revision_listing import RevisionListing
+    from ..applied_sources import AppliedSource
+    from ..fence.state import State
+    from ..revision_listing import RevisionListing
 
 
 class _Context:
@@ -356,7 +355,7 @@ def timeline(obj: _Context, /, as_json: bool, **options: Any) -> None:
     if as_json:
         _print_json({"status": "ok", "events": [event.as_json() for event in events]})
     else:
-        from .fence.timeline import timeline_lines
+        from ..fence.timeline import timeline_lines
 
         click.echo("\n".join(timeline_lines(events, filtered=any(v is not None for v in options.values()))))
 
@@ -365,7 +364,7 @@ class _RulesEpilogCommand(click.Command):
     """``check --help`` ends with the rules, loaded only when help is shown."""
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from .lint.formatters import rules_help
+        from ..lint.formatters import rules_help
 
         self.epilog = rules_help()
         super().format_epilog(ctx, formatter)
@@ -396,7 +395,7 @@ def check(obj: _Context, /, db: bool, as_json: bool, output: str, **rules: str |
     the models with the database as alembic check does (--no-db: the revision files alone)."""
     if as_json and output == "github":
         _fail(True, UsageError("--json and --format github exclude each other"))
-    from .lint.formatters import github_report, text_report
+    from ..lint.formatters import github_report, text_report
 
     report = _guarded(as_json, lambda: api.check(obj.config(), db=db, **rules))
     if as_json:
@@ -978,7 +977,7 @@ def _applied_header(found: AppliedSource) -> str:
     if found.state != "applied":
         line += f"; dirty: its DDL started ({found.state}) and never finished"
     if found.source is None:
-        from .applied_sources import NOT_RECORDED
+        from ..applied_sources import NOT_RECORDED
 
         line += (
             f"\n{NOT_RECORDED}: the row was written before the fence schema kept the text of revision files "

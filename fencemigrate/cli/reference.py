@@ -1,8 +1,8 @@
 """The two generated references in ``docs/``: ``commands.md`` from the click definitions and
 ``check-rules.md`` from the rule classes.
 
-    python -m fencemigrate.reference --write   # rewrite both from the code
-    python -m fencemigrate.reference --check   # exit 1 naming each one that is out of date
+    python -m fencemigrate.cli.reference --write   # rewrite both from the code
+    python -m fencemigrate.cli.reference --check   # exit 1 naming each one that is out of date
 
 ``tests/test_docs.py`` runs the check, so a command, option or rule changed without its reference
 fails the suite.
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import click
 
-from .cli import main as cli
-from .errors import EXIT_STATUSES
-from .lint.rules import RULES, Rule
+from ..errors import EXIT_STATUSES
+from ..lint.rules import RULES, Rule
+from . import main as cli
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
-WRITE = "python -m fencemigrate.reference --write"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+WRITE = "python -m fencemigrate.cli.reference --write"
 
 
 def commands(group: click.Group, parent: click.Context) -> Iterator[tuple[click.Context, click.Command]]:
@@ -45,7 +45,7 @@ def commands_md() -> str:
     lines = [
         "# Commands",
         "",
-        _generated("the click definitions in `fencemigrate/cli.py`"),
+        _generated("the click definitions in `fencemigrate/cli/`"),
         "",
         "Every command also takes `-h`/`--help`. What they do beyond their options: [the command "
         "line](cli.md); what they print with `--json`: [JSON output](json.md).",
@@ -116,7 +116,7 @@ def write(docs: Path = DOCS) -> list[str]:
 
 def run(argv: Sequence[str] | None = None) -> int:
     """The command line: ``--write`` or ``--check`` (exit 1 when a reference is out of date)."""
-    parser = argparse.ArgumentParser(prog="python -m fencemigrate.reference", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m fencemigrate.cli.reference", description=__doc__.split("\n")[0])
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--write", action="store_true", help="rewrite the references that are out of date")
     action.add_argument("--check", action="store_true", help="exit 1 when a reference is out of date")

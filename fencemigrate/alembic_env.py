@@ -26,11 +26,10 @@ from .config import (
     parse_token,
 )
 from .connections import separate_connection, translated_errors
+from .dialects.waits import LockWait, WaitBound, lock_wait_text
 from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired, UsageError, render
 from .fence.tokens import with_newer_token_news
 from .leases.model import DEFAULT_RUN_WAIT
-from .lock_reports import LockWait
-from .lock_waits import WaitBound, lock_wait_text
 from .runtime.applied_downgrades import running_applied_downgrades
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, autocommits
 from .runtime.fenced_run import FencedRun

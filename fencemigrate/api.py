@@ -12,22 +12,23 @@ from typing import TYPE_CHECKING, Literal, Unpack, overload
 
 from alembic.config import Config
 
-from . import fenced_commands, run_options
+from . import run_options
 from .config import checked_resource
 from .leases import Grant, LeaseStatus
+from .runtime import commands
 from .runtime.outcome import RunOutcome
 from .runtime.revision_targets import script_directory
 from .templates import FENCE_AWARE, InitOutcome, Template, available_templates, init_environment
 
 if TYPE_CHECKING:  # the other commands' results: their modules are imported when those commands run
-    from .applied_sources import AppliedSource
-    from .authoring import BranchPoint, WrittenRevision
     from .fence.install import InstallOutcome
+    from .fence.ledger import AppliedSource
     from .fence.state import State
     from .fence.timeline import Event
     from .fence.version_table import EnsuredVersionTable
     from .lint.findings import CheckReport
-    from .revision_listing import RevisionListing
+    from .runtime.authoring import BranchPoint, WrittenRevision
+    from .runtime.listings import RevisionListing
     from .runtime.resolve_run import ResolveOutcome
 
 
@@ -42,12 +43,12 @@ def upgrade(config: Config, revision: str, **options: Unpack[run_options.RunKeyw
     takes it): the revision ids (or unique prefixes; ``["base"]``: none applied) the caller planned
     from; the claiming transaction refuses with :class:`Fenced` unless they are the database's heads.
     """
-    return fenced_commands.upgrade(config, revision, options)
+    return commands.upgrade(config, revision, options)
 
 
 def downgrade(config: Config, revision: str, **options: Unpack[run_options.RunKeywords]) -> RunOutcome:
     """``alembic downgrade``, fenced; the ledger rows go in the same transaction as the DDL."""
-    return fenced_commands.downgrade(config, revision, options)
+    return commands.downgrade(config, revision, options)
 
 
 def reapply(config: Config, revision: str, **options: Unpack[run_options.ReapplyKeywords]) -> RunOutcome:
@@ -58,7 +59,7 @@ def reapply(config: Config, revision: str, **options: Unpack[run_options.Reapply
     required and no lease is taken: a lease taken now would bring a new token, which can never
     re-apply anything. ``wait`` bounds the wait for pre-check mode's named lock.
     """
-    return fenced_commands.reapply(config, revision, options)
+    return commands.reapply(config, revision, options)
 
 
 def stamp(
@@ -69,7 +70,7 @@ def stamp(
     ``purge`` (as Alembic's): empty the version table first, whatever its rows name; fenced like
     the stamp, and the ledger of the version table is emptied with it.
     """
-    return fenced_commands.stamp(config, revisions, purge, options)
+    return commands.stamp(config, revisions, purge, options)
 
 
 def resolve(config: Config, revision: str, **options: Unpack[run_options.ResolveKeywords]) -> ResolveOutcome:
@@ -85,9 +86,10 @@ def resolve(config: Config, revision: str, **options: Unpack[run_options.Resolve
 
 def state(config: Config) -> State:
     """Heads, fence rows and the ledger, read through the project's env.py."""
-    from . import database_reads
 
-    return database_reads.state(config)
+    from .runtime import reads
+
+    return reads.state(config)
 
 
 def timeline(config: Config, resource: str | None = None, since: str | None = None) -> list[Event]:
@@ -97,9 +99,10 @@ def timeline(config: Config, resource: str | None = None, since: str | None = No
     has an offset) or how long ago by the database's clock (``10m``, ``2h``). No events before
     the fence schema (0.2 or later) is installed.
     """
-    from . import database_reads
 
-    return database_reads.timeline(config, resource, since)
+    from .runtime import reads
+
+    return reads.timeline(config, resource, since)
 
 
 def check(
@@ -203,8 +206,7 @@ def revision(
     """``alembic revision``: write a new revision file (the files written; one unless env.py's
     ``process_revision_directives`` decides otherwise). With ``autogenerate``, env.py compares
     the models with the database, as Alembic's does, but writes nothing to it. No token, no lease."""
-    from . import authoring
-    from .runtime import env_reads
+    from .runtime import authoring, env_reads
 
     script = script_directory(config)
     return authoring.new_revisions(
@@ -217,8 +219,7 @@ def merge(
 ) -> WrittenRevision:
     """``alembic merge``: write a revision merging ``revisions`` (two or more; ``heads`` for all).
     No token, no lease."""
-    from . import authoring
-    from .runtime import env_reads
+    from .runtime import authoring, env_reads
 
     script = script_directory(config)
     run_env = partial(env_reads.read_through_env, config, script)
@@ -227,7 +228,7 @@ def merge(
 
 def branches(config: Config, verbose: bool = False) -> list[BranchPoint]:
     """``alembic branches``: the revisions with more than one child."""
-    from . import authoring
+    from .runtime import authoring
 
     return authoring.branch_points(script_directory(config), verbose)
 
@@ -235,17 +236,18 @@ def branches(config: Config, verbose: bool = False) -> list[BranchPoint]:
 def edit(config: Config, rev: str) -> list[str]:
     """``alembic edit``: open the files of ``rev`` (``current``: the database's) in ``$EDITOR``;
     the paths opened."""
-    from . import revision_commands
+    from .runtime import listings
 
-    return revision_commands.edit(config, rev)
+    return listings.edit(config, rev)
 
 
 def ensure_version(config: Config, sql: bool = False) -> EnsuredVersionTable:
     """``alembic ensure_version``: create the empty version table when it is missing; on a fenced
     database guard it in the same transaction, as :func:`install` does. No token: no version changes."""
-    from . import database_reads
 
-    return database_reads.ensure_version(config, sql)
+    from .runtime import reads
+
+    return reads.ensure_version(config, sql)
 
 
 def current(
@@ -253,18 +255,18 @@ def current(
 ) -> RevisionListing | None:
     """As ``alembic current`` (printed by Alembic, which does not create the version table here);
     with ``as_json``, the listing instead."""
-    from . import revision_commands
+    from .runtime import listings
 
-    return revision_commands.current(config, check_heads, verbose, as_json)
+    return listings.current(config, check_heads, verbose, as_json)
 
 
 def heads(
     config: Config, verbose: bool = False, resolve_dependencies: bool = False, as_json: bool = False
 ) -> RevisionListing | None:
     """As ``alembic heads`` (printed by Alembic); with ``as_json``, the listing instead."""
-    from . import revision_commands
+    from .runtime import listings
 
-    return revision_commands.heads(config, verbose, resolve_dependencies, as_json)
+    return listings.heads(config, verbose, resolve_dependencies, as_json)
 
 
 def history(
@@ -278,9 +280,9 @@ def history(
     The range is resolved first (UsageError in Alembic's words). When Alembic would run env.py
     (``current`` in the range, -i, ``revision_environment``), the heads are read without creating
     the version table."""
-    from . import revision_commands
+    from .runtime import listings
 
-    return revision_commands.history(config, rev_range, verbose, indicate_current, as_json)
+    return listings.history(config, rev_range, verbose, indicate_current, as_json)
 
 
 @overload
@@ -306,6 +308,6 @@ def show(
     that keeps it). ``rev`` is a revision id as the ledger has it, or anything Alembic resolves to
     one revision (a prefix, ``head``); NotApplied when the ledger has no row for it.
     """
-    from . import database_reads, revision_commands
+    from .runtime import listings, reads
 
-    return database_reads.show_applied(config, rev) if applied else revision_commands.show(config, rev, as_json)
+    return reads.show_applied(config, rev) if applied else listings.show(config, rev, as_json)

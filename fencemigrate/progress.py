@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from .lock_reports import WAIT_REPORT_INTERVAL_S, LockHolder, LockWait
+from .dialects.waits import WAIT_REPORT_INTERVAL_S, LockHolder, LockWait
 
 __all__ = ["SILENT", "WAIT_REPORT_INTERVAL_S", "LeaseWait", "LockHolder", "LockWait", "Progress", "StepStart"]
 

@@ -25,9 +25,9 @@ from support.project import MakeProject, Project, script_command, sqlite_url, su
 from test_offline_sql import psql_binary
 
 from fencemigrate import api, load_config
-from fencemigrate.applied_sources import read_applied_texts
 from fencemigrate.dialects import mysql_schema, sqlite_schema
 from fencemigrate.dialects.postgresql_schema import install_script
+from fencemigrate.fence.ledger import read_applied_texts
 
 NON_ASCII = "# Café, naïve, 日本語, emoji 🦀, a quote ' and \" and a backslash \\ and $$ and :name\r\n"
 """A tail for a revision file: non-ASCII text, characters SQL quoting must survive, a CRLF."""

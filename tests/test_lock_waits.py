@@ -32,9 +32,8 @@ from support.in_process import run_in_process
 from support.project import MakeProject, Project, script_command, subprocess_env
 
 from fencemigrate.dialects.sqlite_transactions import sqlite_transactions, waiting_at_begins
+from fencemigrate.dialects.waits import LockWait, WaitBound
 from fencemigrate.errors import LeaseBusy
-from fencemigrate.lock_reports import LockWait
-from fencemigrate.lock_waits import WaitBound
 
 WAIT_LINE = re.compile(
     r"^waiting for the fence of db/migrations: held by pid (\d+) \(agent-A, token 5\) since \S+, "
@@ -352,7 +351,7 @@ def test_a_token_run_on_sqlite_reports_the_write_lock_and_is_bounded_by_wait(tmp
 
 
 class HeardWaits:
-    """A :class:`~fencemigrate.lock_reports.LockProgress` that keeps what it hears."""
+    """A :class:`~fencemigrate.dialects.waits.LockProgress` that keeps what it hears."""
 
     def __init__(self) -> None:
         self.heard: list[LockWait] = []

@@ -34,8 +34,8 @@ NOT_LOADED = {
     "MySQL code": ("fencemigrate.dialects.mysql", "sqlalchemy.dialects.mysql"),
     "the check rules and engine": ("fencemigrate.lint.",),
     "the MCP server": ("mcp", "fencemigrate.agent_server.launch", "fencemigrate.agent_server.tool"),
-    "the authoring": ("fencemigrate.authoring", "fencemigrate.revision_commands"),
-    "the readers": ("fencemigrate.fence.state", "fencemigrate.fence.timeline", "fencemigrate.database_reads"),
+    "the authoring": ("fencemigrate.runtime.authoring", "fencemigrate.runtime.listings"),
+    "the readers": ("fencemigrate.fence.state", "fencemigrate.fence.timeline", "fencemigrate.runtime.reads"),
     "the other commands": ("fencemigrate.lease_calls", "fencemigrate.examples.incident", "fencemigrate.project_check"),
 }
 
@@ -52,5 +52,5 @@ def test_a_fenced_upgrade_on_postgresql_loads_only_its_own_code(project: Project
 
     found = {what: [name for name in loaded if name.startswith(prefixes)] for what, prefixes in NOT_LOADED.items()}
     assert found == {what: [] for what in NOT_LOADED}
-    ran = {"fencemigrate.fenced_commands", "fencemigrate.dialects.postgresql", "fencemigrate.runtime.fenced_run"}
+    ran = {"fencemigrate.runtime.commands", "fencemigrate.dialects.postgresql", "fencemigrate.runtime.fenced_run"}
     assert ran <= set(loaded)

@@ -15,13 +15,12 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 
 from .. import api, lease_calls
+from ..dialects.waits import LockWait, lock_wait_text
 from ..errors import FencemigrateError, LeaseBusy, LeaseLost
 from ..fence.state import State
 from ..fenced_writes import git_branch, project_files
 from ..fenced_writes.git_branch import BranchRecord, BranchRemote
 from ..leases import Grant, LeaseStatus
-from ..lock_reports import LockWait
-from ..lock_waits import lock_wait_text
 from ..progress import LeaseWait, StepStart
 from ..runtime.env_reads import database_heads
 from ..runtime.outcome import RunOutcome

@@ -22,12 +22,11 @@ from alembic.config import Config
 from .. import agent_server, api, examples
 from ..config import config_error, format_duration, init_config, load_config
 from ..dialects import MODES, PRECHECK
+from ..dialects.waits import LockWait, lock_wait_text
 from ..errors import ERROR, FencemigrateError, Interrupted, UsageError, render
 from ..fence.guard import ALLOWED, UNGUARDED
 from ..leases import Grant, LeaseStatus
 from ..leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
-from ..lock_reports import LockWait
-from ..lock_waits import lock_wait_text
 from ..process import Stopped, exit_process, stop_on_signals
 from ..progress import SILENT, LeaseWait, Progress, StepStart
 from ..runtime.expected_heads import listed
@@ -38,9 +37,9 @@ from ..templates import FENCE_AWARE
 from .groups import CommandGroup, MainGroup
 
 if TYPE_CHECKING:  # what other commands print: imported by those commands only (api.py)
-    from ..applied_sources import AppliedSource
+    from ..fence.ledger import AppliedSource
     from ..fence.state import State
-    from ..revision_listing import RevisionListing
+    from ..runtime.listings import RevisionListing
 
 
 class _Context:
@@ -977,7 +976,7 @@ def _applied_header(found: AppliedSource) -> str:
     if found.state != "applied":
         line += f"; dirty: its DDL started ({found.state}) and never finished"
     if found.source is None:
-        from ..applied_sources import NOT_RECORDED
+        from ..fence.ledger import NOT_RECORDED
 
         line += (
             f"\n{NOT_RECORDED}: the row was written before the fence schema kept the text of revision files "

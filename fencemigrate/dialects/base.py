@@ -20,8 +20,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine
 
 from ..errors import UsageError
-from ..lock_waits import WaitBound
 from .fence_calls import FenceCalls
+from .waits import WaitBound
 
 TRANSACTIONAL = "transactional"
 PRECHECK = "precheck"

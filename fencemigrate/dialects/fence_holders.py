@@ -14,9 +14,9 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ..lock_reports import LockHolder, statement_excerpt
 from ..queries import statement
 from .driver import scalar_on_driver
+from .waits import LockHolder, statement_excerpt
 
 _CLAIMANT = re.compile(r"fencemigrate token (\d+)(?: (.*))?", re.DOTALL)
 _NAME_BYTES = 63  # PostgreSQL keeps this much of an application_name (NAMEDATALEN - 1)

@@ -8,11 +8,10 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ..connections import close, probe_connection
-from ..lock_reports import LockHolder, statement_excerpt
-from ..lock_waits import WaitBound, describe_holders, wait_in_slices
 from ..queries import statement
 from .driver import scalar_on_dbapi
 from .fence_holders import PREEMPT_WAIT_MS
+from .waits import LockHolder, WaitBound, describe_holders, statement_excerpt, wait_in_slices
 
 
 class NamedLock:

@@ -10,13 +10,13 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 from sqlalchemy.dialects import postgresql
 
-from ..lock_waits import WaitBound
 from ..queries import statement
 from . import postgresql_schema
 from .base import Dialect, FenceObject, GuardedTable
 from .driver import scalar_on_driver
 from .fence_calls import FenceCalls, PostgresFenceCalls
 from .fence_calls.postgresql import wait_in_lock_timeout_slices
+from .waits import WaitBound
 
 
 class PostgresqlDialect(Dialect):

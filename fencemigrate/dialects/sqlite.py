@@ -11,13 +11,13 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 from sqlalchemy.dialects import sqlite
 
-from ..lock_waits import WaitBound
 from ..queries import statement
 from . import sqlite_schema
 from .base import PRECHECK
 from .fence_calls import FenceCalls, SqliteFenceCalls, SqliteScriptCalls
 from .prefixed import PrefixedDialect
 from .sqlite_transactions import manages, sqlite_transactions, waiting_at_begins
+from .waits import WaitBound
 
 
 class SqliteDialect(PrefixedDialect):

@@ -30,8 +30,8 @@ from sqlalchemy import Connection, Engine, event
 from sqlalchemy.pool import ConnectionPoolEntry, Pool
 
 from ..alembic_internals import engines_dispatch_events, in_autocommit_isolation, set_engines_dispatch_events
-from ..lock_waits import WaitBound, wait_in_slices
 from ..queries import statement
+from .waits import WaitBound, wait_in_slices
 
 WRITE_LOCK = "SQLite's write lock"
 _BEGIN = "BEGIN IMMEDIATE"
@@ -101,7 +101,7 @@ def transaction_number(connection: Connection) -> int:
 
 def waiting_at_begins(resource: str, bound: WaitBound | None) -> None:
     """From now on, in this thread's context, every BEGIN of a managed connection waits for the write
-    lock in slices of the busy timeout (:func:`~fencemigrate.lock_waits.wait_in_slices`): reported,
+    lock in slices of the busy timeout (:func:`~fencemigrate.dialects.waits.wait_in_slices`): reported,
     bounded by ``bound`` (busy after it), a SIGTERM handled between two slices (SQLite waits inside
     its busy handler, where no Python signal handler runs). None: as before, up to the busy timeout.
     A fenced run sets it when it chooses its mode and clears it when it finishes."""

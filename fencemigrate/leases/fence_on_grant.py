@@ -33,10 +33,9 @@ from ..connections import own_connection
 from ..dialects import dialect_for, ensure_installed
 from ..dialects.fence_holders import fence_holders
 from ..dialects.named_lock import NamedLock
+from ..dialects.waits import SLICE_MS, WAIT_REPORT_INTERVAL_S, LockWait, WaitBound, describe_holders, wait_in_slices
 from ..errors import ImplausibleClock, LeaseBusy, UsageError, sqlstate_of
 from ..fence.tokens import advance_fence, detach_fence
-from ..lock_reports import WAIT_REPORT_INTERVAL_S, LockWait
-from ..lock_waits import SLICE_MS, WaitBound, describe_holders, wait_in_slices
 from ..progress import SILENT, Progress
 from ..queries import statement
 from .model import LeaseStatus

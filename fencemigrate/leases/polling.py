@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from ..dialects.waits import WAIT_REPORT_INTERVAL_S
 from ..errors import LeaseBusy
-from ..lock_reports import WAIT_REPORT_INTERVAL_S
 from .model import Grant, LeaseRequest
 
 _FIRST_POLL_S = 0.02

@@ -28,8 +28,8 @@ from sqlalchemy.exc import CompileError
 from sqlalchemy.schema import ColumnCollectionConstraint, Constraint, DefaultClause, ForeignKeyConstraint
 from sqlalchemy.sql.elements import ClauseElement, TextClause
 
-from ..applied_sources import read_applied_texts
 from ..errors import FencemigrateError
+from ..fence.ledger import read_applied_texts
 from ..fence.objects import fence_left_out
 from ..fence.state import State, read_state
 

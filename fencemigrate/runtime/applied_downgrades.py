@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
 
-from ..applied_sources import AppliedSource, read_applied_sources
 from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls, SqliteScriptCalls
 from ..errors import AppliedTextAltered, AppliedTextNotRecorded, RevisionFailed
+from ..fence.ledger import AppliedSource, read_applied_sources
 from .code_errors import describe, locate
 from .ledger_changes import read_revision_file, version_table_name
 from .settings import FenceSettings

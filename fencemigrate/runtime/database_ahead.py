@@ -10,9 +10,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..applied_sources import read_applied_source
 from ..connections import close, probe_connection
 from ..errors import AppliedBy, DatabaseAhead, UsageError
+from ..fence.ledger import read_applied_source
 from .fenced_run import Planner
 from .settings import FenceSettings
 

@@ -14,11 +14,11 @@ from ..alembic_internals import BlockFactory, around_autocommit_blocks, rewrite_
 from ..dialects import dialect_for, ensure_installed
 from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls, SqliteScriptCalls
 from ..dialects.sqlite_schema import VERSION as SQLITE_SCHEMA_VERSION
-from ..dirty import refuse_if_dirty
+from ..dialects.waits import WaitBound
 from ..errors import HeadsMoved, NotTransactional
 from ..fence.adoption import adopt_applied_history
 from ..fence.guard import VersionTable, guard_first_write, guard_version_table
-from ..lock_waits import WaitBound
+from ..fence.ledger import refuse_if_dirty
 from ..progress import SILENT, Progress, StepStart
 from .applied_downgrades import applied_text_of, code_path, require_applied_file, rollback_detail
 from .code_errors import revision_code

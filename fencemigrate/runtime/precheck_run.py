@@ -24,11 +24,11 @@ from alembic.runtime.migration import MigrationContext, RevisionStep
 
 from ..dialects import dialect_for, ensure_installed, installed_version
 from ..dialects.named_lock import NamedLock
-from ..dirty import refuse_if_dirty
+from ..dialects.waits import WaitBound
 from ..errors import FencemigrateError, HeadsMoved, RevisionFailed
 from ..fence.adoption import adopt_applied_history
 from ..fence.guard import guard_first_write, guard_version_table
-from ..lock_waits import WaitBound
+from ..fence.ledger import refuse_if_dirty
 from ..progress import SILENT, Progress
 from .applied_downgrades import applied_text_of, code_path, rollback_detail
 from .code_errors import describe, guard_refusal, locate

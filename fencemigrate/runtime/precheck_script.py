@@ -25,8 +25,8 @@ from alembic.runtime.migration import MigrationContext, RevisionStep
 
 from ..dialects.fence_calls.base import ScriptToken
 from ..dialects.fence_calls.mysql_script import MysqlScriptCalls
+from ..dialects.waits import WaitBound
 from ..errors import UsageError
-from ..lock_waits import WaitBound
 from .expected_heads import listed
 from .fenced_run import Planner, step_direction
 from .fenced_step import FencedStep

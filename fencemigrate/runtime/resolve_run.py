@@ -11,10 +11,10 @@ from ..alembic_internals import revisions_below
 from ..dialects import dialect_for, installed_version
 from ..dialects.fence_calls import claim_fence
 from ..dialects.named_lock import NamedLock
-from ..dirty import Unsettled, unsettled_revisions
+from ..dialects.waits import WaitBound
 from ..errors import UsageError
 from ..fence.events import log_event
-from ..lock_waits import WaitBound
+from ..fence.ledger import Unsettled, unsettled_revisions
 from ..queries import statement
 from .ledger_changes import version_table_name
 from .ledger_recorder import LedgerRecorder

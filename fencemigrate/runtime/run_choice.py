@@ -9,8 +9,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
 from ..dialects import PRECHECK, Dialect, dialect_for
+from ..dialects.waits import WaitBound
 from ..errors import UsageError
-from ..lock_waits import WaitBound
 from ..progress import SILENT, Progress
 from .fenced_run import FencedRun, Planner
 from .modes import mode_for

@@ -9,7 +9,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Dialect
 from sqlalchemy.types import UserDefinedType
 
-from ...lock_waits import WaitBound
+from ..waits import WaitBound
 
 
 class ScriptToken(int):

@@ -9,11 +9,11 @@ from sqlalchemy import BindParameter, Connection, Dialect, bindparam
 from sqlalchemy.types import UserDefinedType
 
 from ...errors import sqlstate_of
-from ...lock_waits import WaitBound, wait_in_slices
 from ...queries import statement
 from ..driver import rowcount_on_driver, scalar_on_driver
 from ..fence_holders import claimant_name, fence_holders, terminate_older
 from ..postgresql_schema import default_version
+from ..waits import WaitBound, wait_in_slices
 from .base import FenceCalls, ReadInScript, ScriptToken
 
 _LOCK_NOT_AVAILABLE = "55P03"
@@ -119,7 +119,7 @@ def wait_in_lock_timeout_slices(
 ) -> str:
     """Run ``action`` (a statement that may wait for the fence's locks: a claim, the registration of
     the resource's lock key) in slices of ``lock_timeout``, each in a savepoint: a slice that runs
-    out rolls back to it and the transaction goes on (:func:`~fencemigrate.lock_waits.wait_in_slices`:
+    out rolls back to it and the transaction goes on (:func:`~fencemigrate.dialects.waits.wait_in_slices`:
     reported, bounded by ``bound``; with ``token``, ``--preempt`` ends holders under older tokens).
     Returns the ``lock_timeout`` the transaction had before, for the caller to restore."""
     lock_timeout = str(scalar_on_driver(connection, statement("current_lock_timeout", quoted_schema), {}))

@@ -1,5 +1,6 @@
 """The fenced commands (``upgrade``, ``downgrade``, ``reapply``, ``stamp``): each checks its
-arguments, builds its run request (:func:`.run_options.fenced_request`) and hands it to the runtime."""
+arguments, builds its run request (:func:`.run_options.fenced_request`) and hands it to the runtime.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from typing import Any
 
 from alembic.config import Config
 
-from . import run_options
-from .config import fence_schema
-from .errors import UsageError
-from .runtime.fenced_command import run_fenced
-from .runtime.outcome import RunOutcome
-from .runtime.plans import downgrade_plan, reapply_plan, stamp_plan, upgrade_plan
-from .runtime.revision_targets import split_range, stamp_range
+from .. import run_options
+from ..config import fence_schema
+from ..errors import UsageError
+from .fenced_command import run_fenced
+from .outcome import RunOutcome
+from .plans import downgrade_plan, reapply_plan, stamp_plan, upgrade_plan
+from .revision_targets import split_range, stamp_range
 
 
 def upgrade(config: Config, revision: str, options: Mapping[str, Any]) -> RunOutcome:

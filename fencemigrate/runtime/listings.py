@@ -1,18 +1,31 @@
 """``current``, ``heads``, ``history`` and ``show`` as data (their ``--json``), read from the revision
 files as Alembic's own commands read them; the text forms are Alembic's, printed by Alembic, or in
 Alembic's own format (``history_lines``, ``show_lines``) when fencemigrate read the database's heads
-itself, without the version table Alembic would create."""
+itself, without the version table Alembic would create.
+
+Alembic's commands that name revisions by what the database holds: ``current``, ``heads``,
+``history``, ``show`` (printed by Alembic or in its format, or as a listing for ``--json``) and
+``edit``. The revisions they name are resolved first (bad usage, in Alembic's words); the
+database's heads are read through env.py without creating the version table.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from alembic import command as alembic_command
+from alembic.config import Config
 from alembic.script import Script, ScriptDirectory
-from alembic.util import CommandError, DatabaseNotAtHead
+from alembic.util import CommandError, DatabaseNotAtHead, asbool
 
-from .alembic_internals import listed_dependencies, mark_current
-from .runtime.revision_targets import RELATIVE
+from ..alembic_internals import listed_dependencies, mark_current
+from ..connections import translated_errors
+from ..errors import UsageError
+from .authoring import open_in_editor, revision_files
+from .env_reads import alembic_read, database_heads, print_stdout
+from .environment import check_configured_url
+from .revision_targets import RELATIVE, alembic_words, script_directory
 
 
 def _as_tuple(ids: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
@@ -166,3 +179,69 @@ def show_listing(script: ScriptDirectory, rev: str, heads: tuple[str, ...] | Non
     """As ``alembic show``: the revisions ``rev`` names (``current``: the database's ``heads``)."""
     found = script.get_revisions(heads if rev == "current" and heads is not None else rev)
     return RevisionListing("revisions", tuple(RevisionInfo.of(sc) for sc in found if sc is not None), heads)
+
+
+def current(config: Config, check_heads: bool, verbose: bool, as_json: bool) -> RevisionListing | None:
+    """See :func:`.api.current`."""
+    if not as_json:
+        check_configured_url(config)
+        alembic_read(alembic_command.current, config, check_heads=check_heads, verbose=verbose)
+        return None
+    heads = database_heads(config)
+    with translated_errors():
+        return current_listing(script_directory(config), heads, check_heads)
+
+
+def heads(config: Config, verbose: bool, resolve_dependencies: bool, as_json: bool) -> RevisionListing | None:
+    """See :func:`.api.heads`."""
+    if not as_json:
+        alembic_read(alembic_command.heads, config, verbose=verbose, resolve_dependencies=resolve_dependencies)
+        return None
+    with translated_errors():
+        return heads_listing(script_directory(config), resolve_dependencies)
+
+
+def history(
+    config: Config, rev_range: str | None, verbose: bool, indicate_current: bool, as_json: bool
+) -> RevisionListing | None:
+    """See :func:`.api.history`: the range resolved before the database is read (an unknown
+    revision is bad usage, in Alembic's words)."""
+    script = script_directory(config)
+    with alembic_words(script):
+        read = needs_database(rev_range, indicate_current)
+        require_history_range(script, rev_range)
+        if not as_json and not read and not asbool(config.get_alembic_option("revision_environment")):
+            print_stdout(config, history_lines(script, rev_range, (), verbose, indicate_current))
+            return None
+    heads = database_heads(config) if read or not as_json else None
+    with translated_errors():
+        if as_json:
+            return history_listing(script, rev_range, heads, indicate_current)
+        print_stdout(config, history_lines(script, rev_range, heads or (), verbose, indicate_current))
+    return None
+
+
+def show(config: Config, rev: str, as_json: bool) -> RevisionListing | None:
+    """See :func:`.api.show`: a revision other than ``current`` resolved before anything else (an
+    unknown one is bad usage, in Alembic's words); ``current`` is the database's heads."""
+    script = script_directory(config)
+    heads = database_heads(config) if rev == "current" else None
+    with alembic_words(script) if heads is None else translated_errors():
+        if as_json:
+            return show_listing(script, rev, heads)
+        print_stdout(config, show_lines(script, rev if heads is None else heads))
+    return None
+
+
+def edit(config: Config, rev: str) -> list[str]:
+    """See :func:`.api.edit`."""
+    script = script_directory(config)
+    if rev == "current":
+        heads = database_heads(config)
+        if not heads:
+            raise UsageError("No current revisions")
+        paths = [path for head in heads for path in revision_files(script, head)]
+    else:
+        paths = revision_files(script, rev)
+    open_in_editor(paths)
+    return paths

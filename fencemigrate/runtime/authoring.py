@@ -26,10 +26,10 @@ from alembic.script import Script, ScriptDirectory
 from alembic.script.revision import RevisionError
 from alembic.util import CommandError
 
-from .alembic_internals import script_by_id, version_directories
-from .config import fence_schema
-from .errors import FencemigrateError, UsageError
-from .fence.objects import fence_left_out
+from ..alembic_internals import script_by_id, version_directories
+from ..config import fence_schema
+from ..errors import FencemigrateError, UsageError
+from ..fence.objects import fence_left_out
 
 RunEnv = Callable[..., None]
 """Runs env.py with a migration function and extra EnvironmentContext options (``api`` passes

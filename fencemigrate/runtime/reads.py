@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from alembic.config import Config
 
-from .applied_sources import AppliedSource, applied_source
-from .config import check_resource, fence_schema
-from .fence.state import State, read_state
-from .fence.timeline import Event, parse_since, read_timeline
-from .fence.version_table import EnsuredVersionTable, ensure_version_table
-from .runtime import env_reads
-from .runtime.revision_targets import script_directory
+from ..config import check_resource, fence_schema
+from ..fence.ledger import AppliedSource, applied_source
+from ..fence.state import State, read_state
+from ..fence.timeline import Event, parse_since, read_timeline
+from ..fence.version_table import EnsuredVersionTable, ensure_version_table
+from . import env_reads
+from .revision_targets import script_directory
 
 
 def state(config: Config) -> State:

@@ -16,9 +16,9 @@ from . import run_options
 from .config import checked_resource
 from .leases import Grant, LeaseStatus
 from .runtime import commands
+from .runtime.authoring import FENCE_AWARE, InitOutcome, Template, available_templates, init_environment
 from .runtime.outcome import RunOutcome
 from .runtime.revision_targets import script_directory
-from .templates import FENCE_AWARE, InitOutcome, Template, available_templates, init_environment
 
 if TYPE_CHECKING:  # the other commands' results: their modules are imported when those commands run
     from .fence.install import InstallOutcome
@@ -121,9 +121,11 @@ def check(
     unknown one is a UsageError, raised before anything is read. Findings are in the report, never
     raised.
     """
-    from . import project_check
+    from .lint.engine import check_project
+    from .runtime import env_reads
 
-    return project_check.check(config, db, select, ignore)
+    read_through_env = partial(env_reads.run_without_steps, config, reads_only=True)
+    return check_project(config, script_directory(config), db, select, ignore, read_through_env)
 
 
 def lease_acquire(config: Config, **options: Unpack[run_options.AcquireKeywords]) -> tuple[Grant, State]:

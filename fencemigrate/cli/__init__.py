@@ -29,11 +29,11 @@ from ..leases import Grant, LeaseStatus
 from ..leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from ..process import Stopped, exit_process, stop_on_signals
 from ..progress import SILENT, LeaseWait, Progress, StepStart
+from ..runtime.authoring import FENCE_AWARE
 from ..runtime.expected_heads import listed
 from ..runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
 from ..runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
 from ..scrub import json_text, scrub_secrets
-from ..templates import FENCE_AWARE
 from .groups import CommandGroup, MainGroup
 
 if TYPE_CHECKING:  # what other commands print: imported by those commands only (api.py)

@@ -1,15 +1,57 @@
-"""Run the selected rules and set aside what the project allowed on purpose."""
+"""``check``: read the project (its revision files, and unless ``db`` is false the database, read
+through env.py, with the models compared as ``alembic check`` compares them), run the selected rules
+and set aside what the project allowed on purpose."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from .database import DatabaseSnapshot
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from ..config import fence_schema
+from ..errors import ERROR, CheckDatabaseUnreadable, FencemigrateError
+from .database import DatabaseSnapshot, ModelComparer, SnapshotReader
 from .findings import CheckReport, Finding, Severity, Suppressed
-from .revisions import RevisionDirectory, RevisionFile, build_graph
-from .rules import RULES, CheckContext, Rule, rule_for
+from .revisions import RevisionDirectory, RevisionFile, build_graph, read_directory
+from .rules import RULES, CheckContext, Rule, escalated_rules, rule_for, select_rules
 from .rules.database import NOT_RUN_WITHOUT_DATABASE
-from .settings import ProjectSettings
+from .settings import ProjectSettings, read_project_settings
+
+#: Runs env.py once with a reader of the database (``runtime.env_reads.run_without_steps``).
+ReadThroughEnv = Callable[[Callable[[tuple[str, ...], MigrationContext], list[Any]]], None]
+
+
+def check_project(
+    config: Config,
+    script: ScriptDirectory,
+    db: bool,
+    select: str | Iterable[str] | None,
+    ignore: str | Iterable[str] | None,
+    read_through_env: ReadThroughEnv,
+) -> CheckReport:
+    """See :func:`fencemigrate.api.check`."""
+    rules = select_rules(select, ignore, db)
+    settings = read_project_settings(config)
+    escalated = escalated_rules(settings)
+    directory = read_directory(script)
+    if not db:
+        return run_check(directory, rules, settings, None, escalated)
+    schema = fence_schema(config)
+    models = ModelComparer(config, script, schema) if any(rule.needs_models for rule in rules) else None
+    on_disk = {item.revision: item.sha256 for item in directory.files if item.revision is not None}
+    reader = SnapshotReader(schema, models, on_disk)
+    try:
+        read_through_env(reader.read)
+        snapshot = reader.snapshot()
+    except FencemigrateError as error:
+        if error.exit_status != ERROR.exit_status:  # bad usage, a signal: as they are
+            raise
+        raise CheckDatabaseUnreadable(error) from error
+    return run_check(directory, rules, settings, snapshot, escalated)
 
 
 def run_check(

@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Literal, Unpack, overload
 from alembic.config import Config
 
 from . import run_options
-from .config import checked_resource
+from .config import FENCE_AWARE, checked_resource
 from .leases import Grant, LeaseStatus
 from .runtime import commands
-from .runtime.authoring import FENCE_AWARE, InitOutcome, Template, available_templates, init_environment
 from .runtime.outcome import RunOutcome
 from .runtime.revision_targets import script_directory
 
@@ -27,7 +26,7 @@ if TYPE_CHECKING:  # the other commands' results: their modules are imported whe
     from .fence.timeline import Event
     from .fence.version_table import EnsuredVersionTable
     from .lint.findings import CheckReport
-    from .runtime.authoring import BranchPoint, WrittenRevision
+    from .runtime.authoring import BranchPoint, InitOutcome, Template, WrittenRevision
     from .runtime.listings import RevisionListing
     from .runtime.resolve_run import ResolveOutcome
 
@@ -194,11 +193,15 @@ def init(config: Config, directory: str, template: str = FENCE_AWARE, package: b
     refuses to migrate without a fence token; ``template`` names one of Alembic's instead (see
     :func:`list_templates`). ``package`` writes ``__init__.py`` files, as ``alembic init --package``.
     Writes files only."""
+    from .runtime.authoring import init_environment
+
     return init_environment(config, directory, template, package)
 
 
 def list_templates() -> list[Template]:
     """The templates ``init`` can write: fencemigrate's fence-aware one, then Alembic's."""
+    from .runtime.authoring import available_templates
+
     return available_templates()
 
 

@@ -24,6 +24,9 @@ from sqlalchemy.exc import ArgumentError
 from .errors import UsageError
 from .scrub import password_name, remember_password, remember_url_password, url_password
 
+FENCE_AWARE = "fencemigrate"
+"""The name of fencemigrate's own environment template, ``init``'s default."""
+
 _DURATION = re.compile(r"\s*(?P<amount>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>ms|s|m|h)?\s*", re.ASCII)
 _MILLISECONDS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}
 MAX_TTL_MS = 24 * 3_600_000  # a lease is a heartbeat, not a reservation

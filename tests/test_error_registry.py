@@ -101,7 +101,8 @@ def test_every_sqlstate_the_sql_raises_has_its_class() -> None:
 def test_each_outcome_keeps_its_exit_status_and_status() -> None:
     """FENCED and the monotonic guard exit 3, the tokenless write 2 (usage), the others 1."""
     assert {
-        code: (lookup(code).__name__, lookup(code).exit_status, lookup(code).status) for code in raised_codes()
+        code: (lookup(code).__name__, lookup(code).outcome.exit_status, lookup(code).outcome.status)
+        for code in raised_codes()
     } == {
         "FM001": ("Fenced", 3, "fenced"),
         "FM002": ("MonotonicGuardRefused", 3, "fenced"),

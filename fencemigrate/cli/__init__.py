@@ -20,7 +20,7 @@ from alembic import __version__ as alembic_version
 from alembic.config import Config
 
 from .. import agent_server, api, examples
-from ..config import config_error, format_duration, init_config, load_config
+from ..config import FENCE_AWARE, config_error, format_duration, init_config, load_config
 from ..dialects import MODES, PRECHECK
 from ..dialects.waits import LockWait, lock_wait_text
 from ..errors import ERROR, FencemigrateError, Interrupted, UsageError, render
@@ -29,7 +29,6 @@ from ..leases import Grant, LeaseStatus
 from ..leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from ..process import Stopped, exit_process, stop_on_signals
 from ..progress import SILENT, LeaseWait, Progress, StepStart
-from ..runtime.authoring import FENCE_AWARE
 from ..runtime.expected_heads import listed
 from ..runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
 from ..runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES

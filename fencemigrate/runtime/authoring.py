@@ -34,12 +34,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from ..alembic_internals import script_by_id, version_directories
-from ..config import fence_schema, template_dir
+from ..config import FENCE_AWARE, fence_schema, template_dir
 from ..errors import FencemigrateError, UsageError
 from ..fence.objects import fence_left_out
-
-FENCE_AWARE = "fencemigrate"
-"""The name of fencemigrate's own template, ``init``'s default."""
 
 
 @dataclass(frozen=True)

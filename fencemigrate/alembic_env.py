@@ -18,9 +18,9 @@ from sqlalchemy import Connection
 from .alembic_internals import migration_function, replace_migration_function
 from .config import configured_resource, fence_schema
 from .connections import separate_connection
-from .durations import MAX_WAIT_MS, parse_duration_ms
+from .durations import parse_wait_ms
 from .error_translation import translated_errors
-from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired, UsageError
+from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired
 from .leases.model import DEFAULT_RUN_WAIT
 from .lock_reports import LockWait
 from .lock_waits import WaitBound, lock_wait_text
@@ -67,9 +67,7 @@ def run_migrations(context: ModuleType | Any) -> None:
             tokens=tokens,
         )
         outcome = RunOutcome("upgrade", settings.resource, settings.holder, settings.tokens)
-        wait_ms = parse_duration_ms("-x fence_wait", x_arguments.get("fence_wait") or DEFAULT_RUN_WAIT)
-        if wait_ms > MAX_WAIT_MS:
-            raise UsageError(f"invalid -x fence_wait {x_arguments.get('fence_wait')!r}: at most 24h")
+        wait_ms = parse_wait_ms(x_arguments.get("fence_wait") or DEFAULT_RUN_WAIT, "-x fence_wait")
         waits = WaitBound(wait_ms, progress=_StderrLocks())
         run = FencedRun(settings, running_applied_downgrades(planner, settings), outcome, waits=waits)
         replace_migration_function(migration_context, run.migrations_fn)

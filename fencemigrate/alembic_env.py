@@ -17,17 +17,16 @@ from sqlalchemy import Connection
 
 from .alembic_internals import migration_function, replace_migration_function
 from .config import (
-    MAX_WAIT_MS,
     check_holder,
     check_resource,
     configured_resource,
     fence_schema,
-    parse_duration_ms,
     parse_token,
+    parse_wait_ms,
 )
 from .connections import separate_connection, translated_errors
 from .dialects.waits import LockWait, WaitBound, lock_wait_text
-from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired, UsageError, render
+from .errors import Fenced, FencemigrateError, NotTransactional, TokenRequired, render
 from .fence.tokens import with_newer_token_news
 from .leases.model import DEFAULT_RUN_WAIT
 from .runtime.applied_downgrades import running_applied_downgrades
@@ -70,9 +69,7 @@ def run_migrations(context: ModuleType | Any) -> None:
             tokens=tokens,
         )
         outcome = RunOutcome("upgrade", settings.resource, settings.holder, settings.tokens)
-        wait_ms = parse_duration_ms("-x fence_wait", x_arguments.get("fence_wait") or DEFAULT_RUN_WAIT)
-        if wait_ms > MAX_WAIT_MS:
-            raise UsageError(f"invalid -x fence_wait {x_arguments.get('fence_wait')!r}: at most 24h")
+        wait_ms = parse_wait_ms(x_arguments.get("fence_wait") or DEFAULT_RUN_WAIT, "-x fence_wait")
         waits = WaitBound(wait_ms, progress=_StderrLocks())
         run = FencedRun(settings, running_applied_downgrades(planner, settings), outcome, waits=waits)
         replace_migration_function(migration_context, run.migrations_fn)

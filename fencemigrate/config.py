@@ -60,11 +60,12 @@ def parse_ttl_ms(value: str | int | float) -> int:
     return ttl
 
 
-def parse_wait_ms(value: str | int | float) -> int:
-    """How long to wait for a busy lease: zero (do not wait) up to 24 hours."""
-    wait = parse_duration_ms("--wait", value)
+def parse_wait_ms(value: str | int | float, option: str = "--wait") -> int:
+    """How long to wait for a busy lease or lock: zero (do not wait) up to 24 hours; ``option`` names
+    it in the error."""
+    wait = parse_duration_ms(option, value)
     if wait > MAX_WAIT_MS:
-        raise UsageError(f"invalid --wait {value!r}: at most 24h")
+        raise UsageError(f"invalid {option} {value!r}: at most 24h")
     return wait
 
 

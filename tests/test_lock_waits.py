@@ -225,6 +225,28 @@ def test_plain_alembic_through_the_fence_aware_env_py_waits_within_fence_wait(tm
     assert table_names(pg_url) == ["alembic_version"]
 
 
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("48h", "at most 24h"), ("forever", "expected a duration such as 30s, 5m or 250ms")],
+)
+def test_plain_alembic_refuses_a_bad_fence_wait_before_it_writes(
+    tmp_path: Path, pg_url: str, value: str, problem: str
+) -> None:
+    """``-x fence_wait`` beyond 24 h or not a duration: bad usage (exit 2) in the words ``--wait``
+    gets, and nothing applied."""
+    root = tmp_path / "fenced"
+    root.mkdir()
+    subprocess.run([*script_command("fencemigrate"), "init", "migrations"], cwd=root, check=True, capture_output=True)
+    project = Project(path=root, url=pg_url, template="fencemigrate")
+    project.set_url(pg_url)
+    slow_project(project)
+    project.run_cli("install").check(0)
+    result = project.run_alembic("-x", "fence_token=6", "-x", f"fence_wait={value}", "upgrade", "head")
+    assert result.code == 2, result
+    assert result.stderr.rstrip().splitlines()[-1] == f"fencemigrate: usage: invalid -x fence_wait {value!r}: {problem}"
+    assert table_names(pg_url) == ["alembic_version"]
+
+
 AUTOCOMMIT_THEN_WAIT = """
 import os, pathlib, time
 if os.environ['ROLE'] == 'A':

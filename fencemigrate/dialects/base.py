@@ -85,9 +85,9 @@ class Dialect(ABC):
     grants_to_roles: ClassVar[bool] = False
     """The fence schema can be owned by one role and used by another (``install --grant-to``)."""
     can_preempt: ClassVar[bool] = True
+    """A grant can cancel another session's migration (``--preempt``)."""
     shell_scripts: ClassVar[bool] = False
     """A --sql script runs in the database's shell (sqlite3), and starts with its settings."""
-    """A grant can cancel another session's migration (``--preempt``)."""
     renews_in_migration_transaction: ClassVar[bool] = False
     """A run's lease is renewed inside the migration's own transaction (SQLite's single writer)."""
     context_options: ClassVar[dict[str, Any]] = {}

@@ -1,4 +1,4 @@
-"""The ledger has one writer: ``fencemigrate/runtime/ledger_recorder.py``.
+"""The ledger has one writer: :class:`fencemigrate.fence.ledger.Ledger` (``fencemigrate/fence/ledger.py``).
 
 The code-layout test finds, from the SQL files themselves, every named statement that inserts,
 updates or deletes ledger rows (``applied_revision``), directly or through a fence-schema function,
@@ -21,7 +21,7 @@ from support.project import MakeProject, Project, sqlite_url
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "fencemigrate"
-RECORDER = PACKAGE / "runtime" / "ledger_recorder.py"
+RECORDER = PACKAGE / "fence" / "ledger.py"
 SQL = ROOT / "sql"
 
 _WRITES_LEDGER = r"(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+{schema}[._]applied_revision\b"

@@ -22,8 +22,7 @@ from sqlalchemy import Connection
 from ..alembic_internals import revisions_below, script_by_id
 from ..dialects import dialect_for, installed_version
 from ..queries import statement
-from ..runtime.ledger_changes import version_table_name
-from ..runtime.ledger_recorder import LedgerRecorder
+from .ledger import Ledger, version_table_name
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ def adopt_applied_history(context: MigrationContext, quoted_schema: str, resourc
     revisions, missing = applied_history(context.script, heads)
     adoption = Adoption(version_table, [revision for revision, _ in revisions], missing)
     calls = dialect_for(context).fence_calls(context, quoted_schema)
-    LedgerRecorder(context, quoted_schema, calls, resource, holder).record_adopted(revisions, adoption.as_json())
+    Ledger(context, quoted_schema, calls, resource, holder).record_adopted(revisions, adoption.as_json())
     return adoption
 
 

@@ -23,9 +23,8 @@ from sqlalchemy import Connection, inspect
 from ..config import format_duration
 from ..dialects import dialect_for, installed_version, version_at_least
 from ..queries import prefixed_table_name, statement
-from ..runtime.ledger_changes import version_table_name
 from .guard import UNGUARDED, GuardState, guard_state
-from .ledger import Unsettled, unsettled_revisions
+from .ledger import Unsettled, unsettled_revisions, version_table_name
 
 
 @dataclass(frozen=True)

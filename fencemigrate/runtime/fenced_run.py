@@ -18,15 +18,13 @@ from ..dialects.waits import WaitBound
 from ..errors import HeadsMoved, NotTransactional
 from ..fence.adoption import adopt_applied_history
 from ..fence.guard import VersionTable, guard_first_write, guard_version_table
-from ..fence.ledger import refuse_if_dirty
+from ..fence.ledger import Ledger, LedgerChange, ledger_change, refuse_if_dirty, version_table_name
 from ..progress import SILENT, Progress, StepStart
 from .applied_downgrades import applied_text_of, code_path, require_applied_file, rollback_detail
 from .code_errors import revision_code
 from .environment import autocommits
 from .expected_heads import listed
 from .fenced_step import FencedStep
-from .ledger_changes import LedgerChange, ledger_change, version_table_name
-from .ledger_recorder import LedgerRecorder
 from .offline_version_table import create_version_table_if_missing
 from .outcome import RunOutcome, StepOutcome
 from .settings import FenceSettings
@@ -65,7 +63,7 @@ class FencedRun:
         self._held: tuple[object, int | None] | None = None
         self._planned_heads: list[str] = []
         self._quoted_schema = ""
-        self._recorder: LedgerRecorder | None = None
+        self._ledger: Ledger | None = None
         self._steps_left = 0
         self._batching = False
         self._unverified: list[int] = []  # outcome.steps whose ledger rows are not yet proven
@@ -153,9 +151,7 @@ class FencedRun:
         self._context = context
         self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
         self._calls = dialect_for(context).fence_calls(context, self._quoted_schema)
-        self._recorder = LedgerRecorder(
-            context, self._quoted_schema, self._calls, self.settings.resource, self.settings.holder
-        )
+        self._ledger = Ledger(context, self._quoted_schema, self._calls, self.settings.resource, self.settings.holder)
         self._steps_left = self._steps_total = len(steps)
         # In one transaction for all steps, ledger rows wait for the last step (or for anything
         # that may end the transaction) and go in one round trip, proven by one transaction id.
@@ -342,7 +338,7 @@ class FencedRun:
                 applied_text=applied_text_of(step),
             )
         )
-        assert self._recorder is not None
+        assert self._ledger is not None
         still_in_claim = connection is not None and connection.get_transaction() is claim_transaction
         settled = still_in_claim and not (self._escaped or ended)
         if recorded_with_claim and settled:
@@ -351,7 +347,7 @@ class FencedRun:
             self._remember_claim(context, claim_xact)
             return
         if self._batching and self._steps_left and settled:
-            self._recorder.defer(change)
+            self._ledger.defer(change)
             self._remember_claim(context, claim_xact)
             return
         self._remember_claim(context, self._flush(context, claim_xact, change))
@@ -386,9 +382,9 @@ class FencedRun:
 
         PostgreSQL only: its COMMIT then proves the version row. SQLite claims, then records.
         """
-        assert self._recorder is not None
+        assert self._ledger is not None
         return (
-            self._recorder.records_with_claim
+            self._ledger.records_with_claim
             and not self._batching
             and not context.as_sql
             and isinstance(step, RevisionStep)
@@ -396,9 +392,9 @@ class FencedRun:
         )
 
     def _claim_and_record(self, change: LedgerChange) -> int | None:
-        assert self._recorder is not None
-        (row,) = self._recorder.rows(change)
-        xact = self._recorder.record_with_claim(row, self.settings.token)
+        assert self._ledger is not None
+        (row,) = self._ledger.rows(change)
+        xact = self._ledger.record_with_claim(row, self.settings.token)
         self._early = change
         return xact
 
@@ -408,13 +404,13 @@ class FencedRun:
         then writes it again after its DDL, in the transaction it ends up in)."""
         self._flush_deferred(context, self._claim_xact)
         if self._early is not None:
-            assert self._recorder is not None
-            self._recorder.undo_with_claim(self._early.added[0])
+            assert self._ledger is not None
+            self._ledger.undo_with_claim(self._early.added[0])
             self._early = None
 
     def _flush_deferred(self, context: MigrationContext, claim_xact: int | None) -> None:
         """Write deferred ledger rows now, before something may end their transaction."""
-        if self._recorder is not None and self._recorder.has_deferred():
+        if self._ledger is not None and self._ledger.has_deferred():
             self._flush(context, claim_xact)
 
     def _flush(self, context: MigrationContext, claim_xact: int | None, change: Any = None) -> int | None:
@@ -423,8 +419,8 @@ class FencedRun:
         If they do not, something committed since the claim: claim again in the transaction now
         open before Alembic writes the version row, and report the steps as non-atomic.
         """
-        assert self._recorder is not None and self._calls is not None
-        last_xact = self._recorder.flush(self.settings.token, change)
+        assert self._ledger is not None and self._calls is not None
+        last_xact = self._ledger.flush(self.settings.token, change)
         if not self._calls.offline and last_xact != claim_xact:
             last_xact = self._claim_again(self._calls)
             for index in self._unverified:

@@ -13,10 +13,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..alembic_internals import downgrade_steps, parent_revisions, stamp_steps, upgrade_steps
 from ..connections import close, probe_connection
 from ..errors import AppliedTextNotRecorded, DatabaseAhead, FencemigrateError, RevisionFailed, UsageError
+from ..fence.ledger import covered, purge_steps
 from .declared_heads import declared_heads, has_revision_files
 from .fenced_run import Planner
-from .ledger_changes import covered
-from .purge import purge_steps
 
 
 class NothingToDoProbe:

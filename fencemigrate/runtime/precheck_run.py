@@ -10,7 +10,7 @@ The claim cannot share a transaction with the DDL there, so the run:
    committed transaction (FENCED, exit 3), before Alembic creates its version table; with
    ``--expect-heads``, that transaction also reads the heads (FENCED unless they are the expected);
 3. before each revision: checks that the fence still holds its token and marks the revision's
-   ledger row 'applying' ('rolling_back'), committed before the DDL (:class:`PrecheckMarks`);
+   ledger row 'applying' ('rolling_back'), committed before the DDL (:meth:`~fencemigrate.fence.ledger.Ledger.mark`);
 4. after the revision's DDL, in the transaction that writes Alembic's version row: settles the
    mark, and checks and marks the next revision. A revision that fails or dies midway stays dirty.
 """
@@ -28,16 +28,13 @@ from ..dialects.waits import WaitBound
 from ..errors import FencemigrateError, HeadsMoved, RevisionFailed
 from ..fence.adoption import adopt_applied_history
 from ..fence.guard import guard_first_write, guard_version_table
-from ..fence.ledger import refuse_if_dirty
+from ..fence.ledger import Ledger, ledger_change, refuse_if_dirty, version_table_name
 from ..progress import SILENT, Progress
 from .applied_downgrades import applied_text_of, code_path, rollback_detail
 from .code_errors import describe, guard_refusal, locate
 from .fenced_run import Planner, step_direction, step_start
 from .fenced_step import FencedStep
-from .ledger_changes import ledger_change, version_table_name
-from .ledger_recorder import LedgerRecorder
 from .outcome import RunOutcome, StepOutcome
-from .precheck_marks import PrecheckMarks
 from .settings import FenceSettings
 from .superseded_plans import plan_or_fenced, refuse_if_superseded
 
@@ -63,8 +60,7 @@ class PrecheckRun:
         self._quoted_schema = ""
         self._context: MigrationContext | None = None
         self._external = False  # env.py began a transaction of its own: it commits, not this run
-        self._recorder: LedgerRecorder | None = None
-        self._marks: PrecheckMarks | None = None
+        self._ledger: Ledger | None = None
         self._next_step: Any = None  # the step after the one running
         self._premarked: Any = None  # a step whose mark the previous step's transaction wrote
         self._guarded = False  # the version table's guard is on (or was allowed off on purpose)
@@ -117,10 +113,7 @@ class PrecheckRun:
         calls.claim(self.settings.resource, self.settings.token)
         # In the claim's transaction, under the named lock: no fenced writer moves the heads now.
         self.settings.require_expected_heads(context.get_current_heads())
-        self._recorder = LedgerRecorder(
-            context, self._quoted_schema, calls, self.settings.resource, self.settings.holder
-        )
-        self._marks = PrecheckMarks(connection, self._quoted_schema, self._recorder, commit_marks=not self._external)
+        self._ledger = Ledger(context, self._quoted_schema, calls, self.settings.resource, self.settings.holder)
         if not self._external:
             connection.commit()
 
@@ -159,8 +152,11 @@ class PrecheckRun:
         """The fence must still hold our token; the revision's ledger row is marked before its DDL
         (unless the previous step's transaction marked it already)."""
         if isinstance(step, RevisionStep) and self._premarked is not step:
-            assert self._marks is not None
-            self._marks.begin(step, self.settings.token)
+            assert self._ledger is not None
+            self._ledger.mark_or_fenced(step, self.settings.token, rollback_detail(step))
+            if not self._external and not self._ledger.dialect.commits_ddl:
+                # PostgreSQL: the mark commits before the DDL (on MySQL the first DDL statement commits it).
+                self._ledger.commit()
         self._premarked = None
 
     # -- one step, inside Alembic's transaction for it ----------------------------------------
@@ -177,14 +173,14 @@ class PrecheckRun:
             if not isinstance(step, RevisionStep):
                 raise
             raise self._failure(step, error) from error
-        context, recorder, settings = self._context, self._recorder, self.settings
-        assert context is not None and recorder is not None and context.script is not None
-        change = ledger_change(context.script, step, rollback_detail(step))
-        assert self._marks is not None
+        context, ledger, settings = self._context, self._ledger, self.settings
+        assert context is not None and ledger is not None and context.script is not None
+        detail = rollback_detail(step)
+        change = ledger_change(context.script, step, detail)
         if isinstance(step, RevisionStep):
-            self._marks.settle(step, settings.token)
+            ledger.settle(step, settings.token, detail)
         else:  # a stamp: no DDL, nothing to mark
-            recorder.record(recorder.rows(change), settings.token)
+            ledger.record(ledger.rows(change), settings.token)
         self.outcome.steps.append(
             StepOutcome(
                 revisions=change.added or change.removed,
@@ -195,7 +191,7 @@ class PrecheckRun:
             )
         )
         following = self._next_step
-        if isinstance(following, RevisionStep) and self._marks.mark_ahead(following, settings.token):
+        if isinstance(following, RevisionStep) and ledger.mark(following, settings.token, rollback_detail(following)):
             # The next revision's mark commits with this step's version row: one commit, not two.
             self._premarked = following
         self.settings.tokens.heartbeat(context.connection)

@@ -27,10 +27,10 @@ from ..dialects.fence_calls.base import ScriptToken
 from ..dialects.fence_calls.mysql_script import MysqlScriptCalls
 from ..dialects.waits import WaitBound
 from ..errors import UsageError
+from ..fence.ledger import LedgerChange, ledger_change, read_revision_file, version_table_name
 from .expected_heads import listed
 from .fenced_run import Planner, step_direction
 from .fenced_step import FencedStep
-from .ledger_changes import LedgerChange, ledger_change, read_revision_file, version_table_name
 from .offline_version_table import create_version_table_if_missing
 from .outcome import RunOutcome, StepOutcome
 from .settings import FenceSettings

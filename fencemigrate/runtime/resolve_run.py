@@ -14,10 +14,8 @@ from ..dialects.named_lock import NamedLock
 from ..dialects.waits import WaitBound
 from ..errors import UsageError
 from ..fence.events import log_event
-from ..fence.ledger import Unsettled, unsettled_revisions
+from ..fence.ledger import Ledger, Unsettled, unsettled_revisions, version_table_name
 from ..queries import statement
-from .ledger_changes import version_table_name
-from .ledger_recorder import LedgerRecorder
 from .settings import FenceSettings
 
 APPLIED = "applied"
@@ -77,15 +75,15 @@ class ResolveRun:
         self._lock = lock
         dirty = self._dirty_row(unsettled_revisions(connection, quoted, settings.resource), context)
         claim_fence(connection, quoted, settings.resource, settings.token)
-        recorder = LedgerRecorder(
+        ledger = Ledger(
             context, quoted, dialect_for(context).fence_calls(context, quoted), settings.resource, settings.holder
         )
         if dirty.token == 0:  # left by a refused write without a token: no ledger row was marked
-            self._settle_tokenless(context, quoted, recorder, dirty)
+            self._settle_tokenless(context, quoted, ledger, dirty)
         elif self.resolved_as == APPLIED:
-            recorder.resolve_applied(self.revision)
+            ledger.resolve_applied(self.revision)
         else:
-            recorder.forget(self.revision)
+            ledger.forget(self.revision)
         after = self._move_version_table(context, heads, dirty)
         log_event(
             connection,
@@ -132,9 +130,7 @@ class ResolveRun:
             f"{self.revision} is not dirty on {self.settings.resource} (dirty revisions: {listed}); nothing was changed"
         )
 
-    def _settle_tokenless(
-        self, context: MigrationContext, quoted: str, recorder: LedgerRecorder, dirty: Unsettled
-    ) -> None:
+    def _settle_tokenless(self, context: MigrationContext, quoted: str, ledger: Ledger, dirty: Unsettled) -> None:
         """A revision whose version write was refused for want of a token: an upgrade resolved as
         applied gets its ledger row now (under the resolving token); a downgrade resolved as rolled
         back loses it; either way its refused writes are forgotten."""
@@ -143,9 +139,9 @@ class ResolveRun:
         if dirty.state == "applying" and self.resolved_as == APPLIED:
             revision = context.script.get_revision(self.revision)
             assert revision is not None and revision.path is not None
-            recorder.adopt(self.revision, revision.path, self.settings.token)
+            ledger.adopt(self.revision, revision.path, self.settings.token)
         elif dirty.state == "rolling_back" and self.resolved_as == ROLLED_BACK:
-            recorder.forget(self.revision)
+            ledger.forget(self.revision)
         params = {"version_table": dirty.version_table, "revision": self.revision}
         connection.execute(statement("forget_tokenless_write", quoted, context.dialect.name), params)
 

@@ -39,7 +39,7 @@ class ReadInScript(UserDefinedType[int]):
 
 class FenceCalls(ABC):
     """Claim and re-apply check, in the migration context's current transaction (ledger rows:
-    :class:`.LedgerRecorder`).
+    :class:`~fencemigrate.fence.ledger.Ledger`).
 
     A "transaction id" returned here identifies the transaction the call ran in: two calls that
     return different ids were separated by a commit.

@@ -22,7 +22,7 @@ _LOCK_NOT_AVAILABLE = "55P03"
 class PostgresFenceCalls(FenceCalls):
     """Calls the fence schema's functions; FENCED is their SQLSTATE FM001, mapped by ``translated_errors``.
 
-    :meth:`call` also runs the ledger functions for :class:`.LedgerRecorder` (online or offline).
+    :meth:`call` also runs the ledger functions for :class:`~fencemigrate.fence.ledger.Ledger` (online or offline).
     """
 
     def call(self, name: str, **params: Any) -> Any:

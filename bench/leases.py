@@ -72,7 +72,7 @@ from upgrade_overhead import (
 
 from fencemigrate.dialects.sqlite_transactions import sqlite_transactions
 from fencemigrate.leases import LeaseBackend, LeaseRequest, open_backend
-from fencemigrate.leases.redis_store import last_key, lease_key, token_key
+from fencemigrate.leases.redis import last_key, lease_key, token_key
 
 REDIS_VAR = "FENCEMIGRATE_TEST_REDIS_URL"
 

@@ -21,9 +21,8 @@ from .config import (
 )
 from .errors import UsageError
 from .leases import Grant, LeaseRequest, check_lease_url, lease_engine, open_backend
-from .leases.held import HeldLease
 from .leases.model import DEFAULT_RUN_WAIT, DEFAULT_TTL
-from .leases.runner import RunnerLease
+from .leases.run_lease import HeldLease, RunnerLease
 from .progress import SILENT, Progress
 from .runtime.expected_heads import ExpectedHeads, expected_heads
 from .runtime.fenced_run import Planner

@@ -22,7 +22,7 @@ from support.redis_server import PrivateRedis
 
 from fencemigrate.errors import TokensExhausted
 from fencemigrate.leases import LeaseRequest
-from fencemigrate.leases.redis_backend import RedisLeases
+from fencemigrate.leases.redis import RedisLeases
 
 EPOCH = 2**32
 ELSEWHERE = "7000000000000000000/1/1"  # a system identifier, timeline and database OID of another incarnation

@@ -27,7 +27,7 @@ from support.redis_server import PrivateRedis
 from fencemigrate.errors import DatabaseError, LeaseBusy, LeaseLost, TokensExhausted
 from fencemigrate.leases import Grant, LeaseRequest, open_backend
 from fencemigrate.leases.fence_on_grant import IN_FLIGHT
-from fencemigrate.leases.redis_backend import RedisLeases
+from fencemigrate.leases.redis import RedisLeases
 
 LEASE_KEY = f"fencemigrate:lease:{RESOURCE}"
 TOKEN_KEY = f"fencemigrate:token:{RESOURCE}"

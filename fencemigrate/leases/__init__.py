@@ -78,6 +78,6 @@ def open_backend(
     check_preempt(engine, preempt)
     if lease_url is None:
         return DatabaseLeases(engine, schema)
-    from .redis_backend import RedisLeases
+    from .redis import RedisLeases
 
     return RedisLeases(lease_url, engine, schema, wait_ms)

@@ -6,6 +6,14 @@ migration, or cancel it with ``--preempt``, lock the lease row, issue
 the moment the grant commits, before the new holder writes anything. How a grant waits is the
 dialect's (:mod:`.fence_on_grant`): the fence row's lock on PostgreSQL, the database's single
 write lock on SQLite.
+
+Runners that wait for a busy lease are woken when it is released, instead of polling blindly
+(:class:`ReleaseWakeups`). On PostgreSQL with psycopg 3 a waiting runner LISTENs on its lease
+connection, and every release NOTIFYs (``sql/queries/postgresql/lease_release.sql``): the wait
+between two attempts ends the moment the lease is freed, and can be long (a release wakes it), so
+waiting costs neither the server nor the runner doing the work much. Elsewhere (SQLite, MySQL,
+other drivers) the pause is a plain sleep. Expiry sends nothing: the pause never outlasts
+:data:`LONGEST_PAUSE_S`, after which the runner tries again anyway.
 """
 
 from __future__ import annotations
@@ -28,10 +36,8 @@ from ..progress import SILENT, LeaseWait, Progress
 from ..queries import statement
 from .epochs import next_token, read_incarnation
 from .fence_on_grant import LEASE_ROW_WAIT_MS, LEASE_TRANSACTION_IN_PROGRESS, fence_on_grant, lease_connection
-from .model import Grant, LeaseRequest, LeaseStatus
-from .polling import StoppedWaiting, poll_for_grant
+from .model import Grant, LeaseRequest, LeaseStatus, StoppedWaiting, poll_for_grant
 from .standby_waits import SYNCHRONOUS_WAIT_FLOOR_MS, force_synchronous_commit
-from .wakeups import ReleaseWakeups
 
 
 class DatabaseLeases:
@@ -59,7 +65,7 @@ class DatabaseLeases:
         self, request: LeaseRequest, stop_waiting: Callable[[], bool] | None = None, progress: Progress = SILENT
     ) -> Grant:
         """Grant the lease, polling while another live holder has it, for at most ``wait_ms``;
-        on PostgreSQL a release wakes the wait (:mod:`.wakeups`)."""
+        on PostgreSQL a release wakes the wait (:class:`ReleaseWakeups`)."""
         with refused_step("the lease grant"):
             return self._acquire(request, stop_waiting, progress)
 
@@ -392,3 +398,51 @@ def _busy(lease: LeaseStatus) -> LeaseBusy:
     else:
         last = f"the lease of {lease.holder} (token {lease.token}) has expired"
     return LeaseBusy(lease.resource, None, f"{LEASE_TRANSACTION_IN_PROGRESS}, and {last}")
+
+
+#: How long a woken wait may last at most: a lease that expires (its holder paused or died) sends
+#: no notification, so this is also how late a waiter may notice an expiry.
+LONGEST_PAUSE_S = 1.0
+
+
+class ReleaseWakeups:
+    """Pauses between grant attempts that a release of ``resource`` cuts short."""
+
+    def __init__(self, connection: Connection, quoted_schema: str, resource: str) -> None:
+        self._connection = connection
+        self._schema = quoted_schema
+        self._resource = resource
+        self._listening = False
+        self._driver = dialect_for(connection).notifying_driver(connection)
+
+    @property
+    def longest_pause_s(self) -> float | None:
+        """The cap of the pause while a release can wake it; None when it cannot (plain sleep)."""
+        return LONGEST_PAUSE_S if self._driver is not None else None
+
+    def pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or less if the lease of our resource is released meanwhile.
+
+        The first pause starts listening: an uncontended grant never pays for it, and a release
+        that came between the busy attempt and the LISTEN costs one short first pause at most.
+        """
+        driver = self._driver
+        if driver is None or self._connection.in_transaction():
+            time.sleep(seconds)
+            return
+        if not self._listening:
+            self._connection.execute(statement("lease_listen", self._schema))
+            self._connection.commit()
+            self._listening = True
+        deadline = time.monotonic() + seconds
+        while (remaining := deadline - time.monotonic()) > 0:
+            for notice in driver.notifies(timeout=remaining, stop_after=1):
+                if notice.payload == self._resource:
+                    return
+
+    def stop(self) -> None:
+        """Stop hearing releases once granted (the holder's connection need not collect them)."""
+        if self._listening:
+            self._listening = False
+            self._connection.execute(statement("lease_unlisten", self._schema))
+            self._connection.commit()

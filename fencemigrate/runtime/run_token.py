@@ -24,8 +24,8 @@ class ScriptGrant:
 
 
 class RunLease(Protocol):
-    """The lease a run takes itself when it is given no token (:class:`..leases.runner.RunnerLease`),
-    or one its caller holds and lends it with the token (:class:`..leases.held.HeldLease`)."""
+    """The lease a run takes itself when it is given no token (:class:`..leases.run_lease.RunnerLease`),
+    or one its caller holds and lends it with the token (:class:`..leases.run_lease.HeldLease`)."""
 
     renewals: int
 

@@ -82,7 +82,7 @@ def stopped_redis_grant(url: str, lease_url: str, holder: str, ttl_ms: int) -> s
         import sys
         from sqlalchemy import create_engine, text
         from fencemigrate.leases.model import LeaseRequest
-        from fencemigrate.leases.redis_backend import RedisLeases
+        from fencemigrate.leases.redis import RedisLeases
 
         logged = RedisLeases._log
 

@@ -1,8 +1,12 @@
-"""The lease a fenced run takes for itself when it is given no ``--token``.
+"""The lease of one fenced run: the one it takes for itself when it is given no ``--token``
+(:class:`RunnerLease`), or one its holder was granted before the run (an MCP server's explicit
+grant) and lends it (:class:`HeldLease`).
 
-Acquired once the project's env.py has connected (the lease lives in that database, or in Redis),
-renewed by the run itself between revisions, never by a timer thread, and released at the end,
-also on failure.
+A run's own lease is acquired once the project's env.py has connected (the lease lives in that
+database, or in Redis), renewed by the run itself between revisions, never by a timer thread, and
+released at the end, also on failure. A held lease is renewed between revisions exactly the same
+way (progress, never a timer), and left held at the end: releasing it is the holder's decision,
+not the run's.
 """
 
 from __future__ import annotations
@@ -17,8 +21,7 @@ from ..dialects import dialect_for
 from ..errors import FencemigrateError
 from ..process import deferred
 from ..progress import SILENT, Progress
-from .model import Grant, LeaseBackend, LeaseRequest
-from .polling import StoppedWaiting
+from .model import Grant, LeaseBackend, LeaseRequest, StoppedWaiting
 
 BackendFactory = Callable[[Engine], LeaseBackend]
 
@@ -103,3 +106,37 @@ class RunnerLease:
             finally:
                 self._backend.close()
                 self._backend = None
+
+
+class HeldLease(RunnerLease):
+    """``grant``, held by its holder: acquire answers its token, heartbeat renews it, release keeps it.
+
+    The lease service is opened when the first renewal is due, through the engine of the run's
+    connection (``open_backend`` is given it), and closed when the run ends.
+    """
+
+    def __init__(self, grant: Grant, open_backend: BackendFactory) -> None:
+        lease = grant.lease
+        assert lease.holder is not None and lease.ttl_ms is not None, "a grant names its holder and TTL"
+        super().__init__(LeaseRequest(resource=lease.resource, holder=lease.holder, ttl_ms=lease.ttl_ms), open_backend)
+        self._grant = grant
+        # Renew at the first heartbeat: the grant may be most of its TTL old when the run starts.
+        self._renewed_at = float("-inf")
+
+    def acquire(self, engine: Engine, stop_waiting: Callable[[], bool]) -> int | None:
+        """The held token: nothing is granted."""
+        assert self._grant is not None
+        return self._grant.token
+
+    def heartbeat(self, migration: Connection | None) -> None:
+        """Renew when due (see :meth:`RunnerLease.heartbeat`), opening the lease service the first time."""
+        if self._backend is None and migration is not None and self.renewal_due():
+            self._backend = self._open_backend(migration.engine)
+        super().heartbeat(migration)
+
+    def release(self) -> FencemigrateError | None:
+        """Close the lease service; the lease stays held (until it expires or its holder releases it)."""
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
+        return None

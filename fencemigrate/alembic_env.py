@@ -33,8 +33,7 @@ from .runtime.applied_downgrades import running_applied_downgrades
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, autocommits
 from .runtime.fenced_run import FencedRun
 from .runtime.outcome import RunOutcome
-from .runtime.run_token import TokenSource
-from .runtime.settings import FenceSettings
+from .runtime.request import FenceSettings, TokenSource
 from .scrub import scrub_secrets
 
 
@@ -61,7 +60,7 @@ def run_migrations(context: ModuleType | Any) -> None:
 
     try:
         _refuse_early_if_autocommit(migration_context)
-        tokens = TokenSource(given=parse_token(token) if token is not None else None)  # None: no step is planned
+        tokens = TokenSource(token=parse_token(token) if token is not None else None)  # None: no step is planned
         settings = FenceSettings(
             holder=check_holder(x_arguments.get("fence_holder")),
             resource=check_resource(resource),

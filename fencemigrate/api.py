@@ -12,11 +12,21 @@ from typing import TYPE_CHECKING, Literal, Unpack, overload
 
 from alembic.config import Config
 
-from . import run_options
 from .config import FENCE_AWARE, checked_resource
 from .leases import Grant, LeaseStatus
 from .runtime import commands
 from .runtime.outcome import RunOutcome
+from .runtime.request import (
+    AcquireKeywords,
+    MergeKeywords,
+    ReapplyKeywords,
+    ReleaseKeywords,
+    RenewKeywords,
+    ResolveKeywords,
+    RevisionKeywords,
+    RunKeywords,
+    resolve_settings,
+)
 from .runtime.revision_targets import script_directory
 
 if TYPE_CHECKING:  # the other commands' results: their modules are imported when those commands run
@@ -31,7 +41,7 @@ if TYPE_CHECKING:  # the other commands' results: their modules are imported whe
     from .runtime.resolve_run import ResolveOutcome
 
 
-def upgrade(config: Config, revision: str, **options: Unpack[run_options.RunKeywords]) -> RunOutcome:
+def upgrade(config: Config, revision: str, **options: Unpack[RunKeywords]) -> RunOutcome:
     """``alembic upgrade``, with every step claiming the fence first.
 
     Without ``token`` the run takes a lease itself (``ttl``, ``wait``, ``preempt``, ``lease_url``
@@ -45,12 +55,12 @@ def upgrade(config: Config, revision: str, **options: Unpack[run_options.RunKeyw
     return commands.upgrade(config, revision, options)
 
 
-def downgrade(config: Config, revision: str, **options: Unpack[run_options.RunKeywords]) -> RunOutcome:
+def downgrade(config: Config, revision: str, **options: Unpack[RunKeywords]) -> RunOutcome:
     """``alembic downgrade``, fenced; the ledger rows go in the same transaction as the DDL."""
     return commands.downgrade(config, revision, options)
 
 
-def reapply(config: Config, revision: str, **options: Unpack[run_options.ReapplyKeywords]) -> RunOutcome:
+def reapply(config: Config, revision: str, **options: Unpack[ReapplyKeywords]) -> RunOutcome:
     """Roll back ``revision`` (and what sits above it) and apply it again, in one transaction
     (in pre-check mode: one revision after the other, each checked and marked first).
 
@@ -62,7 +72,7 @@ def reapply(config: Config, revision: str, **options: Unpack[run_options.Reapply
 
 
 def stamp(
-    config: Config, revisions: str | tuple[str, ...], *, purge: bool = False, **options: Unpack[run_options.RunKeywords]
+    config: Config, revisions: str | tuple[str, ...], *, purge: bool = False, **options: Unpack[RunKeywords]
 ) -> RunOutcome:
     """``alembic stamp``, fenced: the version table moves only under a valid claim.
 
@@ -72,14 +82,14 @@ def stamp(
     return commands.stamp(config, revisions, purge, options)
 
 
-def resolve(config: Config, revision: str, **options: Unpack[run_options.ResolveKeywords]) -> ResolveOutcome:
+def resolve(config: Config, revision: str, **options: Unpack[ResolveKeywords]) -> ResolveOutcome:
     """Settle the dirty ``revision`` as "applied" (its DDL is all in) or "rolled-back" (none of it
     is left), under ``token`` and the resource's named lock; moves Alembic's version table to match
     and logs RESOLVE. Only pre-check mode (MySQL/MariaDB) leaves revisions dirty.
     """
     from .runtime import resolve_command
 
-    settings, resolved_as, lock_wait_ms = run_options.resolve_settings(config, options)
+    settings, resolved_as, lock_wait_ms = resolve_settings(config, options)
     return resolve_command.resolve_dirty(config, revision, resolved_as, settings, lock_wait_ms)
 
 
@@ -127,7 +137,7 @@ def check(
     return check_project(config, script_directory(config), db, select, ignore, read_through_env)
 
 
-def lease_acquire(config: Config, **options: Unpack[run_options.AcquireKeywords]) -> tuple[Grant, State]:
+def lease_acquire(config: Config, **options: Unpack[AcquireKeywords]) -> tuple[Grant, State]:
     """Grant the lease of ``resource`` to ``holder`` with a new token, and read the state afresh.
 
     The grant advances the fence to the new token: older holders are fenced from now on.
@@ -139,7 +149,7 @@ def lease_acquire(config: Config, **options: Unpack[run_options.AcquireKeywords]
     return lease_calls.acquire(config, options)
 
 
-def lease_renew(config: Config, **options: Unpack[run_options.RenewKeywords]) -> Grant:
+def lease_renew(config: Config, **options: Unpack[RenewKeywords]) -> Grant:
     """Extend ``holder``'s lease (the grant with ``token``, if given) by ``ttl`` from now, or without
     ``ttl`` by the TTL it was granted (or last renewed) with; LeaseLost if it is not theirs."""
     from . import lease_calls
@@ -147,7 +157,7 @@ def lease_renew(config: Config, **options: Unpack[run_options.RenewKeywords]) ->
     return lease_calls.renew(config, options)
 
 
-def lease_release(config: Config, **options: Unpack[run_options.ReleaseKeywords]) -> LeaseStatus:
+def lease_release(config: Config, **options: Unpack[ReleaseKeywords]) -> LeaseStatus:
     """Free ``holder``'s lease (the grant with ``token``, if given); LeaseLost if it is not theirs."""
     from . import lease_calls
 
@@ -205,9 +215,7 @@ def list_templates() -> list[Template]:
     return available_templates()
 
 
-def revision(
-    config: Config, message: str | None = None, **options: Unpack[run_options.RevisionKeywords]
-) -> list[WrittenRevision]:
+def revision(config: Config, message: str | None = None, **options: Unpack[RevisionKeywords]) -> list[WrittenRevision]:
     """``alembic revision``: write a new revision file (the files written; one unless env.py's
     ``process_revision_directives`` decides otherwise). With ``autogenerate``, env.py compares
     the models with the database, as Alembic's does, but writes nothing to it. No token, no lease."""
@@ -220,7 +228,7 @@ def revision(
 
 
 def merge(
-    config: Config, revisions: Sequence[str], message: str | None = None, **options: Unpack[run_options.MergeKeywords]
+    config: Config, revisions: Sequence[str], message: str | None = None, **options: Unpack[MergeKeywords]
 ) -> WrittenRevision:
     """``alembic merge``: write a revision merging ``revisions`` (two or more; ``heads`` for all).
     No token, no lease."""

@@ -91,21 +91,21 @@ _FORMAT = frozenset({"Cf"})
 ones, soft hyphens: a name with one prints as another name (or as the same name as another)."""
 
 
-def parse_token(value: str | int) -> int:
+def parse_token(token: str | int) -> int:
     """A fencing token: an integer in 1..2**62."""
-    if isinstance(value, str) and not value.strip():
+    if isinstance(token, str) and not token.strip():
         raise UsageError(
             "empty fencing token: pass --token N, or leave --token out (and FENCEMIGRATE_TOKEN unset) "
             "to have fencemigrate take a lease"
         )
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise UsageError(f"invalid token {value!r}: must be an integer from 1 to {MAX_TOKEN}")
-    if isinstance(value, str) and not _DECIMAL.fullmatch(value):
-        raise UsageError(f"invalid token {value!r}: must be an integer from 1 to {MAX_TOKEN}")
-    token = int(value)
-    if not 1 <= token <= MAX_TOKEN:
-        raise UsageError(f"invalid token {value!r}: must be an integer from 1 to {MAX_TOKEN}")
-    return token
+    if isinstance(token, bool) or not isinstance(token, (int, str)):
+        raise UsageError(f"invalid token {token!r}: must be an integer from 1 to {MAX_TOKEN}")
+    if isinstance(token, str) and not _DECIMAL.fullmatch(token):
+        raise UsageError(f"invalid token {token!r}: must be an integer from 1 to {MAX_TOKEN}")
+    number = int(token)
+    if not 1 <= number <= MAX_TOKEN:
+        raise UsageError(f"invalid token {token!r}: must be an integer from 1 to {MAX_TOKEN}")
+    return number
 
 
 def _check_name(kind: str, value: str) -> str:

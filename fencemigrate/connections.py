@@ -159,7 +159,7 @@ def cancel_statement_on_server(engine: Engine, session_id: int) -> None:
 
 
 class KnowsToken(Protocol):
-    """Where a run's token is read when an error is raised (``runtime.run_token.TokenSource``)."""
+    """Where a run's token is read when an error is raised (``runtime.request.TokenSource``)."""
 
     @property
     def token(self) -> int | None: ...

@@ -25,8 +25,8 @@ from .fence.tokens import with_newer_token_news
 from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, open_backend
 from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_TTL
 from .progress import SILENT
-from .run_options import AcquireKeywords, ReleaseKeywords, RenewKeywords, reject_unknown
 from .runtime.env_reads import run_without_steps
+from .runtime.request import AcquireKeywords, ReleaseKeywords, RenewKeywords, reject_unknown
 
 _T = TypeVar("_T")
 

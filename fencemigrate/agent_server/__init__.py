@@ -14,10 +14,10 @@ from typing import Unpack
 
 from alembic.config import Config
 
-from .. import run_options
+from ..runtime.request import McpKeywords
 
 
-def mcp(config: Config, **options: Unpack[run_options.McpKeywords]) -> str | None:
+def mcp(config: Config, **options: Unpack[McpKeywords]) -> str | None:
     """Serve MCP over stdin/stdout until the client closes them: tools that read the state, take,
     renew and release the lease for ``holder`` on ``resource`` (for ``ttl``) and write only under
     that grant, whose token never leaves the server (docs/mcp.md). With ``print_rules``, serve

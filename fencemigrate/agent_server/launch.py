@@ -8,7 +8,7 @@ from alembic.config import Config
 
 from ..config import check_holder, checked_resource, parse_ttl_ms
 from ..errors import UsageError
-from ..run_options import McpKeywords, reject_unknown
+from ..runtime.request import McpKeywords, reject_unknown
 from .lease_state import ServerIdentity
 from .rules import ownership_rules
 

@@ -31,7 +31,7 @@ from ..process import Stopped, exit_process, stop_on_signals
 from ..progress import SILENT, LeaseWait, Progress, StepStart
 from ..runtime.expected_heads import listed
 from ..runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
-from ..runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
+from ..runtime.request import RESOLVE_AS
 from ..scrub import json_text, scrub_secrets
 from .groups import CommandGroup, MainGroup
 
@@ -304,7 +304,7 @@ def stamp(obj: _Context, /, revisions: tuple[str, ...], as_json: bool, **options
 @click.option(
     "--as",
     "resolved_as",
-    type=click.Choice(RESOLVE_OUTCOMES),
+    type=click.Choice(RESOLVE_AS),
     required=True,
     help="applied: the revision's DDL is all in; rolled-back: none of it is left.",
 )

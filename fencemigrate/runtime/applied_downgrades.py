@@ -28,11 +28,11 @@ from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls, SqliteScriptC
 from ..errors import AppliedTextAltered, AppliedTextNotRecorded, RevisionFailed
 from ..fence.ledger import AppliedSource, read_applied_sources, read_revision_file, version_table_name
 from .code_errors import describe, locate
-from .settings import FenceSettings
+from .request import FenceSettings
 from .superseded_plans import refuse_if_superseded
 
 if TYPE_CHECKING:  # fenced_run imports this module
-    from .fenced_run import Planner
+    from .request import Planner
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..connections import close, probe_connection
 from ..errors import AppliedBy, DatabaseAhead, UsageError
 from ..fence.ledger import read_applied_source
-from .fenced_run import Planner
-from .settings import FenceSettings
+from .request import FenceSettings, Planner
 
 
 def refusing_missing_heads(plan: Planner, script: ScriptDirectory, settings: FenceSettings) -> Planner:

@@ -28,7 +28,7 @@ from ..errors import NotTransactional, refused_step
 from ..process import close_at_exit
 from ..scrub import remember_password
 from .code_errors import env_py_code
-from .run_token import TokenSource
+from .request import TokenSource
 
 FENCED_RUN_ATTRIBUTE = "fencemigrate.run"
 """``config.attributes`` key telling the fence-aware env.py template that fencing is on."""

@@ -27,12 +27,9 @@ from .expected_heads import listed
 from .fenced_step import FencedStep
 from .offline_version_table import create_version_table_if_missing
 from .outcome import RunOutcome, StepOutcome
-from .settings import FenceSettings
+from .request import FenceSettings, Planner
 from .superseded_plans import plan_or_fenced, refuse_if_superseded
 from .transaction_ends import TransactionEndWatch, ends_transaction_in_script
-
-Planner = Callable[[tuple[str, ...], MigrationContext], tuple[list[Any], list[str]]]
-"""Given the current heads, the steps to run and the revisions a reapply rolls back."""
 
 
 class FencedRun:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .applied_downgrades import AppliedText
-from .run_token import TokenSource
+from .request import TokenSource
 
 if TYPE_CHECKING:
     from ..fence.adoption import Adoption

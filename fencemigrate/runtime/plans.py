@@ -15,7 +15,7 @@ from ..connections import close, probe_connection
 from ..errors import AppliedTextNotRecorded, DatabaseAhead, FencemigrateError, RevisionFailed, UsageError
 from ..fence.ledger import covered, purge_steps
 from .declared_heads import declared_heads, has_revision_files
-from .fenced_run import Planner
+from .request import Planner
 
 
 class NothingToDoProbe:

@@ -32,10 +32,10 @@ from ..fence.ledger import Ledger, ledger_change, refuse_if_dirty, version_table
 from ..progress import SILENT, Progress
 from .applied_downgrades import applied_text_of, code_path, rollback_detail
 from .code_errors import describe, guard_refusal, locate
-from .fenced_run import Planner, step_direction, step_start
+from .fenced_run import step_direction, step_start
 from .fenced_step import FencedStep
 from .outcome import RunOutcome, StepOutcome
-from .settings import FenceSettings
+from .request import FenceSettings, Planner
 from .superseded_plans import plan_or_fenced, refuse_if_superseded
 
 

@@ -29,11 +29,11 @@ from ..dialects.waits import WaitBound
 from ..errors import UsageError
 from ..fence.ledger import LedgerChange, ledger_change, read_revision_file, version_table_name
 from .expected_heads import listed
-from .fenced_run import Planner, step_direction
+from .fenced_run import step_direction
 from .fenced_step import FencedStep
 from .offline_version_table import create_version_table_if_missing
 from .outcome import RunOutcome, StepOutcome
-from .settings import FenceSettings
+from .request import FenceSettings, Planner
 from .superseded_plans import plan_or_fenced
 
 _CLIENT = (

@@ -6,9 +6,9 @@ from alembic.config import Config
 
 from ..errors import FencemigrateError, UsageError
 from .environment import FENCED_RUN_ATTRIBUTE, run_env
+from .request import FenceSettings
 from .resolve_run import ResolveOutcome, ResolveRun
 from .revision_targets import RELATIVE, require_known, script_directory
-from .settings import FenceSettings
 
 
 def resolve_dirty(

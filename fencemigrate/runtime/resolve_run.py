@@ -16,11 +16,7 @@ from ..errors import UsageError
 from ..fence.events import log_event
 from ..fence.ledger import Ledger, Unsettled, unsettled_revisions, version_table_name
 from ..queries import statement
-from .settings import FenceSettings
-
-APPLIED = "applied"
-ROLLED_BACK = "rolled-back"
-OUTCOMES = (APPLIED, ROLLED_BACK)
+from .request import APPLIED, ROLLED_BACK, FenceSettings
 
 
 @dataclass

@@ -14,10 +14,10 @@ from ..dialects import installed_version, version_at_least
 from ..errors import TokenRequired, UsageError
 from ..fence.tokens import EXTERNAL, refuse_token
 from ..queries import statement
-from .settings import FenceSettings
+from .request import FenceSettings
 
 if TYPE_CHECKING:  # fenced_run imports this module
-    from .fenced_run import Planner
+    from .request import Planner
 
 
 def plan_or_fenced(

@@ -1,16 +1,24 @@
-"""The typed options of the API's commands (the fenced ones, the lease calls, authoring, ``mcp``),
-checked in one place, and the fenced run's request built from them."""
+"""A fenced run's request: the API's typed options, checked in one place, and the frozen request
+built from them before the database is touched.
+
+The request names what to plan (command, destination), who writes (holder, resource, fence schema,
+``--expect-heads``), how the mode is chosen (:class:`RunChoice`) and the one source of the run's
+token (:class:`TokenSource`): given (``--token``), granted to the lease the run holds, or, for an
+offline script written without a token, granted to the script itself when it runs.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
-from typing import Any, Required, TypedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol, Required, TypedDict
 
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine
 
-from .config import (
+from ..config import (
     check_holder,
     checked_resource,
     configured_lease_url,
@@ -19,24 +27,203 @@ from .config import (
     parse_ttl_ms,
     parse_wait_ms,
 )
-from .errors import UsageError
-from .leases import Grant, LeaseRequest, check_lease_url, lease_engine, open_backend
-from .leases.model import DEFAULT_RUN_WAIT, DEFAULT_TTL
-from .leases.run_lease import HeldLease, RunnerLease
-from .progress import SILENT, Progress
-from .runtime.expected_heads import ExpectedHeads, expected_heads
-from .runtime.fenced_run import Planner
-from .runtime.modes import check_mode
-from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
-from .runtime.revision_targets import require_known, script_directory
-from .runtime.run_choice import RunChoice
-from .runtime.run_request import RunRequest
-from .runtime.run_token import ScriptGrant, TokenSource
-from .runtime.settings import FenceSettings
+from ..dialects import PRECHECK
+from ..dialects.fence_calls.base import SCRIPT_TOKEN
+from ..errors import FencemigrateError, TokenRequired, UsageError
+from ..leases import (
+    DEFAULT_RUN_WAIT,
+    DEFAULT_TTL,
+    Grant,
+    HeldLease,
+    LeaseRequest,
+    RunnerLease,
+    check_lease_url,
+    lease_engine,
+    open_backend,
+)
+from ..progress import SILENT, Progress
+from .expected_heads import ExpectedHeads, ResolvedFrom, expected_heads
+from .modes import check_mode, mode_for
+from .revision_targets import relative_to_heads, require_known, script_directory
+
+Planner = Callable[[tuple[str, ...], MigrationContext], tuple[list[Any], list[str]]]
+"""Given the current heads, the steps to run and the revisions a reapply rolls back."""
+
+
+@dataclass(frozen=True)
+class ScriptGrant:
+    """The lease an offline (``--sql``) script without ``--token`` takes itself when it runs, from the
+    database's own lease service: its TTL, and how long the script waits for a live holder or a
+    migration in flight (``--ttl``, ``--wait``)."""
+
+    ttl_ms: int
+    wait_ms: int
+
+
+class RunLease(Protocol):
+    """The lease a run takes itself when it is given no token (:class:`..leases.run_lease.RunnerLease`),
+    or one its caller holds and lends it with the token (:class:`..leases.run_lease.HeldLease`)."""
+
+    renewals: int
+
+    def acquire(self, engine: Engine, stop_waiting: Callable[[], bool]) -> int | None:
+        """The granted token, or None when ``stop_waiting()`` turned true while another holder had it."""
+        ...
+
+    def heartbeat(self, migration: Connection | None) -> None:
+        """Renew while the run makes progress; LeaseLost when someone else was granted it."""
+        ...
+
+    def release(self) -> FencemigrateError | None:
+        """Release the lease; what went wrong is returned, not raised."""
+        ...
+
+
+class TokenSource:
+    """Where the run's token comes from; everything that writes under it reads it here."""
+
+    def __init__(
+        self, token: int | None = None, lease: RunLease | None = None, script_grant: ScriptGrant | None = None
+    ) -> None:
+        """``token``: the token to write under. ``lease`` without it: the run's own lease, acquired
+        once env.py has connected; with it: the lease its caller holds with that token, which the
+        run renews while it makes progress and leaves held. ``script_grant`` (alone): the offline
+        script being written takes its own lease when it runs."""
+        self._token = token
+        self.lease = lease
+        self.script_grant = script_grant
+        self._takes_lease = lease is not None and token is None
+
+    @property
+    def takes_lease(self) -> bool:
+        """The run takes a lease itself (it was given no token)."""
+        return self._takes_lease
+
+    @property
+    def token(self) -> int | None:
+        """The token, or None while the run's own lease is not granted (or none was given)."""
+        return self._token
+
+    def required(self) -> int:
+        """The token to write under; no step is written before it is known. An offline script that
+        takes its own lease writes under :data:`SCRIPT_TOKEN`, the token it will be granted."""
+        if self._token is None and self.script_grant is not None:
+            return SCRIPT_TOKEN
+        if self._token is None:
+            raise TokenRequired("no fencing token is known yet: nothing can be written")
+        return self._token
+
+    def acquire(self, engine: Engine, stop_waiting: Callable[[], bool]) -> bool:
+        """Acquire the run's own lease through ``engine``'s database (once); False when
+        ``stop_waiting()`` turned true while another holder had it."""
+        assert self.lease is not None
+        token = self.lease.acquire(engine, stop_waiting)
+        if token is not None:
+            self._token = token
+        return token is not None
+
+    def heartbeat(self, migration: Connection | None) -> None:
+        """Renew the run's own lease when it is due (after each revision, with its connection)."""
+        if self.lease is not None:
+            self.lease.heartbeat(migration)
+
+    @property
+    def renewals(self) -> int:
+        """How often the run's own lease was renewed."""
+        return self.lease.renewals if self.lease is not None else 0
+
+    def release(self) -> FencemigrateError | None:
+        """Release the run's own lease, if it holds one (a lent lease stays held); what went wrong
+        is returned, not raised."""
+        return self.lease.release() if self.lease is not None else None
+
+
+@dataclass(frozen=True)
+class FenceSettings:
+    """The identity a fenced run claims the resource with (and ``--expect-heads``, if given)."""
+
+    holder: str
+    resource: str
+    schema: str
+    tokens: TokenSource
+    expected_heads: ExpectedHeads | None = None
+    resolved_from: ResolvedFrom = field(default_factory=ResolvedFrom)
+
+    @property
+    def token(self) -> int:
+        """The token to write under (:meth:`TokenSource.required`)."""
+        return self.tokens.required()
+
+    def require_expected_heads(self, heads: Iterable[str]) -> None:
+        """FENCED unless ``heads`` (read in the claiming transaction) are the ones the run was told
+        to expect (``--expect-heads``), and the ones its relative target was resolved from."""
+        if self.expected_heads is not None:
+            self.expected_heads.require(heads, self.resource, self.token)
+        self.require_resolved_heads(heads)
+
+    def require_resolved_heads(self, heads: Iterable[str]) -> None:
+        """FENCED unless ``heads`` are the ones a target relative to the database's heads was
+        resolved from (:class:`.ResolvedFrom`); nothing to check for any other target."""
+        if self.resolved_from.heads is not None and self.tokens.token is not None:
+            self.resolved_from.heads.require(heads, self.resource, self.tokens.token)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One fenced ``upgrade``, ``downgrade``, ``reapply`` or ``stamp``, checked and ready to run."""
+
+    config: Config
+    script: ScriptDirectory
+    command: str
+    destination: str | tuple[str, ...]  # a stamp's are a tuple
+    plan_for: Callable[[ScriptDirectory, Any], Planner]
+    settings: FenceSettings
+    choice: RunChoice
+    own_engine: Callable[[Engine], Engine]  # the engine of the run's own connections (synchronous)
+    start: str | None = None  # --sql's FROM
+    tag: str | None = None
+    single_transaction: bool = False  # overrides env.py's transaction_per_migration=True
+    progress: Progress = SILENT
+
+    @property
+    def target(self) -> str:
+        """The destination as the event log names it."""
+        return ", ".join(self.destination) if isinstance(self.destination, tuple) else self.destination
+
+    @property
+    def relative_to_heads(self) -> bool:
+        """The destination counts from the database's heads (``-1``): resolved from the heads read
+        before the lease, the run writes only from those (:class:`.ResolvedFrom`)."""
+        return relative_to_heads(self.destination)
+
+
+@dataclass(frozen=True)
+class RunChoice:
+    """What decides the mode: ``--mode``, --sql, and how a run waits for a lock another writer holds
+    in the database (the fence, SQLite's write lock, pre-check mode's named lock): ``--wait``, and
+    ``--preempt`` to end a stale holder."""
+
+    requested: str | None
+    offline: bool
+    lock_wait_ms: int
+    preempt: bool = False
+
+    def per_migration(self, connection: Connection) -> bool:
+        """Pre-check mode: each revision in a transaction of its own, whatever env.py says (or a
+        reapply would ask), so that its mark commits before its DDL on PostgreSQL. MySQL, which
+        commits DDL on its own, runs each revision in a transaction of its own anyway."""
+        return mode_for(connection.dialect.name, self.requested, False) == PRECHECK
+
 
 SCRIPT_HOLDER_SUFFIX = " (offline script)"
 """Appended to the holder of an offline script that takes its own lease: ``state``, ``timeline`` and
 the ledger name it as a script's."""
+
+
+APPLIED = "applied"
+ROLLED_BACK = "rolled-back"
+RESOLVE_AS = (APPLIED, ROLLED_BACK)
+"""What ``resolve --as`` settles a dirty revision as."""
 
 
 class ReapplyKeywords(TypedDict, total=False):
@@ -148,9 +335,9 @@ _TOKEN_REQUIRED = {
 }
 
 
-def reject_unknown(keywords: Mapping[str, Any], known: frozenset[str]) -> None:
+def reject_unknown(options: Mapping[str, Any], known: frozenset[str]) -> None:
     """TypeError for keywords a command does not take (its TypedDict's keys are ``known``)."""
-    unknown = sorted(set(keywords) - known)
+    unknown = sorted(set(options) - known)
     if unknown:
         raise TypeError(f"unexpected keyword arguments: {', '.join(unknown)}")
 
@@ -175,9 +362,9 @@ class LeaseOptions:
     lease_url: str | None = None
 
     @classmethod
-    def of(cls, keywords: Mapping[str, Any]) -> LeaseOptions:
-        """The lease options among a command's ``keywords``."""
-        return cls(**{field.name: keywords[field.name] for field in fields(cls) if field.name in keywords})
+    def of(cls, options: Mapping[str, Any]) -> LeaseOptions:
+        """The lease options among a command's ``options``."""
+        return cls(**{field.name: options[field.name] for field in fields(cls) if field.name in options})
 
     def wait_ms(self) -> int:
         """How long a run waits for its lease, and for a lock another writer holds in the database."""
@@ -201,9 +388,9 @@ class RunOptions:
     mode: str | None = None
 
     @classmethod
-    def of(cls, keywords: Mapping[str, Any]) -> RunOptions:
-        """The run options among a command's ``keywords``."""
-        return cls(**{field.name: keywords[field.name] for field in fields(cls) if field.name in keywords})
+    def of(cls, options: Mapping[str, Any]) -> RunOptions:
+        """The run options among a command's ``options``."""
+        return cls(**{field.name: options[field.name] for field in fields(cls) if field.name in options})
 
 
 def fenced_request(
@@ -211,17 +398,17 @@ def fenced_request(
     command: str,
     target: tuple[str | None, str | tuple[str, ...]],
     plan_for: Callable[[ScriptDirectory, Any], Planner],
-    keywords: Mapping[str, Any],
+    options: Mapping[str, Any],
     known: frozenset[str] = RUN_KEYWORDS,
     single_transaction: bool = False,
 ) -> RunRequest:
     """``command`` from ``target`` (the --sql starting revision or None, the destination) with the
-    command's ``keywords`` (``known``: their names; :class:`RunKeywords`'s unless told), checked
+    command's ``options`` (``known``: their names; :class:`RunKeywords`'s unless told), checked
     before the database is touched: identity, mode, the expected heads, the token or the run's own
     lease, revisions."""
-    reject_unknown(keywords, known)
-    run, lease, progress = RunOptions.of(keywords), LeaseOptions.of(keywords), keywords.get("progress", SILENT)
-    held = keywords.get("held_lease")
+    reject_unknown(options, known)
+    run, lease, progress = RunOptions.of(options), LeaseOptions.of(options), options.get("progress", SILENT)
+    held = options.get("held_lease")
     holder = check_holder(run.holder if held is None else _held_identity(held, run, lease))
     if run.sql and run.token is None and held is None:
         holder = check_holder(f"{holder}{SCRIPT_HOLDER_SUFFIX}")  # the lease is the script's own
@@ -229,7 +416,7 @@ def fenced_request(
     schema = fence_schema(config)
     choice = RunChoice(check_mode(run.mode), run.sql, lease.wait_ms(), preempt=lease.preempt)
     script = script_directory(config)
-    expected = _expected_heads(script, keywords.get("expect_heads"), run.sql)
+    expected = _expected_heads(script, options.get("expect_heads"), run.sql)
     if held is not None:
         tokens = _held_token_source(config, held, lease, schema, run.sql)
     else:
@@ -253,20 +440,20 @@ def fenced_request(
     )
 
 
-def resolve_settings(config: Config, keywords: ResolveKeywords) -> tuple[FenceSettings, str, int]:
+def resolve_settings(config: Config, options: ResolveKeywords) -> tuple[FenceSettings, str, int]:
     """What ``resolve`` writes under, the outcome it settles, and how long it waits for the named
     lock; checked before anything is touched."""
-    given = keywords.get("token")
-    if given is None:
+    token = options.get("token")
+    if token is None:
         raise UsageError(_TOKEN_REQUIRED["resolve"])
-    resolved_as = keywords.get("resolved_as")
-    if resolved_as not in RESOLVE_OUTCOMES:
-        raise UsageError(f"--as must be {' or '.join(RESOLVE_OUTCOMES)}, not {resolved_as!r}")
-    reject_unknown(keywords, frozenset(ResolveKeywords.__annotations__))
-    tokens = TokenSource(given=parse_token(given))
-    holder, resource = check_holder(keywords.get("holder")), checked_resource(config, keywords.get("resource"))
+    resolved_as = options.get("resolved_as")
+    if resolved_as not in RESOLVE_AS:
+        raise UsageError(f"--as must be {' or '.join(RESOLVE_AS)}, not {resolved_as!r}")
+    reject_unknown(options, frozenset(ResolveKeywords.__annotations__))
+    tokens = TokenSource(token=parse_token(token))
+    holder, resource = check_holder(options.get("holder")), checked_resource(config, options.get("resource"))
     settings = FenceSettings(holder, resource, fence_schema(config), tokens)
-    return settings, resolved_as, LeaseOptions(wait=keywords.get("wait")).wait_ms()
+    return settings, resolved_as, LeaseOptions(wait=options.get("wait")).wait_ms()
 
 
 def _held_identity(held: Grant, run: RunOptions, lease: LeaseOptions) -> str:
@@ -294,10 +481,10 @@ def _held_token_source(config: Config, held: Grant, lease: LeaseOptions, schema:
     """The token of the grant the caller holds, with that lease lent to the run for its renewals
     (an offline script, ``sql``, renews nothing: it runs later, if ever)."""
     if sql:
-        return TokenSource(given=held.token)
+        return TokenSource(token=held.token)
     lease_url = check_lease_url(lease.lease_url or configured_lease_url(config))
     lent = HeldLease(held, lambda engine: open_backend(lease_engine(engine), schema, lease_url))
-    return TokenSource(given=held.token, lease=lent)
+    return TokenSource(token=held.token, lease=lent)
 
 
 def _script_grant(config: Config, lease: LeaseOptions) -> ScriptGrant:
@@ -340,7 +527,7 @@ def _token_source(
                 f"--{lease_only[0].replace('_', '-')} applies only when fencemigrate takes the lease "
                 "itself; with --token your own lease service issued the token"
             )
-        return TokenSource(given=parse_token(run.token))
+        return TokenSource(token=parse_token(run.token))
     if run.sql:
         return TokenSource(script_grant=_script_grant(config, lease))
     request = LeaseRequest(

@@ -134,41 +134,41 @@ def lease_acquire(config: Config, **options: Unpack[run_options.AcquireKeywords]
     ``preempt`` is refused on SQLite (UsageError), before anything is touched. ``progress`` hears
     of the wait while another holder has the lease (default: silent).
     """
-    from . import lease_calls
+    from .runtime import lease_commands
 
-    return lease_calls.acquire(config, options)
+    return lease_commands.acquire(config, options)
 
 
 def lease_renew(config: Config, **options: Unpack[run_options.RenewKeywords]) -> Grant:
     """Extend ``holder``'s lease (the grant with ``token``, if given) by ``ttl`` from now, or without
     ``ttl`` by the TTL it was granted (or last renewed) with; LeaseLost if it is not theirs."""
-    from . import lease_calls
+    from .runtime import lease_commands
 
-    return lease_calls.renew(config, options)
+    return lease_commands.renew(config, options)
 
 
 def lease_release(config: Config, **options: Unpack[run_options.ReleaseKeywords]) -> LeaseStatus:
     """Free ``holder``'s lease (the grant with ``token``, if given); LeaseLost if it is not theirs."""
-    from . import lease_calls
+    from .runtime import lease_commands
 
-    return lease_calls.release(config, options)
+    return lease_commands.release(config, options)
 
 
 def lease_status(config: Config, *, resource: str | None = None, lease_url: str | None = None) -> LeaseStatus:
     """The lease of ``resource`` as the lease service's clock sees it now."""
-    from . import lease_calls
+    from .runtime import lease_commands
 
     name = checked_resource(config, resource)
-    return lease_calls.call_lease_service(config, lease_url, lambda backend: backend.status(name))
+    return lease_commands.call_lease_service(config, lease_url, lambda backend: backend.status(name))
 
 
 def lease_detach(config: Config, *, resource: str | None = None, lease_url: str | None = None) -> LeaseStatus:
     """Give ``resource`` back to external tokens (``--token`` above its fence token) after a lease
     service granted it; LeaseBusy while a lease on it is live. The next grant takes it back."""
-    from . import lease_calls
+    from .runtime import lease_commands
 
     name = checked_resource(config, resource)
-    return lease_calls.call_lease_service(config, lease_url, lambda backend: backend.detach(name))
+    return lease_commands.call_lease_service(config, lease_url, lambda backend: backend.detach(name))
 
 
 def install(

@@ -36,7 +36,7 @@ NOT_LOADED = {
     "the MCP server": ("mcp", "fencemigrate.agent_server.launch", "fencemigrate.agent_server.tool"),
     "the authoring": ("fencemigrate.runtime.authoring", "fencemigrate.runtime.listings"),
     "the readers": ("fencemigrate.fence.state", "fencemigrate.fence.timeline", "fencemigrate.runtime.reads"),
-    "the other commands": ("fencemigrate.lease_calls", "fencemigrate.examples.incident"),
+    "the other commands": ("fencemigrate.runtime.lease_commands", "fencemigrate.examples.incident"),
 }
 
 

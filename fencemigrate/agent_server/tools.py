@@ -15,12 +15,13 @@ from alembic.config import Config
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 
-from .. import api, lease_calls
+from .. import api
 from ..dialects.waits import LockWait, lock_wait_text
 from ..errors import FencemigrateError, LeaseBusy, LeaseLost
 from ..fence.state import State
 from ..leases import Grant, LeaseStatus
 from ..progress import LeaseWait, StepStart
+from ..runtime import lease_commands
 from ..runtime.env_reads import database_heads
 from ..runtime.outcome import RunOutcome
 from ..scrub import redact_file_text, scrub_secrets
@@ -236,7 +237,7 @@ class ToolBodies:
             view = self.shown(self.view(fresh, grant.lease))
         except BaseException as failure:  # the agent would not hear of the grant: undo it
             self.lease.forget()
-            undone = lease_calls.undo_grant(self.config, None, grant, failure)
+            undone = lease_commands.undo_grant(self.config, None, grant, failure)
             if not isinstance(failure, Exception):
                 raise
             raise undone from failure
@@ -285,10 +286,10 @@ class ToolBodies:
     # -- the branch and the files ----------------------------------------------------------------
 
     def live_grant(self) -> Grant:
-        """The server's grant, checked live now (:func:`..lease_calls.confirm`) before a write that
+        """The server's grant, checked live now (:func:`..runtime.lease_commands.confirm`) before a write that
         no database fence guards, and renewed: FENCED or LEASE_LOST (the token then dropped) when
         a newer grant exists, as ``upgrade`` is refused."""
-        renewed = lease_calls.confirm(self.config, self.lease.required())
+        renewed = lease_commands.confirm(self.config, self.lease.required())
         self.lease.granted(renewed)
         return renewed
 

@@ -121,9 +121,9 @@ def check(
     raised.
     """
     from .lint.engine import check_project
-    from .runtime import env_reads
+    from .runtime import environment
 
-    read_through_env = partial(env_reads.run_without_steps, config, reads_only=True)
+    read_through_env = partial(environment.run_without_steps, config, reads_only=True)
     return check_project(config, script_directory(config), db, select, ignore, read_through_env)
 
 
@@ -211,11 +211,11 @@ def revision(
     """``alembic revision``: write a new revision file (the files written; one unless env.py's
     ``process_revision_directives`` decides otherwise). With ``autogenerate``, env.py compares
     the models with the database, as Alembic's does, but writes nothing to it. No token, no lease."""
-    from .runtime import authoring, env_reads
+    from .runtime import authoring, environment
 
     script = script_directory(config)
     return authoring.new_revisions(
-        config, script, partial(env_reads.read_through_env, config, script), message=message, **options
+        config, script, partial(environment.read_through_env, config, script), message=message, **options
     )
 
 
@@ -224,10 +224,10 @@ def merge(
 ) -> WrittenRevision:
     """``alembic merge``: write a revision merging ``revisions`` (two or more; ``heads`` for all).
     No token, no lease."""
-    from .runtime import authoring, env_reads
+    from .runtime import authoring, environment
 
     script = script_directory(config)
-    run_env = partial(env_reads.read_through_env, config, script)
+    run_env = partial(environment.read_through_env, config, script)
     return authoring.merge(config, script, run_env, revisions, message=message, **options)
 
 

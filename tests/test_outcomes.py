@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-import fencemigrate.runtime.existing_databases  # noqa: F401  (defines MissingDatabase)
+import fencemigrate.runtime.environment  # noqa: F401  (defines MissingDatabase)
 from fencemigrate.agent_server.results import error_result
 from fencemigrate.errors import (
     EXIT_STATUSES,

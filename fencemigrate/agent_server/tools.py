@@ -22,7 +22,7 @@ from ..fence.state import State
 from ..leases import Grant, LeaseStatus
 from ..progress import LeaseWait, StepStart
 from ..runtime import lease_commands
-from ..runtime.env_reads import database_heads
+from ..runtime.environment import database_heads
 from ..runtime.outcome import RunOutcome
 from ..scrub import redact_file_text, scrub_secrets
 from . import files, git_push

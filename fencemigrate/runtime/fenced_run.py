@@ -21,8 +21,7 @@ from ..fence.guard import VersionTable, guard_first_write, guard_version_table
 from ..fence.ledger import refuse_if_dirty
 from ..progress import SILENT, Progress, StepStart
 from .applied_downgrades import applied_text_of, code_path, require_applied_file, rollback_detail
-from .code_errors import revision_code
-from .environment import autocommits
+from .environment import autocommits, revision_code
 from .expected_heads import listed
 from .fenced_step import FencedStep
 from .ledger_changes import LedgerChange, ledger_change, version_table_name

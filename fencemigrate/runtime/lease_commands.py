@@ -34,7 +34,7 @@ from ..leases import (
 )
 from ..progress import SILENT
 from ..run_options import AcquireKeywords, ReleaseKeywords, RenewKeywords, reject_unknown
-from .env_reads import run_without_steps
+from .environment import run_without_steps
 
 _T = TypeVar("_T")
 

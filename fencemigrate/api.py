@@ -17,7 +17,7 @@ from .config import FENCE_AWARE, checked_resource
 from .leases import Grant, LeaseStatus
 from .runtime import commands
 from .runtime.outcome import RunOutcome
-from .runtime.revision_targets import script_directory
+from .runtime.revisions import script_directory
 
 if TYPE_CHECKING:  # the other commands' results: their modules are imported when those commands run
     from .fence.install import InstallOutcome
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the other commands' results: their modules are imported whe
     from .lint.findings import CheckReport
     from .runtime.authoring import BranchPoint, InitOutcome, Template, WrittenRevision
     from .runtime.listings import RevisionListing
-    from .runtime.resolve_run import ResolveOutcome
+    from .runtime.resolve import ResolveOutcome
 
 
 def upgrade(config: Config, revision: str, **options: Unpack[run_options.RunKeywords]) -> RunOutcome:
@@ -77,10 +77,10 @@ def resolve(config: Config, revision: str, **options: Unpack[run_options.Resolve
     is left), under ``token`` and the resource's named lock; moves Alembic's version table to match
     and logs RESOLVE. Only pre-check mode (MySQL/MariaDB) leaves revisions dirty.
     """
-    from .runtime import resolve_command
+    from .runtime.resolve import resolve_dirty
 
     settings, resolved_as, lock_wait_ms = run_options.resolve_settings(config, options)
-    return resolve_command.resolve_dirty(config, revision, resolved_as, settings, lock_wait_ms)
+    return resolve_dirty(config, revision, resolved_as, settings, lock_wait_ms)
 
 
 def state(config: Config) -> State:

@@ -27,8 +27,8 @@ from .progress import SILENT, Progress
 from .runtime.expected_heads import ExpectedHeads, expected_heads
 from .runtime.fenced_run import Planner
 from .runtime.modes import check_mode
-from .runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
-from .runtime.revision_targets import require_known, script_directory
+from .runtime.resolve import OUTCOMES as RESOLVE_OUTCOMES
+from .runtime.revisions import require_known, script_directory
 from .runtime.run_choice import RunChoice
 from .runtime.run_request import RunRequest
 from .runtime.run_token import ScriptGrant, TokenSource

@@ -31,7 +31,7 @@ from ..process import Stopped, exit_process, stop_on_signals
 from ..progress import SILENT, LeaseWait, Progress, StepStart
 from ..runtime.expected_heads import listed
 from ..runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
-from ..runtime.resolve_run import OUTCOMES as RESOLVE_OUTCOMES
+from ..runtime.resolve import OUTCOMES as RESOLVE_OUTCOMES
 from ..scrub import json_text, scrub_secrets
 from .groups import CommandGroup, MainGroup
 

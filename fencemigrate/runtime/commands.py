@@ -16,7 +16,7 @@ from ..errors import UsageError
 from .fenced_command import run_fenced
 from .outcome import RunOutcome
 from .plans import downgrade_plan, reapply_plan, stamp_plan, upgrade_plan
-from .revision_targets import split_range, stamp_range
+from .revisions import split_range, stamp_range
 
 
 def upgrade(config: Config, revision: str, options: Mapping[str, Any]) -> RunOutcome:

@@ -59,7 +59,7 @@ from ..errors import (
 )
 from ..process import close_at_exit
 from ..scrub import remember_password, scrub_secrets
-from .revision_targets import script_directory
+from .revisions import script_directory
 from .run_token import TokenSource
 
 

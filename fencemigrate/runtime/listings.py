@@ -24,7 +24,7 @@ from ..connections import translated_errors
 from ..errors import UsageError
 from .authoring import open_in_editor, revision_files
 from .environment import alembic_read, check_configured_url, database_heads, print_stdout
-from .revision_targets import RELATIVE, alembic_words, script_directory
+from .revisions import RELATIVE, alembic_words, script_directory
 
 
 def _as_tuple(ids: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:

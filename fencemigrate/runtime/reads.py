@@ -11,7 +11,7 @@ from ..fence.state import State, read_state
 from ..fence.timeline import Event, parse_since, read_timeline
 from ..fence.version_table import EnsuredVersionTable, ensure_version_table
 from . import environment
-from .revision_targets import script_directory
+from .revisions import script_directory
 
 
 def state(config: Config) -> State:

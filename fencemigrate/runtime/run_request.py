@@ -14,7 +14,7 @@ from ..progress import SILENT, Progress
 from .applied_downgrades import running_applied_downgrades
 from .database_ahead import refusing_missing_heads
 from .fenced_run import Planner
-from .revision_targets import relative_to_heads
+from .revisions import relative_to_heads
 from .run_choice import RunChoice
 from .settings import FenceSettings
 

@@ -27,7 +27,7 @@ from .runtime.request import (
     RunKeywords,
     resolve_settings,
 )
-from .runtime.revision_targets import script_directory
+from .runtime.revisions import script_directory
 
 if TYPE_CHECKING:  # the other commands' results: their modules are imported when those commands run
     from .fence.install import InstallOutcome
@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # the other commands' results: their modules are imported whe
     from .lint.findings import CheckReport
     from .runtime.authoring import BranchPoint, InitOutcome, Template, WrittenRevision
     from .runtime.listings import RevisionListing
-    from .runtime.resolve_run import ResolveOutcome
+    from .runtime.resolve import ResolveOutcome
 
 
 def upgrade(config: Config, revision: str, **options: Unpack[RunKeywords]) -> RunOutcome:
@@ -87,10 +87,10 @@ def resolve(config: Config, revision: str, **options: Unpack[ResolveKeywords]) -
     is left), under ``token`` and the resource's named lock; moves Alembic's version table to match
     and logs RESOLVE. Only pre-check mode (MySQL/MariaDB) leaves revisions dirty.
     """
-    from .runtime import resolve_command
+    from .runtime.resolve import resolve_dirty
 
     settings, resolved_as, lock_wait_ms = resolve_settings(config, options)
-    return resolve_command.resolve_dirty(config, revision, resolved_as, settings, lock_wait_ms)
+    return resolve_dirty(config, revision, resolved_as, settings, lock_wait_ms)
 
 
 def state(config: Config) -> State:
@@ -131,9 +131,9 @@ def check(
     raised.
     """
     from .lint.engine import check_project
-    from .runtime import env_reads
+    from .runtime import environment
 
-    read_through_env = partial(env_reads.run_without_steps, config, reads_only=True)
+    read_through_env = partial(environment.run_without_steps, config, reads_only=True)
     return check_project(config, script_directory(config), db, select, ignore, read_through_env)
 
 
@@ -144,41 +144,41 @@ def lease_acquire(config: Config, **options: Unpack[AcquireKeywords]) -> tuple[G
     ``preempt`` is refused on SQLite (UsageError), before anything is touched. ``progress`` hears
     of the wait while another holder has the lease (default: silent).
     """
-    from . import lease_calls
+    from .runtime import lease_commands
 
-    return lease_calls.acquire(config, options)
+    return lease_commands.acquire(config, options)
 
 
 def lease_renew(config: Config, **options: Unpack[RenewKeywords]) -> Grant:
     """Extend ``holder``'s lease (the grant with ``token``, if given) by ``ttl`` from now, or without
     ``ttl`` by the TTL it was granted (or last renewed) with; LeaseLost if it is not theirs."""
-    from . import lease_calls
+    from .runtime import lease_commands
 
-    return lease_calls.renew(config, options)
+    return lease_commands.renew(config, options)
 
 
 def lease_release(config: Config, **options: Unpack[ReleaseKeywords]) -> LeaseStatus:
     """Free ``holder``'s lease (the grant with ``token``, if given); LeaseLost if it is not theirs."""
-    from . import lease_calls
+    from .runtime import lease_commands
 
-    return lease_calls.release(config, options)
+    return lease_commands.release(config, options)
 
 
 def lease_status(config: Config, *, resource: str | None = None, lease_url: str | None = None) -> LeaseStatus:
     """The lease of ``resource`` as the lease service's clock sees it now."""
-    from . import lease_calls
+    from .runtime import lease_commands
 
     name = checked_resource(config, resource)
-    return lease_calls.call_lease_service(config, lease_url, lambda backend: backend.status(name))
+    return lease_commands.call_lease_service(config, lease_url, lambda backend: backend.status(name))
 
 
 def lease_detach(config: Config, *, resource: str | None = None, lease_url: str | None = None) -> LeaseStatus:
     """Give ``resource`` back to external tokens (``--token`` above its fence token) after a lease
     service granted it; LeaseBusy while a lease on it is live. The next grant takes it back."""
-    from . import lease_calls
+    from .runtime import lease_commands
 
     name = checked_resource(config, resource)
-    return lease_calls.call_lease_service(config, lease_url, lambda backend: backend.detach(name))
+    return lease_commands.call_lease_service(config, lease_url, lambda backend: backend.detach(name))
 
 
 def install(
@@ -219,11 +219,11 @@ def revision(config: Config, message: str | None = None, **options: Unpack[Revis
     """``alembic revision``: write a new revision file (the files written; one unless env.py's
     ``process_revision_directives`` decides otherwise). With ``autogenerate``, env.py compares
     the models with the database, as Alembic's does, but writes nothing to it. No token, no lease."""
-    from .runtime import authoring, env_reads
+    from .runtime import authoring, environment
 
     script = script_directory(config)
     return authoring.new_revisions(
-        config, script, partial(env_reads.read_through_env, config, script), message=message, **options
+        config, script, partial(environment.read_through_env, config, script), message=message, **options
     )
 
 
@@ -232,10 +232,10 @@ def merge(
 ) -> WrittenRevision:
     """``alembic merge``: write a revision merging ``revisions`` (two or more; ``heads`` for all).
     No token, no lease."""
-    from .runtime import authoring, env_reads
+    from .runtime import authoring, environment
 
     script = script_directory(config)
-    run_env = partial(env_reads.read_through_env, config, script)
+    run_env = partial(environment.read_through_env, config, script)
     return authoring.merge(config, script, run_env, revisions, message=message, **options)
 
 

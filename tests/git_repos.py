@@ -1,6 +1,6 @@
 """Real git repositories for the fenced push tests: a bare remote and two clones in ``tmp_path``.
 
-``agent`` is the project's repository (the one :mod:`fencemigrate.fenced_writes.git_branch`
+``agent`` is the project's repository (the one :mod:`fencemigrate.agent_server.git_push`
 pushes from); ``other`` is another writer's clone of the same remote. git must be installed: a
 missing git fails the tests, it never skips them.
 """

@@ -51,7 +51,7 @@ from fencemigrate.alembic_internals import (
     upgrade_steps,
     version_directories,
 )
-from fencemigrate.runtime import declared_heads
+from fencemigrate.runtime import revisions
 
 
 def require(holds: bool, name: str, expected: str) -> None:
@@ -336,7 +336,7 @@ def test_version_directories_and_revision_files(tmp_path: Path, script: ScriptDi
     require(directories == [tmp_path / "scripts" / "versions"], name, f"lists the resolved directories ({directories})")
     pattern = getattr(script_base, "_only_source_rev_file", None)
     require(
-        pattern is not None and pattern.pattern == declared_heads._REVISION_FILE.pattern,
+        pattern is not None and pattern.pattern == revisions._REVISION_FILE.pattern,
         "alembic.script.base._only_source_rev_file",
-        "is the rule fencemigrate/runtime/declared_heads.py copies",
+        "is the rule fencemigrate/runtime/revisions.py copies",
     )

@@ -1,4 +1,4 @@
-"""The heads the revision files declare, read without importing them (runtime/declared_heads.py).
+"""The heads the revision files declare, read without importing them (runtime/revisions.py).
 
 Data cases: directories of revision files, each with the heads the text reading must give, or None
 when it must not be sure. Every case is checked against Alembic itself (its revision map, built by
@@ -21,7 +21,7 @@ from alembic.script.revision import RevisionError
 from alembic.util import CommandError
 from sqlite_rows import alembic_versions, make_sqlite_project, user_tables
 
-from fencemigrate.runtime.declared_heads import declared_heads, has_revision_files
+from fencemigrate.runtime.revisions import declared_heads, has_revision_files
 
 # As `alembic revision` writes it with the generic template (alembic 1.16+).
 GENERIC = '''\

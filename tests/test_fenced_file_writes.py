@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from fencemigrate.agent_server.files import ABSENT, FileContent, read_file, write_file
 from fencemigrate.errors import Fenced, LeaseBusy, UsageError
-from fencemigrate.fenced_writes.project_files import ABSENT, FileContent, read_file, write_file
 
 TOKEN = 34
 PATH = "migrations/versions/0042_add_invoice_currency.py"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from git_repos import BRANCH, GIT, Repositories, git, make_repositories
 
+from fencemigrate.agent_server.git_push import BranchRecord, BranchRemote, push_branch, record_branch
 from fencemigrate.errors import Fenced, GitFailed, UsageError
-from fencemigrate.fenced_writes.git_branch import BranchRecord, BranchRemote, push_branch, record_branch
 
 TOKEN = 33
 SECRET_URL = "https://user:secret@127.0.0.1/repo.git"

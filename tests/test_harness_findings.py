@@ -241,7 +241,7 @@ def _without_log(stderr: str) -> str:
 def test_the_mcp_server_tells_an_agent_the_database_moved_on_as_fenced() -> None:
     """An agent whose checkout lacks the database's revision gets FENCED (its token dropped), with the
     next step of fetching the files, not a USAGE error."""
-    from fencemigrate.agent_server.tool_errors import error_result
+    from fencemigrate.agent_server.results import error_result
     from fencemigrate.errors import AppliedBy, DatabaseAhead
 
     moved_on = DatabaseAhead("db/migrations", 1, (AppliedBy("a2", "A", 2, "2026-12-06T20:27:42.275Z"),))

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-import fencemigrate.runtime.existing_databases  # noqa: F401  (defines MissingDatabase)
-from fencemigrate.agent_server.tool_errors import error_result
+import fencemigrate.runtime.environment  # noqa: F401  (defines MissingDatabase)
+from fencemigrate.agent_server.results import error_result
 from fencemigrate.errors import (
     EXIT_STATUSES,
     FencemigrateError,

@@ -12,7 +12,7 @@ import inspect
 import pytest
 from mcp.types import TextContent
 
-from fencemigrate.agent_server.tool_errors import error_result
+from fencemigrate.agent_server.results import error_result
 from fencemigrate.errors import (
     Fenced,
     LeaseLost,

@@ -32,11 +32,12 @@ run()
 #: What a fenced upgrade on PostgreSQL must not run the code of.
 NOT_LOADED = {
     "MySQL code": ("fencemigrate.dialects.mysql", "sqlalchemy.dialects.mysql"),
+    "SQLAlchemy's SQLite dialect": ("sqlalchemy.dialects.sqlite",),
     "the check rules and engine": ("fencemigrate.lint.",),
     "the MCP server": ("mcp", "fencemigrate.agent_server.launch", "fencemigrate.agent_server.tool"),
     "the authoring": ("fencemigrate.runtime.authoring", "fencemigrate.runtime.listings"),
     "the readers": ("fencemigrate.fence.state", "fencemigrate.fence.timeline", "fencemigrate.runtime.reads"),
-    "the other commands": ("fencemigrate.lease_calls", "fencemigrate.examples.incident"),
+    "the other commands": ("fencemigrate.runtime.lease_commands", "fencemigrate.examples.incident"),
 }
 
 

@@ -1,11 +1,19 @@
 """``fencemigrate mcp``: a Model Context Protocol server for coding agents, whose lease token belongs
 to the server, not to the agent (docs/mcp.md).
 
-:mod:`.server` registers the tools and the state resource, :mod:`.tool_bodies` runs them,
-:mod:`.results` types what they return, :mod:`.tool_errors` turns refusals into tool errors,
-:mod:`.lease_state` keeps the server's grant, :mod:`.rules` is the ownership rule. Those that need
-the ``mcp`` SDK (``pip install 'fencemigrate[mcp]'``) are imported only when the server starts;
-:mod:`.rules` and :mod:`.lease_state` do not need it.
+:mod:`.launch` checks the options and holds the ownership rule, :mod:`.server` registers the tools
+and the state resource, :mod:`.tools` runs them, :mod:`.results` types what they return and turns
+refusals into tool errors, :mod:`.lease` keeps the server's grant. Those that need the ``mcp`` SDK
+(``pip install 'fencemigrate[mcp]'``: :mod:`.server`, :mod:`.tools`, :mod:`.results`) are
+imported only when the server starts; :mod:`.launch` and :mod:`.lease` do not need it.
+
+The server's writes besides the database's are fenced too: a push to the migration branch
+(:mod:`.git_push`) and a write to a project file (:mod:`.files`). Each is a compare-and-swap whose
+expected value the agent cannot pick: the branch's SHA recorded when the lease was granted, the
+hash of the file as the agent read it. A write whose expected value no longer holds is
+:class:`~fencemigrate.errors.Fenced`. A push is a fast-forward of the recorded SHA or nothing. Each
+takes a ``confirm`` callback, called before the compare-and-swap, with which the server checks
+that its grant is still the live one.
 """
 
 from __future__ import annotations

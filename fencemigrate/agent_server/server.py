@@ -1,8 +1,8 @@
 """``fencemigrate mcp``: the MCP server over stdio, its tools and its state resource.
 
 Each tool is registered here with its typed arguments and result (:mod:`.results`); its body is in
-:mod:`.tool_bodies`, a few lines over the Python API. The lease token belongs to this process
-(:class:`.lease_state.ServerLease`): the agent sees its number for the record and never passes one,
+:mod:`.tools`, a few lines over the Python API. The lease token belongs to this process
+(:class:`.lease.ServerLease`): the agent sees its number for the record and never passes one,
 so nothing it remembers or summarises can write. Tools run one at a time, on a worker thread of the
 SDK's, and report a long run's revisions, and its waits for a lock in the database, as MCP progress
 notifications; ``read_state`` answers meanwhile (:meth:`.ToolBodies.read_state`).
@@ -27,12 +27,11 @@ from pydantic import Field, ValidationError
 from .. import api
 from ..errors import FencemigrateError
 from ..scrub import json_text, scrub_secrets
-from .lease_state import ServerIdentity, ServerLease
-from .results import CheckResult, FileText, LeaseResult, PushResult, RunResult, StateView, WrittenFile
-from .rules import ownership_rules
-from .secret_files import remember_server_passwords
-from .tool_bodies import ToolBodies
-from .tool_errors import usage_result
+from .files import remember_server_passwords
+from .launch import ownership_rules
+from .lease import ServerIdentity, ServerLease
+from .results import CheckResult, FileText, LeaseResult, PushResult, RunResult, StateView, WrittenFile, usage_result
+from .tools import ToolBodies
 
 STATE_URI = "fencemigrate://state/{+resource}"
 #: Seconds a server stopped by SIGTERM or SIGINT gives the release of its lease before it exits.

@@ -26,7 +26,7 @@ from ..config import checked_resource, configured_backend, default_holder, fence
 from ..dialects import dialect_for, ensure_installed, installed_version, offline_install_script
 from ..errors import UsageError
 from ..queries import statement
-from ..runtime.env_reads import run_without_steps
+from ..runtime.environment import run_without_steps
 from .adoption import adopt_applied_history
 from .guard import VersionTable, allow_tokenless_writes, forbid_tokenless_writes, guard_first_write
 from .objects import installed_fence_objects

@@ -11,10 +11,11 @@ from ..errors import UsageError
 from ..scrub import remember_url_password, scrub_secrets
 from .database import DatabaseLeases
 from .fence_on_grant import check_preempt
-from .model import DEFAULT_RUN_WAIT, DEFAULT_TTL, Grant, LeaseBackend, LeaseRequest, LeaseStatus
+from .model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL, Grant, LeaseBackend, LeaseRequest, LeaseStatus
 from .run_lease import HeldLease, RunnerLease
 
 __all__ = [
+    "DEFAULT_ACQUIRE_WAIT",
     "DEFAULT_RUN_WAIT",
     "DEFAULT_TTL",
     "Grant",

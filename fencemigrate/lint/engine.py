@@ -21,7 +21,7 @@ from .rules import RULES, CheckContext, Rule, escalated_rules, rule_for, select_
 from .rules.database import NOT_RUN_WITHOUT_DATABASE
 from .settings import ProjectSettings, read_project_settings
 
-#: Runs env.py once with a reader of the database (``runtime.env_reads.run_without_steps``).
+#: Runs env.py once with a reader of the database (``runtime.environment.run_without_steps``).
 ReadThroughEnv = Callable[[Callable[[tuple[str, ...], MigrationContext], list[Any]]], None]
 
 

@@ -27,7 +27,7 @@ from alembic.runtime.migration import MigrationContext, RevisionStep
 from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls, SqliteScriptCalls
 from ..errors import AppliedTextAltered, AppliedTextNotRecorded, RevisionFailed
 from ..fence.ledger import AppliedSource, read_applied_sources, read_revision_file, version_table_name
-from .code_errors import describe, locate
+from .environment import describe, locate
 from .request import FenceSettings
 from .superseded_plans import refuse_if_superseded
 

@@ -15,7 +15,7 @@ from ..errors import UsageError
 from .outcome import RunOutcome
 from .plans import downgrade_plan, reapply_plan, stamp_plan, upgrade_plan
 from .request import REAPPLY_KEYWORDS, fenced_request, require_token
-from .revision_targets import split_range, stamp_range
+from .revisions import split_range, stamp_range
 from .runner import run_fenced
 
 

@@ -1,22 +1,43 @@
-"""Run the project's own env.py with a fenced migration function, and turn its failures into outcomes."""
+"""Run the project's own env.py: with a fenced migration function, or with nothing to migrate (the
+commands that only read, Alembic's own among them); and turn its failures into outcomes.
+
+Failures of the project's own code, a revision's or env.py's, are named with the file and line. A
+revision that raises gives :class:`~fencemigrate.errors.RevisionFailed` (one for a database error,
+which stays a :class:`~fencemigrate.errors.DatabaseError`), naming the revision and the innermost
+line of its file on the traceback; env.py failing gives :class:`~fencemigrate.errors.EnvPyFailed`.
+The original exception is the ``__cause__`` (``--raiseerr`` prints its traceback). FENCED and the
+other outcomes fencemigrate's own SQL raises from inside a revision are left to
+:func:`..connections.translated_errors`; the monotonic guard's is told which revision wrote.
+
+Read commands never create a database: SQLite would create a missing file on connect. Inside
+:func:`existing_sqlite_files_only`, a connection to a SQLite file that does not exist is refused
+before the driver opens it (so no file is left behind), whoever opens it: env.py, Alembic or
+fencemigrate. In-memory databases are let through.
+"""
 
 from __future__ import annotations
 
 import configparser
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from alembic.config import Config
 from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, make_url
+from sqlalchemy import Connection, event, make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..alembic_internals import around_env_py_calls
 from ..config import check_url_password
 from ..connections import (
     cancel_statement_on_server,
+    is_driver_error,
     note_driver,
     quiet_lost_session_resets,
     roll_back_or_invalidate,
@@ -24,11 +45,173 @@ from ..connections import (
 )
 from ..dialects import dialect_for
 from ..dialects.sqlite_transactions import sqlite_transactions
-from ..errors import NotTransactional, refused_step
+from ..errors import (
+    CodeLocation,
+    EnvPyFailed,
+    FencemigrateError,
+    MonotonicGuardRefused,
+    NotTransactional,
+    RevisionDatabaseFailed,
+    RevisionFailed,
+    from_database_error,
+    refused_step,
+    sqlstate_of,
+)
 from ..process import close_at_exit
-from ..scrub import remember_password
-from .code_errors import env_py_code
+from ..scrub import remember_password, scrub_secrets
 from .request import TokenSource
+from .revisions import script_directory
+
+
+def describe(error: BaseException) -> str:
+    """The error in one line: ``Type: message`` (a database error as fencemigrate words them)."""
+    if is_database_error(error):
+        original = getattr(error, "orig", None) or error
+        lines = str(original).strip().splitlines()
+        return "database error: " + scrub_secrets(lines[0] if lines else type(original).__name__)
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    return scrub_secrets(text)
+
+
+def is_database_error(error: BaseException) -> bool:
+    """An error of SQLAlchemy or of the database driver."""
+    return isinstance(error, SQLAlchemyError) or sqlstate_of(error) is not None or is_driver_error(error)
+
+
+def locate(error: BaseException, path: str) -> CodeLocation | None:
+    """The innermost frame of ``error``'s traceback in the file ``path``, if it passed there."""
+    wanted = os.path.realpath(path)
+    found: CodeLocation | None = None
+    trace = error.__traceback__
+    while trace is not None:
+        code = trace.tb_frame.f_code
+        if os.path.realpath(code.co_filename) == wanted:
+            found = CodeLocation(shown_path(path), trace.tb_lineno, code.co_name)
+        trace = trace.tb_next
+    return found
+
+
+def shown_path(path: str) -> str:
+    """``path`` relative to the working directory when it is under it, else absolute."""
+    absolute = Path(path).resolve()
+    try:
+        return str(absolute.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(absolute)
+
+
+@contextmanager
+def revision_code(revision: str, path: str, aftermath: Callable[[], str], resource: str, token: int) -> Iterator[None]:
+    """Run a revision's own code: what it raises becomes :class:`RevisionFailed` (``aftermath()``
+    says what happened to the run's writes), except fencemigrate's own outcomes (FENCED, ...)."""
+    try:
+        yield
+    except FencemigrateError:
+        raise
+    except Exception as error:
+        if not is_database_error(error):
+            raise RevisionFailed(revision, locate(error, path), describe(error), aftermath()) from error
+        if (guarded := guard_refusal(error, revision, path, resource, token, aftermath)) is not None:
+            raise guarded from error
+        if from_database_error(error, resource, token) is not None:
+            raise  # FENCED and the other refusals of fencemigrate's SQL, translated as ever
+        raise RevisionDatabaseFailed(revision, locate(error, path), describe(error), aftermath()) from error
+
+
+def guard_refusal(
+    error: Exception, revision: str, path: str, resource: str, token: int, aftermath: Callable[[], str]
+) -> MonotonicGuardRefused | None:
+    """The monotonic guard's refusal of a write revision ``revision`` made (naming the revision and
+    its line, then ``aftermath()``); None for any other error."""
+    refused = from_database_error(error, resource, token) if is_database_error(error) else None
+    if not isinstance(refused, MonotonicGuardRefused):
+        return None
+    writer = f"revision {revision}" + (f" ({where})" if (where := locate(error, path)) else "")
+    return refused.written_by(writer, aftermath())
+
+
+@contextmanager
+def env_py_code(path: str) -> Iterator[None]:
+    """Run env.py: what it raises itself becomes :class:`EnvPyFailed`; fencemigrate's outcomes,
+    database and Alembic errors pass on unchanged (to :func:`..error_translation.translated_errors`)."""
+    from alembic.util import CommandError
+
+    try:
+        yield
+    except FencemigrateError:
+        raise
+    except Exception as error:
+        if is_database_error(error) or isinstance(error, CommandError) or not _raised_by(error, path):
+            raise
+        raise EnvPyFailed(locate(error, path), describe(error)) from error
+
+
+def _raised_by(error: BaseException, path: str) -> bool:
+    """The file ``path`` is on ``error``'s traceback, and what it called last there is not Alembic
+    (whose own errors, raised while env.py runs the migrations, are not env.py's)."""
+    import alembic
+
+    wanted, alembic_dir = os.path.realpath(path), os.path.dirname(os.path.realpath(alembic.__file__))
+    called: str | None = None
+    trace = error.__traceback__
+    seen = False
+    while trace is not None:
+        filename = os.path.realpath(trace.tb_frame.f_code.co_filename)
+        if filename == wanted:
+            seen, called = True, None
+        elif seen and called is None:
+            called = filename
+        trace = trace.tb_next
+    return seen and (called is None or not called.startswith(alembic_dir + os.sep))
+
+
+_ONLY_EXISTING: ContextVar[bool] = ContextVar("fencemigrate_only_existing_sqlite_files", default=False)
+_listening = False
+
+
+class MissingDatabase(FencemigrateError):
+    """A read command was pointed at a SQLite file that does not exist (exit 1)."""
+
+
+@contextmanager
+def existing_sqlite_files_only() -> Iterator[None]:
+    """Refuse, inside the block (this thread or task), to open a SQLite file that does not exist."""
+    # Imported here: a fenced run on another database never loads SQLAlchemy's SQLite dialect.
+    from sqlalchemy.dialects.sqlite.base import SQLiteDialect
+
+    global _listening
+    if not _listening:
+        event.listen(SQLiteDialect, "do_connect", _refuse_missing_file)
+        _listening = True
+    reset = _ONLY_EXISTING.set(True)
+    try:
+        yield
+    finally:
+        _ONLY_EXISTING.reset(reset)
+
+
+def _refuse_missing_file(dialect: Any, record: Any, cargs: list[Any], cparams: dict[str, Any]) -> None:
+    if not _ONLY_EXISTING.get():
+        return
+    path = database_file(cargs, cparams)
+    if path is not None and not os.path.exists(path):
+        raise MissingDatabase(
+            f"no SQLite database at {path}: read commands never create one; check sqlalchemy.url "
+            "(a fenced upgrade creates the file)"
+        )
+
+
+def database_file(cargs: list[Any], cparams: dict[str, Any]) -> str | None:
+    """The file a SQLite driver is asked to open (``sqlite3.connect``'s arguments); None in memory."""
+    name = str(cargs[0]) if cargs else str(cparams.get("database", ""))
+    if cparams.get("uri"):
+        parts = urlsplit(name)
+        if parse_qs(parts.query).get("mode", [""])[-1] == "memory":
+            return None
+        name = unquote(parts.path) if parts.scheme == "file" else name
+    return None if name in ("", ":memory:") else name
+
 
 FENCED_RUN_ATTRIBUTE = "fencemigrate.run"
 """``config.attributes`` key telling the fence-aware env.py template that fencing is on."""
@@ -58,7 +241,7 @@ def run_env(
     Alembic uses it (the
     run's lease is acquired there, before Alembic creates its version table).
     SQLite connections env.py opens get transactional DDL (:mod:`..dialects.sqlite_transactions`), and
-    Alembic is told so. What env.py raises itself is :class:`.code_errors.EnvPyFailed`.
+    Alembic is told so. What env.py raises itself is :class:`~fencemigrate.errors.EnvPyFailed`.
     When what fencemigrate runs inside env.py fails, env.py's connections are rolled back before
     env.py closes them, and invalidated if their sessions are gone (:mod:`..connections`).
     """
@@ -150,3 +333,76 @@ def check_configured_url(config: Config) -> None:
 def autocommits(connection: Connection) -> bool:
     """True when the DBAPI connection commits every statement on its own (:meth:`Dialect.autocommits`)."""
     return dialect_for(connection).autocommits(connection)
+
+
+_T = TypeVar("_T")
+
+
+def read_through_env(
+    config: Config,
+    script: ScriptDirectory,
+    fn: Callable[[tuple[str, ...], MigrationContext], list[Any]],
+    **context_options: Any,
+) -> None:
+    """Run env.py with ``fn`` and nothing to migrate: Alembic does not even create its version
+    table (a fence-aware env.py passes straight through)."""
+    config.attributes[FENCED_RUN_ATTRIBUTE] = fn
+    try:
+        run_env(config, script, fn, dont_mutate=True, **context_options)
+    finally:
+        config.attributes.pop(FENCED_RUN_ATTRIBUTE, None)
+
+
+def run_without_steps(
+    config: Config,
+    fn: Callable[[tuple[str, ...], MigrationContext], list[Any]],
+    on_connection: Callable[[MigrationContext], None] | None = None,
+    reads_only: bool = False,
+) -> None:
+    """Run env.py with ``fn`` and no migration steps; with ``reads_only``, a missing SQLite file is
+    an error, not created."""
+    with existing_sqlite_files_only() if reads_only else nullcontext():
+        read_through_env(config, script_directory(config), fn, on_connection=on_connection)
+
+
+def read_once(
+    config: Config,
+    read: Callable[[tuple[str, ...], MigrationContext], _T],
+    cannot: str,
+    reads_only: bool = True,
+    script: ScriptDirectory | None = None,
+    **context_options: Any,
+) -> _T:
+    """What ``read`` returns from env.py's migration context, run with nothing to migrate (see
+    :func:`run_without_steps`; with ``script``, through it as it is, e.g. --sql's). ``cannot``
+    says what is missing when env.py never ran the migration context."""
+    found: list[_T] = []
+
+    def fn(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
+        found.append(read(heads, context))
+        return []
+
+    if script is not None:
+        read_through_env(config, script, fn, **context_options)
+    else:
+        run_without_steps(config, fn, reads_only=reads_only)
+    if not found:
+        raise FencemigrateError(f"env.py did not run the migration context; {cannot}")
+    return found[0]
+
+
+def database_heads(config: Config) -> tuple[str, ...]:
+    """The version table's rows, read through env.py without creating the table."""
+    return read_once(config, lambda heads, context: tuple(heads), "cannot read the current revision")
+
+
+def alembic_read(fn: Callable[..., None], config: Config, *args: Any, **kw: Any) -> None:
+    """An Alembic command that only reads: it never creates a missing SQLite file."""
+    with existing_sqlite_files_only(), translated_errors():
+        fn(config, *args, **kw)
+
+
+def print_stdout(config: Config, lines: list[str]) -> None:
+    """Print Alembic-formatted ``lines`` as Alembic's commands do (silent with ``-q``)."""
+    for line in lines:
+        config.print_stdout(line)

@@ -16,7 +16,7 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 
 from ..errors import Fenced, UsageError
-from .declared_heads import declared_revisions
+from .revisions import declared_revisions
 
 BASE = "base"
 _PREFIX_MIN_ID = 4  # Alembic matches a prefix only against ids of at least four characters

@@ -21,8 +21,7 @@ from ..fence.guard import VersionTable, guard_first_write, guard_version_table
 from ..fence.ledger import Ledger, LedgerChange, ledger_change, refuse_if_dirty, version_table_name
 from ..progress import SILENT, Progress, StepStart
 from .applied_downgrades import applied_text_of, code_path, require_applied_file, rollback_detail
-from .code_errors import revision_code
-from .environment import autocommits
+from .environment import autocommits, revision_code
 from .expected_heads import listed
 from .fenced_step import FencedStep
 from .offline_version_table import create_version_table_if_missing

@@ -23,9 +23,8 @@ from ..alembic_internals import listed_dependencies, mark_current
 from ..connections import translated_errors
 from ..errors import UsageError
 from .authoring import open_in_editor, revision_files
-from .env_reads import alembic_read, database_heads, print_stdout
-from .environment import check_configured_url
-from .revision_targets import RELATIVE, alembic_words, script_directory
+from .environment import alembic_read, check_configured_url, database_heads, print_stdout
+from .revisions import RELATIVE, alembic_words, script_directory
 
 
 def _as_tuple(ids: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:

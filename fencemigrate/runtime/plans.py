@@ -14,8 +14,8 @@ from ..alembic_internals import downgrade_steps, parent_revisions, stamp_steps, 
 from ..connections import close, probe_connection
 from ..errors import AppliedTextNotRecorded, DatabaseAhead, FencemigrateError, RevisionFailed, UsageError
 from ..fence.ledger import covered, purge_steps
-from .declared_heads import declared_heads, has_revision_files
 from .request import Planner
+from .revisions import declared_heads, has_revision_files
 
 
 class NothingToDoProbe:
@@ -111,7 +111,7 @@ def _as_usage_errors(plan: Planner) -> Planner:
 
 def upgrade_settled(script: ScriptDirectory, revision: str, heads: tuple[str, ...]) -> bool | None:
     """Whether upgrading a database at ``heads`` to ``revision`` has nothing to do, as far as the
-    revision files tell without being imported (:mod:`.declared_heads`): False with no heads yet
+    revision files tell without being imported (:func:`.revisions.declared_heads`): False with no heads yet
     (when there are revision files), True at the heads the files declare, else None (only
     Alembic's revision map can tell)."""
     if revision not in ("head", "heads"):

@@ -31,7 +31,7 @@ from ..fence.guard import guard_first_write, guard_version_table
 from ..fence.ledger import Ledger, ledger_change, refuse_if_dirty, version_table_name
 from ..progress import SILENT, Progress
 from .applied_downgrades import applied_text_of, code_path, rollback_detail
-from .code_errors import describe, guard_refusal, locate
+from .environment import describe, guard_refusal, locate
 from .fenced_run import step_direction, step_start
 from .fenced_step import FencedStep
 from .outcome import RunOutcome, StepOutcome

@@ -10,14 +10,14 @@ from ..fence.ledger import AppliedSource, applied_source
 from ..fence.state import State, read_state
 from ..fence.timeline import Event, parse_since, read_timeline
 from ..fence.version_table import EnsuredVersionTable, ensure_version_table
-from . import env_reads
-from .revision_targets import script_directory
+from . import environment
+from .revisions import script_directory
 
 
 def state(config: Config) -> State:
     """See :func:`.api.state`."""
     schema = fence_schema(config)
-    return env_reads.read_once(config, lambda heads, context: read_state(context, schema), "cannot read state")
+    return environment.read_once(config, lambda heads, context: read_state(context, schema), "cannot read state")
 
 
 def timeline(config: Config, resource: str | None, since: str | None) -> list[Event]:
@@ -26,14 +26,14 @@ def timeline(config: Config, resource: str | None, since: str | None) -> list[Ev
     name = None if resource is None else check_resource(resource)
     start = None if since is None else parse_since(since)
     read = lambda heads, context: read_timeline(context, schema, name, start)  # noqa: E731
-    return env_reads.read_once(config, read, "cannot read the timeline")
+    return environment.read_once(config, read, "cannot read the timeline")
 
 
 def show_applied(config: Config, rev: str) -> AppliedSource:
     """See :func:`.api.show` (``applied``)."""
     schema = fence_schema(config)
     read = lambda heads, context: applied_source(context, schema, rev)  # noqa: E731
-    return env_reads.read_once(config, read, "cannot read the ledger")
+    return environment.read_once(config, read, "cannot read the ledger")
 
 
 def ensure_version(config: Config, sql: bool) -> EnsuredVersionTable:
@@ -42,4 +42,4 @@ def ensure_version(config: Config, sql: bool) -> EnsuredVersionTable:
     ensure = lambda heads, context: ensure_version_table(  # noqa: E731
         context, context.dialect.identifier_preparer.quote(schema)
     )
-    return env_reads.read_once(config, ensure, "no version table was created", script=script, as_sql=sql)
+    return environment.read_once(config, ensure, "no version table was created", script=script, as_sql=sql)

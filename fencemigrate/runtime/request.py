@@ -44,7 +44,7 @@ from ..leases import (
 from ..progress import SILENT, Progress
 from .expected_heads import ExpectedHeads, ResolvedFrom, expected_heads
 from .modes import check_mode, mode_for
-from .revision_targets import relative_to_heads, require_known, script_directory
+from .revisions import relative_to_heads, require_known, script_directory
 
 Planner = Callable[[tuple[str, ...], MigrationContext], tuple[list[Any], list[str]]]
 """Given the current heads, the steps to run and the revisions a reapply rolls back."""

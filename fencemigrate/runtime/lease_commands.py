@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 
-from .config import (
+from ..config import (
     check_holder,
     checked_resource,
     configured_lease_url,
@@ -17,16 +17,24 @@ from .config import (
     parse_ttl_ms,
     parse_wait_ms,
 )
-from .errors import Fenced, FencemigrateError, GrantUndone, LeaseLost, UsageError, newer_token_wrote
-from .fence.adoption import adopt_applied_history
-from .fence.guard import guard_first_write
-from .fence.state import State, read_state
-from .fence.tokens import with_newer_token_news
-from .leases import Grant, LeaseBackend, LeaseRequest, LeaseStatus, check_lease_url, open_backend
-from .leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_TTL
-from .progress import SILENT
-from .runtime.env_reads import run_without_steps
-from .runtime.request import AcquireKeywords, ReleaseKeywords, RenewKeywords, reject_unknown
+from ..errors import Fenced, FencemigrateError, GrantUndone, LeaseLost, UsageError, newer_token_wrote
+from ..fence.adoption import adopt_applied_history
+from ..fence.guard import guard_first_write
+from ..fence.state import State, read_state
+from ..fence.tokens import with_newer_token_news
+from ..leases import (
+    DEFAULT_ACQUIRE_WAIT,
+    DEFAULT_TTL,
+    Grant,
+    LeaseBackend,
+    LeaseRequest,
+    LeaseStatus,
+    check_lease_url,
+    open_backend,
+)
+from ..progress import SILENT
+from .environment import run_without_steps
+from .request import AcquireKeywords, ReleaseKeywords, RenewKeywords, reject_unknown
 
 _T = TypeVar("_T")
 

@@ -1,5 +1,6 @@
 """The bodies of the MCP server's tools, each a few lines over the Python API, run one at a time
-under the server's own lease (:class:`.lease_state.ServerLease`)."""
+under the server's own lease (:class:`.lease.ServerLease`).
+"""
 
 from __future__ import annotations
 
@@ -14,21 +15,30 @@ from alembic.config import Config
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 
-from .. import api, lease_calls
+from .. import api
 from ..dialects.waits import LockWait, lock_wait_text
 from ..errors import FencemigrateError, LeaseBusy, LeaseLost
 from ..fence.state import State
-from ..fenced_writes import git_branch, project_files
-from ..fenced_writes.git_branch import BranchRecord, BranchRemote
 from ..leases import Grant, LeaseStatus
 from ..progress import LeaseWait, StepStart
-from ..runtime.env_reads import database_heads
+from ..runtime import lease_commands
+from ..runtime.environment import database_heads
 from ..runtime.outcome import RunOutcome
 from ..scrub import redact_file_text, scrub_secrets
-from . import secret_files
-from .lease_state import ServerLease
-from .results import CheckResult, FileText, LeaseResult, PushResult, RunResult, StateView, WrittenFile
-from .tool_errors import error_result, ok_result
+from . import files, git_push
+from .git_push import BranchRecord, BranchRemote
+from .lease import ServerLease
+from .results import (
+    CheckResult,
+    FileText,
+    LeaseResult,
+    PushResult,
+    RunResult,
+    StateView,
+    WrittenFile,
+    error_result,
+    ok_result,
+)
 
 DRIFT_RULES = ("FM402", "FM403")
 """``check --db``'s drift rules: an applied revision's file changed, or is missing."""
@@ -227,7 +237,7 @@ class ToolBodies:
             view = self.shown(self.view(fresh, grant.lease))
         except BaseException as failure:  # the agent would not hear of the grant: undo it
             self.lease.forget()
-            undone = lease_calls.undo_grant(self.config, None, grant, failure)
+            undone = lease_commands.undo_grant(self.config, None, grant, failure)
             if not isinstance(failure, Exception):
                 raise
             raise undone from failure
@@ -240,7 +250,7 @@ class ToolBodies:
         records, notes = {}, []
         for branch in self.identity.branches:
             try:
-                records[branch] = git_branch.record_branch(where, branch, token)
+                records[branch] = git_push.record_branch(where, branch, token)
             except FencemigrateError as error:
                 notes.append(f"branch {branch} was not recorded ({error}); push_branch refuses it until the next grant")
         return records, notes
@@ -276,17 +286,17 @@ class ToolBodies:
     # -- the branch and the files ----------------------------------------------------------------
 
     def live_grant(self) -> Grant:
-        """The server's grant, checked live now (:func:`..lease_calls.confirm`) before a write that
+        """The server's grant, checked live now (:func:`..runtime.lease_commands.confirm`) before a write that
         no database fence guards, and renewed: FENCED or LEASE_LOST (the token then dropped) when
         a newer grant exists, as ``upgrade`` is refused."""
-        renewed = lease_calls.confirm(self.config, self.lease.required())
+        renewed = lease_commands.confirm(self.config, self.lease.required())
         self.lease.granted(renewed)
         return renewed
 
     def push(self, branch: str) -> CallToolResult:
         record = self.lease.branch(branch)
         where = BranchRemote(self.identity.project_dir, self.identity.remote)
-        moved = git_branch.push_branch(where, record, confirm=self.live_grant)
+        moved = git_push.push_branch(where, record, confirm=self.live_grant)
         self.lease.pushed(moved)
         assert moved.sha is not None
         result = PushResult(
@@ -297,13 +307,13 @@ class ToolBodies:
     def read_file(self, path: str) -> CallToolResult:
         allowed = self.identity.read_secret_files
         if not allowed:
-            secret_files.refuse_secret_name(path)
+            files.refuse_secret_name(path)
         self._learn_engine_password()
-        content = project_files.read_file(self.identity.project_dir, path)
+        content = files.read_file(self.identity.project_dir, path)
         shown = redact_file_text(content.text)
         redacted = shown != content.text  # its hash would let the redacted text replace the file's
         if redacted and not allowed:
-            secret_files.refuse_config_file(self.identity.project_dir, path, self.config.config_file_name)
+            files.refuse_config_file(self.identity.project_dir, path, self.config.config_file_name)
         result = FileText(path=path, text=shown, sha256=None if redacted else content.sha256, redacted=redacted)
         return ok_result(result.model_dump(mode="json"))
 
@@ -319,7 +329,7 @@ class ToolBodies:
 
     def write_file(self, path: str, content: str, expected_sha256: str) -> CallToolResult:
         token = self.lease.required().token
-        written = project_files.write_file(
+        written = files.write_file(
             self.identity.project_dir, path, content, expected_sha256, token, confirm=self.live_grant
         )
         return ok_result(WrittenFile(path=path, sha256=written, server_token=token).model_dump(mode="json"))

@@ -1,10 +1,15 @@
-"""``fencemigrate resolve``: settle a dirty revision deliberately, under the fence and the named lock."""
+"""``fencemigrate resolve``: settle a dirty revision deliberately, under the fence and the named lock.
+
+The command runs through env.py (:func:`resolve_dirty`): the revision is checked, then settled by
+:class:`ResolveRun`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from alembic.config import Config
 from alembic.runtime.migration import HeadMaintainer, MigrationContext, StampStep
 
 from ..alembic_internals import revisions_below
@@ -12,11 +17,13 @@ from ..dialects import dialect_for, installed_version
 from ..dialects.fence_calls import claim_fence
 from ..dialects.named_lock import NamedLock
 from ..dialects.waits import WaitBound
-from ..errors import UsageError
+from ..errors import FencemigrateError, UsageError
 from ..fence.events import log_event
 from ..fence.ledger import Ledger, Unsettled, unsettled_revisions, version_table_name
 from ..queries import statement
+from .environment import FENCED_RUN_ATTRIBUTE, run_env
 from .request import APPLIED, ROLLED_BACK, FenceSettings
+from .revisions import RELATIVE, require_known, script_directory
 
 
 @dataclass
@@ -161,3 +168,33 @@ class ResolveRun:
             return current
         HeadMaintainer(context, heads).update_to_step(step)
         return set(context.get_current_heads())
+
+
+def resolve_dirty(
+    config: Config, revision: str, resolved_as: str, settings: FenceSettings, lock_wait_ms: int
+) -> ResolveOutcome:
+    """Settle the dirty ``revision`` as ``resolved_as`` under ``settings``; the revision must be a
+    known id (not ``head`` or a relative one), checked before the database is touched."""
+    script = script_directory(config)
+    if revision in ("base", "head", "heads") or RELATIVE.search(revision):
+        raise UsageError(f"resolve takes the id of the dirty revision, not {revision!r}")
+    require_known(script, revision)
+    run = ResolveRun(settings, revision, resolved_as, lock_wait_ms)
+    config.attributes[FENCED_RUN_ATTRIBUTE] = run
+    try:
+        run_env(
+            config,
+            script,
+            run.migrations_fn,
+            resource=settings.resource,
+            tokens=settings.tokens,
+            writes=True,
+            on_connection=run.connected,
+            dont_mutate=True,
+        )
+    finally:
+        run.finish()
+        config.attributes.pop(FENCED_RUN_ATTRIBUTE, None)
+    if run.outcome is None:
+        raise FencemigrateError("env.py did not run the migration context; nothing was resolved")
+    return run.outcome

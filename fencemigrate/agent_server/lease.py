@@ -1,5 +1,6 @@
 """The server's own lease: the grant it holds for its holder, kept in this process and never handed
-to the agent, and forgotten as soon as the lease is known to be lost."""
+to the agent, and forgotten as soon as the lease is known to be lost.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FencemigrateError, LeaseLost, UsageError
-from ..fenced_writes.git_branch import BranchRecord
 from ..leases import Grant, LeaseStatus
+from .git_push import BranchRecord
 
 NO_GRANT = (
     "this server holds no lease on {resource}, so it writes nothing: call acquire_lease and read the "

@@ -190,12 +190,11 @@ def install(
     refused too); with ``sql``, return the script instead (``sql`` of the outcome), for the database
     ``sqlalchemy.url`` names (PostgreSQL's unless it names SQLite or MySQL/MariaDB). ``grant_to``
     (PostgreSQL): the role that runs migrations, granted what they need in the fence schema, which it
-    does not own (see :mod:`.migration_role`). ``tokenless_writes`` "allow" opts the version table
+    does not own (see :mod:`.fence.install`). ``tokenless_writes`` "allow" opts the version table
     out of the guard (recorded: no later run puts it back), "forbid" opts it back in.
     """
-    from .fence.install import install_fence_schema
 
-    return install_fence_schema(config, sql, grant_to, tokenless_writes)
+    return commands.install_fence_schema(config, sql, grant_to, tokenless_writes)
 
 
 def init(config: Config, directory: str, template: str = FENCE_AWARE, package: bool = False) -> InitOutcome:

@@ -232,9 +232,31 @@ class GitFailed(FencemigrateError):
         return {**super().as_json(), "command": self.command, "reason": self.reason}
 
 
+# Where a resource's tokens come from (``agent_fence.token_source``; see :mod:`.fence.tokens`).
+EXTERNAL = "external"
+LEASE_SERVICE = "lease service"
+REDIS = "redis"
+NONE_YET = "none yet"  # no fence row: nothing has written or been granted
+
+
 def newer_token_wrote(fence: int, resource: str) -> str:
     """The reason of a FENCED claim (as PostgreSQL's ``claim()`` words it too)."""
     return f"token {fence} has since written to {resource}"
+
+
+def never_issued(resource: str, token: int, fence: int, source: str) -> str:
+    """The reason of a FENCED claim above the fence of a leased resource (as claim() words it)."""
+    service = "the lease service (Redis)" if source == REDIS else "the lease service"
+    return f"token {token} was never issued by {service} for {resource} (the last token it issued is {fence})"
+
+
+def refuse_token(resource: str, token: int, fence: int, source: str) -> None:
+    """FENCED when a higher token has written, or when ``token`` is above the fence of a resource
+    whose lease service never issued it (the claim statement's condition, explained)."""
+    if fence > token:
+        raise Fenced(resource, token, fence, newer_token_wrote(fence, resource))
+    if fence < token and source != EXTERNAL:
+        raise Fenced(resource, token, fence, never_issued(resource, token, fence, source))
 
 
 def newer_token_granted(fence: int, resource: str) -> str:

@@ -119,3 +119,31 @@ class ServerLease:
         )
         self.forget(LeaseLost(self.identity.resource, self.identity.holder, held.token, reason))
         return True
+
+
+def ownership_rules(resource: str) -> str:
+    """The rule for an agent that migrates ``resource`` through this MCP server."""
+    return f"""\
+Ownership rule for {resource} (fencemigrate MCP server)
+
+The fencemigrate server owns the lease token for {resource} and the heads your plan was made
+from. You never hold a token: the server does, and it writes only under its own explicit grant.
+
+1. Before you plan, call read_state (or read the resource fencemigrate://state/{resource}) and plan
+   from what it returns, never from memory or from a context summary.
+2. To write, call acquire_lease first and read the state it returns: a new lease comes with a fresh
+   look at the world. upgrade, downgrade, reapply, stamp, push_branch and write_file refuse to run
+   without the server's live grant; no tool takes a lease and writes in one step.
+3. A FENCED error means time passed without you noticing and someone else changed {resource}.
+   The server has dropped its token. (1) Stop the current plan. (2) Discard any belief that you
+   hold a lease or a lock. (3) Call read_state and re-read anything you were about to write that
+   depends on it. (4) Make a new plan from that fresh state; if the goal is already met, report
+   that and stop. To write again you must call acquire_lease. Never treat FENCED as a merge
+   conflict or a flaky failure: do not retry, rebase, renumber or re-apply.
+4. LEASE_LOST is the same news as FENCED: do what rule 3 says.
+5. LEASE_BUSY is transient: another live holder has the lease; wait until the time it names, then
+   call acquire_lease again. DIRTY needs a person, or you, to compare the schema with the revision
+   first. USAGE means the call itself was wrong, and nothing changed.
+6. Never write a token number, "I hold the lease" or "holds lock on ..." into your notes, plans or
+   summaries. Whether a lease is held is what read_state says now, not what you remember.
+"""

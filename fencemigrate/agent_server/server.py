@@ -28,8 +28,7 @@ from .. import api
 from ..errors import FencemigrateError
 from ..scrub import json_text, scrub_secrets
 from .files import remember_server_passwords
-from .launch import ownership_rules
-from .lease import ServerIdentity, ServerLease
+from .lease import ServerIdentity, ServerLease, ownership_rules
 from .results import CheckResult, FileText, LeaseResult, PushResult, RunResult, StateView, WrittenFile, usage_result
 from .tools import ToolBodies
 

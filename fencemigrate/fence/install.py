@@ -16,17 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from ..alembic_internals import per_migration_transaction
-from ..config import checked_resource, configured_backend, default_holder, fence_schema
-from ..dialects import dialect_for, ensure_installed, installed_version, offline_install_script
+from ..config import default_holder
+from ..dialects import dialect_for, ensure_installed, installed_version
 from ..errors import UsageError
 from ..queries import statement
-from ..runtime.environment import run_without_steps
 from .adoption import adopt_applied_history
 from .guard import VersionTable, allow_tokenless_writes, forbid_tokenless_writes, guard_first_write
 from .objects import installed_fence_objects
@@ -160,39 +158,6 @@ def restore_guards(connection: Connection, quoted_schema: str, version: str) -> 
             connection.exec_driver_sql(trigger.definition, execution_options={"no_parameters": True})
             done[name] = "missing"
     return [f"put back guard trigger {name} (it was {done[name]})" for name in sorted(done)]
-
-
-def install_fence_schema(
-    config: Config, sql: bool, grant_to: str | None, tokenless_writes: str | None
-) -> InstallOutcome:
-    """``fencemigrate install`` (see :func:`.api.install`), its options checked before anything is touched."""
-    schema = fence_schema(config)
-    resource = checked_resource(config, None)
-    check_grant_to(grant_to, configured_backend(config), sql)
-    if tokenless_writes not in (None, "allow", "forbid"):
-        raise UsageError(f"tokenless_writes must be 'allow' or 'forbid', not {tokenless_writes!r}")
-    if sql:
-        if tokenless_writes is not None:
-            raise UsageError("--allow-tokenless-writes and --forbid-tokenless-writes change a database: not with --sql")
-        return InstallOutcome(sql=offline_install_script(configured_backend(config), schema))
-    outcome = InstallOutcome()
-
-    def install(heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
-        install_through(context, schema, grant_to, tokenless_writes, outcome, resource)
-        return []
-
-    def before_alembic(context: MigrationContext) -> None:
-        # Alembic reads the version table first: a table the installing role cannot take is refused
-        # before that read fails.
-        assert context.connection is not None and grant_to is not None
-        external = context.connection.in_transaction()
-        quoted = context.dialect.identifier_preparer.quote(schema)
-        check_version_table_owner(context.connection, quoted, grant_to, VersionTable.of(context).relation(context))
-        if not external:
-            context.connection.rollback()
-
-    run_without_steps(config, install, on_connection=None if grant_to is None else before_alembic)
-    return outcome  # as it was when env.py never ran the migration context
 
 
 def install_through(

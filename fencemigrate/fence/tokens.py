@@ -36,14 +36,18 @@ from typing import Any
 from sqlalchemy import Connection, CursorResult
 
 from ..config import MAX_TOKEN
-from ..errors import DatabaseError, Fenced, OtherTokenSource, TokensExhausted, UsageError, newer_token_wrote
+from ..errors import (
+    EXTERNAL,
+    LEASE_SERVICE,
+    NONE_YET,
+    REDIS,
+    DatabaseError,
+    Fenced,
+    OtherTokenSource,
+    TokensExhausted,
+    UsageError,
+)
 from ..queries import statement
-
-EXTERNAL = "external"
-LEASE_SERVICE = "lease service"
-REDIS = "redis"
-NONE_YET = "none yet"  # no fence row: nothing has written or been granted
-
 
 REDIS_URL_HINT = "redis://HOST:PORT/DB"
 """How the messages write the Redis URL, which the database does not record."""
@@ -95,21 +99,6 @@ def redis_only(resource: str, call: str) -> OtherTokenSource:
         f"{resource} takes its tokens from Redis (its fence's token source is 'redis'), whose leases the "
         f"migration database cannot see, {what}; nothing was changed",
     )
-
-
-def never_issued(resource: str, token: int, fence: int, source: str) -> str:
-    """The reason of a FENCED claim above the fence of a leased resource (as claim() words it)."""
-    service = "the lease service (Redis)" if source == REDIS else "the lease service"
-    return f"token {token} was never issued by {service} for {resource} (the last token it issued is {fence})"
-
-
-def refuse_token(resource: str, token: int, fence: int, source: str) -> None:
-    """FENCED when a higher token has written, or when ``token`` is above the fence of a resource
-    whose lease service never issued it (the claim statement's condition, explained)."""
-    if fence > token:
-        raise Fenced(resource, token, fence, newer_token_wrote(fence, resource))
-    if fence < token and source != EXTERNAL:
-        raise Fenced(resource, token, fence, never_issued(resource, token, fence, source))
 
 
 def check_room(resource: str, highest: int | None) -> None:

@@ -29,9 +29,9 @@ from sqlalchemy.exc import DBAPIError
 
 from ..config import format_duration
 from ..dialects import Dialect, dialect_for
-from ..errors import GrantNotReplicated, LeaseBusy, LeaseLost, is_lock_contention, refused_step
+from ..errors import LEASE_SERVICE, REDIS, GrantNotReplicated, LeaseBusy, LeaseLost, is_lock_contention, refused_step
 from ..fence.events import log_event
-from ..fence.tokens import LEASE_SERVICE, REDIS, recorded_source, redis_only, superseded_by
+from ..fence.tokens import recorded_source, redis_only, superseded_by
 from ..progress import SILENT, LeaseWait, Progress
 from ..queries import statement
 from .epochs import next_token, read_incarnation

@@ -43,9 +43,9 @@ import redis
 from sqlalchemy import Connection, Engine
 
 from ..config import format_duration
-from ..errors import DatabaseError, GrantNotReplicated, LeaseBusy, LeaseLost, UsageError
+from ..errors import LEASE_SERVICE, REDIS, DatabaseError, GrantNotReplicated, LeaseBusy, LeaseLost, UsageError
 from ..fence.events import log_event
-from ..fence.tokens import LEASE_SERVICE, REDIS, check_room, recorded_source, superseded_by
+from ..fence.tokens import check_room, recorded_source, superseded_by
 from ..progress import SILENT, LeaseWait, Progress
 from ..queries import statement
 from ..scrub import scrub_secrets

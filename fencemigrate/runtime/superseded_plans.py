@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 from alembic.runtime.migration import MigrationContext
 
 from ..dialects import installed_version, version_at_least
-from ..errors import TokenRequired, UsageError
-from ..fence.tokens import EXTERNAL, refuse_token
+from ..errors import EXTERNAL, TokenRequired, UsageError, refuse_token
 from ..queries import statement
 from .request import FenceSettings
 

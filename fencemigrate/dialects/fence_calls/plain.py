@@ -6,8 +6,7 @@ from typing import Any
 
 from sqlalchemy import Connection, CursorResult
 
-from ...errors import Fenced
-from ...fence.tokens import refuse_token
+from ...errors import Fenced, refuse_token
 from ...queries import statement
 from .base import FenceCalls
 

@@ -47,7 +47,6 @@ from sqlalchemy.log import InstanceLogger
 from sqlalchemy.pool import NullPool
 
 from .errors import DatabaseError, FencemigrateError, UsageError, from_database_error, sqlstate_of
-from .queries import statement
 from .scrub import scrub_secrets
 
 _driver_errors: set[type[Exception]] = set()
@@ -144,18 +143,6 @@ def own_connection(engine: Engine) -> Iterator[Connection]:
         yield connection
     finally:
         close(connection)
-
-
-def cancel_statement_on_server(engine: Engine, session_id: int) -> None:
-    """After a stop signal cut a statement short on the client: end it on the MySQL/MariaDB server
-    (``KILL QUERY``, from a connection of our own), which would otherwise run it to the end, DDL
-    included, after the run has gone. psycopg cancels its own on PostgreSQL; SQLite runs in-process.
-    SQLAlchemy has invalidated the interrupted connection by then, so its id was read before."""
-    try:
-        with own_connection(engine) as killer:
-            killer.execute(statement("kill_query", "", "mysql"), {"connection_id": session_id})
-    except SQLAlchemyError:
-        pass  # the session is gone already (or the server is): there is nothing left to cancel
 
 
 class KnowsToken(Protocol):

@@ -5,7 +5,7 @@ Kubernetes stops a pod with SIGTERM; Python's default for it ends the process on
 lease the run took stays held for its TTL. With :func:`stop_on_signals` (installed by the console
 script) the first SIGTERM or SIGINT raises :class:`Stopped` in the main thread, wherever it is: in
 env.py's migration (psycopg then cancels the statement running on the server, as it does for Ctrl-C;
-on MySQL/MariaDB :func:`.connections.cancel_statement_on_server` does), or waiting for the lease.
+on MySQL/MariaDB :meth:`.dialects.Dialect.cancel_statement` does), or waiting for the lease.
 The transaction rolls back as for any failure, the lease is released, and the CLI exits ``128 +
 signal``. A second signal while that happens ends the process at once.
 

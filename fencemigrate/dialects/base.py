@@ -179,6 +179,12 @@ class Dialect(ABC):
         """The server's id of ``connection``'s session, where a ``KILL`` takes one (None elsewhere)."""
         return None
 
+    def cancel_statement(self, engine: Engine, session_id: int) -> None:  # noqa: B027 (a hook)
+        """After a stop signal cut a statement short on the client: end it on the server, which would
+        otherwise run it to the end, DDL included, after the run has gone (``session_id``: what
+        :meth:`session_id` read before). Nothing by default: psycopg cancels its own on PostgreSQL;
+        SQLite runs in-process."""
+
     # -- the version table's guard ---------------------------------------------------------
 
     def guarding_turns(self, connection: Connection, quoted_schema: str) -> AbstractContextManager[None]:
@@ -241,6 +247,11 @@ class Dialect(ABC):
 def version_at_least(version: str, minimum: tuple[int, ...]) -> bool:
     """Whether fence schema ``version`` ("0.6") is ``minimum`` ((0, 6)) or later."""
     return tuple(int(part) for part in version.split(".")) >= minimum
+
+
+def dialect_named(name: str | None) -> Dialect | None:
+    """The dialect of the SQLAlchemy dialect ``name``; None when fencemigrate does not know it."""
+    return dialect_for(name) if name in _MODULES else None
 
 
 def dialect_for(database: str | Connection | Engine | MigrationContext) -> Dialect:

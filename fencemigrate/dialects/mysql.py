@@ -7,9 +7,12 @@ from datetime import UTC, datetime
 from typing import ClassVar
 
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import mysql
+from sqlalchemy.exc import SQLAlchemyError
 
+from ..connections import own_connection
+from ..queries import statement
 from . import mysql_schema
 from .base import PRECHECK, TRANSACTIONAL, version_at_least
 from .fence_calls import FenceCalls, PlainStatementCalls
@@ -65,6 +68,15 @@ class MysqlDialect(PrefixedDialect):
         mysqlclient's ``thread_id()``); None with another driver."""
         thread_id = getattr(connection.connection.dbapi_connection, "thread_id", None)
         return int(thread_id()) if callable(thread_id) else None
+
+    def cancel_statement(self, engine: Engine, session_id: int) -> None:
+        """``KILL QUERY``, from a connection of our own. SQLAlchemy has invalidated the interrupted
+        connection by then, so its id was read before."""
+        try:
+            with own_connection(engine) as killer:
+                killer.execute(statement("kill_query", "", self.__dialect__), {"connection_id": session_id})
+        except SQLAlchemyError:
+            pass  # the session is gone already (or the server is): there is nothing left to cancel
 
     def run_script(self, connection: Connection, script: str) -> None:
         """Statements end with ``//``."""

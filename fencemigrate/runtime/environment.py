@@ -36,14 +36,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..alembic_internals import around_env_py_calls
 from ..config import check_url_password
 from ..connections import (
-    cancel_statement_on_server,
     is_driver_error,
     note_driver,
     quiet_lost_session_resets,
     roll_back_or_invalidate,
     translated_errors,
 )
-from ..dialects import dialect_for
+from ..dialects import dialect_for, dialect_named
 from ..dialects.sqlite_transactions import sqlite_transactions
 from ..errors import (
     CodeLocation,
@@ -260,7 +259,7 @@ def run_env(
         if isinstance(given, Connection):
             for option, value in dialect_for(given).context_options.items():
                 kw.setdefault(option, value)
-        elif tokens is not None and context.is_offline_mode() and _offline_backend(kw) == "sqlite":
+        elif tokens is not None and context.is_offline_mode() and _writes_shell_scripts(kw):
             # A fenced --sql script for the sqlite3 shell has the transactions an online run has
             # (not `revision --sql`'s environment run: Alembic writes nothing there).
             kw.setdefault("transactional_ddl", True)
@@ -298,11 +297,15 @@ def run_env(
     return bool(forced)
 
 
-def _offline_backend(kw: dict[str, Any]) -> str | None:
-    """The database an offline ``configure(url=... | dialect_name=...)`` writes its script for."""
+def _writes_shell_scripts(kw: dict[str, Any]) -> bool:
+    """An offline ``configure(url=... | dialect_name=...)`` writes its script for a database shell
+    that runs it as written, transactions included (SQLite's)."""
     if kw.get("dialect_name"):
-        return str(kw["dialect_name"])
-    return None if kw.get("url") is None else make_url(kw["url"]).get_backend_name()
+        name: str | None = str(kw["dialect_name"])
+    else:
+        name = None if kw.get("url") is None else make_url(kw["url"]).get_backend_name()
+    dialect = dialect_named(name)
+    return dialect is not None and dialect.shell_scripts
 
 
 @contextmanager
@@ -315,7 +318,7 @@ def _rolled_back_on_failure(connections: list[tuple[Connection, int | None]]) ->
     except BaseException as failure:
         for connection, session_id in connections:
             if isinstance(failure, KeyboardInterrupt) and session_id is not None:
-                cancel_statement_on_server(connection.engine, session_id)
+                dialect_for(connection).cancel_statement(connection.engine, session_id)
             roll_back_or_invalidate(connection)
         raise
 

@@ -29,9 +29,8 @@ from ..leases import Grant, LeaseStatus
 from ..leases.model import DEFAULT_ACQUIRE_WAIT, DEFAULT_RUN_WAIT, DEFAULT_TTL
 from ..process import Stopped, exit_process, stop_on_signals
 from ..progress import SILENT, LeaseWait, Progress, StepStart
-from ..runtime.expected_heads import listed
 from ..runtime.outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, WRITTEN_AS_SQL, RunOutcome
-from ..runtime.request import RESOLVE_AS
+from ..runtime.request import RESOLVE_AS, listed
 from ..scrub import json_text, scrub_secrets
 from .groups import CommandGroup, MainGroup
 

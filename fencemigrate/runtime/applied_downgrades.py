@@ -28,8 +28,8 @@ from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls, SqliteScriptC
 from ..errors import AppliedTextAltered, AppliedTextNotRecorded, RevisionFailed
 from ..fence.ledger import AppliedSource, read_applied_sources, read_revision_file, version_table_name
 from .environment import describe, locate
+from .plans import refuse_if_superseded
 from .request import FenceSettings
-from .superseded_plans import refuse_if_superseded
 
 if TYPE_CHECKING:  # fenced_run imports this module
     from .request import Planner

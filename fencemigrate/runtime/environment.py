@@ -13,6 +13,12 @@ Read commands never create a database: SQLite would create a missing file on con
 :func:`existing_sqlite_files_only`, a connection to a SQLite file that does not exist is refused
 before the driver opens it (so no file is left behind), whoever opens it: env.py, Alembic or
 fencemigrate. In-memory databases are let through.
+
+A ``--sql`` script from base creates Alembic's version table only if it does not exist yet
+(:func:`create_version_table_if_missing`): a fenced database already has it, empty and guarded
+(``fencemigrate install`` and every lease grant create it, so that plain Alembic's first write is
+refused too), and Alembic's plain ``CREATE TABLE`` of it would then fail in psql; the fenced script
+writes it with ``IF NOT EXISTS`` instead (and guards the table right after it, as before).
 """
 
 from __future__ import annotations
@@ -32,8 +38,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, event, make_url
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.schema import CreateTable
 
-from ..alembic_internals import around_env_py_calls
+from ..alembic_internals import around_env_py_calls, rewrite_offline_output
 from ..config import check_url_password
 from ..connections import (
     is_driver_error,
@@ -409,3 +416,22 @@ def print_stdout(config: Config, lines: list[str]) -> None:
     """Print Alembic-formatted ``lines`` as Alembic's commands do (silent with ``-q``)."""
     for line in lines:
         config.print_stdout(line)
+
+
+def create_version_table_if_missing(context: MigrationContext) -> None:
+    """From now on, write Alembic's ``CREATE TABLE`` of its version table to the script as
+    ``CREATE TABLE IF NOT EXISTS`` (the same table, compiled the way Alembic compiles it)."""
+    impl = context.impl
+    table = impl.version_table_impl(
+        version_table=context.version_table,
+        version_table_schema=context.version_table_schema,
+        version_table_pk=context.opts.get("version_table_pk", True),
+    )
+
+    def as_script(statement: CreateTable) -> str:
+        compiled = statement.compile(dialect=context.dialect)
+        return str(compiled).replace("\t", "    ").strip() + impl.command_terminator
+
+    plain = as_script(CreateTable(table))
+    if_not_exists = as_script(CreateTable(table, if_not_exists=True))
+    rewrite_offline_output(context, lambda text: if_not_exists if text == plain else text)

@@ -1,14 +1,19 @@
-"""One fenced run: claim before each step's DDL, ledger rows after it, in the claim's transaction."""
+"""One fenced run in transactional mode: claim before each step's DDL, ledger rows after it, in the
+claim's transaction; and, through SQLAlchemy, notice when a revision may end that transaction
+(:class:`TransactionEndWatch`).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
 from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, event
 
 from ..alembic_internals import BlockFactory, around_autocommit_blocks, rewrite_offline_output
 from ..dialects import dialect_for, ensure_installed
@@ -21,14 +26,58 @@ from ..fence.guard import VersionTable, guard_first_write, guard_version_table
 from ..fence.ledger import Ledger, LedgerChange, ledger_change, refuse_if_dirty, version_table_name
 from ..progress import SILENT, Progress, StepStart
 from .applied_downgrades import applied_text_of, code_path, require_applied_file, rollback_detail
-from .environment import autocommits, revision_code
-from .expected_heads import listed
-from .fenced_step import FencedStep
-from .offline_version_table import create_version_table_if_missing
+from .environment import autocommits, create_version_table_if_missing, revision_code
 from .outcome import RunOutcome, StepOutcome
-from .request import FenceSettings, Planner
-from .superseded_plans import plan_or_fenced, refuse_if_superseded
-from .transaction_ends import TransactionEndWatch, ends_transaction_in_script
+from .plans import FencedStep, plan_or_fenced, refuse_if_superseded
+from .request import FenceSettings, Planner, listed
+
+# Statements that end a transaction; a false positive (END in a function body) only costs
+# an early ledger write and one verification round trip.
+_TRANSACTION_END = re.compile(r"\b(COMMIT|END|ROLLBACK|ABORT|PREPARE\s+TRANSACTION)\b", re.IGNORECASE)
+
+# In a --sql script only a statement that is exactly one of these ends the transaction.
+_SCRIPT_TRANSACTION_ENDS = {"COMMIT", "COMMIT TRANSACTION", "COMMIT WORK", "END", "END TRANSACTION", "ROLLBACK"}
+
+
+def ends_transaction_in_script(text: str) -> bool:
+    """True when a statement written to a --sql script is a bare COMMIT/END/ROLLBACK."""
+    return text.strip().rstrip(";").strip().upper() in _SCRIPT_TRANSACTION_ENDS
+
+
+class TransactionEndWatch:
+    """Calls ``before_end`` before a statement or commit that may end the transaction runs.
+
+    Listens on one SQLAlchemy connection for a whole run; ``seen`` tells whether it fired since
+    the last ``reset()``. A commit through the raw DBAPI connection is not seen here; the
+    transaction-id check when ledger rows are written catches it.
+    """
+
+    def __init__(self, connection: Connection, before_end: Callable[[], object]) -> None:
+        self.seen = False
+        self._connection = connection
+        self._before_end = before_end
+        event.listen(connection, "before_cursor_execute", self._before_execute)
+        event.listen(connection, "commit", self._before_commit)
+
+    def reset(self) -> None:
+        """Start watching a new step."""
+        self.seen = False
+
+    def close(self) -> None:
+        """Stop listening."""
+        event.remove(self._connection, "before_cursor_execute", self._before_execute)
+        event.remove(self._connection, "commit", self._before_commit)
+
+    def _before_execute(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if _TRANSACTION_END.search(statement):
+            self._fire()
+
+    def _before_commit(self, _conn: Any) -> None:
+        self._fire()
+
+    def _fire(self) -> None:
+        self.seen = True
+        self._before_end()
 
 
 class FencedRun:

@@ -1,9 +1,25 @@
-"""The migration steps each fenced command runs, computed from the current heads."""
+"""The migration steps each fenced command runs, computed from the current heads, and what
+refuses a plan.
+
+A command that the database's current state makes invalid, run under a superseded token, is
+FENCED rather than bad usage: the writer's news is that its lease is stale, not that its command
+is wrong (``reapply r02`` after a newer holder rolled r02 back, ``downgrade r01`` below r01). A run
+with nothing to do, which claims nothing, is refused here as its claim would refuse it: under a
+superseded token, or a token its resource's lease service never issued.
+
+A database whose heads the run's revision files do not have: a newer holder applied them, and
+the run learns it as the news that the database moved on (FENCED, with who applied what, from the
+ledger), before any grant when it plans from the heads read as env.py connects.
+
+Each step Alembic runs is a :class:`FencedStep`, a proxy whose migration function runs under the
+fence (the run's ``execute_step``).
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -12,10 +28,129 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..alembic_internals import downgrade_steps, parent_revisions, stamp_steps, upgrade_steps
 from ..connections import close, probe_connection
-from ..errors import AppliedTextNotRecorded, DatabaseAhead, FencemigrateError, RevisionFailed, UsageError
-from ..fence.ledger import covered, purge_steps
-from .request import Planner
+from ..dialects import installed_version, version_at_least
+from ..errors import (
+    EXTERNAL,
+    AppliedBy,
+    AppliedTextNotRecorded,
+    DatabaseAhead,
+    FencemigrateError,
+    RevisionFailed,
+    TokenRequired,
+    UsageError,
+    refuse_token,
+)
+from ..fence.ledger import covered, purge_steps, read_applied_source
+from ..queries import statement
+from .request import FenceSettings, Planner
 from .revisions import declared_heads, has_revision_files
+
+if TYPE_CHECKING:
+    from .fenced_run import FencedRun
+    from .precheck_run import PrecheckRun
+    from .precheck_script import PrecheckScript
+    from .request import Planner
+
+
+class FencedStep:
+    """Behaves as the wrapped ``RevisionStep``/``StampStep``; only ``migration_fn`` differs."""
+
+    def __init__(self, step: Any, run: FencedRun | PrecheckRun | PrecheckScript) -> None:
+        self._step = step
+        original: Callable[..., None] = step.migration_fn
+
+        @functools.wraps(original)
+        def migration_fn(**kw: Any) -> None:
+            run.execute_step(step, original, kw)
+
+        self.migration_fn = migration_fn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._step, name)
+
+    def __str__(self) -> str:
+        return str(self._step)
+
+
+def plan_or_fenced(
+    planner: Planner, settings: FenceSettings, heads: tuple[str, ...], context: MigrationContext
+) -> tuple[list[Any], list[str]]:
+    """``planner``'s steps; when it refuses the command, FENCED instead if a token newer than the
+    run's has written to its resource (read only: the refusal rolls the transaction back anyway).
+    FENCED before planning when the run's relative target was resolved from other heads."""
+    settings.require_resolved_heads(heads)
+    try:
+        return planner(heads, context)
+    except TokenRequired:
+        raise  # no token at all: the run's placeholder token says nothing about staleness
+    except UsageError:
+        refuse_if_superseded(settings, context)
+        raise
+
+
+def refuse_if_superseded(settings: FenceSettings, context: MigrationContext) -> None:
+    """FENCED when a token newer than the run's has written to its resource, or when the run's token
+    is above the fence of a resource whose lease service never issued it (as the claim refuses it);
+    reads only (also with nothing to do, so that a stale or forged token is told so without writing)."""
+    connection = context.connection
+    if settings.tokens.token is None or context.as_sql or connection is None:
+        return  # a token not known yet is the run's own, newest grant; a script cannot read the fence
+    quoted_schema = context.dialect.identifier_preparer.quote(settings.schema)
+    version = installed_version(connection, quoted_schema)
+    if version is None:
+        return
+    # Fence schema 0.4 records where each resource's tokens come from; before it, all are external.
+    recorded = version_at_least(version, (0, 4))
+    clause = statement("fence_source" if recorded else "fence_token", quoted_schema, connection.dialect.name)
+    row = connection.execute(clause, {"resource": settings.resource}).one_or_none()
+    if row is not None:
+        refuse_token(settings.resource, settings.token, int(row.token), row.token_source if recorded else EXTERNAL)
+
+
+def refusing_missing_heads(plan: Planner, script: ScriptDirectory, settings: FenceSettings) -> Planner:
+    """``plan``, with a refusal of heads the revision files do not have turned into DatabaseAhead.
+    Checked only once ``plan`` has refused (Alembic cannot plan from a revision it cannot locate), so
+    a plan that needs no revision map still loads none."""
+
+    def planner(heads: tuple[str, ...], context: MigrationContext) -> tuple[list[Any], list[str]]:
+        try:
+            return plan(heads, context)
+        except UsageError:
+            missing = [head for head in heads if not _in_files(script, head)]
+            if not missing:
+                raise
+            applied = _applied_by(context, settings.schema, missing)
+            raise DatabaseAhead(settings.resource, settings.tokens.token, applied) from None
+
+    return planner
+
+
+def _in_files(script: ScriptDirectory, revision: str) -> bool:
+    try:
+        return script.revision_map.get_revision(revision) is not None
+    except Exception:  # alembic raises several resolution error types
+        return False
+
+
+def _applied_by(context: MigrationContext, schema: str, revisions: list[str]) -> tuple[AppliedBy, ...]:
+    """Who applied each of ``revisions``, read from the ledger on a connection of its own (env.py's
+    may be in a transaction the refusal rolls back, or not yet in one); nobody when it cannot be read."""
+    unknown = tuple(AppliedBy(revision) for revision in revisions)
+    if context.connection is None:
+        return unknown  # --sql: no database to read
+    connection = probe_connection(context.connection.engine)
+    try:
+        opts = {"version_table": context.version_table, "version_table_schema": context.version_table_schema}
+        probe = MigrationContext.configure(connection, opts=opts)
+        rows = [read_applied_source(probe, schema, revision) for revision in revisions]
+    except SQLAlchemyError:
+        return unknown
+    finally:
+        close(connection)
+    return tuple(
+        AppliedBy(revision) if row is None else AppliedBy(revision, row.holder, row.token, row.applied_at)
+        for revision, row in zip(revisions, rows, strict=True)
+    )
 
 
 class NothingToDoProbe:

@@ -33,10 +33,9 @@ from ..progress import SILENT, Progress
 from .applied_downgrades import applied_text_of, code_path, rollback_detail
 from .environment import describe, guard_refusal, locate
 from .fenced_run import step_direction, step_start
-from .fenced_step import FencedStep
 from .outcome import RunOutcome, StepOutcome
+from .plans import FencedStep, plan_or_fenced, refuse_if_superseded
 from .request import FenceSettings, Planner
-from .superseded_plans import plan_or_fenced, refuse_if_superseded
 
 
 class PrecheckRun:

@@ -28,13 +28,11 @@ from ..dialects.fence_calls.mysql_script import MysqlScriptCalls
 from ..dialects.waits import WaitBound
 from ..errors import UsageError
 from ..fence.ledger import LedgerChange, ledger_change, read_revision_file, version_table_name
-from .expected_heads import listed
+from .environment import create_version_table_if_missing
 from .fenced_run import step_direction
-from .fenced_step import FencedStep
-from .offline_version_table import create_version_table_if_missing
 from .outcome import RunOutcome, StepOutcome
-from .request import FenceSettings, Planner
-from .superseded_plans import plan_or_fenced
+from .plans import FencedStep, plan_or_fenced
+from .request import FenceSettings, Planner, listed
 
 _CLIENT = (
     "run it with the mysql or mariadb client in batch mode (mariadb DB < script), which stops at the first "

@@ -27,16 +27,13 @@ from ..fence.events import log_event
 from ..fence.tokens import with_fence_token, with_newer_token_news
 from ..progress import SILENT, Progress
 from .applied_downgrades import running_applied_downgrades
-from .database_ahead import refusing_missing_heads
 from .environment import FENCED_RUN_ATTRIBUTE, run_env
 from .fenced_run import FencedRun
-from .modes import mode_for
 from .outcome import DONE_BY_ANOTHER_RUNNER, NOTHING_TO_DO, RunOutcome
-from .plans import NothingToDoProbe, upgrade_settled
+from .plans import NothingToDoProbe, refuse_if_superseded, refusing_missing_heads, upgrade_settled
 from .precheck_run import PrecheckRun
 from .precheck_script import PrecheckScript
-from .request import FenceSettings, Planner, RunChoice, RunRequest
-from .superseded_plans import refuse_if_superseded
+from .request import FenceSettings, Planner, RunChoice, RunRequest, mode_for
 
 PLANNING_ATTEMPTS = 5
 
@@ -169,7 +166,7 @@ class RunConnection:
 
     def _nothing_to_do_now(self, probe: NothingToDoProbe) -> bool:
         """:meth:`NothingToDoProbe.nothing_to_do_now`; a command it refuses as bad usage is FENCED
-        instead when a token newer than the run's has written (:func:`.superseded_plans.refuse_if_superseded`,
+        instead when a token newer than the run's has written (:func:`.plans.refuse_if_superseded`,
         read on the probe's connection), as the run's own plan would have it."""
         try:
             return probe.nothing_to_do_now()

@@ -24,6 +24,7 @@ from support.db import alembic_versions, execute, query
 from support.mysql_server import mysql_rows
 from support.project import MakeProject, Project, Result
 
+from fencemigrate.dialects import dialect_for
 from fencemigrate.dialects.postgresql_schema import default_version, install_script, update_script
 from fencemigrate.fence.objects import fence_schema_problems
 
@@ -34,6 +35,7 @@ DRIFT_FIX = (
     "and make the change in a new revision"
 )
 PG_VERSION = default_version()  # the version a fenced run installs on PostgreSQL
+SQLITE_VERSION = dialect_for("sqlite").schema_version()
 ALTERED_FIX = (
     "find out who changed it (stale writers may get through), then recreate it as fencemigrate's "
     "install script has it (`fencemigrate install --sql`; sql/sqlite/ on SQLite, sql/mysql/ on MySQL)"
@@ -314,7 +316,7 @@ def test_sqlite_drift_and_a_dropped_guard(tmp_path: Path) -> None:
         (
             "FM405",
             None,
-            "the fence schema fencemigrate (0.8) differs from fencemigrate's: "
+            f"the fence schema fencemigrate ({SQLITE_VERSION}) differs from fencemigrate's: "
             "trigger fencemigrate_agent_fence_no_lowering is missing",
         ),
     ]
@@ -330,7 +332,9 @@ def test_check_with_no_db_needs_no_database(project: Project) -> None:
 
 # -- MySQL and MariaDB: prefixed fence tables, guard triggers, dirty revisions ------------------
 
-MYSQL_ALTERED = "the fence schema fencemigrate (0.8) differs from fencemigrate's: {problem}"
+MYSQL_ALTERED = (
+    f"the fence schema fencemigrate ({dialect_for('mysql').schema_version()}) differs from fencemigrate's: {{problem}}"
+)
 
 
 @pytest.mark.parametrize("url_fixture", ["mysql_url", "mariadb_url"])

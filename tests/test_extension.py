@@ -28,7 +28,10 @@ from support.pg import PgServer
 from support.project import MakeProject, Project
 
 from fencemigrate.config import sql_dir
+from fencemigrate.dialects import dialect_for
 from fencemigrate.dialects.postgresql_schema import install_script
+
+PG_VERSION = dialect_for("postgresql").schema_version()
 
 RESOURCE = "db/migrations"
 EXTENSION_FILES = tuple(
@@ -93,13 +96,13 @@ def test_extension_loads_and_is_used_without_reinstalling(
     available = pg_conn.execute(
         "SELECT default_version FROM pg_available_extensions WHERE name = 'fencemigrate'"
     ).fetchall()
-    assert available == [("0.12",)]
+    assert available == [(PG_VERSION,)]
     pg_conn.execute("CREATE SCHEMA fencemigrate")
     pg_conn.execute("CREATE EXTENSION fencemigrate SCHEMA fencemigrate")
     assert pg_conn.execute(
         "SELECT e.extversion, n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
         "WHERE e.extname = 'fencemigrate'"
-    ).fetchall() == [("0.12", "fencemigrate")]
+    ).fetchall() == [(PG_VERSION, "fencemigrate")]
     assert table_names(pg_url, "fencemigrate") == [
         "agent_fence",
         "applied_revision",
@@ -171,7 +174,7 @@ def test_extension_at_0_1_is_updated_by_the_next_run(
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     project.run_cli("upgrade", "head", "--token", "3").check(0)
     assert pg_conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'fencemigrate'").fetchall() == [
-        ("0.12",)
+        (PG_VERSION,)
     ]
     assert ledger(pg_url) == [("a1", 3)]
     granted = json.loads(project.run_cli("lease", "acquire", "--holder", "h", "--json").check(0).stdout)
@@ -196,7 +199,7 @@ def test_runner_installed_0_1_schema_is_updated_by_the_next_run(
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     result = project.run_cli("upgrade", "head", "--token", "9", "--json").check(0)
     assert json.loads(result.stdout)["installed_fence_schema"] is True
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.12",)]
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [(PG_VERSION,)]
     assert fence_token(pg_url) == 9
     assert query(pg_url, "SELECT kind, token, revision FROM fencemigrate.fence_event") == [("APPLY", 9, "a1")]
 

@@ -39,7 +39,7 @@ def test_install_is_idempotent_and_the_first_run_installs_in_its_transaction(tmp
     assert project.run_cli("install").check(0).stdout == "installed\n"
     assert table_names(db) == sorted(["alembic_version", *(f"fencemigrate_{table}" for table in FENCE_TABLES)])
     assert query(db, "SELECT version_num FROM alembic_version") == []
-    assert query(db, "SELECT one_row, version FROM fencemigrate_schema_version") == [(1, "0.8")]
+    assert query(db, "SELECT one_row, version FROM fencemigrate_schema_version") == [(1, sqlite_schema.VERSION)]
     installed = snapshot(db)
     assert project.run_cli("install").check(0).stdout == "already installed\n"
     assert snapshot(db) == installed
@@ -61,7 +61,7 @@ def test_fence_schema_option_is_the_table_prefix(tmp_path: Path) -> None:
     assert not fence_installed(db)  # nothing under the default prefix
     assert query(db, 'SELECT resource, token FROM "ops ""fence""_agent_fence"') == [("db/migrations", 4)]
     assert project.run_cli("install").check(0).stdout == "already installed\n"
-    assert '"fence_schema_version": "0.8"' in project.run_cli("state", "--json").check(0).stdout
+    assert f'"fence_schema_version": "{sqlite_schema.VERSION}"' in project.run_cli("state", "--json").check(0).stdout
 
 
 GUARDED_WRITES = {

@@ -14,14 +14,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from importlib import import_module
-from typing import Any, ClassVar, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine
 
 from ..errors import UsageError
-from .fence_calls import FenceCalls
 from .waits import WaitBound
+
+if TYPE_CHECKING:
+    from .fence_calls import FenceCalls  # whose PostgreSQL calls read the schema version from here
 
 TRANSACTIONAL = "transactional"
 PRECHECK = "precheck"
@@ -40,6 +43,57 @@ class FenceObject:
     name: str
     definition: str | None = None
     enabled: bool = True
+
+
+@dataclass(frozen=True)
+class SchemaScripts:
+    """One database's fence schema scripts in ``directory``, laid out as ``CREATE EXTENSION`` reads
+    them: a version's full install script ``fencemigrate--<v>.sql`` and the upgrade scripts
+    ``fencemigrate--<a>--<b>.sql``. ``version`` is the one installed here. Every database installs
+    and upgrades through it; tests point it at a directory of their own."""
+
+    directory: Path
+    version: str
+
+    def paths(self, start: str | None, target: str | None = None) -> list[Path] | None:
+        """The scripts that bring the fence schema from ``start`` (None: not installed) to ``target``
+        (:attr:`version`), in order. A fresh install is the target's full script when there is one,
+        else the newest full script with upgrades leading to the target, then those upgrades. None
+        when no scripts lead there."""
+        target = target or self.version
+        if start is not None:
+            return self._upgrades(start, target)
+        if (self.directory / f"fencemigrate--{target}.sql").is_file():
+            return [self.directory / f"fencemigrate--{target}.sql"]
+        full = (path.name[len("fencemigrate--") : -len(".sql")] for path in self.directory.glob("fencemigrate--*.sql"))
+        for base in sorted((name for name in full if "--" not in name), key=_version_key, reverse=True):
+            upgrades = self._upgrades(base, target)
+            if upgrades is not None:
+                return [self.directory / f"fencemigrate--{base}.sql", *upgrades]
+        return None
+
+    def texts(self, start: str | None, target: str | None = None) -> list[str] | None:
+        """The text of each of :meth:`paths`."""
+        paths = self.paths(start, target)
+        return None if paths is None else [path.read_text(encoding="utf-8") for path in paths]
+
+    def _upgrades(self, start: str, target: str) -> list[Path] | None:
+        steps: dict[str, tuple[str, Path]] = {}
+        for path in self.directory.glob("fencemigrate--*--*.sql"):
+            source, step_target = path.name[len("fencemigrate--") : -len(".sql")].split("--")
+            steps[source] = (step_target, path)
+        chain: list[Path] = []
+        version = start
+        while version != target:
+            if version not in steps or len(chain) > len(steps):
+                return None
+            version, path = steps[version]
+            chain.append(path)
+        return chain
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
 
 
 class GuardedTable(Protocol):
@@ -109,16 +163,23 @@ class Dialect(ABC):
     # -- the fence schema ------------------------------------------------------------------
 
     @abstractmethod
+    def schema_scripts(self) -> SchemaScripts:
+        """The fence schema scripts shipped for this database (in ``sql/``)."""
+
     def schema_version(self) -> str:
         """The fence schema version this fencemigrate installs here."""
+        return self.schema_scripts().version
 
     @abstractmethod
     def installed_version(self, connection: Connection, quoted_schema: str) -> str | None:
         """The fence schema version in the database, or None when it is not installed."""
 
     @abstractmethod
-    def ensure_installed(self, connection: Connection, quoted_schema: str) -> bool:
-        """Install (or update) the fence schema inside the caller's transaction unless current. True if it ran."""
+    def ensure_installed(
+        self, connection: Connection, quoted_schema: str, scripts: SchemaScripts | None = None
+    ) -> bool:
+        """Install (or upgrade) the fence schema inside the caller's transaction unless current, from
+        ``scripts`` (:meth:`schema_scripts`). True if it ran."""
 
     @abstractmethod
     def offline_install_script(self, schema: str) -> str:
@@ -240,7 +301,7 @@ class Dialect(ABC):
 
 def version_at_least(version: str, minimum: tuple[int, ...]) -> bool:
     """Whether fence schema ``version`` ("0.6") is ``minimum`` ((0, 6)) or later."""
-    return tuple(int(part) for part in version.split(".")) >= minimum
+    return _version_key(version) >= minimum
 
 
 def dialect_for(database: str | Connection | Engine | MigrationContext) -> Dialect:

@@ -11,7 +11,7 @@ from sqlalchemy import Connection
 from sqlalchemy.dialects import mysql
 
 from . import mysql_schema
-from .base import PRECHECK, TRANSACTIONAL, version_at_least
+from .base import PRECHECK, TRANSACTIONAL, SchemaScripts, version_at_least
 from .fence_calls import FenceCalls, PlainStatementCalls
 from .prefixed import PrefixedDialect
 
@@ -35,11 +35,13 @@ class MysqlDialect(PrefixedDialect):
     commits_ddl = True
     writes_precheck_scripts = True
 
-    def schema_version(self) -> str:
-        return mysql_schema.VERSION
+    def schema_scripts(self) -> SchemaScripts:
+        return mysql_schema.shipped_scripts()
 
-    def ensure_installed(self, connection: Connection, quoted_schema: str) -> bool:
-        return mysql_schema.ensure_installed(connection, quoted_schema)
+    def ensure_installed(
+        self, connection: Connection, quoted_schema: str, scripts: SchemaScripts | None = None
+    ) -> bool:
+        return mysql_schema.ensure_installed(connection, quoted_schema, scripts)
 
     def guarding_turns(self, connection: Connection, quoted_schema: str) -> AbstractContextManager[None]:
         return mysql_schema.install_turns(connection, quoted_schema)

@@ -12,7 +12,7 @@ from sqlalchemy.dialects import postgresql
 
 from ..queries import statement
 from . import postgresql_schema
-from .base import Dialect, FenceObject, GuardedTable
+from .base import Dialect, FenceObject, GuardedTable, SchemaScripts
 from .driver import scalar_on_driver
 from .fence_calls import FenceCalls, PostgresFenceCalls
 from .fence_calls.postgresql import wait_in_lock_timeout_slices
@@ -31,14 +31,16 @@ class PostgresqlDialect(Dialect):
     grants_to_roles = True
     sources_since = (0, 8)
 
-    def schema_version(self) -> str:
-        return postgresql_schema.default_version()
+    def schema_scripts(self) -> SchemaScripts:
+        return postgresql_schema.shipped_scripts()
 
     def installed_version(self, connection: Connection, quoted_schema: str) -> str | None:
         return postgresql_schema.installed_version(connection, quoted_schema)
 
-    def ensure_installed(self, connection: Connection, quoted_schema: str) -> bool:
-        return postgresql_schema.ensure_installed(connection, quoted_schema)
+    def ensure_installed(
+        self, connection: Connection, quoted_schema: str, scripts: SchemaScripts | None = None
+    ) -> bool:
+        return postgresql_schema.ensure_installed(connection, quoted_schema, scripts)
 
     def offline_install_script(self, schema: str) -> str:
         """For psql."""

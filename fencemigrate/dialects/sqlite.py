@@ -13,7 +13,7 @@ from sqlalchemy.dialects import sqlite
 
 from ..queries import statement
 from . import sqlite_schema
-from .base import PRECHECK
+from .base import PRECHECK, SchemaScripts
 from .fence_calls import FenceCalls, SqliteFenceCalls, SqliteScriptCalls
 from .prefixed import PrefixedDialect
 from .sqlite_transactions import manages, sqlite_transactions, waiting_at_begins
@@ -40,11 +40,13 @@ class SqliteDialect(PrefixedDialect):
         "transactional_ddl": True  # Alembic's SQLiteImpl assumes pysqlite's autocommit
     }
 
-    def schema_version(self) -> str:
-        return sqlite_schema.VERSION
+    def schema_scripts(self) -> SchemaScripts:
+        return sqlite_schema.shipped_scripts()
 
-    def ensure_installed(self, connection: Connection, quoted_schema: str) -> bool:
-        return sqlite_schema.ensure_installed(connection, quoted_schema)
+    def ensure_installed(
+        self, connection: Connection, quoted_schema: str, scripts: SchemaScripts | None = None
+    ) -> bool:
+        return sqlite_schema.ensure_installed(connection, quoted_schema, scripts)
 
     def offline_install_script(self, schema: str) -> str:
         """For the ``sqlite3`` shell."""

@@ -154,28 +154,6 @@ def schema_of(database: Path) -> list[tuple[Any, ...]]:
     )
 
 
-def test_a_database_at_an_older_version_is_updated_by_the_next_run(tmp_path: Path) -> None:
-    """A file whose fence schema is at 0.2 (an older fencemigrate installed it) is brought to the
-    current version inside the next fenced run, and then holds exactly what a fresh install holds."""
-    project = make_sqlite_project(tmp_path)
-    project.add_revision("0001", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
-    db = tmp_path / "db.sqlite"
-    with closing(sqlite3.connect(db, isolation_level=None)) as connection:
-        connection.execute("BEGIN IMMEDIATE")
-        for sql in sqlite_schema.install_statements('"fencemigrate"', "0.2"):
-            connection.execute(sql)
-        connection.execute("COMMIT")
-    assert query(db, "SELECT version FROM fencemigrate_schema_version") == [("0.2",)]
-
-    out = project.run_cli("upgrade", "head", "--token", "4", "--holder", "h").check(0)
-    assert "  installed the fence schema" in out.stdout
-    assert query(db, "SELECT version FROM fencemigrate_schema_version") == [(sqlite_schema.VERSION,)]
-    assert ledger(db) == {"0001": (4, "h", "upgrade")}
-    fresh = make_sqlite_project(tmp_path, "fresh", "fresh.sqlite")
-    assert fresh.run_cli("install").check(0).stdout.strip() == "installed"
-    assert schema_of(db) == schema_of(tmp_path / "fresh.sqlite")
-
-
 def test_a_database_at_an_unknown_version_is_refused(tmp_path: Path) -> None:
     """A fence schema at a version this fencemigrate has no update path from stops the run, unchanged."""
     project = make_sqlite_project(tmp_path)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine
 
-from ..errors import UsageError
+from ..errors import DatabaseError, UsageError
 from .waits import WaitBound
 
 if TYPE_CHECKING:
@@ -94,6 +94,19 @@ class SchemaScripts:
 
 def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
+
+
+def refuse_pre_release(quoted_schema: str, found: str, version: str, removal: str) -> None:
+    """Refuse a fence schema at ``found`` when a pre-release of fencemigrate installed it (0.x): fence
+    schema 1.0 squashed those versions and upgrades none of them. ``removal``: how to drop it here."""
+    if _version_key(found) >= (1, 0):
+        return
+    raise DatabaseError(
+        f"fence schema {quoted_schema} is at version {found}, from a pre-release of fencemigrate: this "
+        f"fencemigrate installs {version} and does not upgrade pre-release fence schemas. Stop every writer, "
+        f"remove the fence schema ({removal}) and run `fencemigrate install`, which adopts what the version "
+        "table has applied (docs/adopting.md, A pre-release fence schema). Nothing was changed"
+    )
 
 
 class GuardedTable(Protocol):

@@ -11,14 +11,8 @@ from ..config import sql_dir
 from ..errors import DatabaseError
 from ..queries import statement, with_fence_names
 from .base import SchemaScripts
+from .prefixed_schema import VERSION as VERSION
 from .prefixed_schema import installed_version, run_install
-
-VERSION = "0.8"
-"""The fence schema version on MySQL."""
-
-BASE_VERSION = "0.3"
-"""The oldest MySQL fence schema with a full install script (it has the ledger's ``state``, which
-pre-check mode needs)."""
 
 _INSTALL_WAIT_S = 60
 

@@ -11,7 +11,7 @@ from sqlalchemy import Connection
 from ..config import sql_dir
 from ..errors import DatabaseError
 from ..queries import statement
-from .base import SchemaScripts
+from .base import SchemaScripts, refuse_pre_release
 
 _EXTENSION = "fencemigrate"
 
@@ -41,7 +41,7 @@ def install_script(quoted_schema: str, version: str | None = None, scripts: Sche
     for psql or the runner.
 
     As ``CREATE EXTENSION`` does: the version's own full install script when there is one, else an
-    older full install script and the update scripts from it (:class:`SchemaScripts`). Raises
+    older full install script and the upgrade scripts from it (:class:`SchemaScripts`). Raises
     FileNotFoundError when neither exists.
     """
     paths = (scripts or shipped_scripts()).paths(None, version)
@@ -76,6 +76,12 @@ def ensure_installed(connection: Connection, quoted_schema: str, scripts: Schema
     found = installed_version(connection, quoted_schema)
     if found == scripts.version:
         return False
+    if found is not None:
+        removal = (
+            f"`DROP EXTENSION {_EXTENSION} CASCADE` if it was loaded with CREATE EXTENSION, then "
+            f"`DROP SCHEMA {quoted_schema} CASCADE`"
+        )
+        refuse_pre_release(quoted_schema, found, scripts.version, removal)
     if found is None:
         script = install_script(quoted_schema, scripts=scripts)
     elif (

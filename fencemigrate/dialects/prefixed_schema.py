@@ -8,7 +8,7 @@ from sqlalchemy import Connection
 
 from ..errors import DatabaseError
 from ..queries import prefixed_table_name, statement
-from .base import SchemaScripts
+from .base import SchemaScripts, refuse_pre_release
 
 
 def installed_version(connection: Connection, quoted_schema: str, query: str = "schema_version") -> str | None:
@@ -27,13 +27,23 @@ def installed_version(connection: Connection, quoted_schema: str, query: str = "
     return None if version is None else str(version)  # no row yet: an install in progress
 
 
+VERSION = "1.0"
+"""The fence schema version on SQLite and MySQL (PostgreSQL's is its control file's ``default_version``)."""
+
+
 def require_no_other_version(found: str | None, quoted_schema: str, version: str) -> None:
     """Refuse a fence schema at another version: there is no upgrade path on this database."""
-    if found is not None and found != version:
-        raise DatabaseError(
-            f"fence schema {quoted_schema} is at version {found}, but this fencemigrate "
-            f"needs {version} and has no upgrade path from it on this database"
-        )
+    if found is None or found == version:
+        return
+    removal = (
+        "`DROP TRIGGER` the version table's guard triggers `<version_table>_no_tokenless_insert`, `_update` "
+        f"and `_delete`, then `DROP TABLE` each `{prefixed_table_name(quoted_schema, '')}*` table"
+    )
+    refuse_pre_release(quoted_schema, found, version, removal)
+    raise DatabaseError(
+        f"fence schema {quoted_schema} is at version {found}, but this fencemigrate "
+        f"needs {version} and has no upgrade path from it on this database"
+    )
 
 
 def run_install(
@@ -45,10 +55,8 @@ def run_install(
 ) -> None:
     """Bring the fence schema from ``found`` (None: not installed) to the version of ``scripts``, one
     statement at a time; a version with no path from it is refused (:func:`require_no_other_version`)."""
-    try:
-        statements = install_statements(quoted_schema, None, found, scripts)
-    except FileNotFoundError:
+    if found is not None and scripts.paths(found) is None:
         require_no_other_version(found, quoted_schema, scripts.version)
-        raise
+    statements = install_statements(quoted_schema, None, found, scripts)
     for sql in statements:
         connection.exec_driver_sql(sql, execution_options={"no_parameters": True})

@@ -9,13 +9,8 @@ from sqlalchemy import Connection
 from ..config import sql_dir
 from ..queries import with_fence_names
 from .base import SchemaScripts
+from .prefixed_schema import VERSION as VERSION
 from .prefixed_schema import installed_version, run_install
-
-VERSION = "0.8"
-"""The fence schema version on SQLite (pre-check mode, which 0.3 adds elsewhere, is not for SQLite)."""
-
-BASE_VERSION = "0.2"
-"""The oldest SQLite fence schema with a full install script."""
 
 
 def shipped_scripts() -> SchemaScripts:

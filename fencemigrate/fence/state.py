@@ -170,7 +170,7 @@ class FenceRow:
     token: int
     updated_at: str
     token_source: str = "external"  # or 'lease service', 'redis' (see fence.tokens); older schemas: not recorded
-    incarnation: str | None = None  # what its last grant ran on (leases/epochs.py); PostgreSQL, schema 0.6 on
+    incarnation: str | None = None  # what its last grant ran on (leases/epochs.py); PostgreSQL
     replication: str | None = None  # its held lease's grant: 'synchronous' (confirmed by a standby), 'asynchronous'
 
 

@@ -1,5 +1,5 @@
 -- Record that :revision was applied under :token, with its file's sha256 and text (compressed: see
--- sql/mysql/fencemigrate--0.6.sql), settling a row written as 'applying' before
+-- sql/mysql/fencemigrate--1.0.sql), settling a row written as 'applying' before
 -- its DDL (re-applying rewrites the row). Runs in the transaction that writes Alembic's version row.
 INSERT INTO {schema}_applied_revision
        (version_table, revision, resource, applied_token, holder, method, applied_at, script_sha256,

@@ -1,20 +1,17 @@
--- fencemigrate 0.8 on SQLite: the fence schema, complete.
+-- fencemigrate 1.0 on SQLite: the fence schema, complete.
 --
 -- SQLite has no schemas, so every object is named with the fence schema's name as a prefix:
 -- @extschema@_agent_fence becomes "fencemigrate_agent_fence" by default (fencemigrate_schema
 -- in alembic.ini changes the prefix). The runner applies this file, one statement at a time,
--- inside the first fenced run's own transaction; every statement is idempotent. A database at an
--- older version is brought here by the update scripts (fencemigrate--0.2--0.4.sql,
--- fencemigrate--0.4--0.5.sql, fencemigrate--0.5--0.6.sql, fencemigrate--0.6--0.7.sql,
--- fencemigrate--0.7--0.8.sql): 0.2
--- followed by those updates creates exactly what this file creates (tests/test_install_scripts.py
--- compares the catalogs, down to the text of each CREATE statement: `source` stands where 0.6's
--- ALTER TABLE ... ADD COLUMN puts it, the ledger and the event log as 0.8 rebuilt them, their names
--- quoted as ALTER TABLE ... RENAME TO writes them; and each table's triggers in the order they
--- were created).
+-- inside the first fenced run's own transaction; every statement is idempotent. Later versions
+-- come with upgrade scripts (fencemigrate--1.0--1.1.sql, ...). 1.0 squashes the pre-release
+-- versions 0.2 to 0.8, whose history still shapes the stored text of some statements: columns
+-- added by ALTER TABLE ... ADD COLUMN stand where it put them, the ledger and the event log are
+-- named as ALTER TABLE ... RENAME TO wrote them, and each table's triggers come in the order they
+-- were created.
 --
 -- Same tables, columns and checks as the PostgreSQL schema (its full script in sql/), where
--- SQLite has them; version 0.3 (pre-check mode) is not for SQLite. Times are ISO-8601 UTC text
+-- SQLite has them; pre-check mode is not for SQLite. Times are ISO-8601 UTC text
 -- with milliseconds, from SQLite's own clock: strftime('%Y-%m-%dT%H:%M:%fZ', 'now'). The claim,
 -- the ledger writes and their events are plain statements in sql/queries/sqlite/ (SQLite has no
 -- stored functions); the guards are triggers. (DROP TABLE cannot be guarded on SQLite; the
@@ -400,5 +397,5 @@ CREATE TABLE IF NOT EXISTS @extschema@_schema_version (
     one_row INTEGER NOT NULL PRIMARY KEY CHECK (one_row = 1),
     version TEXT    NOT NULL
 );
-INSERT INTO @extschema@_schema_version (one_row, version) VALUES (1, '0.8')
+INSERT INTO @extschema@_schema_version (one_row, version) VALUES (1, '1.0')
     ON CONFLICT (one_row) DO NOTHING;

@@ -1,15 +1,13 @@
--- fencemigrate 0.8 on MySQL and MariaDB: the fence schema, complete.
+-- fencemigrate 1.0 on MySQL and MariaDB: the fence schema, complete.
 --
 -- MySQL's schemas are databases, and a migration user may not create databases: every object
 -- lives in the application's own database, named with the fence schema's name as a prefix
 -- (@extschema@_agent_fence becomes `fencemigrate_agent_fence` by default; fencemigrate_schema
 -- in alembic.ini changes the prefix). The runner applies this file one statement at a time
 -- (DELIMITER lines work as in the mysql client) at the start of the first fenced run, under the
--- named lock 'fencemigrate-install:<database>'; every statement is idempotent. A database at an
--- older version is brought here by the update scripts (fencemigrate--0.3--0.4.sql,
--- fencemigrate--0.4--0.5.sql, fencemigrate--0.5--0.6.sql, fencemigrate--0.6--0.7.sql): 0.3
--- followed by those updates creates exactly what this file creates (tests/test_install_scripts.py
--- compares the catalogs), triggers in the same order.
+-- named lock 'fencemigrate-install:<database>'; every statement is idempotent. Later versions
+-- come with upgrade scripts (fencemigrate--1.0--1.1.sql, ...). 1.0 squashes the pre-release
+-- versions 0.3 to 0.8; the triggers keep the order they were created in then.
 --
 -- Same tables and columns as the PostgreSQL schema (its full script in sql/), plus the ledger's
 -- `state`: MySQL commits DDL implicitly, so a revision runs in pre-check mode and its ledger row
@@ -447,4 +445,4 @@ CREATE TABLE IF NOT EXISTS @extschema@_schema_version (
     version VARCHAR(16) NOT NULL,
     CONSTRAINT @extschema@_schema_version_one_row CHECK (one_row = 1)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
-INSERT IGNORE INTO @extschema@_schema_version (one_row, version) VALUES (1, '0.8');
+INSERT IGNORE INTO @extschema@_schema_version (one_row, version) VALUES (1, '1.0');

@@ -1,14 +1,12 @@
--- fencemigrate 0.12: the fence schema, complete.
+-- fencemigrate 1.0: the fence schema, complete.
 --
--- CREATE EXTENSION fencemigrate (at the default version, 0.12) runs this file alone; the runner
+-- CREATE EXTENSION fencemigrate (at the default version, 1.0) runs this file alone; the runner
 -- applies the same file itself when the extension is not installed on the server, putting the
--- objects in the configured schema ("fencemigrate" by default). A database at an older version
--- is brought here by the update scripts (fencemigrate--0.1--0.2.sql ... fencemigrate--0.11--0.12.sql,
--- through ALTER EXTENSION fencemigrate UPDATE or the runner): 0.1 followed by those updates
--- creates exactly what this file creates (tests/test_install_scripts.py compares the catalogs),
--- so some objects are shaped by that history: functions renamed in an update keep doing the work
--- under their new names (claim_fence_row, write_ledger_row, delete_ledger_row), and the token
--- domain checks are NOT VALID.
+-- objects in the configured schema ("fencemigrate" by default). Later versions come with upgrade
+-- scripts (fencemigrate--1.0--1.1.sql, ...), applied by ALTER EXTENSION fencemigrate UPDATE or the
+-- runner. 1.0 squashes the pre-release versions 0.1 to 0.12, whose history still shapes some
+-- objects: functions renamed on the way keep doing the work under their new names
+-- (claim_fence_row, write_ledger_row, delete_ledger_row), and the token domain checks are NOT VALID.
 --
 -- Sections: the fence and the claim; the ledger and the event log; one revision per transaction;
 -- leases and their guards; pre-check mode's named lock; two roles; writes without a token; dump and
@@ -25,7 +23,7 @@
 -- The version of this schema, read by the runner to decide what to install.
 CREATE FUNCTION @extschema@.schema_version() RETURNS text
 LANGUAGE sql IMMUTABLE
-AS $$ SELECT '0.12'::text $$;
+AS $$ SELECT '1.0'::text $$;
 
 
 -- == The fence and the claim ==

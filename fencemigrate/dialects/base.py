@@ -159,8 +159,10 @@ class Dialect(ABC):
     """A run's lease is renewed inside the migration's own transaction (SQLite's single writer)."""
     context_options: ClassVar[dict[str, Any]] = {}
     """``EnvironmentContext.configure`` defaults for a connection to this database."""
-    sources_since: ClassVar[tuple[int, ...]]
-    """The fence schema version from which the ledger keeps each revision file's text (``source``)."""
+    tracks_dirty: ClassVar[bool] = True
+    """The ledger has a ``state``: pre-check mode leaves revisions dirty here."""
+    records_tokenless_writes: ClassVar[bool] = False
+    """The fence schema records the version-table writes its guard refused (MySQL)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -221,18 +223,6 @@ class Dialect(ABC):
         if requested in self.refused_modes:
             raise UsageError(self.refused_modes[requested])
         return requested or self.default_mode
-
-    def tracks_dirty(self, schema_version: str | None) -> bool:
-        """True when the fence schema at ``schema_version`` has the ledger's ``state`` (from 0.3)."""
-        return schema_version is not None and version_at_least(schema_version, (0, 3))
-
-    def keeps_sources(self, schema_version: str | None) -> bool:
-        """True when the fence schema at ``schema_version`` keeps the text of applied revision files."""
-        return schema_version is not None and version_at_least(schema_version, self.sources_since)
-
-    def records_tokenless_writes(self, connection: Connection, quoted_schema: str) -> bool:
-        """True when the fence schema records the version-table writes its guard refused (MySQL from 0.4)."""
-        return False
 
     def autocommits(self, connection: Connection) -> bool:
         """True when the DBAPI connection commits every statement on its own."""
@@ -310,11 +300,6 @@ class Dialect(ABC):
     def time_param(self, moment: datetime) -> datetime | str:
         """``moment`` as a statement parameter compared with (or stored as) this database's times."""
         return moment
-
-
-def version_at_least(version: str, minimum: tuple[int, ...]) -> bool:
-    """Whether fence schema ``version`` ("0.6") is ``minimum`` ((0, 6)) or later."""
-    return _version_key(version) >= minimum
 
 
 def dialect_for(database: str | Connection | Engine | MigrationContext) -> Dialect:

@@ -11,7 +11,7 @@ from sqlalchemy import Connection
 from sqlalchemy.dialects import mysql
 
 from . import mysql_schema
-from .base import PRECHECK, TRANSACTIONAL, SchemaScripts, version_at_least
+from .base import PRECHECK, TRANSACTIONAL, SchemaScripts
 from .fence_calls import FenceCalls, PlainStatementCalls
 from .prefixed import PrefixedDialect
 
@@ -33,6 +33,7 @@ class MysqlDialect(PrefixedDialect):
         )
     }
     commits_ddl = True
+    records_tokenless_writes = True
     writes_precheck_scripts = True
 
     def schema_scripts(self) -> SchemaScripts:
@@ -56,11 +57,6 @@ class MysqlDialect(PrefixedDialect):
     def online_fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
         """The plain statements as they are: DDL commits on its own, so no transaction id is compared."""
         return PlainStatementCalls(context, quoted_schema)
-
-    def records_tokenless_writes(self, connection: Connection, quoted_schema: str) -> bool:
-        """MySQL's fence schema records refused writes without a token from 0.4 on."""
-        version = self.installed_version(connection, quoted_schema)
-        return version is not None and version_at_least(version, (0, 4))
 
     def session_id(self, connection: Connection) -> int | None:
         """What ``KILL`` takes, read from the driver without a round trip (PyMySQL's and

@@ -34,6 +34,7 @@ class SqliteDialect(PrefixedDialect):
         )
     }
     can_preempt = False
+    tracks_dirty = False  # pre-check mode, which leaves revisions dirty, is not for SQLite
     shell_scripts = True
     renews_in_migration_transaction = True
     context_options: ClassVar[dict[str, Any]] = {
@@ -61,10 +62,6 @@ class SqliteDialect(PrefixedDialect):
     def script_fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
         """A --sql script for the sqlite3 shell: its claims are TEMP triggers of its own session."""
         return SqliteScriptCalls(context, quoted_schema)
-
-    def tracks_dirty(self, schema_version: str | None) -> bool:
-        """Never: pre-check mode, which leaves revisions dirty, is not for SQLite."""
-        return False
 
     def autocommits(self, connection: Connection) -> bool:
         """Unless :mod:`.sqlite_transactions` manages it: pysqlite's own transaction control commits

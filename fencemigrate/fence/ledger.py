@@ -2,16 +2,15 @@
 
 What the database has applied of a revision: the text of its file as the ledger recorded it.
 
-From fence schema 0.8 on PostgreSQL (0.6 on SQLite and MySQL) every ledger row keeps the text of
-the revision file it records (``applied_revision.source``), written with the row. Rows written
-before keep their sha256 only: their text is "source not recorded".
+Every ledger row keeps the text of the revision file it records (``applied_revision.source``),
+written with the row; a row without it (adopted with no readable file, or a file that is not UTF-8
+text) keeps its sha256 only: its text is "source not recorded".
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext
@@ -62,7 +61,7 @@ def unsettled_revisions(connection: Connection, quoted_schema: str, resource: st
         )
         for row in rows
     ]
-    if dialect.records_tokenless_writes(connection, quoted_schema):
+    if dialect.records_tokenless_writes:
         found += [
             Unsettled(row.version_table, row.revision, row.state, 0, TOKENLESS_HOLDER, dialect.time_text(row.at))
             for row in connection.execute(statement("tokenless_writes", quoted_schema, connection.dialect.name))
@@ -161,7 +160,7 @@ def read_applied_sources(context: MigrationContext, schema: str, revisions: Iter
 
 
 class _Reader:
-    """Reads ledger rows with their text, on any fence schema version (older ones have no text)."""
+    """Reads ledger rows with their text."""
 
     def __init__(self, context: MigrationContext, schema: str) -> None:
         connection = context.connection
@@ -173,19 +172,9 @@ class _Reader:
         self.version = installed_version(connection, self._quoted)
 
     def read(self, revision: str) -> AppliedSource | None:
-        if self._dialect.keeps_sources(self.version):
-            params = {"version_table": self._version_table, "revision": revision}
-            row = self._run("applied_source", params).one_or_none()
-        else:
-            row = self._ledger.get(revision)
+        params = {"version_table": self._version_table, "revision": revision}
+        row = self._run("applied_source", params).one_or_none()
         return None if row is None else self._applied(row)
-
-    @cached_property
-    def _ledger(self) -> dict[str, Row[Any]]:
-        """The version table's ledger rows by revision, read on first need and once: a fence schema
-        that keeps no text is read as ``state`` reads it, whole (one row per revision: its key)."""
-        rows = self._run("ledger_rows", {"version_table": self._version_table})
-        return {row.revision: row for row in rows}
 
     def _run(self, name: str, params: dict[str, str]) -> Any:
         return self._connection.execute(statement(name, self._quoted, self._dialect.name), params)

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from alembic.runtime.migration import MigrationContext
 
-from ..dialects import installed_version, version_at_least
+from ..dialects import installed_version
 from ..errors import TokenRequired, UsageError
-from ..fence.tokens import EXTERNAL, refuse_token
+from ..fence.tokens import refuse_token
 from ..queries import statement
 from .settings import FenceSettings
 
@@ -47,9 +47,7 @@ def refuse_if_superseded(settings: FenceSettings, context: MigrationContext) -> 
     version = installed_version(connection, quoted_schema)
     if version is None:
         return
-    # Fence schema 0.4 records where each resource's tokens come from; before it, all are external.
-    recorded = version_at_least(version, (0, 4))
-    clause = statement("fence_source" if recorded else "fence_token", quoted_schema, connection.dialect.name)
+    clause = statement("fence_source", quoted_schema, connection.dialect.name)
     row = connection.execute(clause, {"resource": settings.resource}).one_or_none()
     if row is not None:
-        refuse_token(settings.resource, settings.token, int(row.token), row.token_source if recorded else EXTERNAL)
+        refuse_token(settings.resource, settings.token, int(row.token), row.token_source)

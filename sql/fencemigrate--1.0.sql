@@ -32,12 +32,12 @@ AS $$ SELECT '1.0'::text $$;
 --   token_source: where the resource's tokens come from: 'external' (a harness's own leases pass
 --     --token; the first claim of a resource seeds its row so), or a lease service that grants
 --     them, 'lease service' (built in) or 'redis'. A grant advances the fence to the token it
---     issued and sets the source (queries/postgresql/grant_fence.sql), so on a leased resource the
+--     issued and sets the source (grant_fence in queries/postgresql.sql), so on a leased resource the
 --     fence token is the last token issued: claim() refuses any higher token as never issued
 --     (FENCED). `fencemigrate lease detach` sets it back to 'external'.
 --   incarnation: the incarnation of the database a lease service last granted on, written by
 --     every grant: the cluster's system identifier, the WAL timeline it wrote on and the database's
---     OID (queries/postgresql/incarnation.sql), and for Redis grants the Redis server's run id. A
+--     OID (incarnation in queries/postgresql.sql), and for Redis grants the Redis server's run id. A
 --     grant under another incarnation (a standby promoted, a point-in-time recovery, a restore into
 --     a new cluster or database, a Redis restart or failover) may have lost the last grants issued:
 --     it issues its token from an epoch further on, ((highest >> 32) + timeline) << 32, above every
@@ -201,7 +201,7 @@ $$;
 -- doomed. In two steps, both here:
 --   1. claim() takes the claim lock, advisory lock (1718503789, resource_key(resource)), shared, until
 --      its transaction ends: a lease grant with --preempt finds a stale writer's in-flight
---      transaction in pg_locks and cancels it (queries/postgresql/preempt_writers.sql), and the
+--      transaction in pg_locks and cancels it (preempt_writers in queries/postgresql.sql), and the
 --      version-table guard below knows this transaction claimed the fence;
 --   2. claim_fence_row() does the row work: the fence row locked first and rewritten only when the
 --      token goes up, so the usual case (the same token claiming again for its next revision)
@@ -719,7 +719,7 @@ CREATE TRIGGER lease_no_truncate
 -- FM006, every message starting 'lease guard: '. A lease is live while it has a holder and
 -- expires_at > clock_timestamp(), the clock the lease service judges it by.
 --
--- The database's incarnation now, as queries/postgresql/incarnation.sql reads it, and its WAL
+-- The database's incarnation now, as incarnation in queries/postgresql.sql reads it, and its WAL
 -- timeline: what a grant records, and what decides whether it moves to a new epoch.
 CREATE FUNCTION @extschema@.database_incarnation(OUT incarnation text, OUT timeline bigint)
 LANGUAGE sql STABLE
@@ -955,8 +955,8 @@ BEGIN
 END
 $$;
 
--- A grant's fence advance, in its transaction (queries/postgresql/grant_fence.sql and
--- seed_granted_fence.sql): p_resource moves up to p_token, just issued by the lease service
+-- A grant's fence advance, in its transaction (grant_fence in queries/postgresql.sql and
+-- the seed_granted_fence statement): p_resource moves up to p_token, just issued by the lease service
 -- p_source on the database's p_incarnation, and takes its tokens from that service from now on; its
 -- row is seeded when it has none. True when the fence moved or was seeded; false when a token at or
 -- above p_token has written (the caller then rolls the grant back). A Redis grant first records

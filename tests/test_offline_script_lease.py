@@ -272,7 +272,7 @@ def test_script_waits_for_a_lease_to_expire_then_applies(project: Project, pg_ur
 
 def test_script_takes_over_an_implausible_lease(project: Project, pg_url: str, tmp_path: Path) -> None:
     """A lease granted a year ahead of the database's clock (the server's clock stepped back since) is
-    implausible and counts as expired, as for a grant the runner takes (lease_lock.sql): the script
+    implausible and counts as expired, as for a grant the runner takes (the lease_lock statement): the script
     is granted the next token at once, the takeover logged as an EXPIRE that says so. It was busy
     until the lease's far expiry before."""
     at_a1(project, pg_url)

@@ -127,7 +127,7 @@ class GuardedTable(Protocol):
 class Dialect(ABC):
     """One database fencemigrate fences: its fence schema, fence calls, modes, guard and times.
 
-    Subclasses set ``__dialect__`` (the SQLAlchemy dialect name, which is also the directory of
+    Subclasses set ``__dialect__`` (the SQLAlchemy dialect name, which also names its file of
     ``sql/queries/``) and register themselves; ``aliases`` are other SQLAlchemy names they serve.
     """
 
@@ -206,7 +206,7 @@ class Dialect(ABC):
 
     @abstractmethod
     def fence_object_parameters(self, quoted_schema: str) -> dict[str, str]:
-        """The parameters of ``check_fence_objects.sql``, which lists the installed ones."""
+        """The parameters of the ``check_fence_objects`` statement, which lists the installed ones."""
 
     def enable_disabled_triggers(self, connection: Connection, quoted_schema: str, triggers: set[str]) -> list[str]:
         """Enable those of ``triggers`` that were disabled; their names (only PostgreSQL disables triggers)."""

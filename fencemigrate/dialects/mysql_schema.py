@@ -65,7 +65,7 @@ def ensure_installed(connection: Connection, quoted_schema: str, scripts: Schema
     """Install the fence schema unless present. True if installed now.
 
     MySQL commits each DDL statement on its own, so concurrent first runs take turns on a named
-    lock (``install_lock.sql``): otherwise one could read the version table another has just
+    lock (the ``install_lock`` statement): otherwise one could read the version table another has just
     created, before its row is in.
     """
     # A plain read first: a locking one would hold the version row while this run waits for the
@@ -88,7 +88,7 @@ def ensure_installed(connection: Connection, quoted_schema: str, scripts: Schema
 
 @contextmanager
 def install_turns(connection: Connection, quoted_schema: str) -> Iterator[None]:
-    """Hold the install lock (``install_lock.sql``), waited for at most a minute: concurrent first
+    """Hold the install lock (the ``install_lock`` statement), waited for at most a minute: concurrent first
     runs take turns installing the fence schema and guarding the version table (whose triggers are
     DDL; information_schema refuses to read a table under another session's DDL, error 1684)."""
     taken = connection.execute(statement("install_lock", quoted_schema, "mysql"), {"timeout_s": _INSTALL_WAIT_S})

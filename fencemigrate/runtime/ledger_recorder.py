@@ -361,7 +361,7 @@ class _StatementWrites:
 
     def settle(self, row: LedgerRow, token: int) -> None:
         """MySQL: the ledger's triggers write the events of the settled rows (a ROLLBACK's detail
-        from the session variable ``rollback_detail.sql`` sets for the DELETE)."""
+        from the session variable the ``rollback_detail`` statement sets for the DELETE)."""
         recorder = self._recorder
         name = "settle_apply" if row.action is LedgerAction.APPLY else "settle_rollback"
         params = {"version_table": recorder.version_table, "revision": row.revision, "token": token}

@@ -25,8 +25,8 @@
 -- One row per fenced resource: the highest token that has ever written to it.
 -- token_source: where the resource's tokens come from: 'external' (a harness's own leases pass
 -- --token; the first claim seeds its row so), 'lease service' (built in) or 'redis'. A grant
--- advances the fence to the token it issued and sets the source (grant_fence.sql), so on a leased
--- resource the fence token is the last token issued, and claim.sql refuses any higher token
+-- advances the fence to the token it issued and sets the source (the grant_fence statement), so on a leased
+-- resource the fence token is the last token issued, and the claim statement refuses any higher token
 -- (FENCED: never issued).
 CREATE TABLE IF NOT EXISTS @extschema@_agent_fence (
     resource     VARCHAR(255) NOT NULL PRIMARY KEY,
@@ -96,7 +96,7 @@ CREATE TABLE IF NOT EXISTS @extschema@_lease (
 
 -- One row per resource ever granted by the Redis lease backend. token is the last token Redis
 -- issued for it: the database cannot ask Redis for its counter, so every Redis grant records its
--- token here, in its own transaction before it advances the fence (record_redis_grant.sql), and
+-- token here, in its own transaction before it advances the fence (the record_redis_grant statement), and
 -- the lease guard holds a fence whose tokens come from Redis to that record, as it holds a fence
 -- of the built-in lease service to the lease's counter. granted_at: when the grant recorded it.
 -- No holder: the grant's GRANT event in fence_event names it.
@@ -134,7 +134,7 @@ CREATE TABLE IF NOT EXISTS @extschema@_tokenless_writes_allowed (
 
 -- Writes without a token: once a database is fenced, Alembic's version table refuses writes from
 -- a session that holds no fencemigrate named lock (pre-check mode and `resolve` hold it for their
--- whole run): triggers created per version table from sql/queries/mysql/guard_version_table.sql.
+-- whole run): triggers created per version table from guard_version_table in sql/queries/mysql.sql.
 -- MySQL has already committed the revision's DDL by then, so the refused write is recorded here as
 -- a dirty revision: this table is MyISAM, not transactional, so the row stays although the refused
 -- statement is rolled back. `fencemigrate resolve` settles it like any dirty revision.

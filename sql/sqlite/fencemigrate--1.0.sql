@@ -23,8 +23,8 @@
 -- One row per fenced resource: the highest token that has ever written to it.
 -- token_source: where the resource's tokens come from: 'external' (a harness's own leases pass
 -- --token; the first claim seeds its row so), 'lease service' (built in) or 'redis'. A grant
--- advances the fence to the token it issued and sets the source (grant_fence.sql), so on a leased
--- resource the fence token is the last token issued, and claim.sql refuses any higher token
+-- advances the fence to the token it issued and sets the source (the grant_fence statement), so on a leased
+-- resource the fence token is the last token issued, and the claim statement refuses any higher token
 -- (FENCED: never issued). The statement is laid out as SQLite stores it in a database updated
 -- from 0.2 (ALTER TABLE ... ADD COLUMN appends the column to the stored text), so that `.schema`
 -- shows the same text on fresh and updated databases.
@@ -231,7 +231,7 @@ BEGIN
 END;
 
 -- INSERT OR REPLACE deletes the row it replaces without firing delete triggers: a lease row is
--- changed by UPDATE (lease_seed.sql inserts only a missing row; a lower token is the monotonic
+-- changed by UPDATE (the lease_seed statement inserts only a missing row; a lower token is the monotonic
 -- guard's to refuse).
 CREATE TRIGGER IF NOT EXISTS @extschema@_lease_no_replace
 BEFORE INSERT ON @extschema@_lease
@@ -281,7 +281,7 @@ BEGIN
 END;
 
 -- A fence row of the lease service's is never replaced either (INSERT OR REPLACE would take it
--- back to 'external' behind a live lease); the claim's seed_fence.sql inserts only a missing row.
+-- back to 'external' behind a live lease); the claim's seed_fence statement inserts only a missing row.
 CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_no_replace_leased
 BEFORE INSERT ON @extschema@_agent_fence
 FOR EACH ROW WHEN typeof(NEW.token) = 'integer' AND NEW.token <= 4611686018427387904
@@ -295,7 +295,7 @@ END;
 
 -- == Redis grants and their guard ==
 -- The database cannot ask Redis for its counter, so every Redis grant records the token it issued
--- here, in its own transaction before it advances the fence (record_redis_grant.sql), and the
+-- here, in its own transaction before it advances the fence (the record_redis_grant statement), and the
 -- lease guard holds a fence whose tokens come from Redis to that record, as it holds a fence of
 -- the built-in lease service to the lease's counter.
 
@@ -375,7 +375,7 @@ END;
 -- == Writes without a token ==
 
 -- Once a database is fenced, Alembic's version table refuses writes that no fenced run made
--- (triggers created per version table from sql/queries/sqlite/guard_version_table.sql). SQLite has
+-- (triggers created per version table from guard_version_table in sql/queries/sqlite.sql). SQLite has
 -- one writer at a time and a persistent trigger cannot read TEMP tables: a fenced run writes the
 -- row of version_write_claim just before Alembic writes its version row and deletes it right
 -- after, in the same transaction, so no other connection ever sees it committed.

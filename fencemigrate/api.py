@@ -106,7 +106,7 @@ def timeline(config: Config, resource: str | None = None, since: str | None = No
 
     ``resource`` keeps one resource's events; ``since`` is an ISO-8601 date-time (UTC unless it
     has an offset) or how long ago by the database's clock (``10m``, ``2h``). No events before
-    the fence schema (0.2 or later) is installed.
+    the fence schema is installed.
     """
 
     from .runtime import reads

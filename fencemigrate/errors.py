@@ -506,7 +506,7 @@ class MonotonicGuardRefused(
     message_prefixes=(
         "agent_fence is monotonic: ",
         "the lease token counter is monotonic: ",
-        "redis_grant is monotonic: ",  # SQLite and MySQL from fence schema 0.7
+        "redis_grant is monotonic: ",  # SQLite and MySQL
     ),
 ):
     """The fence's monotonic guard (FM002) refused a write that would lower a fence token, the

@@ -1,4 +1,10 @@
-"""Named SQL statements, read from ``sql/queries/<dialect>/<name>.sql``."""
+"""Named SQL statements, read from the sections of ``sql/queries/<dialect>.sql``.
+
+A section is ``-- name: <name>`` on a line of its own, then its comment lines, then the statement,
+up to the next section: the format aiosql reads (aiosql itself is not imported: its package loads
+all its driver adapters, tens of milliseconds at every command's start). SQLite and MySQL share the
+statements they spell alike in ``prefixed.sql``.
+"""
 
 from __future__ import annotations
 
@@ -14,17 +20,43 @@ from .config import sql_dir
 _PREFIXED_FENCE_NAME = r"_(\w+)"
 _QUOTES = {"sqlite": '"', "mysql": "`"}
 _DIRECTORIES = {"mariadb": "mysql"}  # SQLAlchemy dialect names whose statements are another's
+_SHARED = "prefixed"  # the file of the statements SQLite and MySQL share
+_SECTION = re.compile(r"^-- name: (\w+)[ \t]*$", re.MULTILINE)
 
 
 def _directory(dialect_name: str) -> str:
-    """The directory of ``sql/queries/`` for a SQLAlchemy dialect name (MariaDB uses MySQL's)."""
+    """The file of ``sql/queries/`` for a SQLAlchemy dialect name (MariaDB uses MySQL's)."""
     return _DIRECTORIES.get(dialect_name, dialect_name)
 
 
 @cache
+def sections(file: str) -> dict[str, str]:
+    """The sections of ``sql/queries/<file>.sql``: name -> its text, comment lines included."""
+    parts = _SECTION.split((sql_dir() / "queries" / f"{file}.sql").read_text(encoding="utf-8"))
+    found: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in found:
+            raise RuntimeError(f"sql/queries/{file}.sql has two sections named {name}")
+        found[name] = body
+    return found
+
+
+@cache
+def statements_of(dialect: str) -> dict[str, str]:
+    """Every section a dialect's statements are read from: its own file's, and on SQLite and MySQL
+    the shared ones (a name in both files is an error)."""
+    own = sections(_directory(dialect))
+    if _directory(dialect) not in _QUOTES:
+        return own
+    shared = sections(_SHARED)
+    if own.keys() & shared.keys():
+        raise RuntimeError(f"sql/queries/{_SHARED}.sql repeats {sorted(own.keys() & shared.keys())}")
+    return own | shared
+
+
+@cache
 def _source(dialect: str, name: str) -> str:
-    path = sql_dir() / "queries" / dialect / f"{name}.sql"
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = statements_of(dialect)[name].splitlines()
     source = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
     for key, value in advisory_lock_keys().items():
         source = source.replace("{" + key + "}", value)

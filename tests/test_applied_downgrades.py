@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 from support.in_process import run_in_process
 from support.project import MakeProject, Project, Result, run_command, script_command, sqlite_url
-from test_applied_sources import _install_old_schema, _old_ledger_row
+from test_applied_sources import _install_schema, _old_ledger_row
 from test_mcp_server import mcp_agent, run
 from test_offline_sql import run_psql
 
@@ -165,14 +165,14 @@ def test_reapply_of_a_rewritten_revision_undoes_the_applied_text(make_project: M
 def test_a_rewritten_revision_whose_applied_text_was_not_kept_is_refused(
     make_project: MakeProject, backend_url: str
 ) -> None:
-    """A ledger row written before the fence schema kept texts: the rewritten file's downgrade() is
-    not known to undo it, nor is any other; exit 1, a message naming the revision and what to do,
-    and nothing written (not even the fence schema's update, or a lease)."""
+    """A ledger row recorded without its text: the rewritten file's downgrade() is not known to undo
+    it, nor is any other; exit 1, a message naming the revision and what to do, and nothing written
+    (not even a lease)."""
     project = make_project(url=backend_url)
     write_0041(project)
     a_file = write_a_0042(project)
     project.run_alembic("upgrade", "head").check()
-    _install_old_schema(backend_url)
+    _install_schema(backend_url)
     _old_ledger_row(backend_url, "0042", sha256(a_file))
     a_sha = sha256(a_file)
     b_sha = sha256(write_b_0042(project))

@@ -1,11 +1,10 @@
 """The ledger keeps the text of every revision file it records, and `show REV --applied` gives it back.
 
-Fence schema 0.8 on PostgreSQL, 0.6 on SQLite and MySQL: each ledger row written by a fenced run
-(one transaction, a transaction per revision, pre-check mode), ``stamp`` and ``resolve`` carries its
-file's text, written with the row. ``fencemigrate show REV --applied`` prints it byte for byte (run
-here as a subprocess, its stdout read as bytes), with who applied it on stderr; ``check --db``'s
-drift finding (FM402) diffs it against the file on disk. Rows written before the update show
-"source not recorded".
+Each ledger row written by a fenced run (one transaction, a transaction per revision, pre-check
+mode), ``stamp`` and ``resolve`` carries its file's text, written with the row. ``fencemigrate show
+REV --applied`` prints it byte for byte (run here as a subprocess, its stdout read as bytes), with
+who applied it on stderr; ``check --db``'s drift finding (FM402) diffs it against the file on disk.
+Rows recorded without it (``source`` NULL) show "source not recorded".
 """
 
 from __future__ import annotations
@@ -25,8 +24,7 @@ from support.project import MakeProject, Project, script_command, sqlite_url, su
 from test_offline_sql import psql_binary
 
 from fencemigrate import api, load_config
-from fencemigrate.dialects import mysql_schema, sqlite_schema
-from fencemigrate.dialects.postgresql_schema import install_script
+from fencemigrate.dialects import dialect_for
 from fencemigrate.fence.ledger import read_applied_texts
 
 NON_ASCII = "# Café, naïve, 日本語, emoji 🦀, a quote ' and \" and a backslash \\ and $$ and :name\r\n"
@@ -245,42 +243,34 @@ def _old_ledger_row(url: str, revision: str, sha256: str) -> None:
         engine.dispose()
 
 
-def _install_old_schema(url: str) -> str:
-    """The fence schema at the version before the text was kept; that version."""
+def _install_schema(url: str) -> str:
+    """The fence schema, installed with no ledger row yet; its version."""
     engine = sa.create_engine(url)
     try:
         with engine.begin() as connection:
-            if url.startswith("postgresql"):
-                connection.exec_driver_sql(
-                    install_script('"fencemigrate"', "0.7"), execution_options={"no_parameters": True}
-                )
-                return "0.7"
-            schema = sqlite_schema if url.startswith("sqlite") else mysql_schema
-            for sql in schema.install_statements(
-                '"fencemigrate"' if schema is sqlite_schema else "`fencemigrate`", "0.5"
-            ):
-                connection.exec_driver_sql(sql, execution_options={"no_parameters": True})
-            return "0.5"
+            dialect = dialect_for(connection)
+            dialect.ensure_installed(connection, connection.dialect.identifier_preparer.quote("fencemigrate"))
+            return dialect.schema_version()
     finally:
         engine.dispose()
 
 
 @pytest.mark.parametrize("backend", ["postgresql", "sqlite", "mysql"], indirect=True)
-def test_a_database_fenced_before_the_update_keeps_working(make_project: MakeProject, backend_url: str) -> None:
-    """Fenced at the previous schema version, with a ledger row written then: the next run updates the
-    schema and records its text; the old row shows "source not recorded" (exit 0, with its token and
-    holder), and check --db reports its drift with the hash message, no diff."""
+def test_a_ledger_row_without_its_text_keeps_working(make_project: MakeProject, backend_url: str) -> None:
+    """A ledger row recorded without its text (source NULL): the next run records the text of what it
+    applies; the row shows "source not recorded" (exit 0, with its token and holder), and check --db
+    reports its drift with the hash message, no diff."""
     url = backend_url
     project = make_project(url=url)
     project.add_chain(2)
-    project.run_alembic("upgrade", "r01").check()  # r01 applied before the update ...
-    old_version = _install_old_schema(url)
+    project.run_alembic("upgrade", "r01").check()
+    version = _install_schema(url)
     r01 = next(project.versions.glob("r01_*.py"))
-    _old_ledger_row(url, "r01", hashlib.sha256(r01.read_bytes()).hexdigest())  # ... and recorded without its text
+    _old_ledger_row(url, "r01", hashlib.sha256(r01.read_bytes()).hexdigest())  # recorded without its text
 
     project.run_cli("upgrade", "head", "--token", "5", "--holder", "agent-A").check()
     state = json.loads(project.run_cli("state", "--json").check().stdout)
-    assert state["fence_schema_version"] not in (None, old_version)
+    assert state["fence_schema_version"] == version
 
     old = show_applied(project, "r01")
     assert (old.returncode, old.stdout) == (0, b"")
@@ -303,32 +293,26 @@ def test_a_database_fenced_before_the_update_keeps_working(make_project: MakePro
     assert by_revision["r02"]["diff"].endswith("+# changed after it was applied\n")
 
 
-def _statements_to_read_texts(url: str, revisions: list[str]) -> tuple[dict[str, str | None], int]:
-    """``read_applied_texts`` of ``revisions``, in process, and how many statements it sent."""
+def _read_texts(url: str, revisions: list[str]) -> dict[str, str | None]:
+    """``read_applied_texts`` of ``revisions``, in process."""
     engine = sa.create_engine(url)
-    sent: list[str] = []
-    sa.event.listen(engine, "before_cursor_execute", lambda *args: sent.append(args[2]))
     try:
         with engine.connect() as connection:
-            texts = read_applied_texts(MigrationContext.configure(connection), "fencemigrate", revisions)
+            return read_applied_texts(MigrationContext.configure(connection), "fencemigrate", revisions)
     finally:
         engine.dispose()
-    return texts, len(sent)
 
 
 @pytest.mark.parametrize("backend", ["postgresql", "sqlite", "mysql"], indirect=True)
-def test_a_fence_schema_without_texts_is_read_once_for_every_revision(
-    make_project: MakeProject, backend_url: str
-) -> None:
-    """Still at the schema version before the text was kept (read-only commands do not update it),
-    with four ledger rows: ``check --db`` finds each changed file's drift by its hash (no diff) and
-    ``show --applied`` says "source not recorded"; reading the texts of five revisions sends as many
-    statements as reading one (the ledger is read once, not once per revision)."""
+def test_ledger_rows_without_texts_are_reported_by_their_hashes(make_project: MakeProject, backend_url: str) -> None:
+    """Four ledger rows recorded without their texts: ``check --db`` finds each changed file's drift
+    by its hash (no diff) and ``show --applied`` says "source not recorded"; reading the texts of
+    five revisions finds none."""
     url = backend_url
     project = make_project(url=url)
     project.add_chain(4)
     project.run_alembic("upgrade", "head").check()
-    old_version = _install_old_schema(url)
+    version = _install_schema(url)
     files = {revision: next(project.versions.glob(f"{revision}_*.py")) for revision in ("r01", "r02", "r03", "r04")}
     for revision, path in files.items():
         _old_ledger_row(url, revision, hashlib.sha256(path.read_bytes()).hexdigest())
@@ -342,13 +326,11 @@ def test_a_fence_schema_without_texts_is_read_once_for_every_revision(
     shown = show_applied(project, "r03")
     assert (shown.returncode, shown.stdout) == (0, b"")
     assert "source not recorded: the row was written before the fence schema kept" in _header(shown)
-    assert json.loads(project.run_cli("state", "--json").check().stdout)["fence_schema_version"] == old_version
+    assert json.loads(project.run_cli("state", "--json").check().stdout)["fence_schema_version"] == version
 
-    one, for_one = _statements_to_read_texts(url, ["r02"])
-    five, for_five = _statements_to_read_texts(url, ["r01", "r02", "r03", "r04", "r99"])
-    assert one == {"r02": None}
+    assert _read_texts(url, ["r02"]) == {"r02": None}
+    five = _read_texts(url, ["r01", "r02", "r03", "r04", "r99"])
     assert five == {"r01": None, "r02": None, "r03": None, "r04": None}  # r99: no ledger row
-    assert for_five == for_one
 
 
 def test_an_offline_script_carries_the_text_quoted_for_psql(make_project: MakeProject, pg_url: str) -> None:

@@ -27,6 +27,9 @@ from support.project import MakeProject, Project, Result, create_project, run_co
 
 import fencemigrate
 from fencemigrate import Fenced, UsageError, load_config
+from fencemigrate.dialects import dialect_for
+
+PG_VERSION = dialect_for("postgresql").schema_version()
 
 DEFAULT_RESOURCE = "db/migrations"
 
@@ -376,7 +379,7 @@ def test_state_after_runs(two: Project) -> None:
         "status": "ok",
         "version_table": "alembic_version",
         "heads": ["0002"],
-        "fence_schema_version": "0.12",
+        "fence_schema_version": PG_VERSION,
         "fences": [
             {
                 "resource": DEFAULT_RESOURCE,
@@ -416,7 +419,7 @@ def test_state_after_runs(two: Project) -> None:
     result = cli(two, "state", in_process=True).check()
     assert result.stdout.splitlines() == [
         "heads: 0002",
-        "fence schema: 0.12",
+        f"fence schema: {PG_VERSION}",
         "fences:",
         f"  db/migrations  token=8  since {updated_at.isoformat()}  tokens from external",
         "ledger (alembic_version):",
@@ -469,7 +472,7 @@ def test_fence_schema_option_moves_the_fence_tables(two: Project) -> None:
     assert ledger(two.url, "other_schema")["0002"] == (DEFAULT_RESOURCE, 7, "h1", "upgrade")
 
     state = cli_json(two, "state")
-    assert state["fence_schema_version"] == "0.12"
+    assert state["fence_schema_version"] == PG_VERSION
     assert [row["token"] for row in state["fences"]] == [7]
     assert "other_schema.agent_fence" in cli(two, "install", "--sql").check().stdout
     assert cli(two, "install").check().stdout == "already installed\n"

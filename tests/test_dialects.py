@@ -38,7 +38,7 @@ def test_finds_each_dialect_by_name(name: str, expected: type[Dialect]) -> None:
 
 def test_mariadb_is_mysql() -> None:
     assert dialect_for("mariadb") is dialect_for("mysql")
-    assert dialect_for("mariadb").name == "mysql"  # the directory of sql/queries/ it uses
+    assert dialect_for("mariadb").name == "mysql"  # the file of sql/queries/ it uses
 
 
 def test_an_unknown_dialect_is_a_usage_error() -> None:

@@ -167,7 +167,7 @@ def test_each_signal_raised_by_mariadb_keeps_its_own_message(mysql_url: str) -> 
 
 def test_sqlite_raises_are_told_by_the_start_of_their_message() -> None:
     """SQLite's guard messages map to FM002, FM005 and FM006; only its token range checks map to none."""
-    # (not a --sql script's refusals, sql/queries/sqlite/script_*.sql: the sqlite3 shell shows them)
+    # (not a --sql script's refusals, the script_* statements of sql/queries/sqlite.sql: the sqlite3 shell shows them)
     messages = {
         message
         for path in SQL_FILES

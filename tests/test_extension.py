@@ -1,11 +1,9 @@
 """The fence schema as a real PostgreSQL extension, and its monotonic guard.
 
-``sql/fencemigrate.control``, the install scripts (``sql/fencemigrate--0.12.sql``, the full script
-of the default version, and ``sql/fencemigrate--0.1.sql``) and the update scripts
-(``sql/fencemigrate--0.1--0.2.sql`` and the rest) are copied into the server's extension directory;
-``CREATE EXTENSION fencemigrate`` must load them and fencemigrate must then use the extension
-instead of installing its own copy. A database at 0.1 (extension or runner-installed) is brought
-to 0.12 by the next fenced run.
+``sql/fencemigrate.control`` and the install script of the default version are copied into the
+server's extension directory; ``CREATE EXTENSION fencemigrate`` must load them and fencemigrate
+must then use the extension instead of installing its own copy. An extension is upgraded with
+``ALTER EXTENSION ... UPDATE`` (the synthetic upgrade of ``tests/support/schema_upgrade``).
 The guard tests show that no client, fencemigrate or not, can lower a fence token or
 delete fence rows; the control shows the same statements succeed on a table without it.
 """
@@ -22,13 +20,18 @@ from typing import Any
 
 import psycopg
 import pytest
+import sqlalchemy as sa
 from fence_rows import assert_fenced, fence_token, scratch_database
 from support.db import alembic_versions, query, table_names
 from support.pg import PgServer
 from support.project import MakeProject, Project
 
 from fencemigrate.config import sql_dir
+from fencemigrate.dialects import dialect_for
+from fencemigrate.dialects.base import SchemaScripts
 from fencemigrate.dialects.postgresql_schema import install_script
+
+PG_VERSION = dialect_for("postgresql").schema_version()
 
 RESOURCE = "db/migrations"
 EXTENSION_FILES = tuple(
@@ -93,13 +96,13 @@ def test_extension_loads_and_is_used_without_reinstalling(
     available = pg_conn.execute(
         "SELECT default_version FROM pg_available_extensions WHERE name = 'fencemigrate'"
     ).fetchall()
-    assert available == [("0.12",)]
+    assert available == [(PG_VERSION,)]
     pg_conn.execute("CREATE SCHEMA fencemigrate")
     pg_conn.execute("CREATE EXTENSION fencemigrate SCHEMA fencemigrate")
     assert pg_conn.execute(
         "SELECT e.extversion, n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
         "WHERE e.extname = 'fencemigrate'"
-    ).fetchall() == [("0.12", "fencemigrate")]
+    ).fetchall() == [(PG_VERSION, "fencemigrate")]
     assert table_names(pg_url, "fencemigrate") == [
         "agent_fence",
         "applied_revision",
@@ -160,45 +163,40 @@ def test_extension_loads_and_is_used_without_reinstalling(
     assert query(pg_url, "SELECT count(*) FROM pg_proc WHERE pronamespace = 'fencemigrate'::regnamespace") == [(0,)]
 
 
-def test_extension_at_0_1_is_updated_by_the_next_run(
-    extension_dir: Path, pg_conn: psycopg.Connection[Any], pg_url: str, project: Project
+def test_an_extension_is_upgraded_with_alter_extension_by_the_runner(
+    extension_dir: Path, pg_conn: psycopg.Connection[Any], pg_url: str, project: Project, tmp_path: Path
 ) -> None:
-    """An extension created at 0.1 is updated with ALTER EXTENSION by the next fenced run: its
-    ledger rows stay, the new objects belong to the extension, leases work."""
+    """A fence schema loaded with CREATE EXTENSION is upgraded with ALTER EXTENSION UPDATE, from the
+    server's own files (here the synthetic upgrade of tests/support/schema_upgrade): its fence and
+    ledger rows stay, the new object belongs to the extension."""
+    target = f"{PG_VERSION.split('.')[0]}.{int(PG_VERSION.split('.')[1]) + 1}"
+    name = f"fencemigrate--{PG_VERSION}--{target}.sql"
+    upgrade = (Path(__file__).parent / "support" / "schema_upgrade" / "fencemigrate--@FROM@--@TO@.sql").read_text()
+    (tmp_path / name).write_text(upgrade.replace("@FROM@", PG_VERSION).replace("@TO@", target))
     pg_conn.execute("CREATE SCHEMA fencemigrate")
-    pg_conn.execute("CREATE EXTENSION fencemigrate SCHEMA fencemigrate VERSION '0.1'")
-    pg_conn.execute("SELECT fencemigrate.claim('db/migrations', 3)")
+    pg_conn.execute("CREATE EXTENSION fencemigrate SCHEMA fencemigrate")
     project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
     project.run_cli("upgrade", "head", "--token", "3").check(0)
+    shutil.copyfile(tmp_path / name, extension_dir / name)
+    engine = sa.create_engine(pg_url, poolclass=sa.NullPool)
+    try:
+        with engine.begin() as connection:
+            scripts = SchemaScripts(tmp_path, target)  # the runner's copy has no full script: only the server's is used
+            assert dialect_for("postgresql").ensure_installed(connection, '"fencemigrate"', scripts) is True
+    finally:
+        engine.dispose()
+        (extension_dir / name).unlink()
     assert pg_conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'fencemigrate'").fetchall() == [
-        ("0.12",)
+        (target,)
     ]
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [(target,)]
     assert ledger(pg_url) == [("a1", 3)]
-    granted = json.loads(project.run_cli("lease", "acquire", "--holder", "h", "--json").check(0).stdout)
-    assert granted["lease"]["token"] == 4
+    assert fence_token(pg_url) == 3
     assert query(
         pg_url,
         "SELECT count(*) FROM pg_depend WHERE refobjid = (SELECT oid FROM pg_extension "
-        "WHERE extname = 'fencemigrate') AND deptype = 'e' AND classid = 'pg_class'::regclass "
-        "AND objid IN ('fencemigrate.lease'::regclass, 'fencemigrate.fence_event'::regclass)",
-    ) == [(2,)]
-
-
-def test_runner_installed_0_1_schema_is_updated_by_the_next_run(
-    pg_conn: psycopg.Connection[Any], pg_url: str, project: Project
-) -> None:
-    """A schema the runner of fencemigrate 0.1 installed (the 0.1 script alone) is updated in the
-    next fenced run's transaction; the ledger and the fence token stay."""
-    base = (sql_dir() / "fencemigrate--0.1.sql").read_text(encoding="utf-8").split("\\quit", 1)[1]
-    pg_conn.execute("CREATE SCHEMA fencemigrate")
-    pg_conn.execute(base.replace("@extschema@", "fencemigrate"))
-    pg_conn.execute("SELECT fencemigrate.claim('db/migrations', 9)")
-    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
-    result = project.run_cli("upgrade", "head", "--token", "9", "--json").check(0)
-    assert json.loads(result.stdout)["installed_fence_schema"] is True
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.12",)]
-    assert fence_token(pg_url) == 9
-    assert query(pg_url, "SELECT kind, token, revision FROM fencemigrate.fence_event") == [("APPLY", 9, "a1")]
+        "WHERE extname = 'fencemigrate') AND deptype = 'e' AND objid = 'fencemigrate.upgrade_probe'::regclass",
+    ) == [(1,)]
 
 
 def test_extension_files_match_the_runner_install(extension_dir: Path) -> None:

@@ -40,7 +40,7 @@ FORGED_LEASE = (
 )
 FORGED_FENCE = f"UPDATE fencemigrate.agent_fence SET token = {MAX_TOKEN}"
 FORGED_EVENT = f"SELECT fencemigrate.log_event(NULL, '{RESOURCE}', 'GRANT', 'mallory', {MAX_TOKEN}, NULL, NULL)"
-# What a grant of token 2 writes, in one transaction (queries/postgresql/lease_grant.sql, grant_fence.sql).
+# What a grant of token 2 writes, in one transaction (lease_grant in queries/postgresql.sql, the grant_fence statement).
 GRANT_SHAPED = [
     "UPDATE fencemigrate.lease SET holder = 'mallory', token = 2, ttl_ms = 60000, granted_at = clock_timestamp(), "
     "expires_at = clock_timestamp() + interval '60 seconds', replication = 'asynchronous'",

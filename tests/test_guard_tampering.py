@@ -28,7 +28,11 @@ from support.mysql_server import connect, mysql_rows
 from support.pg import PgServer
 from support.project import MakeProject, Project
 
-PG_VERSION = "0.12"
+from fencemigrate.dialects import dialect_for
+
+PG_VERSION = dialect_for("postgresql").schema_version()
+SQLITE_VERSION = dialect_for("sqlite").schema_version()
+MYSQL_VERSION = dialect_for("mysql").schema_version()
 
 
 def add_revisions(project: Project, count: int) -> None:
@@ -236,7 +240,7 @@ def test_sqlite_a_dropped_guard_is_reported_and_put_back(tmp_path: Path) -> None
             connection.execute("UPDATE fencemigrate_agent_fence SET token = 1")
 
     two_tokens_then_lowered(project, lower)
-    altered = "the fence schema fencemigrate (0.8) differs from fencemigrate's: "
+    altered = f"the fence schema fencemigrate ({SQLITE_VERSION}) differs from fencemigrate's: "
     missing = "trigger fencemigrate_agent_fence_no_lowering is missing"
     assert findings(project, 1) == [("FM405", altered + missing), ("FM411", LEDGER_ABOVE), ("FM412", FENCE_BELOW)]
     state = state_json(project)
@@ -264,7 +268,7 @@ def test_mysql_a_dropped_guard_is_reported_and_put_back(make_project: MakeProjec
 
     two_tokens_then_lowered(project, lower)
     assert mysql_fence_tokens(mysql_url) == {"db/migrations": 1}
-    altered = "the fence schema fencemigrate (0.8) differs from fencemigrate's: "
+    altered = f"the fence schema fencemigrate ({MYSQL_VERSION}) differs from fencemigrate's: "
     missing = "trigger fencemigrate_agent_fence_monotonic is missing"
     assert findings(project, 1) == [("FM405", altered + missing), ("FM411", LEDGER_ABOVE), ("FM412", FENCE_BELOW)]
     assert state_json(project)["fence_schema_problems"] == [missing]

@@ -34,13 +34,10 @@ import pymysql
 import pytest
 from fence_rows import stderr_lines
 from pg_roles import MakeRole, role_url, two_roles
-from sqlite_rows import make_sqlite_project
 from support.db import execute, query
 from support.mysql_server import mysql_rows
 from support.pg import PgServer
 from support.project import MakeProject, Project
-
-from fencemigrate.dialects.postgresql_schema import install_script
 
 DETACH = "UPDATE {fence} SET token_source = 'external'"
 RAISE = "UPDATE {fence} SET token = 50"
@@ -343,79 +340,3 @@ def test_pg_one_role_forging_both_rows_is_reported_by_check(one_role: Target, re
             "it was written behind the lease service's back, and no grant can issue a token above it",
         )
     ]
-
-
-# -- an older database gets the guard from its next run ------------------------------------------
-
-
-def test_pg_schema_at_0_4_is_updated_to_0_5(project: Project, pg_url: str, pg_conn: psycopg.Connection[Any]) -> None:
-    repo = Path(__file__).resolve().parent.parent
-    pg_conn.execute("CREATE SCHEMA fencemigrate")
-    for name in (
-        "fencemigrate--0.1.sql",
-        "fencemigrate--0.1--0.2.sql",
-        "fencemigrate--0.2--0.3.sql",
-        "fencemigrate--0.3--0.4.sql",
-    ):
-        text = (repo / "sql" / name).read_text()
-        pg_conn.execute(
-            "\n".join(line for line in text.splitlines() if not line.startswith("\\echo")).replace(
-                "@extschema@", '"fencemigrate"'
-            )
-        )
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.4",)]
-    attack(pg_target(project, pg_url), "raise")
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.12",)]
-
-
-def test_pg_schema_at_0_10_with_a_redis_fence_is_updated_to_0_11(
-    project: Project, pg_url: str, pg_conn: psycopg.Connection[Any], redis_url: str, make_role: MakeRole
-) -> None:
-    """A database at 0.10 whose fence takes its tokens from Redis (agent-A granted token 1, as a 0.10
-    grant leaves it) is updated by its next fenced run, agent-A's write with token 1: the update
-    records that grant in redis_grant (the fence's token, when the fence moved), so the fence cannot
-    be raised above it by hand, and the next Redis grant (token 2) and its holder's write go through.
-    A migration role granted at 0.10 (install --grant-to) may read redis_grant, and not write it."""
-    pg_conn.execute(install_script("fencemigrate", "0.10"))
-    migrator = make_role()
-    pg_conn.execute("SELECT fencemigrate.grant_to_migration_role(%s)", (migrator,))
-    with pg_conn.transaction():
-        pg_conn.execute(
-            "SELECT fencemigrate.advance_fence('db/migrations', 1, 'redis', i.incarnation) "
-            "FROM fencemigrate.database_incarnation() i"
-        )
-        pg_conn.execute("SELECT fencemigrate.log_event(NULL, 'db/migrations', 'GRANT', 'agent-A', 1, NULL, NULL)")
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.10",)]
-    add_revisions(project)
-    project.run_cli("upgrade", "0001", "--token", "1", "--holder", "agent-A").check(0)
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.12",)]
-    assert query(
-        pg_url,
-        "SELECT g.resource, g.token, g.granted_at = f.updated_at "
-        "FROM fencemigrate.redis_grant g JOIN fencemigrate.agent_fence f USING (resource)",
-    ) == [("db/migrations", 1, True)]
-    assert query(
-        pg_url,
-        "SELECT has_table_privilege(%(role)s, 'fencemigrate.redis_grant', 'SELECT'), "
-        "has_table_privilege(%(role)s, 'fencemigrate.redis_grant', 'INSERT, UPDATE, DELETE, TRUNCATE')",
-        {"role": migrator},
-    ) == [(True, False)]
-    assert_refused(pg_target(project, pg_url), "UPDATE {fence} SET token = 777", REDIS_NEVER_ISSUED)
-    project.run_cli("lease", "acquire", "--holder", "agent-B", "--lease-url", redis_url).check(0)
-    project.run_cli("upgrade", "head", "--token", "2", "--holder", "agent-B").check(0)
-    assert query(pg_url, "SELECT resource, token FROM fencemigrate.redis_grant") == [("db/migrations", 2)]
-    project.run_cli("check", "--db").check(0)
-
-
-def test_sqlite_file_at_0_4_is_updated_to_the_current_version(tmp_path: Path) -> None:
-    from fencemigrate.dialects.sqlite_schema import install_statements
-
-    project = make_sqlite_project(tmp_path)
-    target = sqlite_target(project, project.url)
-    with closing(sqlite3.connect(tmp_path / "db.sqlite", isolation_level=None)) as connection:
-        for sql in install_statements("fencemigrate", "0.4"):
-            connection.execute(sql)
-        assert connection.execute("SELECT version FROM fencemigrate_schema_version").fetchall() == [("0.4",)]
-    attack(target, "steal")
-    with closing(sqlite3.connect(tmp_path / "db.sqlite", isolation_level=None)) as connection:
-        assert connection.execute("SELECT version FROM fencemigrate_schema_version").fetchall() == [("0.8",)]

@@ -19,6 +19,8 @@ import pytest
 import sqlalchemy as sa
 from support.project import MakeProject, Project, sqlite_url
 
+from fencemigrate.queries import statements_of
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "fencemigrate"
 RECORDER = PACKAGE / "fence" / "ledger.py"
@@ -58,10 +60,11 @@ def ledger_statements() -> dict[str, set[str]]:
     writes = re.compile(_WRITES_LEDGER.format(schema=r"\{schema\}"), re.I)
     calls = re.compile(r"\{schema\}\.(" + "|".join(sorted(ledger_functions())) + r")\s*\(")
     found: dict[str, set[str]] = {}
-    for path in sorted((SQL / "queries").glob("*/*.sql")):
-        text = _without_comments(path.read_text(encoding="utf-8"))
-        if writes.search(text) or calls.search(text):
-            found.setdefault(path.stem, set()).add(path.parent.name)
+    for dialect in ("postgresql", "sqlite", "mysql"):
+        for name, source in statements_of(dialect).items():
+            text = _without_comments(source)
+            if writes.search(text) or calls.search(text):
+                found.setdefault(name, set()).add(dialect)
     return found
 
 

@@ -371,7 +371,7 @@ def test_the_wheel_built_from_a_checkout_runs_on_its_own(tmp_path: Path) -> None
     package = tmp_path / "site" / "fencemigrate"
     for data in (
         "_data/sql/fencemigrate.control",
-        "_data/sql/queries/sqlite/token_wrote.sql",
+        "_data/sql/queries/sqlite.sql",
         "_data/alembic_template/env.py",
         "leases/lua/renew.lua",
     ):

@@ -27,6 +27,10 @@ from support.mysql_server import mysql_rows, mysql_table_names
 from support.project import MakeProject, Project, Result
 from test_offline_sql import add_chain
 
+from fencemigrate.dialects import dialect_for
+
+MYSQL_VERSION = dialect_for("mysql").schema_version()
+
 RESOURCE = "db/migrations"
 SCRIPT_HOLDER = "dba (offline script)"
 
@@ -130,8 +134,9 @@ def test_script_is_written_for_the_mysql_client(make_project: MakeProject, mysql
     assert text.startswith(
         "-- fencemigrate: when it runs, this script takes its own lease of resource 'db/migrations' from the "
         "database's lease service, as 'dba (offline script)', and is fenced by the token it is granted; it "
-        "refuses to run unless the heads are a1; needs the fence schema 0.8 or later (fencemigrate install); run "
-        "it with the mysql or mariadb client in batch mode (mariadb DB < script), which stops at the first error; "
+        f"refuses to run unless the heads are a1; needs the fence schema {MYSQL_VERSION} or later "
+        "(fencemigrate install); run it with the mysql or mariadb client in batch mode (mariadb DB < script), "
+        "which stops at the first error; "
         "never with --force"
     )
     order = [
@@ -360,7 +365,8 @@ def test_script_refuses_an_older_fence_schema(make_project: MakeProject, mysql_u
     result = run_client(mysql_url, text)
     assert result.code == 1 and error_line(result) == (
         "ERROR 1644 (45000): fencemigrate: the fence schema is not installed in this database, or is older than this "
-        "script needs (0.8): install it (fencemigrate install) and run the script again; nothing was applied"
+        f"script needs ({MYSQL_VERSION}): install it (fencemigrate install) and run the script again; "
+        "nothing was applied"
     ), result
     assert dump(mysql_url) == before
 

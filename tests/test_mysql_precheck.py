@@ -29,10 +29,8 @@ from incident_story import (
 )
 from mysql_rows import app_tables, columns, events, fence_tokens, ledger, snapshot, versions
 from sqlalchemy.engine import make_url
-from support.mysql_server import connect, create_test_database, drop_test_database, mysql_rows, mysql_table_names
+from support.mysql_server import create_test_database, drop_test_database, mysql_rows, mysql_table_names
 from support.project import MakeProject, Project, Result, run_command, script_command
-
-from fencemigrate.dialects import mysql_schema
 
 PRECHECK_LINE = (
     "  pre-check mode: the fence was checked before each revision under the resource's named lock; "
@@ -408,34 +406,6 @@ def test_install_sql_prints_the_mysql_script_for_the_mysql_client(
     assert project.run_cli("install").check(0).stdout.strip() == "already installed"
     project.run_cli("upgrade", "head", "--token", "3").check(0)
     assert fence_tokens(mysql_url) == {"db/migrations": 3}
-
-
-def test_a_database_at_an_older_version_is_updated_by_the_next_run(
-    make_project: MakeProject, mysql_url: str, mysql_server_url: str
-) -> None:
-    """A database whose fence schema is at 0.3 (an older fencemigrate installed it) is brought to the
-    current version by the next fenced run, and then holds exactly what a fresh install holds."""
-    project = make_project(url=mysql_url)
-    project.add_revision("0001", None, ["CREATE TABLE t (id int)"], ["DROP TABLE t"])
-    connection = connect(mysql_url)
-    try:
-        with connection.cursor() as cursor:
-            for sql in mysql_schema.install_statements("`fencemigrate`", "0.3"):
-                cursor.execute(sql)
-        connection.commit()
-    finally:
-        connection.close()
-    assert mysql_rows(mysql_url, "SELECT version FROM fencemigrate_schema_version") == [("0.3",)]
-
-    project.run_cli("upgrade", "head", "--token", "3").check(0)
-    assert mysql_rows(mysql_url, "SELECT version FROM fencemigrate_schema_version") == [(mysql_schema.VERSION,)]
-    assert fence_tokens(mysql_url) == {"db/migrations": 3}
-    fresh = create_test_database(mysql_server_url)
-    try:
-        assert make_project(url=fresh, name="fresh").run_cli("install").check(0).stdout.strip() == "installed"
-        assert _fence_objects(mysql_url) == _fence_objects(fresh)
-    finally:
-        drop_test_database(fresh)
 
 
 # -- bad input ---------------------------------------------------------------------------------

@@ -26,6 +26,10 @@ from support.db import alembic_versions, libpq_url, query, schema_names, table_n
 from support.project import Project, Result
 from test_offline_sql import add_chain, claim_line, ledger, run_psql, sha256_of
 
+from fencemigrate.dialects import dialect_for
+
+PG_VERSION = dialect_for("postgresql").schema_version()
+
 RESOURCE = "db/migrations"
 SCRIPT_HOLDER = "dba (offline script)"
 SCRIPT_TOKEN = "(SELECT s.token FROM pg_temp.fencemigrate_script_lease s)"
@@ -91,7 +95,8 @@ def test_script_without_token_is_written_and_touches_nothing(project: Project, p
     grant_call = next(i for i, line in enumerate(lines) if line.startswith("SELECT pg_temp.fencemigrate_script_grant("))
     assert lines[grant_call] + lines[grant_call + 1].strip() == (
         f"SELECT pg_temp.fencemigrate_script_grant('{RESOURCE}', '{SCRIPT_HOLDER}', CAST(60000 AS bigint), "
-        "CAST(600000 AS bigint),'alembic_version', CAST('{\"a1\"}' AS text[]), '0.12') AS granted_token;"
+        "CAST(600000 AS bigint),'alembic_version', CAST('{\"a1\"}' AS text[]), "
+        f"'{PG_VERSION}') AS granted_token;"
     )
     token_claim = f"SELECT fencemigrate.claim('{RESOURCE}', {SCRIPT_TOKEN});"
     claims = [i for i, line in enumerate(lines) if line == token_claim]
@@ -267,7 +272,7 @@ def test_script_waits_for_a_lease_to_expire_then_applies(project: Project, pg_ur
 
 def test_script_takes_over_an_implausible_lease(project: Project, pg_url: str, tmp_path: Path) -> None:
     """A lease granted a year ahead of the database's clock (the server's clock stepped back since) is
-    implausible and counts as expired, as for a grant the runner takes (lease_lock.sql): the script
+    implausible and counts as expired, as for a grant the runner takes (the lease_lock statement): the script
     is granted the next token at once, the takeover logged as an EXPIRE that says so. It was busy
     until the lease's far expiry before."""
     at_a1(project, pg_url)

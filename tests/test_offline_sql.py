@@ -18,6 +18,10 @@ from fence_rows import FENCE_TABLES, fence_token
 from support.db import alembic_versions, libpq_url, query, schema_names, table_names
 from support.project import Project, Result, run_command
 
+from fencemigrate.dialects import dialect_for
+
+PG_VERSION = dialect_for("postgresql").schema_version()
+
 RESOURCE = "db/migrations"
 HOLDER = "offline-agent"
 
@@ -188,7 +192,7 @@ def test_install_sql_through_psql_installs_the_fence_schema(project: Project, pg
     run_command(psql, tmp_path, input=script).check(0)  # fencemigrate install --sql | psql
 
     assert "fencemigrate" in schema_names(pg_url)
-    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [("0.12",)]
+    assert query(pg_url, "SELECT fencemigrate.schema_version()") == [(PG_VERSION,)]
     assert table_names(pg_url, "fencemigrate") == FENCE_TABLES
     triggers = query(
         pg_url,

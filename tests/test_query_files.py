@@ -1,5 +1,5 @@
-"""Every statement the package loads from ``sql/queries/<dialect>/`` exists for each dialect that
-runs it, no statement file is left unused, and the advisory-lock keys are named once.
+"""Every statement the package loads from ``sql/queries/<dialect>.sql`` exists for each dialect that
+runs it, no statement is left unused or written twice, and the advisory-lock keys are named once.
 
 Statements are loaded by name with :func:`fencemigrate.queries.statement` (``name``, the fence
 schema, the dialect: PostgreSQL when none is given), directly or through a function that passes
@@ -28,7 +28,7 @@ import fencemigrate
 from fencemigrate.config import sql_dir
 from fencemigrate.dialects import dialect_for
 from fencemigrate.dialects.postgresql_schema import default_version
-from fencemigrate.queries import advisory_lock_keys
+from fencemigrate.queries import advisory_lock_keys, sections, statements_of
 
 PACKAGE = Path(fencemigrate.__file__).resolve().parent
 QUERIES = sql_dir() / "queries"
@@ -300,8 +300,31 @@ def dialects_of(load: Load) -> frozenset[str]:
     return RUNS_ONLY_ON.get(load.name, DIALECTS)
 
 
-def statement_files() -> set[tuple[str, str]]:
-    return {(path.parent.name, path.stem) for path in QUERIES.glob("*/*.sql")}
+def statement_names() -> set[tuple[str, str]]:
+    """``(dialect, name)`` of every statement each dialect can load (SQLite and MySQL: with the shared ones)."""
+    return {(dialect, name) for dialect in DIALECTS for name in statements_of(dialect)}
+
+
+def test_the_query_files_are_one_per_database_and_one_shared() -> None:
+    """Four files of named sections: no name twice in a file or in a database's file and the shared
+    one (the reader refuses both), no statement written out twice across the files."""
+    assert sorted(path.name for path in QUERIES.iterdir()) == [
+        "mysql.sql",
+        "postgresql.sql",
+        "prefixed.sql",
+        "sqlite.sql",
+    ]
+    texts: dict[str, list[str]] = defaultdict(list)
+    for path in sorted(QUERIES.glob("*.sql")):
+        # aiosql starts a section at every "-- name:" it finds: only the section lines may say it.
+        assert len(re.findall(r"--\s*name\s*:", path.read_text(encoding="utf-8"))) == len(sections(path.stem))
+        for name, text in sections(path.stem).items():
+            assert re.fullmatch(r"[a-z][a-z0-9_]*", name), name
+            code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--")).strip()
+            assert code, f"{path.name}: {name} has no statement"
+            texts[text].append(f"{path.stem}.{name}")
+    assert [names for names in texts.values() if len(names) > 1] == []
+    assert len(statement_names()) > 200
 
 
 def test_the_package_loads_statements() -> None:
@@ -315,14 +338,14 @@ def test_the_package_loads_statements() -> None:
 
 @pytest.mark.parametrize("load", LOADS, ids=lambda load: f"{load.name}@{load.where}")
 def test_every_loaded_statement_exists_for_each_dialect_that_runs_it(load: Load) -> None:
-    missing = sorted(dialect for dialect in dialects_of(load) if not (QUERIES / dialect / f"{load.name}.sql").is_file())
+    missing = sorted(dialect for dialect in dialects_of(load) if (dialect, load.name) not in statement_names())
     assert missing == [], f"{load.where} loads {load.name!r}, which sql/queries/ lacks for {', '.join(missing)}"
 
 
-def test_no_statement_file_is_unused() -> None:
-    """Each sql/queries/<dialect>/<name>.sql is loaded by some call that runs on that dialect."""
+def test_no_statement_is_unused() -> None:
+    """Each statement a dialect can load is loaded by some call that runs on that dialect."""
     used = {(dialect, load.name) for load in LOADS for dialect in dialects_of(load)}
-    assert sorted(statement_files() - used) == []
+    assert sorted(statement_names() - used) == []
 
 
 def test_runs_only_on_names_only_statements_the_package_loads() -> None:
@@ -352,11 +375,10 @@ def test_the_extension_scripts_take_only_the_named_advisory_locks() -> None:
         advisory_lock_keys()["named_lock_class"],
     }
 
-    for path in sorted((QUERIES / "postgresql").glob("*.sql")):
-        source = path.read_text(encoding="utf-8")
+    for name, source in sections("postgresql").items():
         code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("--"))
-        assert not _KEY_IN_CALL.search(code) and not _KEY_IN_CLASSID.search(code), path
-        assert not re.search(r"hashtext\(\s*'", code), path  # a one-key lock spelled out
+        assert not _KEY_IN_CALL.search(code) and not _KEY_IN_CLASSID.search(code), name
+        assert not re.search(r"hashtext\(\s*'", code), name  # a one-key lock spelled out
 
 
 # Placeholders the code that loads the statement fills in itself: the fence schema (queries.py), the
@@ -377,7 +399,7 @@ FILLED_BY_THE_LOADER = {
 
 def test_every_advisory_lock_key_is_used_and_every_placeholder_is_known() -> None:
     placeholders: set[str] = set()
-    for path in sorted(QUERIES.glob("*/*.sql")):
+    for path in sorted(QUERIES.glob("*.sql")):
         placeholders |= set(re.findall(r"\{(\w+)\}", path.read_text(encoding="utf-8")))
     keys = set(advisory_lock_keys())
     assert keys <= placeholders

@@ -35,8 +35,6 @@ from fence_rows import stderr_lines
 from support.mysql_server import mysql_rows
 from support.project import MakeProject, Project, Result
 
-from fencemigrate.dialects import mysql_schema, sqlite_schema
-
 MAX_TOKEN = 4611686018427387904
 RESOURCE = "db/migrations"
 NEVER_ISSUED_BY_REDIS = (
@@ -246,44 +244,3 @@ def test_a_dropped_redis_guard_is_reported_and_put_back(target: Target, redis_ur
     ]
     assert_refused(target, "UPDATE {fence} SET token = 777", NEVER_ISSUED_BY_REDIS)
     assert [rule for rule, _ in findings(target) if rule == "FM405"] == []
-
-
-# -- a database at 0.6 ------------------------------------------------------------------------------
-
-
-def install_0_6(target: Target) -> None:
-    """Fence schema 0.6, and what a 0.6 Redis grant of token 1 to agent-A wrote: the fence row
-    (grant_fence.sql) and the GRANT event."""
-    if target.backend == "mysql":
-        statements = mysql_schema.install_statements("`fencemigrate`", "0.6")
-    else:
-        statements = sqlite_schema.install_statements('"fencemigrate"', "0.6")
-    for sql in statements:
-        target.run(sql.replace("{", "{{").replace("}", "}}"))
-    assert target.run("SELECT version FROM fencemigrate_schema_version") == [("0.6",)]
-    target.run(
-        "INSERT INTO {fence} (resource, token, token_source, updated_at) "
-        f"VALUES ('{RESOURCE}', 1, 'redis', {now(target)})"
-    )
-    target.run(
-        "INSERT INTO {events} (at, resource, kind, holder, token, detail) "
-        f"VALUES ({now(target)}, '{RESOURCE}', 'GRANT', 'agent-A', 1, "
-        """'{{"ttl_ms": 60000, "lease_service": "redis"}}')"""
-    )
-
-
-@BACKENDS
-def test_a_database_at_0_6_is_updated_and_its_redis_fences_seeded(target: Target, redis_url: str) -> None:
-    """agent-A's next run updates the schema to 0.7, whose redis_grant holds the token and time of
-    the Redis fence (seeded from it); the guard now holds, and the next Redis grant issues token 2."""
-    install_0_6(target)
-    ((_, _, _, fenced_at),) = target.run("SELECT resource, token, token_source, updated_at FROM {fence}")
-    target.cli("upgrade", "0001", "--token", "1", "--holder", "agent-A").check(0)
-    assert target.run("SELECT version FROM fencemigrate_schema_version") == [("0.8",)]
-    assert target.run("SELECT resource, token, granted_at FROM {grant}") == [(RESOURCE, 1, fenced_at)]
-    assert_refused(target, "UPDATE {fence} SET token = 777", NEVER_ISSUED_BY_REDIS)
-    target.cli("upgrade", "0002", "--token", "777", "--holder", "mallory").check(3)
-    granted = target.cli("lease", "acquire", "--holder", "agent-B", "--json", redis_url=redis_url).check(0)
-    assert json.loads(granted.stdout)["lease"]["token"] == 2
-    target.cli("upgrade", "head", "--token", "2", "--holder", "agent-B").check(0)
-    assert (target.fence(), target.grants()) == ([(RESOURCE, 2, "redis")], [(RESOURCE, 2)])

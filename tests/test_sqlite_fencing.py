@@ -41,6 +41,10 @@ from sqlite_rows import (
 )
 from support.project import Project, Result, sqlite_url
 
+from fencemigrate.dialects import dialect_for
+
+SQLITE_VERSION = dialect_for("sqlite").schema_version()
+
 INVALID_SQL = "CREATE TABLE broken_syntax (id int,)"
 
 
@@ -255,7 +259,7 @@ def test_state_text_and_json(tmp_path: Path) -> None:
     assert payload["status"] == "ok"
     assert payload["version_table"] == "alembic_version"
     assert payload["heads"] == ["0001"]
-    assert payload["fence_schema_version"] == "0.8"
+    assert payload["fence_schema_version"] == SQLITE_VERSION
     assert [(f["resource"], f["token"]) for f in payload["fences"]] == [("db/migrations", 12)]
     (row,) = payload["ledger"]
     assert (row["revision"], row["resource"], row["applied_token"], row["holder"], row["method"]) == (
@@ -269,7 +273,7 @@ def test_state_text_and_json(tmp_path: Path) -> None:
     assert row["applied_at"].endswith("Z")
 
     lines = project.run_cli("state").check(0).stdout.splitlines()
-    assert lines[:2] == ["heads: 0001", "fence schema: 0.8"]
+    assert lines[:2] == ["heads: 0001", f"fence schema: {SQLITE_VERSION}"]
     assert any(line.startswith("  db/migrations  token=12  since ") for line in lines), lines
     assert any(line.startswith("  0001  applied_token=12  holder=agent  upgrade at ") for line in lines), lines
 

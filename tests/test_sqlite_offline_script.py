@@ -26,6 +26,10 @@ from sqlite_rows import alembic_versions, make_sqlite_project, query, table_name
 from support.project import Project, Result
 from test_offline_sql import add_chain
 
+from fencemigrate.dialects import dialect_for
+
+SQLITE_VERSION = dialect_for("sqlite").schema_version()
+
 RESOURCE = "db/migrations"
 SCRIPT_HOLDER = "dba (offline script)"
 SCRIPT_TOKEN = "(SELECT s.token FROM temp.fencemigrate_script_lease s)"
@@ -324,7 +328,9 @@ def test_script_refuses_an_older_fence_schema(tmp_path: Path) -> None:
 
     result = run_sqlite3(db, text, "-bail")
     assert result.code != 0, result
-    assert error_line(result).startswith("fencemigrate: the fence schema here is older than this script needs (0.8)")
+    assert error_line(result).startswith(
+        f"fencemigrate: the fence schema here is older than this script needs ({SQLITE_VERSION})"
+    )
     assert dump(db) == before
 
 

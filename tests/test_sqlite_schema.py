@@ -39,7 +39,7 @@ def test_install_is_idempotent_and_the_first_run_installs_in_its_transaction(tmp
     assert project.run_cli("install").check(0).stdout == "installed\n"
     assert table_names(db) == sorted(["alembic_version", *(f"fencemigrate_{table}" for table in FENCE_TABLES)])
     assert query(db, "SELECT version_num FROM alembic_version") == []
-    assert query(db, "SELECT one_row, version FROM fencemigrate_schema_version") == [(1, "0.8")]
+    assert query(db, "SELECT one_row, version FROM fencemigrate_schema_version") == [(1, sqlite_schema.VERSION)]
     installed = snapshot(db)
     assert project.run_cli("install").check(0).stdout == "already installed\n"
     assert snapshot(db) == installed
@@ -61,7 +61,7 @@ def test_fence_schema_option_is_the_table_prefix(tmp_path: Path) -> None:
     assert not fence_installed(db)  # nothing under the default prefix
     assert query(db, 'SELECT resource, token FROM "ops ""fence""_agent_fence"') == [("db/migrations", 4)]
     assert project.run_cli("install").check(0).stdout == "already installed\n"
-    assert '"fence_schema_version": "0.8"' in project.run_cli("state", "--json").check(0).stdout
+    assert f'"fence_schema_version": "{sqlite_schema.VERSION}"' in project.run_cli("state", "--json").check(0).stdout
 
 
 GUARDED_WRITES = {
@@ -152,28 +152,6 @@ def schema_of(database: Path) -> list[tuple[Any, ...]]:
         database,
         "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name LIKE 'fencemigrate%' ORDER BY type, name",
     )
-
-
-def test_a_database_at_an_older_version_is_updated_by_the_next_run(tmp_path: Path) -> None:
-    """A file whose fence schema is at 0.2 (an older fencemigrate installed it) is brought to the
-    current version inside the next fenced run, and then holds exactly what a fresh install holds."""
-    project = make_sqlite_project(tmp_path)
-    project.add_revision("0001", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
-    db = tmp_path / "db.sqlite"
-    with closing(sqlite3.connect(db, isolation_level=None)) as connection:
-        connection.execute("BEGIN IMMEDIATE")
-        for sql in sqlite_schema.install_statements('"fencemigrate"', "0.2"):
-            connection.execute(sql)
-        connection.execute("COMMIT")
-    assert query(db, "SELECT version FROM fencemigrate_schema_version") == [("0.2",)]
-
-    out = project.run_cli("upgrade", "head", "--token", "4", "--holder", "h").check(0)
-    assert "  installed the fence schema" in out.stdout
-    assert query(db, "SELECT version FROM fencemigrate_schema_version") == [(sqlite_schema.VERSION,)]
-    assert ledger(db) == {"0001": (4, "h", "upgrade")}
-    fresh = make_sqlite_project(tmp_path, "fresh", "fresh.sqlite")
-    assert fresh.run_cli("install").check(0).stdout.strip() == "installed"
-    assert schema_of(db) == schema_of(tmp_path / "fresh.sqlite")
 
 
 def test_a_database_at_an_unknown_version_is_refused(tmp_path: Path) -> None:

@@ -29,7 +29,6 @@ from fencemigrate.fence.events import log_event
 _CLEAN_ENV: dict[str, str | None] = {"FENCEMIGRATE_TOKEN": None, "ALEMBIC_CONFIG": None}
 _TIME_COLUMN = re.compile(r"^(?P<time>(?:\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2})  (?P<rest>.*)$")
 _LOG_LINE = re.compile(r"^[A-Z]{4,8} +\[[\w.]+\] ")
-_SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -87,13 +86,6 @@ def expire_lease(project: Project, resource: str = "db/migrations") -> None:
 def event_rows(project: Project) -> list[tuple[Any, ...]]:
     """Every row of the event log, in id order."""
     return query(project.url, "SELECT * FROM fencemigrate.fence_event ORDER BY id")
-
-
-def install_base_version(url: str) -> None:
-    """The fence schema at 0.1 (no event table), as an older fencemigrate installed it."""
-    script = (_SQL_DIR / "fencemigrate--0.1.sql").read_text(encoding="utf-8")
-    body = "\n".join(line for line in script.splitlines() if not line.startswith("\\echo"))
-    execute(url, "CREATE SCHEMA fencemigrate;\n" + body.replace("@extschema@", "fencemigrate"))
 
 
 @pytest.fixture
@@ -321,14 +313,6 @@ def test_no_fence_schema_means_no_events_yet_and_nothing_installed(project: Proj
     assert events_json(project, "--since", "1h", "--resource", "db/migrations") == []
     assert "fencemigrate" not in schema_names(project.url)
     assert table_names(project.url) == []
-
-
-def test_fence_schema_at_0_1_has_no_events_and_is_not_upgraded(project: Project) -> None:
-    install_base_version(project.url)
-    assert cli(project, "timeline").check(0).stdout == "no events yet\n"
-    assert events_json(project, "--since", "10m") == []
-    assert query(project.url, "SELECT fencemigrate.schema_version()") == [("0.1",)]
-    assert "fence_event" not in table_names(project.url, "fencemigrate")
 
 
 # -- bad input ---------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ import json
 import sqlite3
 from contextlib import closing
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -25,7 +24,6 @@ from support.db import query
 from support.project import MakeProject, Project, Result
 
 MAX_TOKEN = 2**62
-REPO = Path(__file__).resolve().parent.parent
 
 
 def never_issued(token: int, issued: int, service: str = "the lease service") -> list[str]:
@@ -258,40 +256,3 @@ def test_redis_grant_makes_unissued_tokens_fenced(project: Project, pg_url: str,
     assert_never_issued(project.run_cli("upgrade", "head", "--token", "2"), 2, 1, "the lease service (Redis)")
     assert snapshot(pg_url) == at_head
     project.run_cli("upgrade", "head", "--token", "1").check(0)
-
-
-def test_pg_update_from_0_3_gives_each_resource_the_source_of_its_last_grant(
-    project: Project, pg_url: str, pg_conn: psycopg.Connection[Any]
-) -> None:
-    """A database at 0.3: its leased resource becomes 'lease service', the others 'external'; a fence
-    written with 2**63-1 before 0.4 stays readable, and a grant above it is refused cleanly."""
-    pg_conn.execute("CREATE SCHEMA fencemigrate")
-    for name in ("fencemigrate--0.1.sql", "fencemigrate--0.1--0.2.sql", "fencemigrate--0.2--0.3.sql"):
-        text = (REPO / "sql" / name).read_text()
-        pg_conn.execute(
-            "\n".join(line for line in text.splitlines() if not line.startswith("\\echo")).replace(
-                "@extschema@", '"fencemigrate"'
-            )
-        )
-    pg_conn.execute(
-        "INSERT INTO fencemigrate.agent_fence (resource, token) "
-        "VALUES ('leased', 4), ('outside', 9), ('bricked', 9223372036854775807);"
-        "INSERT INTO fencemigrate.lease (resource, token) VALUES ('leased', 4);"
-        "INSERT INTO fencemigrate.fence_event (resource, kind, holder, token, detail) "
-        "VALUES ('leased', 'GRANT', 'A', 4, '{\"ttl_ms\": 60000}')"
-    )
-    add_two(project)
-    project.run_cli("upgrade", "a1", "--token", "10", "--resource", "outside").check(0)
-    assert sources(project) == {"bricked": "external", "leased": "lease service", "outside": "external"}
-    forged = json.loads(
-        project.run_cli("reapply", "a1", "--token", "5", "--resource", "leased", "--json").check(3).stdout
-    )
-    assert (
-        forged["reason"] == "token 5 was never issued by the lease service for leased (the last token it issued is 4)"
-    )
-    refused = project.run_cli("lease", "acquire", "--holder", "A", "--resource", "bricked").check(1)
-    assert stderr_lines(refused.stderr) == [
-        "fencemigrate: error: no token is left for bricked: its fence token is 9223372036854775807, "
-        "the largest token there is, so no grant can issue a higher one (nothing was changed)"
-    ]
-    assert query(pg_url, "SELECT token FROM fencemigrate.lease WHERE resource = 'bricked'") == []

@@ -418,7 +418,7 @@ TOKENLESS_ROLLBACK = (
     "INSERT INTO faults_history (kind, token, holder, revision, change_id) "
     "VALUES ('rollback', NULL, 'mallory', 'r03', 'c03')",
 )
-#: The copy's own incarnation, as a grant computes it (sql/queries/postgresql/incarnation.sql).
+#: The copy's own incarnation, as a grant computes it (incarnation in sql/queries/postgresql.sql).
 REWRITE_INCARNATION = (
     "UPDATE fencemigrate.agent_fence SET incarnation = format('%s/%s/%s', (pg_control_system()).system_identifier, "
     "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint, "

@@ -6,7 +6,7 @@ the first time it is asked for it.
 
 from __future__ import annotations
 
-from .base import MODES, PRECHECK, TRANSACTIONAL, Dialect, FenceObject, dialect_for, dialect_named, version_at_least
+from .base import MODES, PRECHECK, TRANSACTIONAL, Dialect, FenceObject, dialect_for, dialect_named
 from .schema import ensure_installed, installed_version, offline_install_script
 
 __all__ = [
@@ -20,5 +20,4 @@ __all__ = [
     "ensure_installed",
     "installed_version",
     "offline_install_script",
-    "version_at_least",
 ]

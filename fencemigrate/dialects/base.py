@@ -14,14 +14,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from importlib import import_module
-from typing import Any, ClassVar, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine
 
-from ..errors import UsageError
-from .fence_calls import FenceCalls
+from ..errors import DatabaseError, UsageError
 from .waits import WaitBound
+
+if TYPE_CHECKING:
+    from .fence_calls import FenceCalls  # whose PostgreSQL calls read the schema version from here
 
 TRANSACTIONAL = "transactional"
 PRECHECK = "precheck"
@@ -42,6 +45,70 @@ class FenceObject:
     enabled: bool = True
 
 
+@dataclass(frozen=True)
+class SchemaScripts:
+    """One database's fence schema scripts in ``directory``, laid out as ``CREATE EXTENSION`` reads
+    them: a version's full install script ``fencemigrate--<v>.sql`` and the upgrade scripts
+    ``fencemigrate--<a>--<b>.sql``. ``version`` is the one installed here. Every database installs
+    and upgrades through it; tests point it at a directory of their own."""
+
+    directory: Path
+    version: str
+
+    def paths(self, start: str | None, target: str | None = None) -> list[Path] | None:
+        """The scripts that bring the fence schema from ``start`` (None: not installed) to ``target``
+        (:attr:`version`), in order. A fresh install is the target's full script when there is one,
+        else the newest full script with upgrades leading to the target, then those upgrades. None
+        when no scripts lead there."""
+        target = target or self.version
+        if start is not None:
+            return self._upgrades(start, target)
+        if (self.directory / f"fencemigrate--{target}.sql").is_file():
+            return [self.directory / f"fencemigrate--{target}.sql"]
+        full = (path.name[len("fencemigrate--") : -len(".sql")] for path in self.directory.glob("fencemigrate--*.sql"))
+        for base in sorted((name for name in full if "--" not in name), key=_version_key, reverse=True):
+            upgrades = self._upgrades(base, target)
+            if upgrades is not None:
+                return [self.directory / f"fencemigrate--{base}.sql", *upgrades]
+        return None
+
+    def texts(self, start: str | None, target: str | None = None) -> list[str] | None:
+        """The text of each of :meth:`paths`."""
+        paths = self.paths(start, target)
+        return None if paths is None else [path.read_text(encoding="utf-8") for path in paths]
+
+    def _upgrades(self, start: str, target: str) -> list[Path] | None:
+        steps: dict[str, tuple[str, Path]] = {}
+        for path in self.directory.glob("fencemigrate--*--*.sql"):
+            source, step_target = path.name[len("fencemigrate--") : -len(".sql")].split("--")
+            steps[source] = (step_target, path)
+        chain: list[Path] = []
+        version = start
+        while version != target:
+            if version not in steps or len(chain) > len(steps):
+                return None
+            version, path = steps[version]
+            chain.append(path)
+        return chain
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def refuse_pre_release(quoted_schema: str, found: str, version: str, removal: str) -> None:
+    """Refuse a fence schema at ``found`` when a pre-release of fencemigrate installed it (0.x): fence
+    schema 1.0 squashed those versions and upgrades none of them. ``removal``: how to drop it here."""
+    if _version_key(found) >= (1, 0):
+        return
+    raise DatabaseError(
+        f"fence schema {quoted_schema} is at version {found}, from a pre-release of fencemigrate: this "
+        f"fencemigrate installs {version} and does not upgrade pre-release fence schemas. Stop every writer, "
+        f"remove the fence schema ({removal}) and run `fencemigrate install`, which adopts what the version "
+        "table has applied (docs/adopting.md, A pre-release fence schema). Nothing was changed"
+    )
+
+
 class GuardedTable(Protocol):
     """Alembic's version table as the guard names it (``fence.guard.VersionTable``)."""
 
@@ -60,7 +127,7 @@ class GuardedTable(Protocol):
 class Dialect(ABC):
     """One database fencemigrate fences: its fence schema, fence calls, modes, guard and times.
 
-    Subclasses set ``__dialect__`` (the SQLAlchemy dialect name, which is also the directory of
+    Subclasses set ``__dialect__`` (the SQLAlchemy dialect name, which also names its file of
     ``sql/queries/``) and register themselves; ``aliases`` are other SQLAlchemy names they serve.
     """
 
@@ -92,8 +159,10 @@ class Dialect(ABC):
     """A run's lease is renewed inside the migration's own transaction (SQLite's single writer)."""
     context_options: ClassVar[dict[str, Any]] = {}
     """``EnvironmentContext.configure`` defaults for a connection to this database."""
-    sources_since: ClassVar[tuple[int, ...]]
-    """The fence schema version from which the ledger keeps each revision file's text (``source``)."""
+    tracks_dirty: ClassVar[bool] = True
+    """The ledger has a ``state``: pre-check mode leaves revisions dirty here."""
+    records_tokenless_writes: ClassVar[bool] = False
+    """The fence schema records the version-table writes its guard refused (MySQL)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -109,16 +178,23 @@ class Dialect(ABC):
     # -- the fence schema ------------------------------------------------------------------
 
     @abstractmethod
+    def schema_scripts(self) -> SchemaScripts:
+        """The fence schema scripts shipped for this database (in ``sql/``)."""
+
     def schema_version(self) -> str:
         """The fence schema version this fencemigrate installs here."""
+        return self.schema_scripts().version
 
     @abstractmethod
     def installed_version(self, connection: Connection, quoted_schema: str) -> str | None:
         """The fence schema version in the database, or None when it is not installed."""
 
     @abstractmethod
-    def ensure_installed(self, connection: Connection, quoted_schema: str) -> bool:
-        """Install (or update) the fence schema inside the caller's transaction unless current. True if it ran."""
+    def ensure_installed(
+        self, connection: Connection, quoted_schema: str, scripts: SchemaScripts | None = None
+    ) -> bool:
+        """Install (or upgrade) the fence schema inside the caller's transaction unless current, from
+        ``scripts`` (:meth:`schema_scripts`). True if it ran."""
 
     @abstractmethod
     def offline_install_script(self, schema: str) -> str:
@@ -130,7 +206,7 @@ class Dialect(ABC):
 
     @abstractmethod
     def fence_object_parameters(self, quoted_schema: str) -> dict[str, str]:
-        """The parameters of ``check_fence_objects.sql``, which lists the installed ones."""
+        """The parameters of the ``check_fence_objects`` statement, which lists the installed ones."""
 
     def enable_disabled_triggers(self, connection: Connection, quoted_schema: str, triggers: set[str]) -> list[str]:
         """Enable those of ``triggers`` that were disabled; their names (only PostgreSQL disables triggers)."""
@@ -147,18 +223,6 @@ class Dialect(ABC):
         if requested in self.refused_modes:
             raise UsageError(self.refused_modes[requested])
         return requested or self.default_mode
-
-    def tracks_dirty(self, schema_version: str | None) -> bool:
-        """True when the fence schema at ``schema_version`` has the ledger's ``state`` (from 0.3)."""
-        return schema_version is not None and version_at_least(schema_version, (0, 3))
-
-    def keeps_sources(self, schema_version: str | None) -> bool:
-        """True when the fence schema at ``schema_version`` keeps the text of applied revision files."""
-        return schema_version is not None and version_at_least(schema_version, self.sources_since)
-
-    def records_tokenless_writes(self, connection: Connection, quoted_schema: str) -> bool:
-        """True when the fence schema records the version-table writes its guard refused (MySQL from 0.4)."""
-        return False
 
     def autocommits(self, connection: Connection) -> bool:
         """True when the DBAPI connection commits every statement on its own."""
@@ -242,11 +306,6 @@ class Dialect(ABC):
     def time_param(self, moment: datetime) -> datetime | str:
         """``moment`` as a statement parameter compared with (or stored as) this database's times."""
         return moment
-
-
-def version_at_least(version: str, minimum: tuple[int, ...]) -> bool:
-    """Whether fence schema ``version`` ("0.6") is ``minimum`` ((0, 6)) or later."""
-    return tuple(int(part) for part in version.split(".")) >= minimum
 
 
 def dialect_named(name: str | None) -> Dialect | None:

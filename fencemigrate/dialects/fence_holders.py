@@ -2,7 +2,7 @@
 
 Every claim holds the resource's claim lock (an advisory lock, shared) until its transaction ends,
 and names its transaction ``fencemigrate token <n> <holder>`` (``application_name``, local to the
-transaction: ``claimant.sql``), so a writer waiting behind it can say whose it is and under which
+transaction: the ``claimant`` statement), so a writer waiting behind it can say whose it is and under which
 token, and ``--preempt`` can tell a stale writer (an older token) from a newer one.
 """
 

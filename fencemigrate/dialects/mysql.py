@@ -14,7 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..connections import own_connection
 from ..queries import statement
 from . import mysql_schema
-from .base import PRECHECK, TRANSACTIONAL, version_at_least
+from .base import PRECHECK, TRANSACTIONAL, SchemaScripts
 from .fence_calls import FenceCalls, PlainStatementCalls
 from .prefixed import PrefixedDialect
 
@@ -36,13 +36,16 @@ class MysqlDialect(PrefixedDialect):
         )
     }
     commits_ddl = True
+    records_tokenless_writes = True
     writes_precheck_scripts = True
 
-    def schema_version(self) -> str:
-        return mysql_schema.VERSION
+    def schema_scripts(self) -> SchemaScripts:
+        return mysql_schema.shipped_scripts()
 
-    def ensure_installed(self, connection: Connection, quoted_schema: str) -> bool:
-        return mysql_schema.ensure_installed(connection, quoted_schema)
+    def ensure_installed(
+        self, connection: Connection, quoted_schema: str, scripts: SchemaScripts | None = None
+    ) -> bool:
+        return mysql_schema.ensure_installed(connection, quoted_schema, scripts)
 
     def guarding_turns(self, connection: Connection, quoted_schema: str) -> AbstractContextManager[None]:
         return mysql_schema.install_turns(connection, quoted_schema)
@@ -57,11 +60,6 @@ class MysqlDialect(PrefixedDialect):
     def online_fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
         """The plain statements as they are: DDL commits on its own, so no transaction id is compared."""
         return PlainStatementCalls(context, quoted_schema)
-
-    def records_tokenless_writes(self, connection: Connection, quoted_schema: str) -> bool:
-        """MySQL's fence schema records refused writes without a token from 0.4 on."""
-        version = self.installed_version(connection, quoted_schema)
-        return version is not None and version_at_least(version, (0, 4))
 
     def session_id(self, connection: Connection) -> int | None:
         """What ``KILL`` takes, read from the driver without a round trip (PyMySQL's and

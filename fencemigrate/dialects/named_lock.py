@@ -73,7 +73,7 @@ class NamedLock:
 
     def holders(self) -> tuple[LockHolder, ...]:
         """The session holding the lock (none when it is free): its id, the pre-check run it is, and
-        what it runs (``named_lock_session.sql``). Read on a connection of its own in autocommit mode:
+        what it runs (the ``named_lock_session`` statement). Read on a connection of its own in autocommit mode:
         a read in this session would start the snapshot (MySQL's REPEATABLE READ) that the run's
         reads under the lock must not see the database through."""
         clause = statement("named_lock_session", self._schema, self._dialect.name)

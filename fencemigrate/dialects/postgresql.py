@@ -12,7 +12,7 @@ from sqlalchemy.dialects import postgresql
 
 from ..queries import statement
 from . import postgresql_schema
-from .base import Dialect, FenceObject, GuardedTable
+from .base import Dialect, FenceObject, GuardedTable, SchemaScripts
 from .driver import scalar_on_driver
 from .fence_calls import FenceCalls, PostgresFenceCalls
 from .fence_calls.postgresql import wait_in_lock_timeout_slices
@@ -29,16 +29,17 @@ class PostgresqlDialect(Dialect):
     replication_known = True
     returning_updates = True
     grants_to_roles = True
-    sources_since = (0, 8)
 
-    def schema_version(self) -> str:
-        return postgresql_schema.default_version()
+    def schema_scripts(self) -> SchemaScripts:
+        return postgresql_schema.shipped_scripts()
 
     def installed_version(self, connection: Connection, quoted_schema: str) -> str | None:
         return postgresql_schema.installed_version(connection, quoted_schema)
 
-    def ensure_installed(self, connection: Connection, quoted_schema: str) -> bool:
-        return postgresql_schema.ensure_installed(connection, quoted_schema)
+    def ensure_installed(
+        self, connection: Connection, quoted_schema: str, scripts: SchemaScripts | None = None
+    ) -> bool:
+        return postgresql_schema.ensure_installed(connection, quoted_schema, scripts)
 
     def offline_install_script(self, schema: str) -> str:
         """For psql."""
@@ -56,8 +57,7 @@ class PostgresqlDialect(Dialect):
         pattern = re.compile(
             rf"CREATE TABLE {schema}\.(?P<table>\w+)"
             rf"|(?P<trigger_sql>CREATE (?:CONSTRAINT )?TRIGGER (?P<trigger>\w+)\b[^;]*)"
-            rf"|CREATE (?:OR REPLACE )?FUNCTION {schema}\.(?P<function>\w+)\(.*?\bAS \$\$(?P<body>.*?)\$\$"
-            rf"|ALTER FUNCTION {schema}\.(?P<old>\w+)\([^)]*\)\s+RENAME TO (?P<new>\w+)",
+            rf"|CREATE (?:OR REPLACE )?FUNCTION {schema}\.(?P<function>\w+)\(.*?\bAS \$\$(?P<body>.*?)\$\$",
             re.DOTALL,
         )
         for match in pattern.finditer(script):
@@ -66,14 +66,9 @@ class PostgresqlDialect(Dialect):
             elif match.group("trigger"):
                 name = match.group("trigger")
                 objects[("trigger", name)] = FenceObject("trigger", name, match.group("trigger_sql"))
-            elif match.group("function"):
+            else:
                 name = match.group("function")
                 objects[("function", name)] = FenceObject("function", name, match.group("body"))
-            else:
-                renamed = objects.pop(("function", match.group("old")))
-                objects[("function", match.group("new"))] = FenceObject(
-                    "function", match.group("new"), renamed.definition
-                )
         return sorted(objects.values(), key=lambda item: (item.kind, item.name))
 
     def fence_object_parameters(self, quoted_schema: str) -> dict[str, str]:

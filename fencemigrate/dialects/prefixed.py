@@ -25,7 +25,6 @@ class PrefixedDialect(Dialect):
     """
 
     prefixes_tables = True
-    sources_since = (0, 6)
     identifier_quote: ClassVar[str]
     """How the database quotes identifiers in its install scripts."""
 

@@ -13,7 +13,7 @@ from sqlalchemy.dialects import sqlite
 
 from ..queries import statement
 from . import sqlite_schema
-from .base import PRECHECK
+from .base import PRECHECK, SchemaScripts
 from .fence_calls import FenceCalls, SqliteFenceCalls, SqliteScriptCalls
 from .prefixed import PrefixedDialect
 from .sqlite_transactions import manages, sqlite_transactions, waiting_at_begins
@@ -34,17 +34,20 @@ class SqliteDialect(PrefixedDialect):
         )
     }
     can_preempt = False
+    tracks_dirty = False  # pre-check mode, which leaves revisions dirty, is not for SQLite
     shell_scripts = True
     renews_in_migration_transaction = True
     context_options: ClassVar[dict[str, Any]] = {
         "transactional_ddl": True  # Alembic's SQLiteImpl assumes pysqlite's autocommit
     }
 
-    def schema_version(self) -> str:
-        return sqlite_schema.VERSION
+    def schema_scripts(self) -> SchemaScripts:
+        return sqlite_schema.shipped_scripts()
 
-    def ensure_installed(self, connection: Connection, quoted_schema: str) -> bool:
-        return sqlite_schema.ensure_installed(connection, quoted_schema)
+    def ensure_installed(
+        self, connection: Connection, quoted_schema: str, scripts: SchemaScripts | None = None
+    ) -> bool:
+        return sqlite_schema.ensure_installed(connection, quoted_schema, scripts)
 
     def offline_install_script(self, schema: str) -> str:
         """For the ``sqlite3`` shell."""
@@ -59,10 +62,6 @@ class SqliteDialect(PrefixedDialect):
     def script_fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
         """A --sql script for the sqlite3 shell: its claims are TEMP triggers of its own session."""
         return SqliteScriptCalls(context, quoted_schema)
-
-    def tracks_dirty(self, schema_version: str | None) -> bool:
-        """Never: pre-check mode, which leaves revisions dirty, is not for SQLite."""
-        return False
 
     def autocommits(self, connection: Connection) -> bool:
         """Unless :mod:`.sqlite_transactions` manages it: pysqlite's own transaction control commits

@@ -6,28 +6,32 @@ import sqlite3
 
 from sqlalchemy import Connection
 
+from ..config import sql_dir
 from ..queries import with_fence_names
-from .prefixed_schema import installed_version, run_install, script_chain
-
-VERSION = "0.8"
-"""The fence schema version on SQLite (pre-check mode, which 0.3 adds elsewhere, is not for SQLite)."""
-
-BASE_VERSION = "0.2"
-"""The oldest SQLite fence schema: a version without its own install script (``fencemigrate--<version>.sql``)
-is installed from this one's and the update scripts."""
+from .base import SchemaScripts
+from .prefixed_schema import VERSION as VERSION
+from .prefixed_schema import installed_version, run_install
 
 
-def install_statements(quoted_schema: str, version: str = VERSION, start: str | None = None) -> list[str]:
-    """The statements that bring the SQLite fence schema from ``start`` (None: nothing) to ``version``.
+def shipped_scripts() -> SchemaScripts:
+    """The scripts in ``sql/sqlite/``."""
+    return SchemaScripts(sql_dir() / "sqlite", VERSION)
+
+
+def install_statements(
+    quoted_schema: str, version: str | None = None, start: str | None = None, scripts: SchemaScripts | None = None
+) -> list[str]:
+    """The statements that bring the SQLite fence schema from ``start`` (None: nothing) to ``version``
+    (the scripts' version).
 
     pysqlite runs one statement per call (its ``executescript`` would COMMIT first). Raises
     FileNotFoundError when there is no such path.
     """
-    scripts = script_chain("sqlite", BASE_VERSION, start, version)
-    if scripts is None:
+    texts = (scripts or shipped_scripts()).texts(start, version)
+    if texts is None:
         raise FileNotFoundError(f"no SQLite fence schema script leads from {start} to {version}")
     statements: list[str] = []
-    for source in scripts:
+    for source in texts:
         body = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("--"))
         pending = ""
         for line in with_fence_names(body, "@extschema@", quoted_schema, "sqlite").splitlines(keepends=True):
@@ -44,14 +48,15 @@ def install_script(quoted_schema: str) -> str:
     return "\n".join(["BEGIN IMMEDIATE;", *install_statements(quoted_schema), "COMMIT;"])
 
 
-def ensure_installed(connection: Connection, quoted_schema: str, version: str = VERSION) -> bool:
+def ensure_installed(connection: Connection, quoted_schema: str, scripts: SchemaScripts | None = None) -> bool:
     """Install (or update) the fence schema inside the caller's transaction unless current. True if it ran.
 
     SQLite lets one writer at a time in (fenced runs begin with ``BEGIN IMMEDIATE``), so
     concurrent first runs install it once, one after the other.
     """
+    scripts = scripts or shipped_scripts()
     found = installed_version(connection, quoted_schema)
-    if found == version:
+    if found == scripts.version:
         return False
-    run_install(connection, quoted_schema, version, found, install_statements)
+    run_install(connection, quoted_schema, found, scripts, install_statements)
     return True

@@ -132,7 +132,7 @@ def _begin_in_slices(connection: Connection, resource: str, bound: WaitBound) ->
 
 
 def _busy_timeout_statement(connection: Connection, milliseconds: int) -> str:
-    """``lock_timeout.sql`` with the value written in (PRAGMA takes no bound parameters)."""
+    """The ``lock_timeout`` statement with the value written in (PRAGMA takes no bound parameters)."""
     clause = statement("lock_timeout", "", "sqlite").bindparams(timeout_ms=int(milliseconds))
     return str(clause.compile(dialect=connection.dialect, compile_kwargs={"literal_binds": True}))
 

@@ -5,7 +5,7 @@ An adopted row says the revision was applied before fencing, by no token: ``meth
 ``applied_token`` 0, with its file's sha256 and text when the file is there (a later downgrade can
 run what was applied). One ADOPT event tells it, with the revisions in its detail. It happens in the
 transaction that fences the database (``install``, or the first fenced run's own), under a lock
-(``adoption_lock.sql``, taken only while the ledger has no row of the version table, which is
+(the ``adoption_lock`` statement, taken only while the ledger has no row of the version table, which is
 checked again under it): concurrent first runs adopt once, and a run that finds ledger rows takes
 no lock at all.
 """

@@ -50,7 +50,7 @@ def check_grant_to(role: str | None, backend: str | None, sql: bool) -> None:
 
 def check_version_table_owner(connection: Connection, quoted_schema: str, role: str, version_relation: str) -> Any:
     """The version table ``version_relation`` when a role other than the fence's owner owns it (that
-    role could drop its guard trigger, then write without a token), as ``version_table_owner.sql``
+    role could drop its guard trigger, then write without a token), as the ``version_table_owner`` statement
     reads it; None when the fence's owner does. A UsageError naming the one statement that gives it
     to the fence's owner when the installing role may not do that itself (nothing is changed)."""
     params = {"relation": version_relation, "quoted_schema": quoted_schema}

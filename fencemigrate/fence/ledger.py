@@ -10,6 +10,10 @@ that inserts, updates or deletes ledger rows (``tests/test_ledger_recorder.py`` 
 that need no migration context (dirty revisions, applied texts) are the functions below it.
 
 A dirty revision: a pre-check run marked its ledger row before its DDL and never settled it.
+
+Every ledger row keeps the text of the revision file it records (``applied_revision.source``),
+written with the row; a row without it (adopted with no readable file, or a file that is not UTF-8
+text) keeps its sha256 only: its text is "source not recorded".
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import cached_property
 from typing import Any, Literal
 
 from alembic.runtime.migration import MigrationContext, RevisionStep, StampStep
@@ -477,7 +480,7 @@ class _StatementWrites:
 
     def settle(self, row: LedgerWrite, token: int) -> None:
         """MySQL: the ledger's triggers write the events of the settled rows (a ROLLBACK's detail
-        from the session variable ``rollback_detail.sql`` sets for the DELETE)."""
+        from the session variable the ``rollback_detail`` statement sets for the DELETE)."""
         ledger = self._ledger
         name = "settle_apply" if row.action is LedgerAction.APPLY else "settle_rollback"
         params = {"version_table": ledger.version_table, "revision": row.revision, "token": token}
@@ -572,7 +575,7 @@ def unsettled_revisions(connection: Connection, quoted_schema: str, resource: st
         )
         for row in rows
     ]
-    if dialect.records_tokenless_writes(connection, quoted_schema):
+    if dialect.records_tokenless_writes:
         found += [
             Unsettled(row.version_table, row.revision, row.state, 0, TOKENLESS_HOLDER, dialect.time_text(row.at))
             for row in connection.execute(statement("tokenless_writes", quoted_schema, connection.dialect.name))
@@ -671,7 +674,7 @@ def read_applied_sources(context: MigrationContext, schema: str, revisions: Iter
 
 
 class _Reader:
-    """Reads ledger rows with their text, on any fence schema version (older ones have no text)."""
+    """Reads ledger rows with their text."""
 
     def __init__(self, context: MigrationContext, schema: str) -> None:
         connection = context.connection
@@ -683,19 +686,9 @@ class _Reader:
         self.version = installed_version(connection, self._quoted)
 
     def read(self, revision: str) -> AppliedSource | None:
-        if self._dialect.keeps_sources(self.version):
-            params = {"version_table": self._version_table, "revision": revision}
-            row = self._run("applied_source", params).one_or_none()
-        else:
-            row = self._ledger.get(revision)
+        params = {"version_table": self._version_table, "revision": revision}
+        row = self._run("applied_source", params).one_or_none()
         return None if row is None else self._applied(row)
-
-    @cached_property
-    def _ledger(self) -> dict[str, Row[Any]]:
-        """The version table's ledger rows by revision, read on first need and once: a fence schema
-        that keeps no text is read as ``state`` reads it, whole (one row per revision: its key)."""
-        rows = self._run("ledger_rows", {"version_table": self._version_table})
-        return {row.revision: row for row in rows}
 
     def _run(self, name: str, params: dict[str, str]) -> Any:
         return self._connection.execute(statement(name, self._quoted, self._dialect.name), params)

@@ -8,7 +8,7 @@ Alembic compares, so what is left is exactly what Alembic writes for the applica
 
 The expected tables, triggers and function bodies are read from the shipped scripts at the
 installed version (each dialect's :meth:`~fencemigrate.dialects.Dialect.expected_fence_objects`); the
-installed ones from the catalogs (``sql/queries/<dialect>/check_fence_objects.sql``). A missing,
+installed ones from the catalogs (``check_fence_objects`` in ``sql/queries/<dialect>.sql``). A missing,
 disabled or changed guard trigger, or a replaced ``claim()``, would let a stale writer through."""
 
 from __future__ import annotations

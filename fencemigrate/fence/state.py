@@ -21,7 +21,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect
 
 from ..config import format_duration
-from ..dialects import dialect_for, installed_version, version_at_least
+from ..dialects import dialect_for, installed_version
 from ..queries import prefixed_table_name, statement
 from .guard import UNGUARDED, GuardState, guard_state
 from .ledger import Unsettled, unsettled_revisions, version_table_name
@@ -136,12 +136,9 @@ def fence_below_lease(connection: Connection, quoted_schema: str) -> list[FenceB
     ]
 
 
-def unexplained_tokens(connection: Connection, quoted_schema: str, schema_version: str) -> list[UnexplainedToken]:
-    """Lease counters and leased fences at a token no GRANT event names (none without the tables, or
-    before fence schema 0.4, which records where a fence's tokens come from)."""
-    if not version_at_least(schema_version, (0, 4)) or not {"lease", "agent_fence", "fence_event"} <= installed_tables(
-        connection, quoted_schema
-    ):
+def unexplained_tokens(connection: Connection, quoted_schema: str) -> list[UnexplainedToken]:
+    """Lease counters and leased fences at a token no GRANT event names (none without the tables)."""
+    if not {"lease", "agent_fence", "fence_event"} <= installed_tables(connection, quoted_schema):
         return []
     return [
         UnexplainedToken(row.kind, row.resource, int(row.token), row.token_source)
@@ -169,7 +166,7 @@ class FenceRow:
     token: int
     updated_at: str
     token_source: str = "external"  # or 'lease service', 'redis' (see fence.tokens); older schemas: not recorded
-    incarnation: str | None = None  # what its last grant ran on (leases/epochs.py); PostgreSQL, schema 0.6 on
+    incarnation: str | None = None  # what its last grant ran on (leases/epochs.py); PostgreSQL
     replication: str | None = None  # its held lease's grant: 'synchronous' (confirmed by a standby), 'asynchronous'
 
 
@@ -280,23 +277,16 @@ class State:
         }
 
 
-NOT_RECORDED = "not recorded (fence schema before 0.4)"
-
-
-def _token_sources(connection: Connection, quoted_schema: str, schema_version: str) -> dict[str, str]:
-    """``{resource: token source}``; empty before fence schema 0.4, which records them."""
-    if not version_at_least(schema_version, (0, 4)):
-        return {}
+def _token_sources(connection: Connection, quoted_schema: str) -> dict[str, str]:
+    """``{resource: token source}``."""
     rows = connection.execute(statement("token_sources", quoted_schema, connection.dialect.name))
     return {row.resource: row.token_source for row in rows}
 
 
-def _grant_replication(
-    connection: Connection, quoted_schema: str, schema_version: str
-) -> dict[str, tuple[str | None, str | None]]:
-    """``{resource: (incarnation, replication)}`` of the last grants; PostgreSQL from fence schema 0.6
-    (none when its lease table was dropped: ``check --db`` reports that)."""
-    if dialect_for(connection).prefixes_tables or not version_at_least(schema_version, (0, 6)):
+def _grant_replication(connection: Connection, quoted_schema: str) -> dict[str, tuple[str | None, str | None]]:
+    """``{resource: (incarnation, replication)}`` of the last grants; PostgreSQL only (none when its
+    lease table was dropped: ``check --db`` reports that)."""
+    if not dialect_for(connection).replication_known:
         return {}
     if "lease" not in installed_tables(connection, quoted_schema):
         return {}
@@ -316,14 +306,14 @@ def read_state(context: MigrationContext, schema: str) -> State:
         return state
     dialect = connection.dialect.name
     database = dialect_for(connection)
-    sources = _token_sources(connection, quoted, state.fence_schema_version)
-    grants = _grant_replication(connection, quoted, state.fence_schema_version)
+    sources = _token_sources(connection, quoted)
+    grants = _grant_replication(connection, quoted)
     state.fences = [
         FenceRow(
             row.resource,
             int(row.token),
             database.time_text(row.updated_at),
-            sources.get(row.resource, NOT_RECORDED),
+            sources[row.resource],
             *grants.get(row.resource, (None, None)),
         )
         for row in connection.execute(statement("fence_rows", quoted, dialect))
@@ -341,16 +331,15 @@ def read_state(context: MigrationContext, schema: str) -> State:
         )
         for row in connection.execute(statement("ledger_rows", quoted, dialect), {"version_table": version_table})
     ]
-    if _has_event_log(connection, schema, state.fence_schema_version):
+    if _has_event_log(connection, schema):
         state.ledger = _in_apply_order(connection, quoted, dialect, state.ledger)
         state.autocommit_leftovers = _autocommit_leftovers(connection, quoted, dialect, state.ledger)
-    if version_at_least(state.fence_schema_version, (0, 4)):  # the guard came with fence schema 0.4
-        state.tokenless_writes = guard_state(context, quoted)
-        state.unguarded_version_table = state.tokenless_writes.status == UNGUARDED and inspect(connection).has_table(
-            context.version_table, context.version_table_schema
-        )
+    state.tokenless_writes = guard_state(context, quoted)
+    state.unguarded_version_table = state.tokenless_writes.status == UNGUARDED and inspect(connection).has_table(
+        context.version_table, context.version_table_schema
+    )
     state.unrecorded = reconcile(context, state.heads, state.ledger)
-    if database.tracks_dirty(state.fence_schema_version):
+    if database.tracks_dirty:
         # Pre-check mode (MySQL/MariaDB, --mode precheck on PostgreSQL) leaves revisions dirty.
         state.dirty = [row for fence in state.fences for row in unsettled_revisions(connection, quoted, fence.resource)]
     _read_tampering(connection, quoted, state)
@@ -369,10 +358,8 @@ def _implausible_leases(connection: Connection, quoted_schema: str) -> list[Impl
     ]
 
 
-def _has_event_log(connection: Connection, schema: str, version: str) -> bool:
-    """The event log exists: installed from 0.2 on, and not dropped (`check --db` reports that)."""
-    if not version_at_least(version, (0, 2)):
-        return False
+def _has_event_log(connection: Connection, schema: str) -> bool:
+    """The event log exists: not dropped (`check --db` reports that)."""
     if dialect_for(connection).prefixes_tables:
         return inspect(connection).has_table(f"{schema}_fence_event")
     return inspect(connection).has_table("fence_event", schema=schema)
@@ -419,7 +406,7 @@ def _read_tampering(connection: Connection, quoted_schema: str, state: State) ->
     assert state.fence_schema_version is not None
     state.ledger_above_fence = ledger_above_fence(connection, quoted_schema)
     state.fence_below_lease = fence_below_lease(connection, quoted_schema)
-    state.unexplained_tokens = unexplained_tokens(connection, quoted_schema, state.fence_schema_version)
+    state.unexplained_tokens = unexplained_tokens(connection, quoted_schema)
     state.fence_schema_problems = fence_schema_problems(connection, quoted_schema, state.fence_schema_version)
 
 

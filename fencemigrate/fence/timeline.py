@@ -11,11 +11,10 @@ from typing import Any
 from alembic.runtime.migration import MigrationContext
 
 from ..config import format_duration, parse_duration_ms
-from ..dialects import dialect_for, installed_version, version_at_least
+from ..dialects import dialect_for, installed_version
 from ..errors import UsageError
 from ..queries import statement
 
-_FIRST_VERSION_WITH_EVENTS = (0, 2)
 _LONGEST_SINCE_MS = 876_000 * 3_600_000  # 100 years: further back, give a date-time
 _KIND_WIDTH = len("ROLLBACK")
 
@@ -87,7 +86,7 @@ def read_timeline(context: MigrationContext, schema: str, resource: str | None, 
     assert connection is not None
     quoted = context.dialect.identifier_preparer.quote(schema)
     version = installed_version(connection, quoted)
-    if version is None or not version_at_least(version, _FIRST_VERSION_WITH_EVENTS):
+    if version is None:
         return []
     dialect = dialect_for(connection)
     rows = connection.execute(

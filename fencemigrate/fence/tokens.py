@@ -4,7 +4,7 @@
 seeds its fence row so); any token at or above the fence writes, as it always has. ``lease
 service`` (built in) or ``redis``: a grant advanced the fence to the token it issued, so the fence
 token is the last token issued, and the database refuses every higher token as never issued
-(claim() on PostgreSQL, ``claim.sql`` elsewhere). A grant makes a resource its service's;
+(claim() on PostgreSQL, the ``claim`` statement elsewhere). A grant makes a resource its service's;
 ``fencemigrate lease detach`` gives it back to external tokens.
 
 A resource's tokens come from one source at a time: while they come from a lease service, the
@@ -13,12 +13,12 @@ other service grants nothing on it, detaches nothing and renews none of its own 
 ``redis`` resource outright (:func:`redis_only`); Redis, asked about a ``lease service`` resource,
 looks at the built-in lease in the database and waits for it as for any live holder.
 
-From fence schema 0.5 the database holds direct SQL to the same rules (the lease guard, FM006:
+The database holds direct SQL to the same rules (the lease guard, FM006:
 no fence above the lease service's last token, no detach behind a live lease, no lease row given to
-another holder while live; on PostgreSQL 0.10, nothing a grant does not write). For ``redis`` it
+another holder while live; on PostgreSQL, nothing a grant does not write). For ``redis`` it
 cannot read Redis's counter, so each Redis grant records the token it issued (``redis_grant``,
-before the fence advance; on PostgreSQL 0.11 inside ``advance_fence()``, on SQLite and MySQL 0.7
-by ``record_redis_grant.sql``), and the lease guard refuses a ``redis`` fence above that record,
+before the fence advance; on PostgreSQL inside ``advance_fence()``, on SQLite and MySQL by
+the ``record_redis_grant`` statement), and the lease guard refuses a ``redis`` fence above that record,
 whoever writes; on PostgreSQL only the owner's ``advance_fence()`` raises such a fence, which with
 two roles keeps the migration role's plain SQL out.
 

@@ -38,7 +38,7 @@ class Incarnation:
     that moves between the built-in service and Redis does not count as a change."""
 
     current: str | None  # None: this database (and lease service) cannot tell
-    recorded: str | None  # None: no grant recorded one (never granted, or before fence schema 0.6)
+    recorded: str | None  # None: no grant recorded one (never granted)
     timeline: int = 1  # the WAL timeline the database writes on now (1 where there is none)
 
     @property

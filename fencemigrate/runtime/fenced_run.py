@@ -310,7 +310,7 @@ class FencedRun:
                 self._adopt(context, self._quoted_schema)
             assert context.connection is not None
             dialect = dialect_for(context)
-            if dialect.tracks_dirty(dialect.schema_version()):
+            if dialect.tracks_dirty:
                 # A revision pre-check mode left unfinished blocks transactional runs too.
                 refuse_if_dirty(context.connection, self._quoted_schema, settings.resource)
         if self._first_step and self._reapplied:

@@ -28,9 +28,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..alembic_internals import downgrade_steps, parent_revisions, stamp_steps, upgrade_steps
 from ..connections import close, probe_connection
-from ..dialects import installed_version, version_at_least
+from ..dialects import installed_version
 from ..errors import (
-    EXTERNAL,
     AppliedBy,
     AppliedTextNotRecorded,
     DatabaseAhead,
@@ -99,12 +98,10 @@ def refuse_if_superseded(settings: FenceSettings, context: MigrationContext) -> 
     version = installed_version(connection, quoted_schema)
     if version is None:
         return
-    # Fence schema 0.4 records where each resource's tokens come from; before it, all are external.
-    recorded = version_at_least(version, (0, 4))
-    clause = statement("fence_source" if recorded else "fence_token", quoted_schema, connection.dialect.name)
+    clause = statement("fence_source", quoted_schema, connection.dialect.name)
     row = connection.execute(clause, {"resource": settings.resource}).one_or_none()
     if row is not None:
-        refuse_token(settings.resource, settings.token, int(row.token), row.token_source if recorded else EXTERNAL)
+        refuse_token(settings.resource, settings.token, int(row.token), row.token_source)
 
 
 def refusing_missing_heads(plan: Planner, script: ScriptDirectory, settings: FenceSettings) -> Planner:

@@ -81,7 +81,7 @@ class PrecheckRun:
         self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
         if self._idle:
             # Nothing to do, so nothing written; but a dirty revision is never "nothing to do" (a read).
-            if dialect_for(context).tracks_dirty(installed_version(connection, self._quoted_schema)):
+            if dialect_for(context).tracks_dirty and installed_version(connection, self._quoted_schema) is not None:
                 refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
             return
         if self.settings.tokens.token is None:

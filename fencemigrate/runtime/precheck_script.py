@@ -1,7 +1,7 @@
 """A ``--sql`` script in pre-check mode, for the mysql (or mariadb) client: MySQL and MariaDB.
 
 The script does what a pre-check run does in the runner (:mod:`.precheck_run`), in plain SQL
-(``sql/queries/mysql/script_*.sql``), checking as it goes and stopping at the first refusal:
+(the ``script_*`` statements of ``sql/queries/mysql.sql``), checking as it goes and stopping at the first refusal:
 
 1. the fence schema must be there, at the version this fencemigrate installs or later;
 2. without ``--token``: the lease lock, then the named lock of the resource (each waiting at most

@@ -68,7 +68,7 @@ class ResolveRun:
         assert connection is not None and context.script is not None
         settings = self.settings
         quoted = context.dialect.identifier_preparer.quote(settings.schema)
-        if not dialect_for(context).tracks_dirty(installed_version(connection, quoted)):
+        if not (dialect_for(context).tracks_dirty and installed_version(connection, quoted) is not None):
             raise UsageError(
                 f"{self.revision} is not dirty: only pre-check mode (MySQL/MariaDB, or --mode precheck "
                 "on PostgreSQL) marks revisions dirty, and this database has none (nothing was changed)"

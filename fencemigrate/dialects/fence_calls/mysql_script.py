@@ -3,7 +3,7 @@ statements the mysql (or mariadb) client runs.
 
 MySQL raises errors only inside stored programs, and its DDL commits on its own: every check is a
 plain statement that leaves its refusal in the session variable ``@fencemigrate_refusal`` (NULL
-when it passed), followed by ``script_stop.sql``, which raises it through the fence schema's
+when it passed), followed by the ``script_stop`` statement, which raises it through the fence schema's
 ``script_refusal`` table (the client stops at the error in batch mode) and, should the client go on
 (``--force``), ends the script's own session.
 """
@@ -19,11 +19,11 @@ from ...queries import statement
 from .base import ReadInScript, ScriptToken
 
 SCRIPT_TOKEN_VARIABLE = "@fencemigrate_token"
-"""Where a script that takes its own lease keeps the token it was granted (``script_grant.sql``)."""
+"""Where a script that takes its own lease keeps the token it was granted (the ``script_grant`` statement)."""
 
 
 class MysqlScriptCalls:
-    """Writes the statements of ``sql/queries/mysql/`` into a MySQL ``--sql`` script, their
+    """Writes the statements of ``sql/queries/mysql.sql`` into a MySQL ``--sql`` script, their
     parameters as literals; a :class:`.ScriptToken` is the token the script was granted."""
 
     def __init__(self, context: MigrationContext, quoted_schema: str) -> None:

@@ -12,7 +12,7 @@ from .base import FenceCalls
 
 
 class PlainStatementCalls(FenceCalls):
-    """Runs ``sql/queries/<dialect>/`` statements in the current transaction; FENCED is raised here.
+    """Runs statements of ``sql/queries/<dialect>.sql`` in the current transaction; FENCED is raised here.
 
     The claim is ``UPDATE agent_fence SET token = :t WHERE resource = :r AND token <= :t``
     (seeding the row when the resource has none); 0 rows is FENCED. MySQL uses these calls as

@@ -56,7 +56,7 @@ class PostgresFenceCalls(FenceCalls):
 
     def wait_for_fence(self, resource: str, token: int, holder: str, bound: WaitBound) -> None:
         """Claim in slices of ``lock_timeout`` (:func:`wait_in_lock_timeout_slices`); then name this
-        transaction for whoever waits behind it (``claimant.sql``) and restore ``lock_timeout``. The
+        transaction for whoever waits behind it (the ``claimant`` statement) and restore ``lock_timeout``. The
         claim the step makes next finds the locks held already."""
         connection = self._context.connection
         assert connection is not None and not self.offline
@@ -79,7 +79,7 @@ class PostgresFenceCalls(FenceCalls):
     ) -> None:
         """Offline: write the script's own grant (``grant``: TTL and wait, in ms), which refuses
         unless ``version_table`` holds exactly ``heads`` when the script runs
-        (``script_grant_function.sql``)."""
+        (the ``script_grant_function`` statement)."""
         ttl_ms, wait_ms = grant
         function = statement("script_grant_function", self._schema).text
         self._context.impl.static_output(function + self._context.impl.command_terminator)
@@ -95,7 +95,7 @@ class PostgresFenceCalls(FenceCalls):
         )
 
     def release_for_script(self) -> None:
-        """Offline: write the release of the lease the script was granted (``script_release.sql``)."""
+        """Offline: write the release of the lease the script was granted (the ``script_release`` statement)."""
         self.call("script_release")
 
     def check_reapply(self, version_table: str, resource: str, revisions: list[str], token: int) -> None:

@@ -7,7 +7,7 @@ from .plain import PlainStatementCalls
 
 
 class SqliteFenceCalls(PlainStatementCalls):
-    """Runs ``sql/queries/sqlite/`` statements in the current transaction; FENCED is raised here.
+    """Runs statements of ``sql/queries/sqlite.sql`` in the current transaction; FENCED is raised here.
 
     Transaction ids are :func:`transaction_number`s. Online only: a --sql script's are
     :class:`.SqliteScriptCalls`.

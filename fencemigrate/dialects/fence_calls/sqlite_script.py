@@ -1,8 +1,8 @@
 """SQLite --sql scripts: the claim, the grant and the ledger rows as statements the sqlite3 shell runs.
 
 SQLite has no stored functions, and ``RAISE()`` only works inside a trigger: the script creates TEMP
-tables and TEMP triggers in its own session (``sql/queries/sqlite/script_objects.sql``,
-``script_grant_objects.sql``; nothing is added to the database) and fires each check with a plain
+tables and TEMP triggers in its own session (``script_objects`` in ``sql/queries/sqlite.sql``,
+the ``script_grant_objects`` statement; nothing is added to the database) and fires each check with a plain
 ``INSERT``. A refusal fails that statement; the script's ``.bail on`` stops the shell there, which
 rolls back the transaction left open.
 """
@@ -25,7 +25,7 @@ class SqliteScriptCalls(FenceCalls):
 
     def write(self, name: str, **params: Any) -> None:
         """Write the statement ``name`` with ``params`` as literals; a :class:`.ScriptToken` is the
-        expression that reads the token the script was granted in its session (``script_token.sql``)."""
+        expression that reads the token the script was granted in its session (the ``script_token`` statement)."""
         read_in_script = statement("script_token", self._schema, "sqlite").text
         tokens: list[BindParameter[Any]] = [
             bindparam(key, type_=ReadInScript(read_in_script))

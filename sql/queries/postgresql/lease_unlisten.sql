@@ -1,2 +1,0 @@
--- The wait is over (granted, busy or nothing left to do).
-UNLISTEN fencemigrate_lease

@@ -1,2 +1,0 @@
--- The installed fence schema version.
-SELECT {schema}.schema_version()

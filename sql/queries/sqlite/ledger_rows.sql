@@ -1,6 +1,0 @@
--- The ledger of one Alembic version table, oldest first (state.py orders the rows of one
--- applied_at by the event log).
-SELECT revision, resource, applied_token, holder, method, applied_at, script_sha256
-  FROM {schema}_applied_revision
- WHERE version_table = :version_table
- ORDER BY applied_at, revision

@@ -1,0 +1,6 @@
+-- A synthetic upgrade of the SQLite fence schema from @FROM@ to @TO@ (tests/test_schema_upgrade.py
+-- fills in the versions): one harmless new table, and the new version.
+
+CREATE TABLE @extschema@_upgrade_probe (id INTEGER PRIMARY KEY);
+
+UPDATE @extschema@_schema_version SET version = '@TO@';

@@ -383,7 +383,7 @@ def test_the_extension_scripts_take_only_the_named_advisory_locks() -> None:
 
 # Placeholders the code that loads the statement fills in itself: the fence schema (queries.py), the
 # version table and its guard triggers (fence/guard.py), what a SQLite --sql script's checks say
-# (fence_calls/sqlite_script.py).
+# (fence_calls.py: SqliteScriptCalls).
 FILLED_BY_THE_LOADER = {
     "schema",
     "version_table",

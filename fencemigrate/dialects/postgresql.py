@@ -14,8 +14,7 @@ from ..queries import statement
 from . import postgresql_schema
 from .base import Dialect, FenceObject, GuardedTable, SchemaScripts
 from .driver import scalar_on_driver
-from .fence_calls import FenceCalls, PostgresFenceCalls
-from .fence_calls.postgresql import wait_in_lock_timeout_slices
+from .fence_calls import FenceCalls, PostgresFenceCalls, wait_in_lock_timeout_slices
 from .waits import WaitBound
 
 

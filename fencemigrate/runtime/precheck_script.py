@@ -23,8 +23,7 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
 
-from ..dialects.fence_calls.base import ScriptToken
-from ..dialects.fence_calls.mysql_script import MysqlScriptCalls
+from ..dialects.fence_calls import MysqlScriptCalls, ScriptToken
 from ..dialects.waits import WaitBound
 from ..errors import UsageError
 from ..fence.ledger import LedgerChange, ledger_change, read_revision_file, version_table_name

@@ -37,7 +37,7 @@ from ..config import (
     parse_wait_ms,
 )
 from ..dialects import MODES, PRECHECK, dialect_for
-from ..dialects.fence_calls.base import SCRIPT_TOKEN
+from ..dialects.fence_calls import SCRIPT_TOKEN
 from ..errors import Fenced, FencemigrateError, TokenRequired, UsageError
 from ..leases import (
     DEFAULT_RUN_WAIT,

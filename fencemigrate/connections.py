@@ -11,7 +11,7 @@ Connections whose server session may be gone are invalidated, never reset into t
 A session ends under a run when the server kills it (``KILL CONNECTION``, ``pg_terminate_backend``,
 ``--preempt``) or restarts. SQLAlchemy learns it from the statements it runs itself, and then
 invalidates the connection: closing it only drops it. It cannot learn it from the statements
-fencemigrate sends straight to the driver (:mod:`.dialects.driver`, the named locks, psycopg's wait for
+fencemigrate sends straight to the driver (:mod:`.dialects.statements`, the named locks, psycopg's wait for
 notifications), nor for a connection that sat idle meanwhile (env.py's, while the run waits for its
 lease). Closing such a connection makes the pool roll it back (its reset on return), which fails;
 the pool logs "Exception during reset or similar" with a traceback, and the

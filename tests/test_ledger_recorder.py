@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 from support.project import MakeProject, Project, sqlite_url
 
-from fencemigrate.queries import statements_of
+from fencemigrate.dialects.statements import statements_of
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "fencemigrate"

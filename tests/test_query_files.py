@@ -1,7 +1,7 @@
 """Every statement the package loads from ``sql/queries/<dialect>.sql`` exists for each dialect that
 runs it, no statement is left unused or written twice, and the advisory-lock keys are named once.
 
-Statements are loaded by name with :func:`fencemigrate.queries.statement` (``name``, the fence
+Statements are loaded by name with :func:`fencemigrate.dialects.statements.statement` (``name``, the fence
 schema, the dialect: PostgreSQL when none is given), directly or through a function that passes
 its own parameter on as the name (``self._run("lease_peek")``). This test reads the package's
 source (``ast``), finds those functions and every call of them, and the statement names each call
@@ -28,7 +28,7 @@ import fencemigrate
 from fencemigrate.config import sql_dir
 from fencemigrate.dialects import dialect_for
 from fencemigrate.dialects.postgresql_schema import default_version
-from fencemigrate.queries import advisory_lock_keys, sections, statements_of
+from fencemigrate.dialects.statements import advisory_lock_keys, sections, statements_of
 
 PACKAGE = Path(fencemigrate.__file__).resolve().parent
 QUERIES = sql_dir() / "queries"
@@ -381,7 +381,7 @@ def test_the_extension_scripts_take_only_the_named_advisory_locks() -> None:
         assert not re.search(r"hashtext\(\s*'", code), name  # a one-key lock spelled out
 
 
-# Placeholders the code that loads the statement fills in itself: the fence schema (queries.py), the
+# Placeholders the code that loads the statement fills in itself: the fence schema (dialects/statements.py), the
 # version table and its guard triggers (fence/guard.py), what a SQLite --sql script's checks say
 # (fence_calls.py: SqliteScriptCalls).
 FILLED_BY_THE_LOADER = {

@@ -14,8 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ..queries import statement
-from .driver import scalar_on_driver
+from .statements import scalar_on_driver, statement
 from .waits import LockHolder, statement_excerpt
 
 _CLAIMANT = re.compile(r"fencemigrate token (\d+)(?: (.*))?", re.DOTALL)

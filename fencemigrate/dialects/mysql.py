@@ -12,11 +12,11 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..connections import own_connection
-from ..queries import statement
 from . import mysql_schema
 from .base import PRECHECK, TRANSACTIONAL, SchemaScripts
 from .fence_calls import FenceCalls, PlainStatementCalls
 from .prefixed import PrefixedDialect
+from .statements import statement
 
 
 class MysqlDialect(PrefixedDialect):

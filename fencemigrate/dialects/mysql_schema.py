@@ -9,10 +9,10 @@ from sqlalchemy import Connection
 
 from ..config import sql_dir
 from ..errors import DatabaseError
-from ..queries import statement, with_fence_names
 from .base import SchemaScripts
 from .prefixed_schema import VERSION as VERSION
 from .prefixed_schema import installed_version, run_install
+from .statements import statement, with_fence_names
 
 _INSTALL_WAIT_S = 60
 

@@ -8,9 +8,8 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ..connections import close, probe_connection
-from ..queries import statement
-from .driver import scalar_on_dbapi
 from .fence_holders import PREEMPT_WAIT_MS
+from .statements import scalar_on_dbapi, statement
 from .waits import LockHolder, WaitBound, describe_holders, statement_excerpt, wait_in_slices
 
 

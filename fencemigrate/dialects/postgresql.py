@@ -10,11 +10,10 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 from sqlalchemy.dialects import postgresql
 
-from ..queries import statement
 from . import postgresql_schema
 from .base import Dialect, FenceObject, GuardedTable, SchemaScripts
-from .driver import scalar_on_driver
 from .fence_calls import FenceCalls, PostgresFenceCalls, wait_in_lock_timeout_slices
+from .statements import scalar_on_driver, statement
 from .waits import WaitBound
 
 

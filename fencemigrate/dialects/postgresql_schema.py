@@ -10,8 +10,8 @@ from sqlalchemy import Connection
 
 from ..config import sql_dir
 from ..errors import DatabaseError
-from ..queries import statement
 from .base import SchemaScripts, refuse_pre_release
+from .statements import statement
 
 _EXTENSION = "fencemigrate"
 

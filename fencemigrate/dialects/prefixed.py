@@ -10,10 +10,10 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
 from ..errors import UsageError
-from ..queries import prefixed_table_name, statement
 from .base import Dialect, FenceObject, GuardedTable
 from .fence_calls import FenceCalls
 from .prefixed_schema import installed_version
+from .statements import prefixed_table_name, statement
 
 
 class PrefixedDialect(Dialect):

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from sqlalchemy import Connection
 
 from ..errors import DatabaseError
-from ..queries import prefixed_table_name, statement
 from .base import SchemaScripts, refuse_pre_release
+from .statements import prefixed_table_name, statement
 
 
 def installed_version(connection: Connection, quoted_schema: str, query: str = "schema_version") -> str | None:

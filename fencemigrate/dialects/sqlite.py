@@ -11,12 +11,12 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 from sqlalchemy.dialects import sqlite
 
-from ..queries import statement
 from . import sqlite_schema
 from .base import PRECHECK, SchemaScripts
 from .fence_calls import FenceCalls, SqliteFenceCalls, SqliteScriptCalls
 from .prefixed import PrefixedDialect
 from .sqlite_transactions import manages, sqlite_transactions, waiting_at_begins
+from .statements import statement
 from .waits import WaitBound
 
 

@@ -7,10 +7,10 @@ import sqlite3
 from sqlalchemy import Connection
 
 from ..config import sql_dir
-from ..queries import with_fence_names
 from .base import SchemaScripts
 from .prefixed_schema import VERSION as VERSION
 from .prefixed_schema import installed_version, run_install
+from .statements import with_fence_names
 
 
 def shipped_scripts() -> SchemaScripts:

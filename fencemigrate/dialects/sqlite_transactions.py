@@ -30,7 +30,7 @@ from sqlalchemy import Connection, Engine, event
 from sqlalchemy.pool import ConnectionPoolEntry, Pool
 
 from ..alembic_internals import engines_dispatch_events, in_autocommit_isolation, set_engines_dispatch_events
-from ..queries import statement
+from .statements import statement
 from .waits import WaitBound, wait_in_slices
 
 WRITE_LOCK = "SQLite's write lock"

@@ -21,7 +21,7 @@ from sqlalchemy import Connection
 
 from ..alembic_internals import revisions_below, script_by_id
 from ..dialects import dialect_for, installed_version
-from ..queries import statement
+from ..dialects.statements import statement
 from .ledger import Ledger, version_table_name
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ..dialects import dialect_for
-from ..queries import statement
+from ..dialects.statements import statement
 
 
 def log_event(

@@ -23,8 +23,8 @@ from sqlalchemy.exc import DBAPIError
 from ..alembic_internals import per_migration_transaction
 from ..config import default_holder
 from ..dialects import dialect_for, ensure_installed, installed_version
+from ..dialects.statements import statement
 from ..errors import UsageError
-from ..queries import statement
 from .adoption import adopt_applied_history
 from .guard import VersionTable, allow_tokenless_writes, forbid_tokenless_writes, guard_first_write
 from .objects import installed_fence_objects

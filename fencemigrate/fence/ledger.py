@@ -32,10 +32,9 @@ from alembic.util import CommandError
 from sqlalchemy import Connection, Row, TextClause
 
 from ..dialects import Dialect, dialect_for, installed_version
-from ..dialects.driver import rowcount_on_driver, scalar_on_driver
 from ..dialects.fence_calls import FenceCalls, PlainStatementCalls, PostgresFenceCalls, SqliteScriptCalls
+from ..dialects.statements import rowcount_on_driver, scalar_on_driver, statement
 from ..errors import DatabaseError, Dirty, Fenced, NotApplied, newer_token_wrote
-from ..queries import statement
 from .events import log_event
 
 LedgerMethod = Literal["upgrade", "stamp"]

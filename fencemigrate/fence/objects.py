@@ -23,7 +23,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
 from ..dialects import FenceObject, dialect_for
-from ..queries import statement
+from ..dialects.statements import statement
 
 _EVENTS = re.compile(r"\b(BEFORE|AFTER|INSTEAD OF) (.+?) ON ", re.IGNORECASE)
 _IF_NOT_EXISTS = re.compile(r"\bIF NOT EXISTS\s+", re.IGNORECASE)

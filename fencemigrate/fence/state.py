@@ -22,7 +22,7 @@ from sqlalchemy import Connection, inspect
 
 from ..config import format_duration
 from ..dialects import dialect_for, installed_version
-from ..queries import prefixed_table_name, statement
+from ..dialects.statements import prefixed_table_name, statement
 from .guard import UNGUARDED, GuardState, guard_state
 from .ledger import Unsettled, unsettled_revisions, version_table_name
 

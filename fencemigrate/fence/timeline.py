@@ -12,8 +12,8 @@ from alembic.runtime.migration import MigrationContext
 
 from ..config import format_duration, parse_duration_ms
 from ..dialects import dialect_for, installed_version
+from ..dialects.statements import statement
 from ..errors import UsageError
-from ..queries import statement
 
 _LONGEST_SINCE_MS = 876_000 * 3_600_000  # 100 years: further back, give a date-time
 _KIND_WIDTH = len("ROLLBACK")

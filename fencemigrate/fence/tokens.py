@@ -36,6 +36,7 @@ from typing import Any
 from sqlalchemy import Connection, CursorResult
 
 from ..config import MAX_TOKEN
+from ..dialects.statements import statement
 from ..errors import (
     EXTERNAL,
     LEASE_SERVICE,
@@ -47,7 +48,6 @@ from ..errors import (
     TokensExhausted,
     UsageError,
 )
-from ..queries import statement
 
 REDIS_URL_HINT = "redis://HOST:PORT/DB"
 """How the messages write the Redis URL, which the database does not record."""

@@ -29,11 +29,11 @@ from sqlalchemy.exc import DBAPIError
 
 from ..config import format_duration
 from ..dialects import Dialect, dialect_for
+from ..dialects.statements import statement
 from ..errors import LEASE_SERVICE, REDIS, GrantNotReplicated, LeaseBusy, LeaseLost, is_lock_contention, refused_step
 from ..fence.events import log_event
 from ..fence.tokens import recorded_source, redis_only, superseded_by
 from ..progress import SILENT, LeaseWait, Progress
-from ..queries import statement
 from .epochs import next_token, read_incarnation
 from .fence_on_grant import LEASE_ROW_WAIT_MS, LEASE_TRANSACTION_IN_PROGRESS, fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus, StoppedWaiting, poll_for_grant

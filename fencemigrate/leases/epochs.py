@@ -23,9 +23,9 @@ from sqlalchemy import Connection
 
 from ..config import MAX_TOKEN
 from ..dialects import dialect_for
+from ..dialects.statements import statement
 from ..errors import TokensExhausted
 from ..fence.tokens import check_room
-from ..queries import statement
 
 EPOCH_BITS = 32
 

@@ -43,11 +43,11 @@ import redis
 from sqlalchemy import Connection, Engine
 
 from ..config import format_duration
+from ..dialects.statements import statement
 from ..errors import LEASE_SERVICE, REDIS, DatabaseError, GrantNotReplicated, LeaseBusy, LeaseLost, UsageError
 from ..fence.events import log_event
 from ..fence.tokens import check_room, recorded_source, superseded_by
 from ..progress import SILENT, LeaseWait, Progress
-from ..queries import statement
 from ..scrub import scrub_secrets
 from .database import builtin_lease
 from .epochs import Incarnation, next_token, read_incarnation

@@ -23,8 +23,8 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ..dialects import dialect_for
+from ..dialects.statements import statement
 from ..errors import UsageError
-from ..queries import statement
 
 SYNCHRONOUS_WAIT_FLOOR_MS = 5000
 """A lease transaction's COMMIT waits at least this long for a synchronous standby."""

@@ -29,6 +29,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..alembic_internals import downgrade_steps, parent_revisions, stamp_steps, upgrade_steps
 from ..connections import close, probe_connection
 from ..dialects import installed_version
+from ..dialects.statements import statement
 from ..errors import (
     AppliedBy,
     AppliedTextNotRecorded,
@@ -40,7 +41,6 @@ from ..errors import (
     refuse_token,
 )
 from ..fence.ledger import covered, purge_steps, read_applied_source
-from ..queries import statement
 from .request import FenceSettings, Planner
 from .revisions import declared_heads, has_revision_files
 

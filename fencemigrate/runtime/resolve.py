@@ -16,11 +16,11 @@ from ..alembic_internals import revisions_below
 from ..dialects import dialect_for, installed_version
 from ..dialects.fence_calls import claim_fence
 from ..dialects.named_lock import NamedLock
+from ..dialects.statements import statement
 from ..dialects.waits import WaitBound
 from ..errors import FencemigrateError, UsageError
 from ..fence.events import log_event
 from ..fence.ledger import Ledger, Unsettled, unsettled_revisions, version_table_name
-from ..queries import statement
 from .environment import FENCED_RUN_ATTRIBUTE, run_env
 from .request import APPLIED, ROLLED_BACK, FenceSettings
 from .revisions import RELATIVE, require_known, script_directory

@@ -4,16 +4,25 @@ A section is ``-- name: <name>`` on a line of its own, then its comment lines, t
 up to the next section: the format aiosql reads (aiosql itself is not imported: its package loads
 all its driver adapters, tens of milliseconds at every command's start). SQLite and MySQL share the
 statements they spell alike in ``prefixed.sql``.
+
+Statements can also go straight to the DBAPI cursor, compiled once per dialect: the fence calls run once or more per migration step; going to the driver with a statement
+compiled once keeps their cost close to a bare round trip. They run in whatever transaction the
+DBAPI connection is in. Errors are the driver's own: ``translated_errors`` maps them. One that says
+the session is gone invalidates the SQLAlchemy connection, as SQLAlchemy's own statements do
+(:func:`invalidate_if_lost`).
 """
 
 from __future__ import annotations
 
 import re
 from functools import cache
+from typing import Any
 
-from sqlalchemy import TextClause, text
+from sqlalchemy import Connection, Dialect, TextClause, text
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.sql.compiler import Compiled
 
-from .config import sql_dir
+from ..config import sql_dir
 
 # SQLite has no schemas, and MySQL's schemas are databases: there the fence tables are named with
 # the fence schema as a prefix.
@@ -109,3 +118,76 @@ def prefixed_table_name(quoted_schema: str, table: str) -> str:
         quote = schema[0]
         schema = schema[1:-1].replace(quote * 2, quote)
     return f"{schema}_{table}"
+
+
+_compiled: dict[tuple[int, str], Compiled] = {}
+
+
+def scalar_on_driver(connection: Connection, clause: TextClause, params: dict[str, Any]) -> Any:
+    """Run ``clause`` on ``connection``'s DBAPI connection; the first column of its first row (or None)."""
+    return scalar_on_dbapi(_dbapi(connection), connection.dialect, clause, params, owner=connection)
+
+
+def rowcount_on_driver(connection: Connection, clause: TextClause, params: dict[str, Any]) -> int:
+    """Run ``clause`` on ``connection``'s DBAPI connection; the number of rows it changed."""
+    _, count = _execute(_dbapi(connection), connection.dialect, clause, params, fetch=False, owner=connection)
+    return count
+
+
+def scalar_on_dbapi(
+    dbapi_connection: DBAPIConnection,
+    dialect: Dialect,
+    clause: TextClause,
+    params: dict[str, Any],
+    owner: Connection | None = None,
+) -> Any:
+    """As :func:`scalar_on_driver`, on a DBAPI connection (one SQLAlchemy may have closed already);
+    ``owner``: the SQLAlchemy connection it belongs to."""
+    row, _ = _execute(dbapi_connection, dialect, clause, params, fetch=True, owner=owner)
+    return None if row is None else row[0]
+
+
+def invalidate_if_lost(connection: Connection, error: BaseException) -> None:
+    """After ``error`` from a statement sent straight to ``connection``'s driver: invalidate the
+    connection when the dialect says its session is gone, as SQLAlchemy does after its own."""
+    if connection.closed or connection.invalidated:
+        return
+    dialect = connection.dialect
+    if isinstance(error, dialect.loaded_dbapi.Error) and dialect.is_disconnect(
+        error, connection.connection.dbapi_connection, None
+    ):
+        connection.invalidate(error)
+
+
+def _dbapi(connection: Connection) -> DBAPIConnection:
+    dbapi_connection = connection.connection.dbapi_connection
+    assert dbapi_connection is not None
+    return dbapi_connection
+
+
+def _execute(
+    dbapi_connection: DBAPIConnection,
+    dialect: Dialect,
+    clause: TextClause,
+    params: dict[str, Any],
+    fetch: bool,
+    owner: Connection | None,
+) -> tuple[Any, int]:
+    key = (id(clause), f"{dialect.name}/{dialect.paramstyle}")
+    compiled = _compiled.get(key)
+    if compiled is None:
+        compiled = _compiled[key] = clause.compile(dialect=dialect)
+    bound = compiled.construct_params(params)
+    assert bound is not None
+    positions = getattr(compiled, "positiontup", None)
+    arguments: Any = tuple(bound[name] for name in positions) if positions else bound
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(compiled.string, arguments)
+        return (cursor.fetchone() if fetch else None), int(cursor.rowcount)
+    except Exception as error:
+        if owner is not None:
+            invalidate_if_lost(owner, error)
+        raise
+    finally:
+        cursor.close()

@@ -6,8 +6,18 @@ the first time it is asked for it.
 
 from __future__ import annotations
 
-from .base import MODES, PRECHECK, TRANSACTIONAL, Dialect, FenceObject, dialect_for, dialect_named
-from .schema import ensure_installed, installed_version, offline_install_script
+from .base import (
+    MODES,
+    PRECHECK,
+    TRANSACTIONAL,
+    Dialect,
+    FenceObject,
+    dialect_for,
+    dialect_named,
+    ensure_installed,
+    installed_version,
+    offline_install_script,
+)
 
 __all__ = [
     "MODES",

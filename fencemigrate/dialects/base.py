@@ -1,4 +1,5 @@
-"""What fencemigrate needs of a database, one subclass per dialect, found by name.
+"""What fencemigrate needs of a database, one subclass per dialect, found by name; and the fence
+schema on whichever database a connection is to (its version, its install).
 
 As Alembic's ``ddl/impl.py`` finds its impls: a subclass that names its SQLAlchemy dialect in
 ``__dialect__`` registers itself, and :func:`dialect_for` finds it (MariaDB is MySQL's). Code
@@ -20,11 +21,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine
 
-from ..errors import DatabaseError, UsageError
+from ..errors import DatabaseError, UsageError, refused_step
 from .waits import WaitBound
 
 if TYPE_CHECKING:
-    from .fence_calls import FenceCalls  # whose PostgreSQL calls read the schema version from here
+    from .fence_calls import FenceCalls
+
 
 TRANSACTIONAL = "transactional"
 PRECHECK = "precheck"
@@ -329,3 +331,22 @@ def dialect_for(database: str | Connection | Engine | MigrationContext) -> Diale
 @cache
 def _instance(cls: type[Dialect]) -> Dialect:
     return cls()
+
+
+def installed_version(connection: Connection, quoted_schema: str) -> str | None:
+    """The fence schema version in the database, or None when it is not installed."""
+    return dialect_for(connection).installed_version(connection, quoted_schema)
+
+
+def ensure_installed(connection: Connection, quoted_schema: str) -> bool:
+    """Install (or update) the fence schema inside the caller's transaction unless current. True if it ran.
+    A read-only database's refusal is :class:`~fencemigrate.errors.ReadOnlyDatabase`."""
+    with refused_step("the install of the fence schema"):
+        return dialect_for(connection).ensure_installed(connection, quoted_schema)
+
+
+def offline_install_script(backend: str | None, schema: str) -> str:
+    """The install script to run by hand for the database ``backend`` names (SQLAlchemy's backend
+    name; PostgreSQL's psql when None): for the sqlite3 shell on SQLite, the mysql client on MySQL
+    and MariaDB."""
+    return dialect_for(backend or "postgresql").offline_install_script(schema)

@@ -32,11 +32,10 @@ from sqlalchemy import BindParameter, Connection, CursorResult, Dialect, bindpar
 from sqlalchemy.types import UserDefinedType
 
 from ..errors import Fenced, UsageError, refuse_token, sqlstate_of
-from .fence_holders import claimant_name, fence_holders, terminate_older
 from .postgresql_schema import default_version
 from .sqlite_transactions import transaction_number
 from .statements import rowcount_on_driver, scalar_on_driver, statement
-from .waits import WaitBound, wait_in_slices
+from .waits import WaitBound, claimant_name, fence_holders, terminate_older, wait_in_slices
 
 
 class ScriptToken(int):

@@ -21,7 +21,7 @@ from .statements import statement
 
 class MysqlDialect(PrefixedDialect):
     """Prefixed fence tables in the application's database, guard triggers that record refused
-    writes, the writers' named lock (:class:`.named_lock.NamedLock`); MariaDB speaks the same SQL."""
+    writes, the writers' named lock (:class:`.waits.NamedLock`); MariaDB speaks the same SQL."""
 
     __dialect__ = "mysql"
     aliases = ("mariadb",)

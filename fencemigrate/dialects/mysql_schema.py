@@ -10,8 +10,8 @@ from sqlalchemy import Connection
 from ..config import sql_dir
 from ..errors import DatabaseError
 from .base import SchemaScripts
-from .prefixed_schema import VERSION as VERSION
-from .prefixed_schema import installed_version, run_install
+from .prefixed import VERSION as VERSION
+from .prefixed import installed_version, run_install
 from .statements import statement, with_fence_names
 
 _INSTALL_WAIT_S = 60

@@ -8,8 +8,8 @@ from sqlalchemy import Connection
 
 from ..config import sql_dir
 from .base import SchemaScripts
-from .prefixed_schema import VERSION as VERSION
-from .prefixed_schema import installed_version, run_install
+from .prefixed import VERSION as VERSION
+from .prefixed import installed_version, run_install
 from .statements import with_fence_names
 
 

@@ -5,10 +5,11 @@ up to the next section: the format aiosql reads (aiosql itself is not imported: 
 all its driver adapters, tens of milliseconds at every command's start). SQLite and MySQL share the
 statements they spell alike in ``prefixed.sql``.
 
-Statements can also go straight to the DBAPI cursor, compiled once per dialect: the fence calls run once or more per migration step; going to the driver with a statement
-compiled once keeps their cost close to a bare round trip. They run in whatever transaction the
-DBAPI connection is in. Errors are the driver's own: ``translated_errors`` maps them. One that says
-the session is gone invalidates the SQLAlchemy connection, as SQLAlchemy's own statements do
+Statements can also go straight to the DBAPI cursor, compiled once per dialect: the fence calls
+run once or more per migration step; going to the driver with a statement compiled once keeps
+their cost close to a bare round trip. They run in whatever transaction the DBAPI connection is
+in. Errors are the driver's own: ``translated_errors`` maps them. One that says the session is
+gone invalidates the SQLAlchemy connection, as SQLAlchemy's own statements do
 (:func:`invalidate_if_lost`).
 """
 

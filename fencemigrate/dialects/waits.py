@@ -1,26 +1,40 @@
-"""What a wait inside the database for another writer's lock reports, and who hears it: apart from
-:mod:`.progress` so that the dialects, which take those locks, depend on nothing above them.
+"""Waits inside the database for a lock another writer holds, who holds it, and what a wait reports.
 
-Waits inside the database for a lock another writer holds, taken in slices: each slice that runs
-out says who holds the lock (reported within :data:`SLICE_MS`, then every
-:data:`~.lock_reports.WAIT_REPORT_INTERVAL_S`), ``--preempt`` may end a stale holder between two slices,
-and the whole wait is bounded by ``--wait`` (busy, exit 4, when it runs out).
+A wait is taken in slices: each slice that runs out says who holds the lock (reported within
+:data:`SLICE_MS`, then every :data:`WAIT_REPORT_INTERVAL_S`), ``--preempt`` may end a stale
+holder between two slices, and the whole wait is bounded by ``--wait`` (busy, exit 4, when it runs
+out). The slices are the database's own bounded waits: ``lock_timeout`` in a savepoint
+(PostgreSQL), the busy timeout (SQLite), ``GET_LOCK``'s timeout (MySQL, MariaDB). What a wait
+reports, and who hears it, lives here apart from :mod:`..progress` so that the dialects, which take
+those locks, depend on nothing above them.
 
-The slices are the database's own bounded waits: ``lock_timeout`` in a savepoint (PostgreSQL), the
-busy timeout (SQLite), ``GET_LOCK``'s timeout (MySQL, MariaDB).
+PostgreSQL: who holds the fence a writer waits for, read from ``pg_locks`` and
+``pg_stat_activity``. Every claim holds the resource's claim lock (an advisory lock, shared) until
+its transaction ends, and names its transaction ``fencemigrate token <n> <holder>``
+(``application_name``, local to the transaction: the ``claimant`` statement), so a writer waiting
+behind it can say whose it is and under which token, and ``--preempt`` can tell a stale writer (an
+older token) from a newer one.
+
+:class:`NamedLock`: the named lock that serialises pre-check writers (``GET_LOCK`` on MySQL and
+MariaDB, an advisory lock on PostgreSQL).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
+
+from sqlalchemy import Connection
 
 from ..config import format_duration
+from ..connections import close, probe_connection
 from ..errors import LeaseBusy
 from ..scrub import scrub_secrets
+from .statements import scalar_on_dbapi, scalar_on_driver, statement
 
 WAIT_REPORT_INTERVAL_S = 5.0
 """How often a wait for the lease, or for a lock in the database, is reported again after its first report."""
@@ -170,3 +184,162 @@ def describe_holder(holder: LockHolder) -> str:
 def _holder_name(holders: tuple[LockHolder, ...]) -> str | None:
     named = [holder.holder for holder in holders if holder.holder]
     return named[0] if named else None
+
+
+_CLAIMANT = re.compile(r"fencemigrate token (\d+)(?: (.*))?", re.DOTALL)
+_NAME_BYTES = 63  # PostgreSQL keeps this much of an application_name (NAMEDATALEN - 1)
+PREEMPT_WAIT_MS = 5000
+"""How long ``--preempt`` waits for a terminated writer's session to exit."""
+
+
+def claimant_name(holder: str, token: int) -> str:
+    """The ``application_name`` a claim's transaction carries: its token first, so that cutting it to
+    PostgreSQL's 63 bytes only ever shortens the holder."""
+    name = f"fencemigrate token {token} {holder}".encode()[:_NAME_BYTES]
+    return name.decode("utf-8", "ignore")
+
+
+def fence_holders(connection: Connection, quoted_schema: str, resource: str) -> tuple[LockHolder, ...]:
+    """The other sessions holding the fence of ``resource`` now (its claim lock), oldest transaction first."""
+    rows = connection.execute(statement("fence_holders", quoted_schema), {"resource": resource}).all()
+    return tuple(_holder(row) for row in rows)
+
+
+def terminate_older(connection: Connection, quoted_schema: str, holders: tuple[LockHolder, ...], token: int) -> None:
+    """``--preempt``: end the sessions among ``holders`` that claimed under a token older than
+    ``token`` (their transactions roll back completely). A holder whose token is not known (not a
+    claim of this version's) or not older is left alone: it may be a newer writer."""
+    for holder in holders:
+        if holder.pid is not None and holder.token is not None and holder.token < token:
+            scalar_on_driver(
+                connection,
+                statement("terminate_writer", quoted_schema),
+                {"pid": holder.pid, "wait_ms": PREEMPT_WAIT_MS},
+            )
+
+
+def _holder(row: Any) -> LockHolder:
+    match = _CLAIMANT.fullmatch(row.application_name or "")
+    since: datetime | None = row.xact_start
+    return LockHolder(
+        pid=int(row.pid),
+        holder=(match.group(2) or None) if match else (row.application_name or None),
+        token=int(match.group(1)) if match else None,
+        since=since,
+        running=_running(row.state, row.query),
+    )
+
+
+def _running(state: str | None, query: str | None) -> str | None:
+    """What the session does: ``running: <statement>``, or ``idle in transaction after: <statement>``."""
+    if not query:
+        return state
+    text = statement_excerpt(query)
+    return f"running: {text}" if state == "active" else f"{state} after: {text}"
+
+
+class NamedLock:
+    """Pre-check mode's lock on a resource, held by the migration's own session.
+
+    MySQL: ``GET_LOCK('fencemigrate:<database>/<resource>')``. PostgreSQL: session advisory locks
+    (the fence schema's ``named_lock()``). Held across the run's commits, and released by the
+    server when the session ends, so a writer that dies (SIGKILL, a lost connection) never leaves
+    it behind.
+    """
+
+    def __init__(
+        self, connection: Connection, quoted_schema: str, resource: str, name_query: str = "named_lock_name"
+    ) -> None:
+        """``name_query``: the statement naming the lock (the writers' lock unless told)."""
+        self._connection = connection
+        self._dialect = connection.dialect
+        self._schema = quoted_schema
+        self._dbapi = connection.connection.dbapi_connection
+        self._resource = resource
+        self.name = ""  # as the database shows it, read next
+        self.name = str(self._scalar(name_query))
+        self.held = False
+
+    def acquire(self, wait_ms: int) -> bool:
+        """Take the lock, waiting at most ``wait_ms``; False on timeout."""
+        self.held = self._scalar("named_lock", timeout_s=wait_ms / 1000, timeout_ms=wait_ms) == 1
+        return self.held
+
+    def take(
+        self, bound: WaitBound, token: int | None = None, busy: Callable[[tuple[LockHolder, ...]], str] | None = None
+    ) -> None:
+        """Take the lock within ``bound``, in slices that report who holds it; with ``--preempt``,
+        the session of a holder under a token older than ``token`` is ended first (``KILL
+        CONNECTION`` on MySQL, ``pg_terminate_backend`` on PostgreSQL: a revision it was running
+        stays dirty). Busy (exit 4) naming who holds it when ``bound.wait_ms`` runs out (``busy``: the
+        reason given then, from the holders)."""
+
+        wait_in_slices(
+            self._resource,
+            f"the named lock {self.name!r}",
+            bound,
+            self.acquire,
+            self.holders,
+            lambda holders: self._preempt_older(holders, token),
+            busy or self._busy,
+        )
+
+    def _preempt_older(self, holders: tuple[LockHolder, ...], token: int | None) -> None:
+        """End the sessions among ``holders`` under a token older than ``token``."""
+        for holder in holders:
+            if holder.pid is not None and holder.token is not None and token is not None and holder.token < token:
+                self._scalar("preempt_writer", connection_id=holder.pid, wait_ms=PREEMPT_WAIT_MS)
+
+    def _busy(self, holders: tuple[LockHolder, ...]) -> str:
+        return f"another fencemigrate writer holds the named lock {self.name!r}" + (
+            f" ({describe_holders(holders)})" if holders else ""
+        )
+
+    def holders(self) -> tuple[LockHolder, ...]:
+        """The session holding the lock (none when it is free): its id, the pre-check run it is, and
+        what it runs (the ``named_lock_session`` statement). Read on a connection of its own in autocommit mode:
+        a read in this session would start the snapshot (MySQL's REPEATABLE READ) that the run's
+        reads under the lock must not see the database through."""
+        clause = statement("named_lock_session", self._schema, self._dialect.name)
+        probe = probe_connection(self._connection.engine)
+        try:
+            rows = probe.execute(clause, {"resource": self._resource, "name": self.name}).all()
+        finally:
+            close(probe)
+        kind = "connection" if self._dialect.name in ("mysql", "mariadb") else "pid"
+        return tuple(
+            LockHolder(
+                pid=int(pid),
+                session_kind=kind,
+                holder=holder,
+                token=None if held_token is None else int(held_token),
+                since=since,
+                running=f"{command} for {seconds}s" + (f": {statement_excerpt(str(info))}" if info else ""),
+            )
+            for pid, command, seconds, info, holder, held_token, since in rows
+        )
+
+    def holder(self) -> int | None:
+        """The connection id of the session holding the lock, or None when it is free."""
+        value = self._scalar("named_lock_holder")
+        return None if value is None else int(value)
+
+    def release(self) -> None:
+        """Release the lock if this run still holds it. The connection may be closed already
+        (the server released the lock then): that is not an error."""
+        if not self.held:
+            return
+        self.held = False
+        try:
+            self._scalar("named_lock_release")
+        except Exception:  # noqa: BLE001 - a closed connection released the lock with its session
+            return
+
+    def _scalar(self, query: str, **params: Any) -> Any:
+        """Run ``query`` with the lock's ``resource``, ``name`` and ``params`` on the DBAPI connection,
+        outside SQLAlchemy's transaction bookkeeping: the lock belongs to the session, not to a
+        transaction, and is released after env.py has closed its SQLAlchemy connection."""
+        assert self._dbapi is not None
+        clause = statement(query, self._schema, self._dialect.name)
+        params = {"resource": self._resource, "name": self.name, **params}
+        return scalar_on_dbapi(self._dbapi, self._dialect, clause, params, owner=self._connection)

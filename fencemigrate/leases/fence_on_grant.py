@@ -31,10 +31,17 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ..connections import own_connection
 from ..dialects import dialect_for, ensure_installed
-from ..dialects.fence_holders import fence_holders
-from ..dialects.named_lock import NamedLock
 from ..dialects.statements import statement
-from ..dialects.waits import SLICE_MS, WAIT_REPORT_INTERVAL_S, LockWait, WaitBound, describe_holders, wait_in_slices
+from ..dialects.waits import (
+    SLICE_MS,
+    WAIT_REPORT_INTERVAL_S,
+    LockWait,
+    NamedLock,
+    WaitBound,
+    describe_holders,
+    fence_holders,
+    wait_in_slices,
+)
 from ..errors import ImplausibleClock, LeaseBusy, UsageError, sqlstate_of
 from ..fence.tokens import advance_fence, detach_fence
 from ..progress import SILENT, Progress

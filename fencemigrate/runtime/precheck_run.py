@@ -23,8 +23,7 @@ from typing import Any
 from alembic.runtime.migration import MigrationContext, RevisionStep
 
 from ..dialects import dialect_for, ensure_installed, installed_version
-from ..dialects.named_lock import NamedLock
-from ..dialects.waits import WaitBound
+from ..dialects.waits import NamedLock, WaitBound
 from ..errors import FencemigrateError, HeadsMoved, RevisionFailed
 from ..fence.adoption import adopt_applied_history
 from ..fence.guard import guard_first_write, guard_version_table

@@ -15,9 +15,8 @@ from alembic.runtime.migration import HeadMaintainer, MigrationContext, StampSte
 from ..alembic_internals import revisions_below
 from ..dialects import dialect_for, installed_version
 from ..dialects.fence_calls import claim_fence
-from ..dialects.named_lock import NamedLock
 from ..dialects.statements import statement
-from ..dialects.waits import WaitBound
+from ..dialects.waits import NamedLock, WaitBound
 from ..errors import FencemigrateError, UsageError
 from ..fence.events import log_event
 from ..fence.ledger import Ledger, Unsettled, unsettled_revisions, version_table_name

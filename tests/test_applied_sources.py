@@ -3,7 +3,7 @@
 Fence schema 0.8 on PostgreSQL, 0.6 on SQLite and MySQL: each ledger row written by a fenced run
 (one transaction, a transaction per revision, pre-check mode), ``stamp`` and ``resolve`` carries its
 file's text, written with the row. ``fencemigrate show REV --applied`` prints it byte for byte (run
-here as a subprocess, its stdout read as bytes), with who applied it on stderr; ``check --db``'s
+here with its stdout read as bytes), with who applied it on stderr; ``check --db``'s
 drift finding (FM402) diffs it against the file on disk. Rows written before the update show
 "source not recorded".
 """
@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 from alembic.runtime.migration import MigrationContext
 from support.db import libpq_url
-from support.project import MakeProject, Project, script_command, sqlite_url, subprocess_env
+from support.project import MakeProject, Project, sqlite_url, subprocess_env
 from test_offline_sql import psql_binary
 
 from fencemigrate import api, load_config
@@ -46,15 +46,10 @@ def _append(project: Project, path: Path, tail: str) -> bytes:
 
 
 def show_applied(project: Project, revision: str, *options: str) -> subprocess.CompletedProcess[bytes]:
-    """``fencemigrate show REV --applied`` as a subprocess, stdout and stderr as bytes."""
-    return subprocess.run(
-        [*script_command("fencemigrate"), "show", revision, "--applied", *options],
-        cwd=project.path,
-        env=subprocess_env(),
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
+    """``fencemigrate show REV --applied``, stdout (as written, byte for byte) and stderr as bytes."""
+    shown = project.run_cli("show", revision, "--applied", *options)
+    assert shown.stdout_bytes is not None
+    return subprocess.CompletedProcess(shown.args, shown.code, shown.stdout_bytes, shown.stderr.encode())
 
 
 def _header(shown: subprocess.CompletedProcess[bytes]) -> str:
@@ -360,14 +355,9 @@ def test_an_offline_script_carries_the_text_quoted_for_psql(make_project: MakePr
     project.add_chain(1)
     path = next(project.versions.glob("r01_*.py"))
     expected = _append(project, path, NON_ASCII + "# $fencemigrate_source$ in the text too\n")
-    written = subprocess.run(  # bytes: a text-mode capture would turn the file's CRLF into LF
-        [*script_command("fencemigrate"), "upgrade", "head", "--sql", "--token", "5", "--holder", "offline"],
-        cwd=project.path,
-        env=subprocess_env(),
-        capture_output=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    sql = project.run_cli("upgrade", "head", "--sql", "--token", "5", "--holder", "offline").check()
+    written = sql.stdout_bytes  # bytes: a text-mode capture would turn the file's CRLF into LF
+    assert written is not None
     assert b"$fencemigrate_source_1$" in written
     (project.path / "upgrade.sql").write_bytes(written)
     psql = [psql_binary(), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", "upgrade.sql", libpq_url(pg_url)]

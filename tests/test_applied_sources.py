@@ -21,12 +21,11 @@ import pytest
 import sqlalchemy as sa
 from alembic.runtime.migration import MigrationContext
 from support.db import libpq_url
+from support.offline_sql import psql_binary
+from support.old_schema import install_old_schema, old_ledger_row
 from support.project import MakeProject, Project, sqlite_url, subprocess_env
-from test_offline_sql import psql_binary
 
 from fencemigrate import api, load_config
-from fencemigrate.dialects import mysql_schema, sqlite_schema
-from fencemigrate.dialects.postgresql_schema import install_script
 from fencemigrate.fence.ledger import read_applied_texts
 
 NON_ASCII = "# Café, naïve, 日本語, emoji 🦀, a quote ' and \" and a backslash \\ and $$ and :name\r\n"
@@ -218,48 +217,6 @@ def test_show_applied_refuses_a_revision_the_ledger_does_not_have(make_project: 
     assert prefix.returncode == 1
 
 
-def _old_ledger_row(url: str, revision: str, sha256: str) -> None:
-    """The ledger row of ``revision`` as fencemigrate wrote it before the text was kept."""
-    if url.startswith("postgresql"):
-        sql = (
-            "SELECT fencemigrate.record_apply('alembic_version', :revision, 'db/migrations', 3, 'old-agent', "
-            "'upgrade', :sha)"  # 0.7's function: seven arguments
-        )
-    else:
-        time = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')" if url.startswith("sqlite") else "UTC_TIMESTAMP(6)"
-        sql = (
-            "INSERT INTO fencemigrate_applied_revision (version_table, revision, resource, applied_token, holder, "
-            f"method, applied_at, script_sha256) VALUES ('alembic_version', :revision, 'db/migrations', 3, "
-            f"'old-agent', 'upgrade', {time}, :sha)"
-        )
-    engine = sa.create_engine(url)
-    try:
-        with engine.begin() as connection:
-            connection.execute(sa.text(sql), {"revision": revision, "sha": sha256})
-    finally:
-        engine.dispose()
-
-
-def _install_old_schema(url: str) -> str:
-    """The fence schema at the version before the text was kept; that version."""
-    engine = sa.create_engine(url)
-    try:
-        with engine.begin() as connection:
-            if url.startswith("postgresql"):
-                connection.exec_driver_sql(
-                    install_script('"fencemigrate"', "0.7"), execution_options={"no_parameters": True}
-                )
-                return "0.7"
-            schema = sqlite_schema if url.startswith("sqlite") else mysql_schema
-            for sql in schema.install_statements(
-                '"fencemigrate"' if schema is sqlite_schema else "`fencemigrate`", "0.5"
-            ):
-                connection.exec_driver_sql(sql, execution_options={"no_parameters": True})
-            return "0.5"
-    finally:
-        engine.dispose()
-
-
 @pytest.mark.parametrize("backend", ["postgresql", "sqlite", "mysql"], indirect=True)
 def test_a_database_fenced_before_the_update_keeps_working(make_project: MakeProject, backend_url: str) -> None:
     """Fenced at the previous schema version, with a ledger row written then: the next run updates the
@@ -269,9 +226,9 @@ def test_a_database_fenced_before_the_update_keeps_working(make_project: MakePro
     project = make_project(url=url)
     project.add_chain(2)
     project.run_alembic("upgrade", "r01").check()  # r01 applied before the update ...
-    old_version = _install_old_schema(url)
+    old_version = install_old_schema(url)
     r01 = next(project.versions.glob("r01_*.py"))
-    _old_ledger_row(url, "r01", hashlib.sha256(r01.read_bytes()).hexdigest())  # ... and recorded without its text
+    old_ledger_row(url, "r01", hashlib.sha256(r01.read_bytes()).hexdigest())  # ... and recorded without its text
 
     project.run_cli("upgrade", "head", "--token", "5", "--holder", "agent-A").check()
     state = json.loads(project.run_cli("state", "--json").check().stdout)
@@ -323,10 +280,10 @@ def test_a_fence_schema_without_texts_is_read_once_for_every_revision(
     project = make_project(url=url)
     project.add_chain(4)
     project.run_alembic("upgrade", "head").check()
-    old_version = _install_old_schema(url)
+    old_version = install_old_schema(url)
     files = {revision: next(project.versions.glob(f"{revision}_*.py")) for revision in ("r01", "r02", "r03", "r04")}
     for revision, path in files.items():
-        _old_ledger_row(url, revision, hashlib.sha256(path.read_bytes()).hexdigest())
+        old_ledger_row(url, revision, hashlib.sha256(path.read_bytes()).hexdigest())
         _append(project, path, "# changed after it was applied\n")
 
     report = json.loads(project.run_cli("check", "--db", "--select", "FM402", "--json").check(1).stdout)

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sqlite_rows import query as sqlite_query
-from sqlite_rows import table_names as sqlite_tables
 from support.db import execute, schema_names, table_names
 from support.db import query as pg_query
 from support.project import MakeProject, Project, Result, run_command, script_command, sqlite_url
+from support.sqlite_rows import query as sqlite_query
+from support.sqlite_rows import table_names as sqlite_tables
 
 CREATE_DATE = re.compile(r"^Create Date: .*$", re.MULTILINE)
 TEMPLATES = ["async", "generic", "multidb", "pyproject", "pyproject_async"]

@@ -32,13 +32,13 @@ from typing import Any
 import psycopg
 import pymysql
 import pytest
-from fence_rows import stderr_lines
-from pg_roles import MakeRole, role_url, two_roles
-from sqlite_rows import make_sqlite_project
 from support.db import execute, query
+from support.fence_rows import stderr_lines
 from support.mysql_server import mysql_rows
 from support.pg import PgServer
+from support.pg_roles import MakeRole, role_url, two_roles
 from support.project import MakeProject, Project
+from support.sqlite_rows import make_sqlite_project
 
 from fencemigrate.dialects.postgresql_schema import install_script
 

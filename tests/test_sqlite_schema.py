@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 from sqlalchemy import create_engine
-from sqlite_rows import (
+from support.project import script_command, sqlite_url, subprocess_env
+from support.sqlite_rows import (
     FENCE_TABLES,
     alembic_versions,
     events,
@@ -22,7 +23,6 @@ from sqlite_rows import (
     snapshot,
     table_names,
 )
-from support.project import script_command, sqlite_url, subprocess_env
 
 import fencemigrate
 import fencemigrate.api

@@ -51,9 +51,9 @@ import fencemigrate
 # Make `from support.xxx import ...` work however pytest is invoked.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pg_roles import MakeRole  # noqa: E402
 from support.db import execute, query  # noqa: E402
 from support.pg import PgServer, PgServerUnavailable, server_from_env, wait_until_reachable  # noqa: E402
+from support.pg_roles import MakeRole  # noqa: E402
 from support.project import MakeProject, Project, create_project, sqlite_url  # noqa: E402
 
 # Database tests talk to a real server: wall-clock deadlines only cause flakiness.

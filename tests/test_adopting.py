@@ -19,8 +19,8 @@ from typing import Any
 import psycopg
 import pytest
 import sqlalchemy as sa
-from backend_rows import table
-from background_runs import start
+from support.backend_rows import table
+from support.background_runs import start
 from support.db import libpq_url
 from support.in_process import run_in_process
 from support.project import MakeProject, Project, Result

@@ -21,7 +21,7 @@ from pathlib import Path
 import click
 import pytest
 from alembic.config import CommandLine
-from support.project import run_command, script_command
+from support.in_process import run_in_process
 
 from fencemigrate.cli import main
 
@@ -247,7 +247,7 @@ def test_a_short_option_value_after_equals() -> None:
 def test_an_ambiguous_abbreviation_is_bad_usage(tmp_path: Path) -> None:
     """`upgrade head --t 5`: --tag to Alembic, but here it could be --token, --tag or --ttl: exit 2,
     naming them, before anything connects."""
-    result = run_command([*script_command("fencemigrate"), "upgrade", "head", "--t", "5"], cwd=tmp_path)
+    result = run_in_process(tmp_path, "upgrade", "head", "--t", "5")
     assert result.code == 2, result
     assert "Error: ambiguous option: --t could match --token, --tag, --ttl" in result.stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == []

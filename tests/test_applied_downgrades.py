@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from support.in_process import run_in_process
+from support.mcp_client import mcp_agent, run
+from support.offline_sql import run_psql
+from support.old_schema import install_schema, old_ledger_row
 from support.project import MakeProject, Project, Result, run_command, script_command, sqlite_url
-from test_applied_sources import _install_schema, _old_ledger_row
-from test_mcp_server import mcp_agent, run
-from test_offline_sql import run_psql
 
 A_UP = ["ALTER TABLE invoices ADD COLUMN currency varchar(8)"]
 A_DOWN = ["ALTER TABLE invoices DROP COLUMN currency"]
@@ -172,8 +172,8 @@ def test_a_rewritten_revision_whose_applied_text_was_not_kept_is_refused(
     write_0041(project)
     a_file = write_a_0042(project)
     project.run_alembic("upgrade", "head").check()
-    _install_schema(backend_url)
-    _old_ledger_row(backend_url, "0042", sha256(a_file))
+    install_schema(backend_url)
+    old_ledger_row(backend_url, "0042", sha256(a_file))
     a_sha = sha256(a_file)
     b_sha = sha256(write_b_0042(project))
     before = snapshot(project)

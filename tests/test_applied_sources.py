@@ -20,11 +20,11 @@ import pytest
 import sqlalchemy as sa
 from alembic.runtime.migration import MigrationContext
 from support.db import libpq_url
-from support.project import MakeProject, Project, script_command, sqlite_url, subprocess_env
-from test_offline_sql import psql_binary
+from support.offline_sql import psql_binary
+from support.old_schema import install_schema, old_ledger_row
+from support.project import MakeProject, Project, sqlite_url, subprocess_env
 
 from fencemigrate import api, load_config
-from fencemigrate.dialects import dialect_for
 from fencemigrate.fence.ledger import read_applied_texts
 
 NON_ASCII = "# Café, naïve, 日本語, emoji 🦀, a quote ' and \" and a backslash \\ and $$ and :name\r\n"
@@ -44,15 +44,10 @@ def _append(project: Project, path: Path, tail: str) -> bytes:
 
 
 def show_applied(project: Project, revision: str, *options: str) -> subprocess.CompletedProcess[bytes]:
-    """``fencemigrate show REV --applied`` as a subprocess, stdout and stderr as bytes."""
-    return subprocess.run(
-        [*script_command("fencemigrate"), "show", revision, "--applied", *options],
-        cwd=project.path,
-        env=subprocess_env(),
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
+    """``fencemigrate show REV --applied``, stdout (as written, byte for byte) and stderr as bytes."""
+    shown = project.run_cli("show", revision, "--applied", *options)
+    assert shown.stdout_bytes is not None
+    return subprocess.CompletedProcess(shown.args, shown.code, shown.stdout_bytes, shown.stderr.encode())
 
 
 def _header(shown: subprocess.CompletedProcess[bytes]) -> str:
@@ -221,40 +216,6 @@ def test_show_applied_refuses_a_revision_the_ledger_does_not_have(make_project: 
     assert prefix.returncode == 1
 
 
-def _old_ledger_row(url: str, revision: str, sha256: str) -> None:
-    """The ledger row of ``revision`` as fencemigrate wrote it before the text was kept."""
-    if url.startswith("postgresql"):
-        sql = (
-            "SELECT fencemigrate.record_apply('alembic_version', :revision, 'db/migrations', 3, 'old-agent', "
-            "'upgrade', :sha)"  # 0.7's function: seven arguments
-        )
-    else:
-        time = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')" if url.startswith("sqlite") else "UTC_TIMESTAMP(6)"
-        sql = (
-            "INSERT INTO fencemigrate_applied_revision (version_table, revision, resource, applied_token, holder, "
-            f"method, applied_at, script_sha256) VALUES ('alembic_version', :revision, 'db/migrations', 3, "
-            f"'old-agent', 'upgrade', {time}, :sha)"
-        )
-    engine = sa.create_engine(url)
-    try:
-        with engine.begin() as connection:
-            connection.execute(sa.text(sql), {"revision": revision, "sha": sha256})
-    finally:
-        engine.dispose()
-
-
-def _install_schema(url: str) -> str:
-    """The fence schema, installed with no ledger row yet; its version."""
-    engine = sa.create_engine(url)
-    try:
-        with engine.begin() as connection:
-            dialect = dialect_for(connection)
-            dialect.ensure_installed(connection, connection.dialect.identifier_preparer.quote("fencemigrate"))
-            return dialect.schema_version()
-    finally:
-        engine.dispose()
-
-
 @pytest.mark.parametrize("backend", ["postgresql", "sqlite", "mysql"], indirect=True)
 def test_a_ledger_row_without_its_text_keeps_working(make_project: MakeProject, backend_url: str) -> None:
     """A ledger row recorded without its text (source NULL): the next run records the text of what it
@@ -264,9 +225,9 @@ def test_a_ledger_row_without_its_text_keeps_working(make_project: MakeProject, 
     project = make_project(url=url)
     project.add_chain(2)
     project.run_alembic("upgrade", "r01").check()
-    version = _install_schema(url)
+    version = install_schema(url)
     r01 = next(project.versions.glob("r01_*.py"))
-    _old_ledger_row(url, "r01", hashlib.sha256(r01.read_bytes()).hexdigest())  # recorded without its text
+    old_ledger_row(url, "r01", hashlib.sha256(r01.read_bytes()).hexdigest())  # recorded without its text
 
     project.run_cli("upgrade", "head", "--token", "5", "--holder", "agent-A").check()
     state = json.loads(project.run_cli("state", "--json").check().stdout)
@@ -312,10 +273,10 @@ def test_ledger_rows_without_texts_are_reported_by_their_hashes(make_project: Ma
     project = make_project(url=url)
     project.add_chain(4)
     project.run_alembic("upgrade", "head").check()
-    version = _install_schema(url)
+    version = install_schema(url)
     files = {revision: next(project.versions.glob(f"{revision}_*.py")) for revision in ("r01", "r02", "r03", "r04")}
     for revision, path in files.items():
-        _old_ledger_row(url, revision, hashlib.sha256(path.read_bytes()).hexdigest())
+        old_ledger_row(url, revision, hashlib.sha256(path.read_bytes()).hexdigest())
         _append(project, path, "# changed after it was applied\n")
 
     report = json.loads(project.run_cli("check", "--db", "--select", "FM402", "--json").check(1).stdout)
@@ -342,14 +303,9 @@ def test_an_offline_script_carries_the_text_quoted_for_psql(make_project: MakePr
     project.add_chain(1)
     path = next(project.versions.glob("r01_*.py"))
     expected = _append(project, path, NON_ASCII + "# $fencemigrate_source$ in the text too\n")
-    written = subprocess.run(  # bytes: a text-mode capture would turn the file's CRLF into LF
-        [*script_command("fencemigrate"), "upgrade", "head", "--sql", "--token", "5", "--holder", "offline"],
-        cwd=project.path,
-        env=subprocess_env(),
-        capture_output=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    sql = project.run_cli("upgrade", "head", "--sql", "--token", "5", "--holder", "offline").check()
+    written = sql.stdout_bytes  # bytes: a text-mode capture would turn the file's CRLF into LF
+    assert written is not None
     assert b"$fencemigrate_source_1$" in written
     (project.path / "upgrade.sql").write_bytes(written)
     psql = [psql_binary(), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", "upgrade.sql", libpq_url(pg_url)]

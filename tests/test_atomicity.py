@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from fence_rows import (
+from support.db import alembic_versions, table_exists
+from support.fence_rows import (
     LedgerEntry,
     fence_installed,
     fence_tokens,
@@ -22,7 +23,6 @@ from fence_rows import (
     stderr_lines,
     without_progress,
 )
-from support.db import alembic_versions, table_exists
 from support.project import Project, Result
 
 INVALID_SQL = "CREATE TABLE broken_syntax ("

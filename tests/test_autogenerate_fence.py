@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from model_projects import apply, model_project, tables
+from support.model_projects import apply, model_project, tables
 from support.project import MakeProject, Project, sqlite_url
 
 from fencemigrate.config import template_dir

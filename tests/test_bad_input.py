@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 from support.db import alembic_versions, execute, query, schema_names, table_exists, table_names
+from support.in_process import run_in_process
 from support.pg import PgServer
-from support.project import Project, Result, create_project, run_command, script_command
+from support.project import Project, Result, create_project
 
 MAX_TOKEN = 2**62  # leaves room for the next grant (issue 12)
 HUGE = "1" + "0" * 400  # a number float() makes infinite
@@ -294,7 +295,7 @@ BAD_INPUT: dict[str, Case] = {
 def _run_case(case: Case, shared: Project, no_config_dir: Path, as_json: bool) -> Result:
     args = case.args + (("--json",) if as_json else ())
     if case.in_dir_without_config:
-        return run_command(script_command("fencemigrate") + list(args), no_config_dir, {**_CLEAN_ENV, **case.env})
+        return run_in_process(no_config_dir, *args, env={**_CLEAN_ENV, **case.env})
     return cli(shared, *args, env=case.env)
 
 

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 import pytest
-from model_projects import apply, model_project
+from support.model_projects import apply, model_project
 from support.project import MakeProject, Project, sqlite_url
 
 # The operation plain `alembic check` prints for the column the database lacks (its repr of the Column).

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from model_projects import MODELS, apply, model_project, tables
 from sqlalchemy import create_engine, inspect
+from support.model_projects import MODELS, apply, model_project, tables
 from support.project import MakeProject, Project, sqlite_url
 
 from fencemigrate.config import template_dir

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.project import Result, run_command, script_command
+from support.in_process import run_in_process
+from support.project import Result
 
 from fencemigrate.lint.rules import RULES
 
@@ -69,11 +70,7 @@ def check(project: Path, *args: str, config: str | None = None, db: bool = False
     inherited ALEMBIC_CONFIG."""
     options = [] if config is None else ["-c", config]
     lint_only = [] if db else ["--no-db"]
-    return run_command(
-        script_command("fencemigrate") + [*options, "check", *lint_only, *args],
-        project,
-        env={"ALEMBIC_CONFIG": None},
-    )
+    return run_in_process(project, *options, "check", *lint_only, *args, env={"ALEMBIC_CONFIG": None})
 
 
 def check_json(project: Path, *args: str, code: int, db: bool = False) -> dict[str, Any]:

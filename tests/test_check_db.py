@@ -16,12 +16,12 @@ from typing import Any
 
 import pymysql
 import pytest
-from mysql_rows import fence_tokens, ledger
-from mysql_rows import snapshot as mysql_snapshot
-from sqlite_rows import make_sqlite_project, snapshot
 from support.db import alembic_versions, execute, query
+from support.mysql_rows import fence_tokens, ledger
+from support.mysql_rows import snapshot as mysql_snapshot
 from support.mysql_server import mysql_rows
 from support.project import MakeProject, Project, Result
+from support.sqlite_rows import make_sqlite_project, snapshot
 
 from fencemigrate.dialects import dialect_for
 from fencemigrate.dialects.postgresql_schema import default_version

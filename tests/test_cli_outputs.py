@@ -19,8 +19,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from fence_rows import FENCE_TABLES
 from support.db import alembic_versions, execute, query, schema_names, table_names
+from support.fence_rows import FENCE_TABLES
 from support.in_process import run_in_process
 from support.pg import PgServer
 from support.project import MakeProject, Project, Result, create_project, run_command, script_command

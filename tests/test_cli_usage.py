@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from support.project import Result, run_command, script_command
+from support.in_process import run_in_process
+from support.project import Result
 
 from fencemigrate.cli import main
 
@@ -16,7 +17,7 @@ WIDTH = {"COLUMNS": "80"}
 
 
 def fm(tmp_path: Path, *args: str) -> Result:
-    return run_command(script_command("fencemigrate") + list(args), tmp_path, env=WIDTH)
+    return run_in_process(tmp_path, *args, env=WIDTH)
 
 
 def section(text: str, title: str) -> list[str]:

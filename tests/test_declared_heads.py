@@ -19,7 +19,7 @@ import pytest
 from alembic.script import ScriptDirectory
 from alembic.script.revision import RevisionError
 from alembic.util import CommandError
-from sqlite_rows import alembic_versions, make_sqlite_project, user_tables
+from support.sqlite_rows import alembic_versions, make_sqlite_project, user_tables
 
 from fencemigrate.runtime.revisions import declared_heads, has_revision_files
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fence_rows import add_claim_log, assert_fenced, claim_xacts, fence_token
 from support.db import alembic_versions, libpq_url, query, schema_names, table_names
+from support.fence_rows import add_claim_log, assert_fenced, claim_xacts, fence_token
 from support.project import MakeProject, Project
 
 RESOURCE = "db/migrations"

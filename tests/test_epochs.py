@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import redis
-from fence_rows import FENCE_SCHEMA, RESOURCE, fence_token, stderr_lines
 from sqlalchemy import Engine, create_engine
 from support.db import execute, query
+from support.fence_rows import FENCE_SCHEMA, RESOURCE, fence_token, stderr_lines
 from support.project import Project
 from support.redis_server import PrivateRedis
 

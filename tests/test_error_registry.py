@@ -20,8 +20,9 @@ from typing import Any
 import psycopg
 import pytest
 from support.db import alembic_versions, execute, query
+from support.in_process import run_in_process
 from support.mysql_server import mysql_rows
-from support.project import Project, Result, run_command, script_command
+from support.project import Project, Result
 
 from fencemigrate.errors import (
     Fenced,
@@ -257,7 +258,7 @@ def fenced_project(tmp_path: Path, pg_url: str) -> Project:
     """A project written by ``fencemigrate init migrations`` (the fence-aware env.py), on PostgreSQL."""
     root = tmp_path / "fenced"
     root.mkdir()
-    run_command(script_command("fencemigrate") + ["init", "migrations"], root).check(0)
+    run_in_process(root, "init", "migrations").check(0)
     project = Project(path=root, url=pg_url, template="fencemigrate")
     project.set_url(pg_url)
     return project

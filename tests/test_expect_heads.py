@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import background_runs
 import pytest
 import sqlalchemy as sa
+from support import background_runs
 from support.db import query
 from support.project import MakeProject, Project, Result
 

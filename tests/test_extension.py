@@ -21,8 +21,8 @@ from typing import Any
 import psycopg
 import pytest
 import sqlalchemy as sa
-from fence_rows import assert_fenced, fence_token, scratch_database
 from support.db import alembic_versions, query, table_names
+from support.fence_rows import assert_fenced, fence_token, scratch_database
 from support.pg import PgServer
 from support.project import MakeProject, Project
 

@@ -19,8 +19,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from fence_rows import assert_fenced, fence_token, ledger, snapshot
 from support.db import alembic_versions, query
+from support.fence_rows import assert_fenced, fence_token, ledger, snapshot
 from support.project import MakeProject, Project, Result, run_command, script_command, subprocess_env
 from support.replication import StreamingPair, streaming_pair, wait_for
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from git_repos import BRANCH, GIT, Repositories, git, make_repositories
+from support.git_repos import BRANCH, GIT, Repositories, git, make_repositories
 
 from fencemigrate.agent_server.git_push import BranchRecord, BranchRemote, push_branch, record_branch
 from fencemigrate.errors import Fenced, GitFailed, UsageError

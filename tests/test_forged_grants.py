@@ -26,9 +26,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_roles import MakeRole, role_url, two_roles
 from support.db import execute, libpq_url, query
 from support.pg import PgServer
+from support.pg_roles import MakeRole, role_url, two_roles
 from support.project import MakeProject, Project
 
 MAX_TOKEN = 4611686018427387904

@@ -20,13 +20,13 @@ from typing import Any
 import psycopg
 import pymysql
 import pytest
-from mysql_rows import fence_tokens as mysql_fence_tokens
-from pg_roles import MakeRole, role_url, two_roles
-from sqlite_rows import make_sqlite_project
 from support.db import execute, query
+from support.mysql_rows import fence_tokens as mysql_fence_tokens
 from support.mysql_server import connect, mysql_rows
 from support.pg import PgServer
+from support.pg_roles import MakeRole, role_url, two_roles
 from support.project import MakeProject, Project
+from support.sqlite_rows import make_sqlite_project
 
 from fencemigrate.dialects import dialect_for
 

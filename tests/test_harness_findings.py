@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from backend_rows import rows
-from sqlite_rows import make_sqlite_project
+from support.backend_rows import rows
 from support.in_process import run_in_process
 from support.project import MakeProject, Project, Result
+from support.sqlite_rows import make_sqlite_project
 
 _CLEAN_ENV: dict[str, str | None] = {"FENCEMIGRATE_TOKEN": None, "ALEMBIC_CONFIG": None}
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import incident_story
 import psycopg
-from fence_rows import (
+from support import incident_story
+from support.db import alembic_versions, column_names, query, table_exists
+from support.fence_rows import (
     FENCED_NOT_YOURS_LINES,
     LedgerEntry,
     fence_tokens,
@@ -27,7 +28,7 @@ from fence_rows import (
     snapshot,
     stderr_lines,
 )
-from incident_story import (
+from support.incident_story import (
     A_COLUMNS,
     B_COLUMNS,
     STALE_REASON,
@@ -39,7 +40,6 @@ from incident_story import (
     write_a_0043,
     write_b_0042,
 )
-from support.db import alembic_versions, column_names, query, table_exists
 from support.pg import PgServer
 from support.project import MakeProject, Project
 

@@ -32,11 +32,11 @@ from typing import Any
 import psycopg
 import pymysql
 import pytest
-from fence_rows import stderr_lines
-from pg_roles import MakeRole, role_url, two_roles
 from support.db import execute, query
+from support.fence_rows import stderr_lines
 from support.mysql_server import mysql_rows
 from support.pg import PgServer
+from support.pg_roles import MakeRole, role_url, two_roles
 from support.project import MakeProject, Project
 
 DETACH = "UPDATE {fence} SET token_source = 'external'"

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fence_rows import assert_fenced, fence_token, ledger, scratch_database, snapshot, stderr_lines
 from support.db import alembic_versions, execute, query, table_names
+from support.fence_rows import assert_fenced, fence_token, ledger, scratch_database, snapshot, stderr_lines
 from support.paused import paused_holder, stopped_lease_call
 from support.pg import PgServer
 from support.project import MakeProject, Project, Result, run_all_at_once, run_command, script_command, subprocess_env

@@ -23,13 +23,13 @@ from pathlib import Path
 import psycopg
 import pytest
 import sqlalchemy as sa
-from background_runs import lock_holder, wait_for
-from fence_rows import fence_token, ledger
-from sqlite_rows import make_sqlite_project
-from sqlite_rows import query as sqlite_query
+from support.background_runs import lock_holder, wait_for
 from support.db import libpq_url, query, table_names
+from support.fence_rows import fence_token, ledger
 from support.in_process import run_in_process
 from support.project import MakeProject, Project, script_command, subprocess_env
+from support.sqlite_rows import make_sqlite_project
+from support.sqlite_rows import query as sqlite_query
 
 from fencemigrate.dialects.sqlite_transactions import sqlite_transactions, waiting_at_begins
 from fencemigrate.dialects.waits import LockWait, WaitBound

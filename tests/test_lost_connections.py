@@ -23,7 +23,7 @@ import anyio
 import psycopg
 import pytest
 import sqlalchemy as sa
-from fence_rows import without_progress
+from support.fence_rows import without_progress
 from support.mysql_server import connect, mysql_rows
 from support.pg import PgServer
 from support.project import MakeProject, Project, script_command, subprocess_env
@@ -374,7 +374,7 @@ def test_mcp_grant_whose_env_py_connection_was_killed_is_released(
     """The same through ``fencemigrate mcp`` (the harness's #142: agent-A's first ``acquire_lease``
     committed token 1 and answered an error): the answer is that error, saying the grant was
     released; the server holds no token, the lease is free, and the next ``acquire_lease`` is granted."""
-    from test_mcp_server import mcp_agent
+    from support.mcp_client import mcp_agent
 
     project = make_project(url=mysql_url)
     two_revisions(project)

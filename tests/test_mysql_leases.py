@@ -11,8 +11,8 @@ import json
 import time
 
 import pytest
-from background_runs import SLOW_UPGRADE, finish, lock_holder, start, wait_for
-from mysql_rows import app_tables, events, fence_tokens, ledger, versions
+from support.background_runs import SLOW_UPGRADE, finish, lock_holder, start, wait_for
+from support.mysql_rows import app_tables, events, fence_tokens, ledger, versions
 from support.mysql_server import create_test_database, drop_test_database, mysql_rows
 from support.paused import paused_holder, renewal_script, stopped_lease_call
 from support.project import MakeProject, run_all_at_once, script_command

@@ -21,11 +21,11 @@ import time
 from typing import Any
 
 import pytest
-from mysql_rows import events, ledger, snapshot, versions
 from sqlalchemy import make_url
+from support.mysql_rows import events, ledger, snapshot, versions
 from support.mysql_server import mysql_rows, mysql_table_names
+from support.offline_sql import add_chain
 from support.project import MakeProject, Project, Result
-from test_offline_sql import add_chain
 
 from fencemigrate.dialects import dialect_for
 

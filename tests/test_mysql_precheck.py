@@ -14,9 +14,10 @@ import subprocess
 from typing import Any
 
 import pytest
-from background_runs import SLOW_UPGRADE, finish, lock_holder, start, wait_for
-from fence_rows import assert_fenced
-from incident_story import (
+from sqlalchemy.engine import make_url
+from support.background_runs import SLOW_UPGRADE, finish, lock_holder, start, wait_for
+from support.fence_rows import assert_fenced
+from support.incident_story import (
     A_COLUMNS,
     B_COLUMNS,
     assert_fenced_text,
@@ -27,8 +28,7 @@ from incident_story import (
     write_a_0043,
     write_b_0042,
 )
-from mysql_rows import app_tables, columns, events, fence_tokens, ledger, snapshot, versions
-from sqlalchemy.engine import make_url
+from support.mysql_rows import app_tables, columns, events, fence_tokens, ledger, snapshot, versions
 from support.mysql_server import create_test_database, drop_test_database, mysql_rows, mysql_table_names
 from support.project import MakeProject, Project, Result, run_command, script_command
 

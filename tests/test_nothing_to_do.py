@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fence_rows import assert_fenced, stderr_lines
-from sqlite_rows import events as sqlite_events
-from sqlite_rows import fence_installed as sqlite_fence_installed
 from support.db import schema_names
+from support.fence_rows import assert_fenced, stderr_lines
 from support.mysql_server import mysql_table_names
 from support.project import MakeProject, Project, Result, run_command, script_command, sqlite_url, subprocess_env
+from support.sqlite_rows import events as sqlite_events
+from support.sqlite_rows import fence_installed as sqlite_fence_installed
 
 HOLDER = "agent-A"
 NO_LEASE = "  no lease taken: there was nothing to do"

@@ -21,10 +21,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from fence_rows import fence_token
 from support.db import alembic_versions, libpq_url, query, schema_names, table_names
+from support.fence_rows import fence_token
+from support.offline_sql import add_chain, claim_line, ledger, run_psql, sha256_of
 from support.project import Project, Result
-from test_offline_sql import add_chain, claim_line, ledger, run_psql, sha256_of
 
 from fencemigrate.dialects import dialect_for
 

@@ -14,9 +14,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from background_runs import finish, start, wait_for
-from fence_rows import ledger
+from support.background_runs import finish, start, wait_for
 from support.db import alembic_versions, query, table_names
+from support.fence_rows import ledger
 from support.project import MakeProject, Project, sqlite_url
 
 ESCAPING_THEN_FAILING = """\

@@ -3,7 +3,8 @@ an orderly exit does that anyone can see (connections closed, atexit handlers, o
 other threads waited for).
 
 Each case has env.py do something at or around exit; plain ``alembic`` is the control that shows
-what an ordinary exit does with it.
+what an ordinary exit does with it. The process's exit is what is under test, so every command here
+runs in a process of its own (``run_cli_process``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def test_atexit_handlers_of_env_py_run_and_output_is_complete(one: Project, tmp_
     carries the whole JSON document."""
     marks = tmp_path / "atexit.txt"
     _env_with(one, f"import atexit\natexit.register(lambda: open({str(marks)!r}, 'a').write('ran\\n'))\n")
-    result = one.run_cli("upgrade", "head", "--token", "1", "--json").check(0)
+    result = one.run_cli_process("upgrade", "head", "--token", "1", "--json").check(0)
     assert json.loads(result.stdout)["status"] == "ok"
     assert marks.read_text() == "ran\n"
     one.run_alembic("current").check(0)
@@ -50,14 +51,14 @@ def test_pooled_connection_left_by_env_py_is_closed_before_exit(one: Project, tm
         "    with connectable.connect() as connection:",
         count=1,
     )
-    one.run_cli("upgrade", "head", "--token", "1").check(0)
+    one.run_cli_process("upgrade", "head", "--token", "1").check(0)
     assert closed.read_text() == "closed\n"
 
 
 def test_sys_exit_with_a_message_in_env_py(one: Project) -> None:
     """env.py that stops with sys.exit("...") exits 1 with the message on stderr, as with alembic."""
     _env_with(one, "import sys\nsys.exit('DATABASE_URL is not set')\n")
-    result = one.run_cli("current")
+    result = one.run_cli_process("current")
     control = one.run_alembic("current")
     assert (result.code, control.code) == (1, 1)
     assert result.stderr.rstrip().endswith("DATABASE_URL is not set")
@@ -72,7 +73,7 @@ def test_a_thread_env_py_started_is_waited_for(one: Project, tmp_path: Path) -> 
         "import threading, time\n"
         f"threading.Thread(target=lambda: (time.sleep(0.5), open({str(done)!r}, 'w').write('done'))).start()\n",
     )
-    one.run_cli("upgrade", "head", "--token", "1").check(0)
+    one.run_cli_process("upgrade", "head", "--token", "1").check(0)
     assert done.read_text() == "done"
     done.unlink()
     one.run_alembic("current").check(0)

@@ -12,9 +12,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-import sqlite_rows
-from fence_rows import stderr_lines
-from support import db
+from support import db, sqlite_rows
+from support.fence_rows import stderr_lines
 from support.project import MakeProject, Project, Result, run_command, script_command, sqlite_url
 
 RESOURCE = "db/migrations"

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from fence_rows import fence_token, ledger_tokens, stderr_lines
 from support.db import alembic_versions, connect, query, table_exists
+from support.fence_rows import fence_token, ledger_tokens, stderr_lines
 from support.project import Project, script_command, subprocess_env
 
 GATE_KEY = 4242

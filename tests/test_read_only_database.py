@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fence_rows import stderr_lines
-from sqlite_rows import make_sqlite_project, snapshot
 from support.db import alembic_versions, execute, query, table_exists
+from support.fence_rows import stderr_lines
 from support.project import MakeProject, Project, Result
+from support.sqlite_rows import make_sqlite_project, snapshot
 
 PG_READ_ONLY = (
     "cannot execute {statement} in a read-only transaction (default_transaction_read_only is on for this "

@@ -31,7 +31,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from fence_rows import stderr_lines
+from support.fence_rows import stderr_lines
 from support.mysql_server import mysql_rows
 from support.project import MakeProject, Project, Result
 

@@ -17,9 +17,9 @@ from typing import Any
 import psycopg
 import pytest
 import redis
-from fence_rows import FENCE_SCHEMA, RESOURCE, fence_installed, fence_token, ledger, stderr_lines
 from sqlalchemy import Engine, create_engine
 from support.db import connect, query
+from support.fence_rows import FENCE_SCHEMA, RESOURCE, fence_installed, fence_token, ledger, stderr_lines
 from support.paused import paused_holder, stopped_redis_grant
 from support.project import Project
 from support.redis_server import PrivateRedis

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import sqlite_rows
-from fence_rows import stderr_lines
-from support import db
+from support import db, sqlite_rows
+from support.fence_rows import stderr_lines
 from support.project import MakeProject, Project, sqlite_url
 
 FAILING_CODE = "raise ValueError('bad data in row 7')"

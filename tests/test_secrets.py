@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from fence_rows import stderr_lines
+from support.fence_rows import stderr_lines
 from support.project import Project, Result, create_project
 
 PASSWORD = "Xylo%9@quartz fjord:wombat"

@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fence_rows import ledger, stderr_lines, user_tables
-from mysql_rows import ledger as mysql_ledger
-from mysql_rows import versions as mysql_versions
-from sqlite_rows import alembic_versions as sqlite_versions
-from sqlite_rows import ledger as sqlite_ledger
-from sqlite_rows import make_sqlite_project
-from sqlite_rows import user_tables as sqlite_user_tables
 from support.db import alembic_versions, query
+from support.fence_rows import ledger, stderr_lines, user_tables
+from support.mysql_rows import ledger as mysql_ledger
+from support.mysql_rows import versions as mysql_versions
 from support.mysql_server import mysql_rows
 from support.project import MakeProject, Project, script_command, subprocess_env
+from support.sqlite_rows import alembic_versions as sqlite_versions
+from support.sqlite_rows import ledger as sqlite_ledger
+from support.sqlite_rows import make_sqlite_project
+from support.sqlite_rows import user_tables as sqlite_user_tables
 
 # Each test bounds how long a stopped run takes to exit: run alone, not beside other tests.
 pytestmark = pytest.mark.serial

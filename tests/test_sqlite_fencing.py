@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fence_rows import stderr_lines, without_progress
-from incident_story import (
+from support.fence_rows import stderr_lines, without_progress
+from support.incident_story import (
     A_COLUMNS,
     B_COLUMNS,
     STALE_REASON,
@@ -26,7 +26,8 @@ from incident_story import (
     write_a_0043,
     write_b_0042,
 )
-from sqlite_rows import (
+from support.project import Project, Result, sqlite_url
+from support.sqlite_rows import (
     alembic_versions,
     column_names,
     events,
@@ -39,7 +40,6 @@ from sqlite_rows import (
     table_names,
     user_tables,
 )
-from support.project import Project, Result, sqlite_url
 
 from fencemigrate.dialects import dialect_for
 

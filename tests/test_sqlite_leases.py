@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fence_rows import assert_fenced, stderr_lines
-from sqlite_rows import (
+from support.fence_rows import assert_fenced, stderr_lines
+from support.paused import paused_holder, renewal_script
+from support.project import Project, Result, run_command, script_command, subprocess_env
+from support.sqlite_rows import (
     EVENTS,
     PREFIX,
     alembic_versions,
@@ -35,8 +37,6 @@ from sqlite_rows import (
     table_names,
     user_tables,
 )
-from support.paused import paused_holder, renewal_script
-from support.project import Project, Result, run_command, script_command, subprocess_env
 
 LOST = "LEASE LOST: you no longer own db/migrations"
 LEASE = f"{PREFIX}lease"

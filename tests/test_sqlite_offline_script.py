@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlite_rows import alembic_versions, make_sqlite_project, query, table_names, user_tables
+from support.offline_sql import add_chain
 from support.project import Project, Result
-from test_offline_sql import add_chain
+from support.sqlite_rows import alembic_versions, make_sqlite_project, query, table_names, user_tables
 
 from fencemigrate.dialects import dialect_for
 

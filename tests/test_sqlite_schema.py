@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 from sqlalchemy import create_engine
-from sqlite_rows import (
+from support.project import script_command, sqlite_url, subprocess_env
+from support.sqlite_rows import (
     FENCE_TABLES,
     alembic_versions,
     events,
@@ -22,7 +23,6 @@ from sqlite_rows import (
     snapshot,
     table_names,
 )
-from support.project import run_command, script_command, sqlite_url, subprocess_env
 
 import fencemigrate
 import fencemigrate.api
@@ -131,7 +131,7 @@ def test_install_sql_prints_the_sqlite_script(tmp_path: Path) -> None:
     hand (as the sqlite3 shell would) it installs exactly what a run installs, and runs use it."""
     project = make_sqlite_project(tmp_path)
     project.add_revision("0001", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
-    script = run_command(script_command("fencemigrate") + ["install", "--sql"], project.path).check(0).stdout
+    script = project.run_cli("install", "--sql").check(0).stdout
     assert script.startswith("BEGIN IMMEDIATE;\n") and script.endswith("COMMIT;\n")
     assert 'CREATE TABLE IF NOT EXISTS "fencemigrate_agent_fence" (' in script
     assert not (tmp_path / "db.sqlite").exists()

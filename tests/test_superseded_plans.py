@@ -14,14 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fence_rows import fence_tokens
-from mysql_rows import fence_tokens as mysql_fence_tokens
-from mysql_rows import versions as mysql_versions
-from sqlite_rows import alembic_versions as sqlite_versions
-from sqlite_rows import make_sqlite_project
-from sqlite_rows import query as sqlite_query
 from support.db import alembic_versions
+from support.fence_rows import fence_tokens
+from support.mysql_rows import fence_tokens as mysql_fence_tokens
+from support.mysql_rows import versions as mysql_versions
 from support.project import MakeProject, Project, Result
+from support.sqlite_rows import alembic_versions as sqlite_versions
+from support.sqlite_rows import make_sqlite_project
+from support.sqlite_rows import query as sqlite_query
 
 Snapshot = Callable[[], tuple[list[str], dict[str, int]]]
 

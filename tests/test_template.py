@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fence_rows import add_claim_log, assert_fenced
 from support.db import alembic_versions, query, schema_names, table_names
+from support.fence_rows import add_claim_log, assert_fenced
 from support.in_process import run_in_process
 from support.project import MakeProject, Project, Result, run_command, script_command
 

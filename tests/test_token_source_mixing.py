@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 import pytest
 import sqlalchemy as sa
-from backend_rows import plain_sql, rows, table
+from support.backend_rows import plain_sql, rows, table
 from support.in_process import run_in_process
 from support.project import MakeProject, Project, Result
 

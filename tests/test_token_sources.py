@@ -15,13 +15,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from fence_rows import fence_token, snapshot, stderr_lines
-from mysql_rows import app_tables
-from mysql_rows import snapshot as mysql_snapshot
-from sqlite_rows import make_sqlite_project
-from sqlite_rows import snapshot as sqlite_snapshot
 from support.db import query
+from support.fence_rows import fence_token, snapshot, stderr_lines
+from support.mysql_rows import app_tables
+from support.mysql_rows import snapshot as mysql_snapshot
 from support.project import MakeProject, Project, Result
+from support.sqlite_rows import make_sqlite_project
+from support.sqlite_rows import snapshot as sqlite_snapshot
 
 MAX_TOKEN = 2**62
 

@@ -12,16 +12,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from incident_story import fm
-from mysql_rows import app_tables
-from mysql_rows import ledger as mysql_ledger
-from mysql_rows import versions as mysql_versions
-from sqlite_rows import alembic_versions as sqlite_versions
-from sqlite_rows import ledger as sqlite_ledger
-from sqlite_rows import make_sqlite_project
-from sqlite_rows import table_names as sqlite_tables
 from support.db import alembic_versions, table_names
+from support.incident_story import fm
+from support.mysql_rows import app_tables
+from support.mysql_rows import ledger as mysql_ledger
+from support.mysql_rows import versions as mysql_versions
 from support.project import MakeProject, Project, Result
+from support.sqlite_rows import alembic_versions as sqlite_versions
+from support.sqlite_rows import ledger as sqlite_ledger
+from support.sqlite_rows import make_sqlite_project
+from support.sqlite_rows import table_names as sqlite_tables
 
 REFUSED = "fencemigrate refused this"
 HOW_TO = "Migrate this database with fencemigrate"

@@ -5,7 +5,9 @@ test is exactly what users get; run once per template and copied), points ``alem
 :class:`Project`. Revisions are written as ordinary revision files whose
 ``upgrade()`` / ``downgrade()`` call ``op.execute(...)``.
 
-Subprocesses run the ``fencemigrate`` / ``alembic`` console scripts of the Python
+``fencemigrate`` runs inside the test process (:mod:`support.in_process`) unless a test asks
+for a process (:meth:`Project.run_cli_process`). Subprocesses run the ``fencemigrate`` /
+``alembic`` console scripts of the Python
 environment running the tests (found next to ``sys.executable``), in the project
 directory, with ``PYTHONDONTWRITEBYTECODE=1`` so a rewritten revision file is
 always re-read from source.
@@ -36,12 +38,14 @@ SCRIPT_DIR = "migrations"
 
 @dataclass(frozen=True)
 class Result:
-    """Outcome of one command: exit ``code``, captured ``stdout`` / ``stderr`` text."""
+    """Outcome of one command: exit ``code``, captured ``stdout`` / ``stderr`` text (and stdout's bytes
+    when the command ran in the test process)."""
 
     args: tuple[str, ...]
     code: int
     stdout: str
     stderr: str
+    stdout_bytes: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -321,8 +325,25 @@ class Project:
         env: Mapping[str, str | None] | None = None,
         input: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        process: bool = False,
     ) -> Result:
-        """Run ``fencemigrate *args`` in the project directory."""
+        """Run ``fencemigrate *args`` in the project directory, inside the test process
+        (:mod:`support.in_process`) unless ``process`` (see :meth:`run_cli_process`)."""
+        if process:
+            return self.run_cli_process(*args, env=env, input=input, timeout=timeout)
+        from support.in_process import run_in_process  # it imports this module
+
+        return run_in_process(self.path, *args, env=env, input=input, timeout=timeout)
+
+    def run_cli_process(
+        self,
+        *args: str,
+        env: Mapping[str, str | None] | None = None,
+        input: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> Result:
+        """Run the ``fencemigrate`` console script in a process of its own, for what only a process
+        shows: signals, its exit (``os._exit``, atexit, threads joined), runs beside another one."""
         return run_command(script_command("fencemigrate") + list(args), self.path, env, input, timeout)
 
     def run_alembic(
@@ -338,7 +359,7 @@ class Project:
     def allow_tokenless_writes(self) -> None:
         """Opt the database out of the version-table guard, so that a plain ``alembic`` control can
         write to a fenced database (``fencemigrate install --allow-tokenless-writes``)."""
-        run_command(script_command("fencemigrate") + ["install", "--allow-tokenless-writes"], self.path).check()
+        self.run_cli("install", "--allow-tokenless-writes").check()
 
 
 def sqlite_url(database: Path) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sqlalchemy import create_engine, inspect
+
 from support.project import MakeProject, Project
 
 MODELS = """\

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from fence_rows import FENCED_STALE_LINES, stderr_lines, without_progress
+from support.fence_rows import FENCED_STALE_LINES, stderr_lines, without_progress
 from support.project import Project, Result
 
 SLUG = "add_invoice_currency"

@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql as pgsql
+
 from support.db import alembic_versions, query, schema_names, table_exists
 from support.pg import PgServer
 from support.project import Result

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from backend_rows import table
+from support.backend_rows import table
 from support.in_process import run_in_process
 from support.project import MakeProject
 

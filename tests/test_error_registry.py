@@ -24,6 +24,7 @@ from support.in_process import run_in_process
 from support.mysql_server import mysql_rows
 from support.project import Project, Result
 
+from fencemigrate.dialects.statements import sections
 from fencemigrate.errors import (
     Fenced,
     FencemigrateError,
@@ -169,12 +170,14 @@ def test_each_signal_raised_by_mariadb_keeps_its_own_message(mysql_url: str) -> 
 def test_sqlite_raises_are_told_by_the_start_of_their_message() -> None:
     """SQLite's guard messages map to FM002, FM005 and FM006; only its token range checks map to none."""
     # (not a --sql script's refusals, the script_* statements of sql/queries/sqlite.sql: the sqlite3 shell shows them)
-    messages = {
-        message
-        for path in SQL_FILES
-        if not (path.parent.name == "sqlite" and path.name.startswith("script_"))
-        for message in SQLITE_RAISE.findall(path.read_text())
-    }
+    texts = [path.read_text() for path in SQL_FILES if path.parent.name != "queries"]
+    texts += [
+        text
+        for file in ("postgresql", "sqlite", "mysql", "prefixed")
+        for name, text in sections(file).items()
+        if not (file in ("sqlite", "prefixed") and name.startswith("script_"))
+    ]
+    messages = {message for text in texts for message in SQLITE_RAISE.findall(text)}
     told: dict[str, set[str]] = {}
     for message in messages:
         mapped = from_database_error(sqlite3.IntegrityError(message), RESOURCE, 5)

@@ -35,6 +35,8 @@ from support.fence_rows import stderr_lines
 from support.mysql_server import mysql_rows
 from support.project import MakeProject, Project, Result
 
+from fencemigrate.dialects import dialect_for
+
 MAX_TOKEN = 4611686018427387904
 RESOURCE = "db/migrations"
 NEVER_ISSUED_BY_REDIS = (
@@ -235,7 +237,7 @@ def test_a_dropped_redis_guard_is_reported_and_put_back(target: Target, redis_ur
     target.run("DROP TRIGGER fencemigrate_agent_fence_no_unissued_redis_token")
     assert (
         "FM405",
-        "the fence schema fencemigrate (0.8) differs from fencemigrate's: "
+        f"the fence schema fencemigrate ({dialect_for(target.backend).schema_version()}) differs from fencemigrate's: "
         "trigger fencemigrate_agent_fence_no_unissued_redis_token is missing",
     ) in findings(target)
     assert target.cli("install").check(0).stdout.splitlines() == [

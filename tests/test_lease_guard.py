@@ -14,8 +14,7 @@ Controls: the same SQL once no lease is live (expired) is what ``lease detach`` 
 would do, and goes through; raising the fence of a detached resource is what a claim does.
 
 On PostgreSQL a fence whose tokens come from Redis is held to the last token a Redis grant recorded
-(``redis_grant``, fence schema 0.11), also for the role that owns the fence (one role), and a
-database at 0.10 gets that record from its next run.
+(``redis_grant``), also for the role that owns the fence (one role).
 """
 
 from __future__ import annotations

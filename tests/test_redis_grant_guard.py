@@ -16,8 +16,7 @@ lease's counter. agent-A holds a live Redis lease with token 1:
 Controls: the same UPDATE on an ``external`` fence goes through (a claim does as much). Forging
 both rows by hand (``redis_grant`` raised, then the fence) goes through, as forging the lease row
 does for the built-in service: the documented limit, which ``check --db`` reports (FM413, no GRANT
-of that token). A database at 0.6 is updated by its next run, its ``redis_grant`` seeded from its
-Redis fences, and its Redis holder and next grant go on as before.
+of that token).
 """
 
 from __future__ import annotations

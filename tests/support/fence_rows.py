@@ -25,7 +25,7 @@ from support.project import Result
 FENCE_SCHEMA = "fencemigrate"
 RESOURCE = "db/migrations"
 VERSION_TABLE = "alembic_version"
-#: The tables of the fence schema (version 0.12), sorted.
+#: The tables of the fence schema (version 1.0), sorted.
 FENCE_TABLES = [
     "agent_fence",
     "applied_revision",

@@ -22,7 +22,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 from support.db import alembic_versions, query, table_names
-from support.fence_rows import assert_fenced, fence_token, scratch_database
+from support.fence_rows import FENCE_TABLES, assert_fenced, fence_token, scratch_database
 from support.pg import PgServer
 from support.project import MakeProject, Project
 
@@ -103,17 +103,7 @@ def test_extension_loads_and_is_used_without_reinstalling(
         "SELECT e.extversion, n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
         "WHERE e.extname = 'fencemigrate'"
     ).fetchall() == [(PG_VERSION, "fencemigrate")]
-    assert table_names(pg_url, "fencemigrate") == [
-        "agent_fence",
-        "applied_revision",
-        "claim_proof",
-        "fence_event",
-        "lease",
-        "pending_version_check",
-        "redis_grant",
-        "resource_lock_key",
-        "tokenless_writes_allowed",
-    ]
+    assert table_names(pg_url, "fencemigrate") == FENCE_TABLES
     members_before = query(
         pg_url,
         "SELECT count(*) FROM pg_depend WHERE refobjid = (SELECT oid FROM pg_extension "

@@ -329,17 +329,6 @@ class Ledger:
     # -- shared -----------------------------------------------------------------------------
 
     @property
-    def dialect(self) -> Dialect:
-        """The database's dialect."""
-        return dialect_for(self.context)
-
-    def commit(self) -> None:
-        """Commit the connection's transaction at the driver (pre-check mode's mark, before the DDL)."""
-        dbapi_connection = self.connection.connection.dbapi_connection
-        assert dbapi_connection is not None
-        dbapi_connection.commit()
-
-    @property
     def connection(self) -> Connection:
         """The migration's connection (online only)."""
         connection = self.context.connection

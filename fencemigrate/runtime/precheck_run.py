@@ -152,9 +152,12 @@ class PrecheckRun:
         if isinstance(step, RevisionStep) and self._premarked is not step:
             assert self._ledger is not None
             self._ledger.mark_or_fenced(step, self.settings.token, rollback_detail(step))
-            if not self._external and not self._ledger.dialect.commits_ddl:
+            connection = self._ledger.connection
+            if not self._external and not dialect_for(connection).commits_ddl:
                 # PostgreSQL: the mark commits before the DDL (on MySQL the first DDL statement commits it).
-                self._ledger.commit()
+                dbapi_connection = connection.connection.dbapi_connection
+                assert dbapi_connection is not None
+                dbapi_connection.commit()
         self._premarked = None
 
     # -- one step, inside Alembic's transaction for it ----------------------------------------

@@ -42,7 +42,7 @@ AS $$ SELECT '1.0'::text $$;
 --     a new cluster or database, a Redis restart or failover) may have lost the last grants issued:
 --     it issues its token from an epoch further on, ((highest >> 32) + timeline) << 32, above every
 --     token the lost history could have issued (see README, Replicated PostgreSQL). NULL: never
---     granted since 0.6, or external tokens only.
+--     granted, or external tokens only.
 CREATE TABLE @extschema@.agent_fence (
     resource     text        PRIMARY KEY
                  CHECK (resource <> '' AND length(resource) <= 255),
@@ -56,9 +56,9 @@ COMMENT ON TABLE @extschema@.agent_fence IS
     'Highest fencing token seen per resource. Monotonic: see agent_fence_guard().';
 
 -- Tokens are 1 .. 2^62 (4611686018427387904): a grant issues at most one above the fence, so no
--- token can make it overflow bigint. NOT VALID, as in a database updated from 0.3, where a row
--- already above (written with 2^63-1 before 0.4) stays readable and its next grant is refused
--- cleanly by the lease service; every new or changed row is checked all the same.
+-- token can make it overflow bigint. NOT VALID, so that a row already above (as restored from an
+-- old dump) stays readable and its next grant is refused cleanly by the lease service; every new
+-- or changed row is checked all the same.
 ALTER TABLE @extschema@.agent_fence
     ADD CONSTRAINT agent_fence_token_domain CHECK (token <= 4611686018427387904) NOT VALID;
 
@@ -367,8 +367,8 @@ CREATE TRIGGER agent_fence_no_truncate
 -- started it.
 -- source: the text of the revision file, as the run that wrote the row read it (the same bytes its
 -- script_sha256 was computed from, decoded as UTF-8), for `fencemigrate show REV --applied` and
--- check --db's drift diff. NULL for rows written before 0.8 ("source not recorded"), and for a
--- file that is not UTF-8 text. PostgreSQL compresses a text value of more than about 2 kB by
+-- check --db's drift diff. NULL ("source not recorded") for a revision adopted with no readable
+-- file, or a file that is not UTF-8 text. PostgreSQL compresses a text value of more than about 2 kB by
 -- itself when it stores it (TOAST), and reads the column only when a query names it, so the
 -- ledger's other readers never pay for it; lz4 where the server was built with it (faster than the
 -- default pglz at a similar ratio on source code), pglz otherwise.
@@ -398,7 +398,7 @@ CREATE INDEX applied_revision_unsettled ON @extschema@.applied_revision (resourc
 COMMENT ON TABLE @extschema@.applied_revision IS
     'Ledger: which token applied each revision. Re-applying is legal only under that token.';
 COMMENT ON COLUMN @extschema@.applied_revision.source IS
-    'The revision file''s text as applied (UTF-8; NULL: not recorded, written before fence schema 0.8).';
+    'The revision file''s text as applied (UTF-8; NULL: not recorded: adopted with no readable file, or not UTF-8).';
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_settings
@@ -847,8 +847,8 @@ CREATE TABLE @extschema@.redis_grant (
 );
 COMMENT ON TABLE @extschema@.redis_grant IS
     'The last token Redis issued per resource, recorded by its grant: a Redis-sourced fence stays at or below it.';
--- The token domain of agent_fence, NOT VALID for the same reason: the update from 0.10 records the
--- tokens of the fences whose tokens came from Redis as they were.
+-- The token domain of agent_fence, NOT VALID for the same reason: a row already out of range stays
+-- readable, and every new or changed row is checked.
 ALTER TABLE @extschema@.redis_grant
     ADD CONSTRAINT redis_grant_token_domain CHECK (token <= 4611686018427387904) NOT VALID;
 

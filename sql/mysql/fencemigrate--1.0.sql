@@ -50,7 +50,8 @@ CREATE TABLE IF NOT EXISTS @extschema@_agent_fence (
 -- compress it on the server (COMPRESS(CONVERT(:source USING utf8mb4)), so the bytes are UTF-8
 -- whatever the connection's character set) and read it back with UNCOMPRESS(). InnoDB's own page
 -- compression would need a server setting and a whole-table option; COMPRESS() needs neither.
--- NULL for rows written before 0.6 ("source not recorded"), and for a file that is not UTF-8 text.
+-- NULL ("source not recorded") for a revision adopted with no readable file, or a file that is not
+-- UTF-8 text.
 CREATE TABLE IF NOT EXISTS @extschema@_applied_revision (
     version_table VARCHAR(255) NOT NULL,
     revision      VARCHAR(255) NOT NULL,
@@ -167,9 +168,8 @@ BEGIN
         SET MESSAGE_TEXT = 'agent_fence is monotonic: deleting fence rows is not allowed';
 END//
 -- Tokens are 1 .. 2^62 (4611686018427387904; lease counters from 0): a grant issues one above
--- the fence, which must not overflow. Triggers, checked on every write (as in a database updated
--- from 0.3, where rows already there, written with 2^63-1 before 0.4, stay readable, and their
--- next grant is refused cleanly).
+-- the fence, which must not overflow. Triggers, checked on every write: a row already out of range (as
+-- restored from an old dump) stays readable, and its next grant is refused cleanly.
 CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_token_domain_insert
 BEFORE INSERT ON @extschema@_agent_fence FOR EACH ROW
 BEGIN

@@ -17,8 +17,8 @@ VALUES (:version_table, UTC_TIMESTAMP(6))
 
 -- name: applied_source
 -- `fencemigrate show REV --applied` and check --db's drift diff: the ledger row of :revision with
--- the text of its file as applied, uncompressed (fence schema 0.6, which stores COMPRESS(text);
--- source NULL: not recorded).
+-- the text of its file as applied, uncompressed (stored as COMPRESS(text); source NULL: not
+-- recorded).
 SELECT revision, resource, applied_token, holder, method, applied_at, state, script_sha256,
        CONVERT(UNCOMPRESS(source) USING utf8mb4) AS source
   FROM {schema}_applied_revision
@@ -592,7 +592,7 @@ COMMIT
 -- name: script_schema_check
 -- A --sql script's first check: the fence schema must be installed at version :major.:minor or
 -- later. The refusal is set first and cleared only by a read that finds the version: without the
--- fence schema (or its script_refusal table, older than 0.8) the statements that need it fail, and
+-- fence schema (or with its script_refusal table dropped) the statements that need it fail, and
 -- the refusal stays. The token the script writes under starts unknown (NULL: every claim refuses it).
 SET @fencemigrate_token = NULL;
 SET @fencemigrate_refusal = CONCAT('fencemigrate: the fence schema is not installed in this database, or is older ',

@@ -16,7 +16,7 @@ SELECT {schema}.allow_tokenless_writes(:version_table, to_regclass(:relation))
 
 -- name: applied_source
 -- `fencemigrate show REV --applied` and check --db's drift diff: the ledger row of :revision with
--- the text of its file as applied (fence schema 0.8; source NULL: not recorded).
+-- the text of its file as applied (source NULL: not recorded).
 SELECT revision, resource, applied_token, holder, method, applied_at, state, script_sha256, source
   FROM {schema}.applied_revision
  WHERE version_table = :version_table AND revision = :revision
@@ -242,7 +242,7 @@ SELECT pg_advisory_xact_lock({grant_lock_class}, {schema}.lock_key(:resource))
 -- Per fenced resource: the incarnation of the database its last grant ran on, and how its lease's
 -- grant was replicated while the lease has a holder ('synchronous': confirmed by a standby;
 -- 'asynchronous'; NULL: free, as after a grant released because no standby confirmed it, not
--- leased here, or granted before fence schema 0.6). Fence schema 0.6 and later.
+-- leased here).
 SELECT f.resource, f.incarnation, CASE WHEN l.holder IS NOT NULL THEN l.replication END AS replication
   FROM {schema}.agent_fence f
   LEFT JOIN {schema}.lease l ON l.resource = f.resource
@@ -409,7 +409,7 @@ SELECT 1 FROM {schema}.applied_revision WHERE version_table = :version_table LIM
 -- The ledger of one Alembic version table, oldest first (state.py orders the rows of one
 -- applied_at by the event log), with each revision's state ('applied', or 'applying' /
 -- 'rolling_back' when pre-check mode left it dirty). state is read through
--- to_jsonb so that `fencemigrate state` also reads a fence schema still at 0.2, which has none.
+-- to_jsonb so that `fencemigrate state` still reads a ledger whose state column was dropped.
 SELECT revision, resource, applied_token, holder, method, applied_at, script_sha256,
        coalesce(to_jsonb(a) ->> 'state', 'applied') AS state
   FROM {schema}.applied_revision a
@@ -827,8 +827,7 @@ SELECT id, at, resource, kind, holder, token, revision, detail
  ORDER BY at, id
 
 -- name: token_sources
--- Where each fenced resource's tokens come from ('external', 'lease service', 'redis'); fence
--- schema 0.4 and later.
+-- Where each fenced resource's tokens come from ('external', 'lease service', 'redis').
 SELECT resource, token_source FROM {schema}.agent_fence
 
 -- name: token_wrote

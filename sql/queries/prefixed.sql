@@ -73,8 +73,7 @@ SELECT a.version_table, a.revision, a.resource, a.applied_token, f.token AS fenc
 DELETE FROM {schema}_applied_revision WHERE version_table = :version_table AND revision = :revision
 
 -- name: token_sources
--- Where each fenced resource's tokens come from ('external', 'lease service', 'redis'); fence
--- schema 0.4 and later.
+-- Where each fenced resource's tokens come from ('external', 'lease service', 'redis').
 SELECT resource, token_source FROM {schema}_agent_fence
 
 -- name: token_wrote

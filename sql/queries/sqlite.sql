@@ -16,7 +16,7 @@ INSERT OR IGNORE INTO {schema}_tokenless_writes_allowed (version_table) VALUES (
 
 -- name: applied_source
 -- `fencemigrate show REV --applied` and check --db's drift diff: the ledger row of :revision with
--- the text of its file as applied (fence schema 0.6; source NULL: not recorded).
+-- the text of its file as applied (source NULL: not recorded).
 SELECT revision, resource, applied_token, holder, method, applied_at, 'applied' AS state, script_sha256, source
   FROM {schema}_applied_revision
  WHERE version_table = :version_table AND revision = :revision

@@ -25,9 +25,7 @@
 -- --token; the first claim seeds its row so), 'lease service' (built in) or 'redis'. A grant
 -- advances the fence to the token it issued and sets the source (the grant_fence statement), so on a leased
 -- resource the fence token is the last token issued, and the claim statement refuses any higher token
--- (FENCED: never issued). The statement is laid out as SQLite stores it in a database updated
--- from 0.2 (ALTER TABLE ... ADD COLUMN appends the column to the stored text), so that `.schema`
--- shows the same text on fresh and updated databases.
+-- (FENCED: never issued).
 CREATE TABLE IF NOT EXISTS @extschema@_agent_fence (
     resource   TEXT    NOT NULL PRIMARY KEY
                CHECK (resource <> '' AND length(resource) <= 255),
@@ -71,8 +69,7 @@ END;
 -- Tokens are integers from 1 to 2^62 (4611686018427387904; lease counters from 0): INTEGER
 -- affinity keeps 'abc' and 2.5 as they are, after which every command would fail to read them,
 -- and a grant issues one above the fence, which must not overflow. Checked on every write by
--- triggers (as in a database updated from 0.2, where rows already there stay readable: SQLite
--- cannot add a CHECK to an existing table).
+-- triggers, so that a row already out of range (as restored from an old dump) stays readable.
 CREATE TRIGGER IF NOT EXISTS @extschema@_agent_fence_token_domain_insert
 BEFORE INSERT ON @extschema@_agent_fence
 FOR EACH ROW WHEN typeof(NEW.token) <> 'integer' OR NEW.token < 1 OR NEW.token > 4611686018427387904
@@ -93,8 +90,8 @@ END;
 -- Re-applying a revision is legal only under the token that applied it.
 -- source: the text of the revision file, as the run that wrote the row read it (the same bytes
 -- its script_sha256 was computed from, decoded as UTF-8), for `fencemigrate show REV --applied`
--- and check --db's drift diff. NULL for rows written before 0.6 ("source not recorded"), and for
--- a file that is not UTF-8 text. Stored as it is: SQLite has no compression of its own (a
+-- and check --db's drift diff. NULL ("source not recorded") for a revision adopted with no
+-- readable file, or a file that is not UTF-8 text. Stored as it is: SQLite has no compression of its own (a
 -- revision file is a few kB; the PostgreSQL and MySQL schemas compress).
 CREATE TABLE IF NOT EXISTS @extschema@_applied_revision (
     version_table TEXT    NOT NULL,

@@ -3,7 +3,7 @@
 A lease service keeps its counter where a failover can lose it: the built-in one in the migration
 database (an asynchronous standby promoted without the last grants), the Redis one in Redis (a
 replica promoted, a restart without the last write). A grant that finds itself on another
-*incarnation* than the resource's last grant (on PostgreSQL ``incarnation.sql``: system identifier,
+*incarnation* than the resource's last grant (on PostgreSQL the ``incarnation`` query: system identifier,
 WAL timeline, database OID; plus the Redis server's run id for Redis grants) cannot know how many
 grants the lost history issued, so it issues the first token of an epoch ``timeline`` epochs on,
 ``((highest >> 32) + timeline) << 32``: above every token the lost history issued, even a grant

@@ -32,7 +32,7 @@ SYNCHRONOUS_WAIT_FLOOR_MS = 5000
 
 def force_synchronous_commit(connection: Connection, quoted_schema: str) -> bool:
     """In a grant's transaction: commit durably, and synchronously when the server has synchronous
-    standbys, whatever the session set (``synchronous_grant.sql``). Whether the COMMIT waits for a
+    standbys, whatever the session set (the ``synchronous_grant`` statement). Whether the COMMIT waits for a
     standby."""
     if not dialect_for(connection).replication_known:
         return False

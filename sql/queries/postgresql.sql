@@ -112,6 +112,19 @@ SELECT {schema}.claim(:resource, :token)
 -- Claim, write the ledger row of the revision about to run and ask for the check at COMMIT.
 SELECT {schema}.claim_and_record(:resource, :token, :version_table, to_regclass(:version_relation), :revision, :holder, :script_sha256, :source)
 
+-- name: claim_locks_now
+-- Take now, without waiting, the locks a claim of :resource waits for (the claim lock, shared, then the
+-- fence row, in the claim's order) and name this transaction as the claimant statement does: true when
+-- both are taken, so the claim that follows finds them held. False (another transaction holds one) or
+-- no row (:resource has no lock key yet): the claim waits for them in slices of lock_timeout instead.
+SELECT CASE WHEN pg_try_advisory_xact_lock_shared({claim_lock_class}, k.key)
+            THEN EXISTS (SELECT 1 FROM {schema}.agent_fence f WHERE f.resource = k.resource FOR UPDATE SKIP LOCKED)
+            ELSE false
+       END,
+       set_config('application_name', :application_name, true)
+  FROM {schema}.resource_lock_key k
+ WHERE k.resource = :resource
+
 -- name: claim_lock
 -- Wait (at most lock_timeout) until no transaction holds a claim on :resource, and keep new claims
 -- out until this transaction ends: claim() takes the same advisory lock in shared mode.

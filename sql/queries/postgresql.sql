@@ -114,14 +114,15 @@ SELECT {schema}.claim_and_record(:resource, :token, :version_table, to_regclass(
 
 -- name: claim_locks_now
 -- Take now, without waiting, the locks a claim of :resource waits for (the claim lock, shared, then the
--- fence row, in the claim's order) and name this transaction as the claimant statement does: true when
--- both are taken, so the claim that follows finds them held. False (another transaction holds one) or
--- no row (:resource has no lock key yet): the claim waits for them in slices of lock_timeout instead.
-SELECT CASE WHEN pg_try_advisory_xact_lock_shared({claim_lock_class}, k.key)
-            THEN EXISTS (SELECT 1 FROM {schema}.agent_fence f WHERE f.resource = k.resource FOR UPDATE SKIP LOCKED)
-            ELSE false
-       END,
-       set_config('application_name', :application_name, true)
+-- fence row, in the claim's order); once both are held, name this transaction as the claimant statement
+-- does. True when both are taken: the claim that follows finds them held. False (another transaction
+-- holds one) or no row (:resource has no lock key yet): the claim waits for them in slices of
+-- lock_timeout instead. CASE tries each in turn and stops at the first that fails.
+SELECT CASE WHEN NOT pg_try_advisory_xact_lock_shared({claim_lock_class}, k.key) THEN false
+            WHEN NOT EXISTS (SELECT 1 FROM {schema}.agent_fence f WHERE f.resource = k.resource FOR UPDATE SKIP LOCKED)
+                THEN false
+            ELSE set_config('application_name', :application_name, true) IS NOT NULL
+       END
   FROM {schema}.resource_lock_key k
  WHERE k.resource = :resource
 

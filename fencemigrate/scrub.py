@@ -81,6 +81,10 @@ def scrub_secrets(text: str) -> str:
     return _KEYWORD_PASSWORD.sub(lambda m: f"{m.group(1)}***", text)
 
 
+# The patterns below redact a file's text (:func:`redact_file_text`, the MCP server's ``read_file``) and
+# nothing else: kept as text, compiled by ``re``'s cache the first time a file is redacted. Compiled at
+# import, they cost every command about 15 ms of CPU before it starts (``_BLOCK_KEY`` and
+# ``_NETRC_PASSWORD`` most).
 # A key that names a password: "password", "passwd" or "secret" in it, or "pass" or "pwd" as a part
 # of its own (DB_PASS, MYSQL_PWD); quoted (JSON) or not, then ":" or "=" and a literal value. A value
 # that is code (a call, an expression) is not a literal and is left alone.
@@ -88,41 +92,37 @@ _SECRET_KEY = r"[\w.-]*(?:password|passwd|secret)[\w.-]*|(?:[\w.-]*[_.-])?(?:pas
 # Its value may follow YAML's anchor or tag (``&pw``, ``!!str``) or a Python string's prefix (``b"``),
 # and be a TOML multi-line string, a quoted string across lines (.env), or quoted strings
 # concatenated in parentheses (Python).
-_KEY_VALUE = re.compile(
-    r"(?i)(?<![\w.-])(?P<key>(?P<quote>[\"']?)(?:" + _SECRET_KEY + r")(?P=quote)\s*[:=]\s*"
+_KEY_VALUE = (
+    r"(?im)(?<![\w.-])(?P<key>(?P<quote>[\"']?)(?:" + _SECRET_KEY + r")(?P=quote)\s*[:=]\s*"
     r"(?:[&!][^\s,\[\]{}]{0,255}[ \t]+){0,2}(?:[rbuf]{1,2}(?=[\"']))?)"
     r"(?P<value>\"\"\"[\s\S]{0,4096}?\"\"\"|'''[\s\S]{0,4096}?'''"
     r"|\"(?:[^\"\\]|\\.){1,4096}\"|'[^']{1,4096}'"
     r"|\((?:\s*(?:\"(?:[^\"\\\n]|\\.){0,1024}\"|'[^'\n]{0,1024}')){1,64}\s*\)"
-    r"|(?![|>][0-9+-]{0,2}[ \t]*(?:#|\r?$))[^\s,;(){}\[\]\"'=][^\s,;(){}\[\]\"']{0,1023}(?=[\s,;}\]]|$))",
-    re.MULTILINE,
+    r"|(?![|>][0-9+-]{0,2}[ \t]*(?:#|\r?$))[^\s,;(){}\[\]\"'=][^\s,;(){}\[\]\"']{0,1023}(?=[\s,;}\]]|$))"
 )
 # A password-like key with no value on its line (or only YAML's block indicator, anchor, tag or a
 # comment): its value is the lines below it indented further (a YAML block scalar or list, an ini
 # continuation), each withheld whole.
-_BLOCK_KEY = re.compile(
+_BLOCK_KEY = (
     r"(?im)^(?P<lead>[ \t]*(?:-[ \t]+)?)(?P<quote>[\"']?)(?:" + _SECRET_KEY + r")(?P=quote)[ \t]*[:=][ \t]*"
     r"(?:[&!]\S{0,255}[ \t]*){0,2}(?:[|>][0-9+-]{0,2}[ \t]*)?(?:#[^\r\n]{0,1024})?\r?$"
 )
-_XML_ELEMENT = re.compile(
-    r"(?i)(?P<open><(?P<tag>" + _SECRET_KEY + r")(?:\s[^<>]{0,1024})?>)[^<]{1,4096}(?P<close></(?P=tag)\s*>)"
-)
+_XML_ELEMENT = r"(?i)(?P<open><(?P<tag>" + _SECRET_KEY + r")(?:\s[^<>]{0,1024})?>)[^<]{1,4096}(?P<close></(?P=tag)\s*>)"
 # A .pgpass line: host:port:database:user:password (``*`` for any; ``\:`` and ``\\`` escaped).
 _PGPASS_FIELD = r"(?:[^:\s\\]|\\.){1,255}"
-_PGPASS_LINE = re.compile(
-    rf"(?m)^(?P<fields>{_PGPASS_FIELD}:(?:[0-9]{{1,5}}|\*):{_PGPASS_FIELD}:{_PGPASS_FIELD}:)(?=\S)(?P<value>[^\r\n]{{1,1024}})(?=\r?$)"
+_PGPASS_LINE = (
+    rf"(?m)^(?P<fields>{_PGPASS_FIELD}:(?:[0-9]{{1,5}}|\*):{_PGPASS_FIELD}:{_PGPASS_FIELD}:)"
+    r"(?=\S)(?P<value>[^\r\n]{1,1024})(?=\r?$)"
 )
 # libpq's and MySQL's password variables, also as a word followed by the password (``PGPASSWORD s3cret``).
-_PASSWORD_VARIABLE = re.compile(r"(?<![\w.-])(?P<key>(?:PGPASSWORD|MYSQL_PWD)\s+)(?P<value>[^\s=:]\S{0,1023})")
+_PASSWORD_VARIABLE = r"(?<![\w.-])(?P<key>(?:PGPASSWORD|MYSQL_PWD)\s+)(?P<value>[^\s=:]\S{0,1023})"
 # .netrc's ``password WORD``: after ``machine HOST`` (or ``default``) on its line, or alone on a line.
-_NETRC_PASSWORD = re.compile(
+_NETRC_PASSWORD = (
     r"(?im)(?P<key>(?:^|(?<=\s))(?:machine[ \t]+\S+|default)(?:[ \t]+\S+){0,8}?[ \t]+(?:password|passwd)[ \t]+"
     r"|^[ \t]*(?:password|passwd)[ \t]+(?=\S+[ \t]*\r?$))(?P<value>[^\s=:]\S{0,1023})"
 )
 # SQL's password literal: CREATE/ALTER ROLE ... PASSWORD '...', MySQL's IDENTIFIED BY '...'.
-_SQL_PASSWORD = re.compile(
-    r"(?i)(?<![\w.-])(?P<key>(?:PASSWORD|IDENTIFIED[ \t]+BY)[ \t]+E?)(?P<value>'(?:[^'\n]|''){1,1024}')"
-)
+_SQL_PASSWORD = r"(?i)(?<![\w.-])(?P<key>(?:PASSWORD|IDENTIFIED[ \t]+BY)[ \t]+E?)(?P<value>'(?:[^'\n]|''){1,1024}')"
 _SECRET_NAME = re.compile(r"(?i)(?:" + _SECRET_KEY + r")")
 # Names that look like a password's and are not: the working directory, a file's path.
 _NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
@@ -155,19 +155,19 @@ def redact_file_text(text: str) -> str:
         known = "|".join(re.escape(password) for password in sorted(_known_passwords, key=len, reverse=True))
         text = re.sub(rf"(?<!\w)(?:{known})(?!\w)", "***", text)
     text = _indented_values(text)
-    text = _XML_ELEMENT.sub(lambda m: f"{m['open']}***{m['close']}", text)
-    text = _PGPASS_LINE.sub(lambda m: f"{m['fields']}***", text)
-    text = _KEY_VALUE.sub(lambda m: m["key"] + _masked(m["value"]), text)
+    text = re.sub(_XML_ELEMENT, lambda m: f"{m['open']}***{m['close']}", text)
+    text = re.sub(_PGPASS_LINE, lambda m: f"{m['fields']}***", text)
+    text = re.sub(_KEY_VALUE, lambda m: m["key"] + _masked(m["value"]), text)
     text = scrub_secrets(text)
-    text = _NETRC_PASSWORD.sub(lambda m: f"{m['key']}***", text)
-    text = _SQL_PASSWORD.sub(lambda m: f"{m['key']}'***'", text)
-    return _PASSWORD_VARIABLE.sub(lambda m: f"{m['key']}***", text)
+    text = re.sub(_NETRC_PASSWORD, lambda m: f"{m['key']}***", text)
+    text = re.sub(_SQL_PASSWORD, lambda m: f"{m['key']}'***'", text)
+    return re.sub(_PASSWORD_VARIABLE, lambda m: f"{m['key']}***", text)
 
 
 def _indented_values(text: str) -> str:
     """``text`` with the lines below each :data:`_BLOCK_KEY` that are indented further than its key
     (blank lines between them kept) replaced by ``***`` at their indentation."""
-    keys = {match.start(): len(match["lead"]) for match in _BLOCK_KEY.finditer(text)}
+    keys = {match.start(): len(match["lead"]) for match in re.finditer(_BLOCK_KEY, text)}
     if not keys:
         return text
     shown: list[str] = []

@@ -328,11 +328,15 @@ class PostgresFenceCalls(FenceCalls):
         return None if value is None else int(value)
 
     def wait_for_fence(self, resource: str, token: int, holder: str, bound: WaitBound) -> None:
-        """Claim in slices of ``lock_timeout`` (:func:`wait_in_lock_timeout_slices`); then name this
-        transaction for whoever waits behind it (the ``claimant`` statement) and restore ``lock_timeout``. The
-        claim the step makes next finds the locks held already."""
+        """Take the claim's locks at once when no other transaction holds them (the ``claim_locks_now``
+        statement, which names this transaction too: one round trip, the usual case); else claim in
+        slices of ``lock_timeout`` (:func:`wait_in_lock_timeout_slices`), then name this transaction for
+        whoever waits behind it (the ``claimant`` statement) and restore ``lock_timeout``. The claim the
+        step makes next finds the locks held already."""
         connection = self._context.connection
         assert connection is not None and not self.offline
+        if self.call("claim_locks_now", resource=resource, application_name=claimant_name(holder, token)):
+            return
         lock_timeout = wait_in_lock_timeout_slices(
             connection,
             self._schema,

@@ -112,6 +112,20 @@ SELECT {schema}.claim(:resource, :token)
 -- Claim, write the ledger row of the revision about to run and ask for the check at COMMIT.
 SELECT {schema}.claim_and_record(:resource, :token, :version_table, to_regclass(:version_relation), :revision, :holder, :script_sha256, :source)
 
+-- name: claim_locks_now
+-- Take now, without waiting, the locks a claim of :resource waits for (the claim lock, shared, then the
+-- fence row, in the claim's order); once both are held, name this transaction as the claimant statement
+-- does. True when both are taken: the claim that follows finds them held. False (another transaction
+-- holds one) or no row (:resource has no lock key yet): the claim waits for them in slices of
+-- lock_timeout instead. CASE tries each in turn and stops at the first that fails.
+SELECT CASE WHEN NOT pg_try_advisory_xact_lock_shared({claim_lock_class}, k.key) THEN false
+            WHEN NOT EXISTS (SELECT 1 FROM {schema}.agent_fence f WHERE f.resource = k.resource FOR UPDATE SKIP LOCKED)
+                THEN false
+            ELSE set_config('application_name', :application_name, true) IS NOT NULL
+       END
+  FROM {schema}.resource_lock_key k
+ WHERE k.resource = :resource
+
 -- name: claim_lock
 -- Wait (at most lock_timeout) until no transaction holds a claim on :resource, and keep new claims
 -- out until this transaction ends: claim() takes the same advisory lock in shared mode.

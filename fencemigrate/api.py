@@ -25,7 +25,7 @@ from .runtime.request import (
     ResolveKeywords,
     RevisionKeywords,
     RunKeywords,
-    resolve_settings,
+    resolve_claimant,
 )
 from .runtime.revisions import script_directory
 
@@ -89,8 +89,8 @@ def resolve(config: Config, revision: str, **options: Unpack[ResolveKeywords]) -
     """
     from .runtime.resolve import resolve_dirty
 
-    settings, resolved_as, lock_wait_ms = resolve_settings(config, options)
-    return resolve_dirty(config, revision, resolved_as, settings, lock_wait_ms)
+    claimant, resolved_as, lock_wait_ms = resolve_claimant(config, options)
+    return resolve_dirty(config, revision, resolved_as, claimant, lock_wait_ms)
 
 
 def state(config: Config) -> State:

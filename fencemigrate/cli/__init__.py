@@ -984,16 +984,16 @@ def _applied_header(found: AppliedSource) -> str:
 
 
 def _outcome_text(outcome: RunOutcome) -> str:
-    script_grant = outcome.tokens.script_grant
+    script_lease = outcome.script_lease
     token = "(none)" if outcome.token is None else outcome.token
     lines = [
         f"{outcome.command} {WRITTEN_AS_SQL if outcome.offline else 'done'}: resource {outcome.resource}, "
-        f"token {'granted when the script runs' if script_grant else token}, holder {outcome.holder}"
+        f"token {'granted when the script runs' if script_lease else token}, holder {outcome.holder}"
     ]
-    if script_grant:
+    if script_lease:
         lines.append(
             f"  the script takes its own lease from the database's lease service when it runs (TTL "
-            f"{format_duration(script_grant.ttl_ms)}, waiting at most {format_duration(script_grant.wait_ms)}) and "
+            f"{format_duration(script_lease.ttl_ms)}, waiting at most {format_duration(script_lease.wait_ms)}) and "
             f"refuses unless the heads are {listed(outcome.script_heads or ())}"
         )
     if outcome.no_lease == NOTHING_TO_DO:

@@ -293,11 +293,10 @@ class ReapplyKeywords(TypedDict, total=False):
     """The keywords of ``reapply``: its command's options (None: the default).
 
     ``held_lease`` (no CLI option): a grant you hold, from :func:`..api.lease_acquire`, instead of
-    ``token``: the run writes under its token, renews it between revisions as a run renews its own
+    a ``token``: the run writes under its token, renews it between revisions as a run renews its own
     lease, and leaves it held (an MCP server's grant: :mod:`..agent_server`).
     """
 
-    token: int | str | None
     held_lease: Grant | None
     holder: str | None
     resource: str | None
@@ -318,9 +317,8 @@ class RunKeywords(ReapplyKeywords, total=False):
 
 
 class ResolveKeywords(TypedDict, total=False):
-    """The keywords of ``resolve``: its command's options (None: the default)."""
+    """The keywords of ``resolve`` besides its token: its command's options (None: the default)."""
 
-    token: Required[int | str | None]
     resolved_as: Required[str]
     holder: str | None
     resource: str | None
@@ -440,10 +438,9 @@ class LeaseOptions:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """What every fenced command takes: ``--token``, ``--holder``, ``--resource``, ``--sql``,
+    """What every fenced command takes besides its token: ``--holder``, ``--resource``, ``--sql``,
     ``--tag``, ``--mode`` (``--expect-heads``: :func:`_expected_heads`)."""
 
-    token: int | str | None = None
     holder: str | None = None
     resource: str | None = None
     sql: bool = False
@@ -461,19 +458,20 @@ def fenced_request(
     command: str,
     target: tuple[str | None, str | tuple[str, ...]],
     plan_for: Callable[[ScriptDirectory, Any], Planner],
+    token: int | str | None,
     options: Mapping[str, Any],
     known: frozenset[str] = RUN_KEYWORDS,
     single_transaction: bool = False,
 ) -> RunRequest:
     """``command`` from ``target`` (the --sql starting revision or None, the destination) with the
-    command's ``options`` (``known``: their names; :class:`RunKeywords`'s unless told), checked
-    before the database is touched: identity, mode, the expected heads, the token or the run's own
-    lease, revisions."""
+    command's ``token`` (None: not given) and ``options`` (``known``: their names; :class:`RunKeywords`'s
+    unless told), checked before the database is touched: identity, mode, the expected heads, the
+    token or the run's own lease, revisions."""
     reject_unknown(options, known)
     run, lease, progress = RunOptions.of(options), LeaseOptions.of(options), options.get("progress", SILENT)
     held = options.get("held_lease")
-    holder = check_holder(run.holder if held is None else _held_identity(held, run, lease))
-    if run.sql and run.token is None and held is None:
+    holder = check_holder(run.holder if held is None else _held_identity(held, token, run, lease))
+    if run.sql and token is None and held is None:
         holder = check_holder(f"{holder}{SCRIPT_HOLDER_SUFFIX}")  # the lease is the script's own
     resource = checked_resource(config, run.resource if held is None else held.lease.resource)
     schema = fence_schema(config)
@@ -483,7 +481,7 @@ def fenced_request(
     if held is not None:
         token_plan = _held_token_plan(config, held, lease, run.sql)
     else:
-        token_plan = _token_plan(config, run, lease, resource, holder)
+        token_plan = _token_plan(config, token, run, lease, resource, holder)
     start, destination = target
     for revision in (destination if isinstance(destination, tuple) else (destination,)) + (start,):
         require_known(script, revision, stamp=command == "stamp")
@@ -505,10 +503,9 @@ def fenced_request(
     )
 
 
-def resolve_claimant(config: Config, options: ResolveKeywords) -> tuple[Claimant, str, int]:
+def resolve_claimant(config: Config, token: int | str | None, options: ResolveKeywords) -> tuple[Claimant, str, int]:
     """What ``resolve`` writes under, the outcome it settles, and how long it waits for the named
     lock; checked before anything is touched."""
-    token = options.get("token")
     if token is None:
         raise UsageError(_TOKEN_REQUIRED["resolve"])
     resolved_as = options.get("resolved_as")
@@ -520,16 +517,16 @@ def resolve_claimant(config: Config, options: ResolveKeywords) -> tuple[Claimant
     return claimant, resolved_as, LeaseOptions(wait=options.get("wait")).wait_ms()
 
 
-def _held_identity(held: Grant, run: RunOptions, lease: LeaseOptions) -> str:
+def _held_identity(held: Grant, token: int | str | None, run: RunOptions, lease: LeaseOptions) -> str:
     """The holder of the ``held`` grant, which the run writes as; a UsageError for options that
-    contradict it (another token, holder or resource, or a lease of the run's own)."""
+    contradict it (another ``token``, holder or resource, or a lease of the run's own)."""
     grant = held.lease
     if grant.holder is None or grant.ttl_ms is None:
         raise UsageError("held_lease must be a grant (from lease_acquire or lease_renew): it names no holder or TTL")
     clashes = [
         name
         for name, clash in (
-            ("token", run.token is not None and str(run.token) != str(held.token)),
+            ("token", token is not None and str(token) != str(held.token)),
             ("holder", run.holder is not None and run.holder != grant.holder),
             ("resource", run.resource is not None and run.resource != grant.resource),
             *((name, True) for name in lease.given() if name not in ("wait", "lease_url")),
@@ -578,16 +575,18 @@ def _expected_heads(script: ScriptDirectory, given: Sequence[str] | None, sql: b
     return expected_heads(script, given)
 
 
-def _token_plan(config: Config, run: RunOptions, lease: LeaseOptions, resource: str, holder: str) -> TokenPlan:
-    """The given token, or the lease the run (or its script) takes itself when it has none."""
-    if run.token is not None:
+def _token_plan(
+    config: Config, token: int | str | None, run: RunOptions, lease: LeaseOptions, resource: str, holder: str
+) -> TokenPlan:
+    """The given ``token``, or the lease the run (or its script) takes itself when it has none."""
+    if token is not None:
         lease_only = [name for name in lease.given() if name not in ("wait", "preempt")]
         if lease_only:
             raise UsageError(
                 f"--{lease_only[0].replace('_', '-')} applies only when fencemigrate takes the lease "
                 "itself; with --token your own lease service issued the token"
             )
-        return GivenToken(parse_token(run.token))
+        return GivenToken(parse_token(token))
     if run.sql:
         return _script_lease(config, lease)
     request = LeaseRequest(

@@ -75,7 +75,9 @@ def run_migrations(context: ModuleType | Any) -> None:
         claimant = Claimant(identity, given)
         outcome = RunOutcome("upgrade", identity.resource, identity.holder, claimant.token)
         waits = WaitBound(wait_ms, progress=_StderrLocks())
-        run = FencedRun(claimant, running_applied_downgrades(planner, identity, claimant.token), outcome, waits=waits)
+        run = FencedRun(
+            claimant, running_applied_downgrades(planner, identity, lambda: claimant.token), outcome, waits=waits
+        )
         replace_migration_function(migration_context, run.migrations_fn)
         with translated_errors(identity.resource, lambda: claimant.token):
             context.run_migrations()

@@ -96,10 +96,10 @@ def rollback_detail(step: Any) -> dict[str, Any] | None:
     return None if applied is None else {"applied_text": applied.as_json()}
 
 
-def running_applied_downgrades(plan: Planner, identity: Identity, token: int | None) -> Planner:
+def running_applied_downgrades(plan: Planner, identity: Identity, token: Callable[[], int | None]) -> Planner:
     """``plan``, with each downgrade of a revision whose file differs from what the ledger says was
     applied turned into an :class:`AppliedDowngrade` (online; a script's run checks instead). A
-    refusal tells a stale run's ``token`` (None: not known yet) it is stale first."""
+    refusal tells a stale run (its ``token()``; None: not known yet) it is stale first."""
     loaded: dict[tuple[str, str], Callable[..., None]] = {}  # one load per text, however often it plans
 
     def planner(heads: tuple[str, ...], context: MigrationContext) -> tuple[list[Any], list[str]]:
@@ -127,7 +127,7 @@ def _replaced(
     rows: dict[str, AppliedSource],
     context: MigrationContext,
     identity: Identity,
-    token: int | None,
+    token: Callable[[], int | None],
     loaded: dict[tuple[str, str], Callable[..., None]],
 ) -> Any:
     if not _is_downgrade(step):
@@ -140,11 +140,11 @@ def _replaced(
     if row.script_sha256 == file_sha256:
         return step
     if row.source is None:
-        refuse_if_superseded(identity, token, context)  # a stale writer's news comes first
+        refuse_if_superseded(identity, token(), context)  # a stale writer's news comes first
         raise AppliedTextNotRecorded(revision, row.token, file_sha256, row.script_sha256)
     text_sha256 = hashlib.sha256(row.source.encode()).hexdigest()
     if text_sha256 != row.script_sha256:
-        refuse_if_superseded(identity, token, context)
+        refuse_if_superseded(identity, token(), context)
         raise AppliedTextAltered(revision, row.token, file_sha256, row.script_sha256, text_sha256)
     name = f"<{revision} as applied under token {row.token}, sha256 {row.script_sha256[:12]}>"
     key = (revision, row.script_sha256)

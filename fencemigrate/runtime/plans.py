@@ -104,9 +104,11 @@ def refuse_if_superseded(identity: Identity, token: int | None, context: Migrati
         refuse_token(identity.resource, token, int(row.token), row.token_source)
 
 
-def refusing_missing_heads(plan: Planner, script: ScriptDirectory, identity: Identity, token: int | None) -> Planner:
+def refusing_missing_heads(
+    plan: Planner, script: ScriptDirectory, identity: Identity, token: Callable[[], int | None]
+) -> Planner:
     """``plan``, with a refusal of heads the revision files do not have turned into DatabaseAhead
-    (naming the run's ``token``; None: not known yet).
+    (naming the run's ``token()``; None: not known yet).
     Checked only once ``plan`` has refused (Alembic cannot plan from a revision it cannot locate), so
     a plan that needs no revision map still loads none."""
 
@@ -118,7 +120,7 @@ def refusing_missing_heads(plan: Planner, script: ScriptDirectory, identity: Ide
             if not missing:
                 raise
             applied = _applied_by(context, identity.schema, missing)
-            raise DatabaseAhead(identity.resource, token, applied) from None
+            raise DatabaseAhead(identity.resource, token(), applied) from None
 
     return planner
 

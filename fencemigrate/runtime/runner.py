@@ -92,7 +92,7 @@ def plan_and_run(request: RunRequest, leases: LeaseHolder, engines: list[Engine]
         outcome = RunOutcome(
             request.command, identity.resource, identity.holder, offline=offline, script_lease=script_lease
         )
-        run = Attempt(request, leases, outcome, engines, settled, resolved_from)
+        run = Attempt(request, leases, planner(request, leases.token), outcome, engines, settled, resolved_from)
         config.attributes[FENCED_RUN_ATTRIBUTE] = run
         try:
             outcome.forced_single_transaction = run_env(
@@ -132,10 +132,10 @@ def plan_and_run(request: RunRequest, leases: LeaseHolder, engines: list[Engine]
     )
 
 
-def planner(request: RunRequest, token: int | None) -> Planner:
+def planner(request: RunRequest, token: Callable[[], int | None]) -> Planner:
     """The steps of one attempt, planned from the heads env.py's connection reads (DatabaseAhead
     when the revision files lack one of them); a revision whose file changed since it was applied
-    is rolled back with the applied text's downgrade() (:mod:`.applied_downgrades`). ``token``: the
+    is rolled back with the applied text's downgrade() (:mod:`.applied_downgrades`). ``token()``: the
     run's, to tell a stale writer it is stale when the plan refuses (None: not known yet)."""
     plan = running_applied_downgrades(request.plan_for(request.script, request.destination), request.identity, token)
     return refusing_missing_heads(plan, request.script, request.identity, token)
@@ -299,6 +299,7 @@ class Attempt:
         self,
         request: RunRequest,
         leases: LeaseHolder,
+        planner: Planner,
         outcome: RunOutcome,
         engines: list[Engine],
         settled: Callable[[tuple[str, ...]], bool | None] | None,
@@ -308,6 +309,7 @@ class Attempt:
         the last); ``settled`` answers from the revision files' declared heads when it can."""
         self._request = request
         self._leases = leases
+        self.planner = planner
         self._outcome = outcome
         self._engines = engines
         self._settled = settled
@@ -326,7 +328,7 @@ class Attempt:
         leasing = isinstance(self._request.token_plan, OwnLease)
         if self._run is None and (leasing or mode == PRECHECK):
             # Runners that queue behind one doing the work stop waiting once nothing is left.
-            probe = NothingToDoProbe(planner(self._request, self._leases.token()), context, settled=self._settled)
+            probe = NothingToDoProbe(self.planner, context, settled=self._settled)
             try:
                 if self._nothing_to_do_now(probe):
                     self._outcome.no_lease = NOTHING_TO_DO if leasing else None
@@ -377,8 +379,7 @@ class Attempt:
         """The run of the chosen mode, built (once) with the claimant."""
         if self._run is None:
             mode, waits = self._chosen_mode(context)
-            request, claimant = self._request, self._claimant()
-            plan = planner(request, self._leases.token())
+            request, claimant, plan = self._request, self._claimant(), self.planner
             if mode == PRECHECK and context.as_sql:
                 self._run = PrecheckScript(claimant, plan, self._outcome, waits)
             elif mode == PRECHECK:
@@ -400,9 +401,7 @@ class Attempt:
     def _nothing_to_do(self, leasing: bool, idle: bool, precheck: bool) -> NothingToDo:
         """The run that writes nothing; under the given token (stale: told so), or none (``leasing``)."""
         claimant = None if leasing else self._claimant()
-        request = self._request
-        plan = planner(request, self._leases.token())
-        return NothingToDo(request.identity, claimant, plan, self._outcome, idle=idle, precheck=precheck)
+        return NothingToDo(self._request.identity, claimant, self.planner, self._outcome, idle=idle, precheck=precheck)
 
     def _nothing_to_do_now(self, probe: NothingToDoProbe) -> bool:
         """:meth:`NothingToDoProbe.nothing_to_do_now`; a command it refuses as bad usage is FENCED

@@ -181,9 +181,8 @@ class FencedRun:
         claimant = self.claimant
         steps, self._reapplied = plan_or_fenced(self.planner, claimant, heads, context)
         if not steps:
-            refuse_if_superseded(
-                claimant.identity, claimant.token, context
-            )  # a stale token learns it, with nothing written
+            # A stale token learns it, with nothing written.
+            refuse_if_superseded(claimant.identity, claimant.token, context)
         self._planned_heads = sorted(heads)
         self.outcome.heads = sorted(heads)
         self._context = context

@@ -326,8 +326,9 @@ class Attempt:
         self._engines.append(engine)
         mode, _ = self._chosen_mode(context)
         leasing = isinstance(self._request.token_plan, OwnLease)
-        if self._run is None and (leasing or mode == PRECHECK):
-            # Runners that queue behind one doing the work stop waiting once nothing is left.
+        if self._run is None and not context.as_sql and (leasing or mode == PRECHECK):
+            # Runners that queue behind one doing the work stop waiting once nothing is left (a
+            # script, written on a mock connection, reads nothing).
             probe = NothingToDoProbe(self.planner, context, settled=self._settled)
             try:
                 if self._nothing_to_do_now(probe):

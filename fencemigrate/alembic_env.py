@@ -33,7 +33,7 @@ from .runtime.applied_downgrades import running_applied_downgrades
 from .runtime.environment import FENCED_RUN_ATTRIBUTE, autocommits
 from .runtime.fenced_run import FencedRun
 from .runtime.outcome import RunOutcome
-from .runtime.request import FenceSettings, TokenSource
+from .runtime.request import Claimant, Identity
 from .scrub import scrub_secrets
 
 
@@ -50,35 +50,42 @@ def run_migrations(context: ModuleType | Any) -> None:
 
     def planner(heads: tuple[str, ...], ctx: MigrationContext) -> tuple[list[Any], list[str]]:
         assert original is not None
-        steps = list(original(heads, ctx))
-        if steps and token is None:
+        return list(original(heads, ctx)), []
+
+    def without_token(heads: tuple[str, ...], ctx: MigrationContext) -> list[Any]:
+        """No step is run without a token (nothing to do passes)."""
+        if planner(heads, ctx)[0]:
             raise TokenRequired(
                 "refusing to migrate without a fencing token: run `fencemigrate upgrade REV --token N`, "
                 "or pass `-x fence_token=N` to alembic"
             )
-        return steps, []
+        return []
 
     try:
         _refuse_early_if_autocommit(migration_context)
-        tokens = TokenSource(token=parse_token(token) if token is not None else None)  # None: no step is planned
-        settings = FenceSettings(
-            holder=check_holder(x_arguments.get("fence_holder")),
-            resource=check_resource(resource),
-            schema=fence_schema(context.config),
-            tokens=tokens,
-        )
-        outcome = RunOutcome("upgrade", settings.resource, settings.holder, settings.tokens)
+        given = None if token is None else parse_token(token)
+        holder, checked = check_holder(x_arguments.get("fence_holder")), check_resource(resource)
+        identity = Identity(holder, checked, fence_schema(context.config))
         wait_ms = parse_wait_ms(x_arguments.get("fence_wait") or DEFAULT_RUN_WAIT, "-x fence_wait")
+        if given is None:
+            replace_migration_function(migration_context, without_token)
+            with translated_errors(identity.resource):
+                context.run_migrations()
+            return
+        claimant = Claimant(identity, given)
+        outcome = RunOutcome("upgrade", identity.resource, identity.holder, claimant.token)
         waits = WaitBound(wait_ms, progress=_StderrLocks())
-        run = FencedRun(settings, running_applied_downgrades(planner, settings), outcome, waits=waits)
+        run = FencedRun(
+            claimant, running_applied_downgrades(planner, identity, lambda: claimant.token), outcome, waits=waits
+        )
         replace_migration_function(migration_context, run.migrations_fn)
-        with translated_errors(settings.resource, settings.tokens):
+        with translated_errors(identity.resource, lambda: claimant.token):
             context.run_migrations()
         for step in outcome.steps:
             if step.applied_text is not None:  # as fencemigrate's output says it
                 print(f"fencemigrate: {step.applied_text.described()}", file=sys.stderr)
     except Fenced as fenced:
-        _exit_with(_with_news(migration_context, settings.schema, fenced))
+        _exit_with(_with_news(migration_context, identity.schema, fenced))
     except FencemigrateError as error:
         _exit_with(error)
 

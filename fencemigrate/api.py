@@ -25,7 +25,7 @@ from .runtime.request import (
     ResolveKeywords,
     RevisionKeywords,
     RunKeywords,
-    resolve_settings,
+    resolve_claimant,
 )
 from .runtime.revisions import script_directory
 
@@ -41,7 +41,9 @@ if TYPE_CHECKING:  # the other commands' results: their modules are imported whe
     from .runtime.resolve import ResolveOutcome
 
 
-def upgrade(config: Config, revision: str, **options: Unpack[RunKeywords]) -> RunOutcome:
+def upgrade(
+    config: Config, revision: str, *, token: int | str | None = None, **options: Unpack[RunKeywords]
+) -> RunOutcome:
     """``alembic upgrade``, with every step claiming the fence first.
 
     Without ``token`` the run takes a lease itself (``ttl``, ``wait``, ``preempt``, ``lease_url``
@@ -52,15 +54,19 @@ def upgrade(config: Config, revision: str, **options: Unpack[RunKeywords]) -> Ru
     takes it): the revision ids (or unique prefixes; ``["base"]``: none applied) the caller planned
     from; the claiming transaction refuses with :class:`Fenced` unless they are the database's heads.
     """
-    return commands.upgrade(config, revision, options)
+    return commands.upgrade(config, revision, token, options)
 
 
-def downgrade(config: Config, revision: str, **options: Unpack[RunKeywords]) -> RunOutcome:
+def downgrade(
+    config: Config, revision: str, *, token: int | str | None = None, **options: Unpack[RunKeywords]
+) -> RunOutcome:
     """``alembic downgrade``, fenced; the ledger rows go in the same transaction as the DDL."""
-    return commands.downgrade(config, revision, options)
+    return commands.downgrade(config, revision, token, options)
 
 
-def reapply(config: Config, revision: str, **options: Unpack[ReapplyKeywords]) -> RunOutcome:
+def reapply(
+    config: Config, revision: str, *, token: int | str | None = None, **options: Unpack[ReapplyKeywords]
+) -> RunOutcome:
     """Roll back ``revision`` (and what sits above it) and apply it again, in one transaction
     (in pre-check mode: one revision after the other, each checked and marked first).
 
@@ -68,29 +74,36 @@ def reapply(config: Config, revision: str, **options: Unpack[ReapplyKeywords]) -
     required and no lease is taken: a lease taken now would bring a new token, which can never
     re-apply anything. ``wait`` bounds the wait for pre-check mode's named lock.
     """
-    return commands.reapply(config, revision, options)
+    return commands.reapply(config, revision, token, options)
 
 
 def stamp(
-    config: Config, revisions: str | tuple[str, ...], *, purge: bool = False, **options: Unpack[RunKeywords]
+    config: Config,
+    revisions: str | tuple[str, ...],
+    *,
+    purge: bool = False,
+    token: int | str | None = None,
+    **options: Unpack[RunKeywords],
 ) -> RunOutcome:
     """``alembic stamp``, fenced: the version table moves only under a valid claim.
 
     ``purge`` (as Alembic's): empty the version table first, whatever its rows name; fenced like
     the stamp, and the ledger of the version table is emptied with it.
     """
-    return commands.stamp(config, revisions, purge, options)
+    return commands.stamp(config, revisions, purge, token, options)
 
 
-def resolve(config: Config, revision: str, **options: Unpack[ResolveKeywords]) -> ResolveOutcome:
+def resolve(
+    config: Config, revision: str, *, token: int | str | None, **options: Unpack[ResolveKeywords]
+) -> ResolveOutcome:
     """Settle the dirty ``revision`` as "applied" (its DDL is all in) or "rolled-back" (none of it
     is left), under ``token`` and the resource's named lock; moves Alembic's version table to match
     and logs RESOLVE. Only pre-check mode (MySQL/MariaDB) leaves revisions dirty.
     """
     from .runtime.resolve import resolve_dirty
 
-    settings, resolved_as, lock_wait_ms = resolve_settings(config, options)
-    return resolve_dirty(config, revision, resolved_as, settings, lock_wait_ms)
+    claimant, resolved_as, lock_wait_ms = resolve_claimant(config, token, options)
+    return resolve_dirty(config, revision, resolved_as, claimant, lock_wait_ms)
 
 
 def state(config: Config) -> State:

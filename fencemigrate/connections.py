@@ -35,9 +35,8 @@ read-only commands).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Protocol
 
 from alembic.util import CommandError
 from sqlalchemy import Connection, Dialect, Engine, create_engine
@@ -145,23 +144,16 @@ def own_connection(engine: Engine) -> Iterator[Connection]:
         close(connection)
 
 
-class KnowsToken(Protocol):
-    """Where a run's token is read when an error is raised (``runtime.request.TokenSource``)."""
-
-    @property
-    def token(self) -> int | None: ...
-
-
 @contextmanager
-def translated_errors(resource: str = "", tokens: KnowsToken | None = None) -> Iterator[None]:
+def translated_errors(resource: str = "", token: Callable[[], int | None] | None = None) -> Iterator[None]:
     """Turn database and Alembic errors into fencemigrate outcomes (FENCED by its SQLSTATE); a FENCED
-    without the claim's own detail names the token ``tokens`` holds when it is raised."""
+    without the claim's own detail names the run's ``token()`` when it is raised (0: none is known)."""
     try:
         yield
     except FencemigrateError:
         raise
     except DBAPIError as error:
-        mapped = from_database_error(error, resource, _fallback_token(tokens))
+        mapped = from_database_error(error, resource, _fallback_token(token))
         if mapped is not None:
             raise mapped from None
         raise DatabaseError(_one_line(error)) from None
@@ -176,7 +168,7 @@ def translated_errors(resource: str = "", tokens: KnowsToken | None = None) -> I
         # told by their SQLSTATE; one without (a lost session, any on MySQL) is a database error.
         if sqlstate_of(error) is None and not is_driver_error(error):
             raise
-        mapped = from_database_error(error, resource, _fallback_token(tokens))
+        mapped = from_database_error(error, resource, _fallback_token(token))
         raise (mapped or DatabaseError(_one_line(error))) from None
 
 
@@ -194,10 +186,10 @@ def unknown_url_scheme(error: NoSuchModuleError) -> str:
     return f"bad database URL: SQLAlchemy cannot load the dialect or driver of {scheme}:// (is its driver installed?)"
 
 
-def _fallback_token(tokens: KnowsToken | None) -> int:
+def _fallback_token(token: Callable[[], int | None] | None) -> int:
     """The token a FENCED error names when the database's detail does not (0: none is known)."""
-    token = tokens.token if tokens is not None else None
-    return 0 if token is None else token
+    known = token() if token is not None else None
+    return 0 if known is None else known
 
 
 def _one_line(error: BaseException) -> str:

@@ -245,9 +245,9 @@ _sql_option = click.option(
 @_fence_options
 @_sql_option
 @click.pass_obj
-def upgrade(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> None:
+def upgrade(obj: _Context, /, revision: str, as_json: bool, token: str | None, **options: Any) -> None:
     """Upgrade to REVISION, claiming the fence before every step."""
-    _run(as_json, lambda: api.upgrade(obj.config(), revision, progress=obj.progress, **options))
+    _run(as_json, lambda: api.upgrade(obj.config(), revision, token=token, progress=obj.progress, **options))
 
 
 @main.command()
@@ -255,7 +255,7 @@ def upgrade(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> N
 @_fence_options
 @_sql_option
 @click.pass_obj
-def downgrade(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> None:
+def downgrade(obj: _Context, /, revision: str, as_json: bool, token: str | None, **options: Any) -> None:
     """Downgrade to REVISION, claiming the fence before every step.
 
     A revision whose file changed since it was applied is rolled back with the downgrade() of the
@@ -263,14 +263,14 @@ def downgrade(obj: _Context, /, revision: str, as_json: bool, **options: Any) ->
     no text of it, nothing runs (exit 1). With --sql, the script checks when it runs that the
     database applied the file whose downgrade() it holds.
     """
-    _run(as_json, lambda: api.downgrade(obj.config(), revision, progress=obj.progress, **options))
+    _run(as_json, lambda: api.downgrade(obj.config(), revision, token=token, progress=obj.progress, **options))
 
 
 @main.command()
 @click.argument("revision")
 @_reapply_options
 @click.pass_obj
-def reapply(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> None:
+def reapply(obj: _Context, /, revision: str, as_json: bool, token: str | None, **options: Any) -> None:
     """Roll back REVISION and apply it again in one transaction; only under the token that applied it.
 
     --token is required: the ledger lets only the token that applied a revision re-apply it, and a
@@ -281,7 +281,7 @@ def reapply(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> N
     A REVISION whose file changed since it was applied is rolled back with the downgrade() of the
     text it was applied from, then applied from the file, as downgrade does.
     """
-    _run(as_json, lambda: api.reapply(obj.config(), revision, progress=obj.progress, **options))
+    _run(as_json, lambda: api.reapply(obj.config(), revision, token=token, progress=obj.progress, **options))
 
 
 @main.command()
@@ -292,9 +292,9 @@ def reapply(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> N
     "--purge", is_flag=True, help="Empty the version table (and its ledger) before stamping, under the fence."
 )
 @click.pass_obj
-def stamp(obj: _Context, /, revisions: tuple[str, ...], as_json: bool, **options: Any) -> None:
+def stamp(obj: _Context, /, revisions: tuple[str, ...], as_json: bool, token: str | None, **options: Any) -> None:
     """Set the version table to REVISIONS without running migrations, under the fence."""
-    _run(as_json, lambda: api.stamp(obj.config(), revisions, progress=obj.progress, **options))
+    _run(as_json, lambda: api.stamp(obj.config(), revisions, token=token, progress=obj.progress, **options))
 
 
 @main.command()
@@ -312,9 +312,9 @@ def stamp(obj: _Context, /, revisions: tuple[str, ...], as_json: bool, **options
 @click.option("--wait", metavar="DURATION", help=f"How long to wait for the named lock (default {DEFAULT_RUN_WAIT}).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.pass_obj
-def resolve(obj: _Context, /, revision: str, as_json: bool, **options: Any) -> None:
+def resolve(obj: _Context, /, revision: str, as_json: bool, token: str | None, **options: Any) -> None:
     """Settle a dirty REVISION (pre-check mode) as applied or rolled back, after checking the schema."""
-    result = _guarded(as_json, lambda: api.resolve(obj.config(), revision, **options))
+    result = _guarded(as_json, lambda: api.resolve(obj.config(), revision, token=token, **options))
     if as_json:
         _print_json(result.as_json())
     else:
@@ -984,16 +984,16 @@ def _applied_header(found: AppliedSource) -> str:
 
 
 def _outcome_text(outcome: RunOutcome) -> str:
-    script_grant = outcome.tokens.script_grant
+    script_lease = outcome.script_lease
     token = "(none)" if outcome.token is None else outcome.token
     lines = [
         f"{outcome.command} {WRITTEN_AS_SQL if outcome.offline else 'done'}: resource {outcome.resource}, "
-        f"token {'granted when the script runs' if script_grant else token}, holder {outcome.holder}"
+        f"token {'granted when the script runs' if script_lease else token}, holder {outcome.holder}"
     ]
-    if script_grant:
+    if script_lease:
         lines.append(
             f"  the script takes its own lease from the database's lease service when it runs (TTL "
-            f"{format_duration(script_grant.ttl_ms)}, waiting at most {format_duration(script_grant.wait_ms)}) and "
+            f"{format_duration(script_lease.ttl_ms)}, waiting at most {format_duration(script_lease.wait_ms)}) and "
             f"refuses unless the heads are {listed(outcome.script_heads or ())}"
         )
     if outcome.no_lease == NOTHING_TO_DO:

@@ -29,7 +29,7 @@ from ..errors import AppliedTextAltered, AppliedTextNotRecorded, RevisionFailed
 from ..fence.ledger import AppliedSource, read_applied_sources, read_revision_file, version_table_name
 from .environment import describe, locate
 from .plans import refuse_if_superseded
-from .request import FenceSettings
+from .request import Identity
 
 if TYPE_CHECKING:  # fenced_run imports this module
     from .request import Planner
@@ -96,9 +96,10 @@ def rollback_detail(step: Any) -> dict[str, Any] | None:
     return None if applied is None else {"applied_text": applied.as_json()}
 
 
-def running_applied_downgrades(plan: Planner, settings: FenceSettings) -> Planner:
+def running_applied_downgrades(plan: Planner, identity: Identity, token: Callable[[], int | None]) -> Planner:
     """``plan``, with each downgrade of a revision whose file differs from what the ledger says was
-    applied turned into an :class:`AppliedDowngrade` (online; a script's run checks instead)."""
+    applied turned into an :class:`AppliedDowngrade` (online; a script's run checks instead). A
+    refusal tells a stale run (its ``token()``; None: not known yet) it is stale first."""
     loaded: dict[tuple[str, str], Callable[..., None]] = {}  # one load per text, however often it plans
 
     def planner(heads: tuple[str, ...], context: MigrationContext) -> tuple[list[Any], list[str]]:
@@ -109,10 +110,10 @@ def running_applied_downgrades(plan: Planner, settings: FenceSettings) -> Planne
         # A read of our own ends as it began: a transaction it opened would look like env.py's own
         # to Alembic and to pre-check mode, which then would not commit the run's marks.
         opened = not context.connection.in_transaction()
-        rows = read_applied_sources(context, settings.schema, downgrades)
+        rows = read_applied_sources(context, identity.schema, downgrades)
         if opened:
             context.connection.rollback()
-        return [_replaced(step, rows, context, settings, loaded) for step in steps], reapplied
+        return [_replaced(step, rows, context, identity, token, loaded) for step in steps], reapplied
 
     return planner
 
@@ -125,7 +126,8 @@ def _replaced(
     step: Any,
     rows: dict[str, AppliedSource],
     context: MigrationContext,
-    settings: FenceSettings,
+    identity: Identity,
+    token: Callable[[], int | None],
     loaded: dict[tuple[str, str], Callable[..., None]],
 ) -> Any:
     if not _is_downgrade(step):
@@ -138,11 +140,11 @@ def _replaced(
     if row.script_sha256 == file_sha256:
         return step
     if row.source is None:
-        refuse_if_superseded(settings, context)  # a stale writer's news comes first
+        refuse_if_superseded(identity, token(), context)  # a stale writer's news comes first
         raise AppliedTextNotRecorded(revision, row.token, file_sha256, row.script_sha256)
     text_sha256 = hashlib.sha256(row.source.encode()).hexdigest()
     if text_sha256 != row.script_sha256:
-        refuse_if_superseded(settings, context)
+        refuse_if_superseded(identity, token(), context)
         raise AppliedTextAltered(revision, row.token, file_sha256, row.script_sha256, text_sha256)
     name = f"<{revision} as applied under token {row.token}, sha256 {row.script_sha256[:12]}>"
     key = (revision, row.script_sha256)

@@ -65,7 +65,6 @@ from ..errors import (
 )
 from ..process import close_at_exit
 from ..scrub import remember_password, scrub_secrets
-from .request import TokenSource
 from .revisions import script_directory
 
 
@@ -229,7 +228,7 @@ def run_env(
     fn: Callable[..., Any],
     *,
     resource: str = "",
-    tokens: TokenSource | None = None,
+    token: Callable[[], int | None] | None = None,
     writes: bool = False,
     single_transaction: bool = False,
     on_connection: Callable[[MigrationContext], None] | None = None,
@@ -266,7 +265,7 @@ def run_env(
         if isinstance(given, Connection):
             for option, value in dialect_for(given).context_options.items():
                 kw.setdefault(option, value)
-        elif tokens is not None and context.is_offline_mode() and _writes_shell_scripts(kw):
+        elif token is not None and context.is_offline_mode() and _writes_shell_scripts(kw):
             # A fenced --sql script for the sqlite3 shell has the transactions an online run has
             # (not `revision --sql`'s environment run: Alembic writes nothing there).
             kw.setdefault("transactional_ddl", True)
@@ -294,7 +293,7 @@ def run_env(
     around_env_py_calls(context, guarded_configure, guarded_run_migrations)
     claim = refused_step("the fence claim") if writes else nullcontext()
     with (
-        translated_errors(resource, tokens),
+        translated_errors(resource, token),
         claim,
         sqlite_transactions(),
         context,

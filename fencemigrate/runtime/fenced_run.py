@@ -29,7 +29,7 @@ from .applied_downgrades import applied_text_of, code_path, require_applied_file
 from .environment import autocommits, create_version_table_if_missing, revision_code
 from .outcome import RunOutcome, StepOutcome
 from .plans import FencedStep, plan_or_fenced, refuse_if_superseded
-from .request import FenceSettings, Planner, listed
+from .request import Claimant, Planner, listed
 
 # Statements that end a transaction; a false positive (END in a function body) only costs
 # an early ledger write and one verification round trip.
@@ -85,20 +85,22 @@ class FencedRun:
 
     def __init__(
         self,
-        settings: FenceSettings,
+        claimant: Claimant,
         planner: Planner,
         outcome: RunOutcome,
         progress: Progress = SILENT,
         waits: WaitBound | None = None,
+        renew_lease: Callable[[Connection | None], None] = lambda migration: None,
     ) -> None:
         """``waits``: how a transaction's first claim waits for another writer's transaction holding
         the fence (:meth:`FenceCalls.wait_for_fence`); None: it waits as long as that transaction
-        lasts, silently."""
-        self.settings = settings
+        lasts, silently. ``renew_lease`` after each step: the runner's lease, when it renews one."""
+        self.claimant = claimant
         self.outcome = outcome
         self.planner = planner
         self._progress = progress
         self._waits = waits
+        self._renew_lease = renew_lease
         self._steps_total = 0
         self._context: MigrationContext | None = None
         self._calls: FenceCalls | None = None
@@ -116,13 +118,7 @@ class FencedRun:
         self._claim_xact: int | None = None  # the current step's claim
         self._early: LedgerChange | None = None  # written with the claim, not yet settled
         self._step_revisions: tuple[str, ...] = ()  # the revisions of the step running now
-        self._idle = False  # nothing to do when env.py connected (see expect_nothing_to_do)
         self._prepared = False  # fence schema and guarded version table committed before the run
-
-    def expect_nothing_to_do(self, context: MigrationContext) -> None:
-        """The heads read when env.py connected left nothing to do: the run writes nothing."""
-        self._idle = True
-        context.opts["dont_mutate"] = True  # nor does Alembic create its version table if there is none
 
     def connected(self, context: MigrationContext) -> None:
         """Once env.py has connected, before it begins its transaction: when the run has steps to run,
@@ -134,19 +130,17 @@ class FencedRun:
         connection = context.connection
         if context.as_sql and dialect_for(context).shell_scripts:
             self._start_sqlite_script(context)
-        if self._idle or context.as_sql or connection is None or connection.in_transaction():
+        if context.as_sql or connection is None or connection.in_transaction():
             return
-        if self.settings.tokens.token is None:
-            return  # another runner finished the work while this one waited for the lease
-        quoted = context.dialect.identifier_preparer.quote(self.settings.schema)
+        quoted = context.dialect.identifier_preparer.quote(self.claimant.schema)
         dialect = dialect_for(context)
         with connection.begin():
-            if not plan_or_fenced(self.planner, self.settings, tuple(context.get_current_heads()), context)[0]:
+            if not plan_or_fenced(self.planner, self.claimant, tuple(context.get_current_heads()), context)[0]:
                 return
             self.outcome.installed_fence_schema = ensure_installed(connection, quoted)
             guard_first_write(context, quoted)
             self._adopt(context, quoted)
-            dialect.register_resource(connection, quoted, self.settings.resource, self._waits, self.settings.token)
+            dialect.register_resource(connection, quoted, self.claimant.resource, self._waits, self.claimant.token)
         self._prepared = True
 
     def _start_sqlite_script(self, context: MigrationContext) -> None:
@@ -154,14 +148,14 @@ class FencedRun:
         what it is and ``.bail on`` (the shell stops at the first error, whatever its flags: a refusal
         leaves the transaction open and the shell rolls it back as it exits) and ``.timeout`` (``--wait``); every
         transaction begins ``IMMEDIATE``, taking SQLite's write lock first as a fenced run does."""
-        settings, grant = self.settings, self.settings.tokens.script_grant
+        claimant, grant = self.claimant, self.claimant.script_lease
         wait_ms = grant.wait_ms if grant is not None else (self._waits.wait_ms if self._waits else 0)
         if grant is None:
-            what = f"fenced by token {settings.token} on resource {settings.resource!r}"
+            what = f"fenced by token {claimant.token} on resource {claimant.resource!r}"
         else:
             what = (
-                f"when it runs, this script takes its own lease of resource {settings.resource!r} from the "
-                f"database's lease service, as {settings.holder!r}, and is fenced by the token it is granted"
+                f"when it runs, this script takes its own lease of resource {claimant.resource!r} from the "
+                f"database's lease service, as {claimant.holder!r}, and is fenced by the token it is granted"
             )
         preamble = (
             f"-- fencemigrate: {what}; needs the fence schema (fencemigrate install); run it with the sqlite3 "
@@ -184,19 +178,17 @@ class FencedRun:
 
     def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         """Plan the steps, then hand Alembic fenced proxies of them."""
-        steps, self._reapplied = plan_or_fenced(self.planner, self.settings, heads, context)
-        tokens = self.settings.tokens
-        if steps and ((tokens.token is None and tokens.script_grant is None) or self._idle):
-            # This run took no lease because nothing was left to do; now there is: plan again.
-            raise HeadsMoved("the database changed since this run found nothing to do; nothing was applied")
+        claimant = self.claimant
+        steps, self._reapplied = plan_or_fenced(self.planner, claimant, heads, context)
         if not steps:
-            refuse_if_superseded(self.settings, context)  # a stale token learns it, with nothing written
+            # A stale token learns it, with nothing written.
+            refuse_if_superseded(claimant.identity, claimant.token, context)
         self._planned_heads = sorted(heads)
         self.outcome.heads = sorted(heads)
         self._context = context
-        self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
+        self._quoted_schema = context.dialect.identifier_preparer.quote(self.claimant.schema)
         self._calls = dialect_for(context).fence_calls(context, self._quoted_schema)
-        self._ledger = Ledger(context, self._quoted_schema, self._calls, self.settings.resource, self.settings.holder)
+        self._ledger = Ledger(context, self._quoted_schema, self._calls, self.claimant.resource, self.claimant.holder)
         self._steps_left = self._steps_total = len(steps)
         # In one transaction for all steps, ledger rows wait for the last step (or for anything
         # that may end the transaction) and go in one round trip, proven by one transaction id.
@@ -221,47 +213,47 @@ class FencedRun:
         before that too. Each step still claims before its own DDL.
         """
         self._require_transaction(context)
-        settings = self.settings
-        grant = settings.tokens.script_grant
+        claimant = self.claimant
+        grant = claimant.script_lease
         if isinstance(calls, SqliteScriptCalls):
             # The grant reads the version table, which Alembic creates (from base) in the first step's
             # transaction: it goes there, with the first claim (:meth:`_grant_in_script`).
             version_table = context.dialect.identifier_preparer.quote(context.version_table)
             self.outcome.script_heads = self._planned_heads if grant is not None else None
             calls.open_script(
-                settings.resource,
+                claimant.resource,
                 None if grant is None else (version_table, self._planned_heads, SQLITE_SCHEMA_VERSION),
             )
             return
         if grant is None:
             context.impl.static_output(
-                f"-- fencemigrate: fenced by token {settings.token} on resource {settings.resource!r}; needs the "
+                f"-- fencemigrate: fenced by token {claimant.token} on resource {claimant.resource!r}; needs the "
                 "fence schema (fencemigrate install, or CREATE EXTENSION fencemigrate)"
             )
         else:
             assert isinstance(calls, PostgresFenceCalls)  # MySQL writes its scripts in pre-check mode (PrecheckScript)
             context.impl.static_output(
-                f"-- fencemigrate: when it runs, this script takes its own lease of resource {settings.resource!r} "
-                f"from the database's lease service, as {settings.holder!r}, and is fenced by the token it is "
+                f"-- fencemigrate: when it runs, this script takes its own lease of resource {claimant.resource!r} "
+                f"from the database's lease service, as {claimant.holder!r}, and is fenced by the token it is "
                 f"granted; it refuses to run unless the heads are {listed(self._planned_heads)}; needs the fence "
                 "schema (fencemigrate install, or CREATE EXTENSION fencemigrate); run it with psql -v ON_ERROR_STOP=1"
             )
             self.outcome.script_heads = self._planned_heads
             calls.grant_for_script(
-                settings.resource,
-                settings.holder,
+                claimant.resource,
+                claimant.holder,
                 (grant.ttl_ms, grant.wait_ms),
                 VersionTable.of(context).relation(context),
                 self._planned_heads,
             )
-        calls.claim(settings.resource, settings.token)
+        calls.claim(claimant.resource, claimant.token)
 
     def _note_heads(self, *, heads: set[str], **_: Any) -> None:
         self.outcome.heads = sorted(heads)
         context = self._context
         if context is not None and context.as_sql and isinstance(self._calls, SqliteScriptCalls):
             self._calls.clear_version_write()
-        if context is not None and context.as_sql and self.settings.tokens.script_grant and not self._steps_left:
+        if context is not None and context.as_sql and self.claimant.script_lease and not self._steps_left:
             # The last version write of a script that takes its own lease: release it in that transaction.
             if isinstance(self._calls, SqliteScriptCalls):
                 self._calls.release()
@@ -289,7 +281,7 @@ class FencedRun:
                 dialect_for(self._context).mark_version_write(self._context.connection, self._quoted_schema)
             # Progress: keep the run's own lease alive (on SQLite, renewed in this transaction).
             assert self._context is not None
-            self.settings.tokens.heartbeat(self._context.connection)
+            self._renew_lease(self._context.connection)
         except BaseException:
             self._stop_watching()  # the run is over; env.py may still use its connection
             raise
@@ -302,7 +294,7 @@ class FencedRun:
     def _execute_step(self, step: Any, migration_fn: Callable[..., None], kw: dict[str, Any]) -> None:
         context, calls = self._context, self._calls
         assert context is not None and calls is not None
-        settings = self.settings
+        claimant = self.claimant
         self._require_transaction(context)
         if self._first_step and not context.as_sql:
             if not self._prepared:
@@ -312,19 +304,19 @@ class FencedRun:
             dialect = dialect_for(context)
             if dialect.tracks_dirty:
                 # A revision pre-check mode left unfinished blocks transactional runs too.
-                refuse_if_dirty(context.connection, self._quoted_schema, settings.resource)
+                refuse_if_dirty(context.connection, self._quoted_schema, claimant.resource)
         if self._first_step and self._reapplied:
-            calls.check_reapply(version_table_name(context), settings.resource, self._reapplied, settings.token)
+            calls.check_reapply(version_table_name(context), claimant.resource, self._reapplied, claimant.token)
         change = ledger_change(self._script(context), step, rollback_detail(step))
         if self._first_step:
             self._grant_in_script(context, calls)
         claim_xact = self._held_claim(context)
         if claim_xact is None and self._waits is not None and not context.as_sql:
-            calls.wait_for_fence(settings.resource, settings.token, settings.holder, self._waits)
+            calls.wait_for_fence(claimant.resource, claimant.token, claimant.holder, self._waits)
         if claim_xact is None and self._records_with_claim(context, step):
             claim_xact = self._claim_and_record(change)
         elif claim_xact is None:
-            claim_xact = calls.claim(settings.resource, settings.token)
+            claim_xact = calls.claim(claimant.resource, claimant.token)
         if self._first_step and not context.as_sql:
             self._require_unmoved_heads(context)
         if self._first_step and not self._prepared:
@@ -337,7 +329,7 @@ class FencedRun:
 
         if not context.as_sql:  # claimed: the step's own code starts now
             position = self._steps_total - self._steps_left + 1
-            self._progress.step_started(step_start(step, position, self._steps_total, settings.token))
+            self._progress.step_started(step_start(step, position, self._steps_total, claimant.token))
         self._escaped = False
         self._claim_xact = claim_xact
         self._step_revisions = change.added or change.removed
@@ -354,8 +346,8 @@ class FencedRun:
                     revision.revision,
                     code_path(step),
                     lambda: self._aftermath(context),
-                    settings.resource,
-                    settings.token,
+                    claimant.resource,
+                    claimant.token,
                 ):
                     migration_fn(**kw)
         recorded_with_claim = self._early is not None  # not taken back by an early commit
@@ -370,7 +362,7 @@ class FencedRun:
             # ways no script text shows: always claim again before the ledger and version rows
             # (a repeated claim under the same token changes nothing).
             if isinstance(calls, SqliteScriptCalls):
-                calls.claim_version_write(settings.resource, settings.token)
+                calls.claim_version_write(claimant.resource, claimant.token)
             else:
                 claim_xact = self._claim_again(calls)
         self._unverified.append(len(self.outcome.steps))
@@ -378,7 +370,7 @@ class FencedRun:
             StepOutcome(
                 revisions=change.added or change.removed,
                 direction=step_direction(step, change),
-                token=settings.tokens.token,  # None: the token an offline script is granted when it runs
+                token=None if claimant.script_lease else claimant.token,  # None: granted when the script runs
                 atomic=not self._escaped,
                 applied_text=applied_text_of(step),
             )
@@ -400,10 +392,10 @@ class FencedRun:
     def _grant_in_script(self, context: MigrationContext, calls: FenceCalls) -> None:
         """A SQLite script that takes its own lease: the grant, at the start of the first step's
         transaction, after Alembic's ``CREATE TABLE IF NOT EXISTS`` of its version table (from base)."""
-        grant = self.settings.tokens.script_grant
+        grant = self.claimant.script_lease
         if context.as_sql and grant is not None and isinstance(calls, SqliteScriptCalls):
-            settings = self.settings
-            calls.grant(settings.resource, settings.holder, grant.ttl_ms, self._planned_heads, SQLITE_SCHEMA_VERSION)
+            claimant = self.claimant
+            calls.grant(claimant.resource, claimant.holder, grant.ttl_ms, self._planned_heads, SQLITE_SCHEMA_VERSION)
 
     def _aftermath(self, context: MigrationContext) -> str:
         """What a revision failing now leaves behind: its transaction rolls back, and with it the
@@ -439,7 +431,7 @@ class FencedRun:
     def _claim_and_record(self, change: LedgerChange) -> int | None:
         assert self._ledger is not None
         (row,) = self._ledger.rows(change)
-        xact = self._ledger.record_with_claim(row, self.settings.token)
+        xact = self._ledger.record_with_claim(row, self.claimant.token)
         self._early = change
         return xact
 
@@ -465,7 +457,7 @@ class FencedRun:
         open before Alembic writes the version row, and report the steps as non-atomic.
         """
         assert self._ledger is not None and self._calls is not None
-        last_xact = self._ledger.flush(self.settings.token, change)
+        last_xact = self._ledger.flush(self.claimant.token, change)
         if not self._calls.offline and last_xact != claim_xact:
             last_xact = self._claim_again(self._calls)
             for index in self._unverified:
@@ -477,10 +469,10 @@ class FencedRun:
         """Claim in a transaction that began after the claim's own ended (an autocommit block, a
         commit inside a revision): online, waiting for another writer's fence as the first claim
         does (:meth:`FenceCalls.wait_for_fence`: reported slices, bounded by ``--wait``)."""
-        settings = self.settings
+        claimant = self.claimant
         if self._waits is not None and not calls.offline:
-            calls.wait_for_fence(settings.resource, settings.token, settings.holder, self._waits)
-        return calls.claim(settings.resource, settings.token)
+            calls.wait_for_fence(claimant.resource, claimant.token, claimant.holder, self._waits)
+        return calls.claim(claimant.resource, claimant.token)
 
     def _require_unmoved_heads(self, context: MigrationContext) -> None:
         """After the first claim, the heads are the ones ``--expect-heads`` names (FENCED: the
@@ -490,7 +482,7 @@ class FencedRun:
         than ours) commits; its migrations are then in, and our plan is stale.
         """
         heads = sorted(context.get_current_heads())
-        self.settings.require_expected_heads(heads)
+        self.claimant.require_expected_heads(heads)
         if heads != self._planned_heads:
             raise HeadsMoved(
                 "another writer changed the database while this run waited for the fence; nothing was applied"
@@ -520,8 +512,8 @@ class FencedRun:
     def _adopt(self, context: MigrationContext, quoted_schema: str) -> None:
         """Adopt what the version table applied before fencing, in the transaction that fences the
         database (see :mod:`.adoption`)."""
-        settings = self.settings
-        self.outcome.adopted = adopt_applied_history(context, quoted_schema, settings.resource, settings.holder)
+        claimant = self.claimant
+        self.outcome.adopted = adopt_applied_history(context, quoted_schema, claimant.resource, claimant.holder)
 
     def _require_transaction(self, context: MigrationContext) -> None:
         """Fail closed unless the claim and the DDL are bound to share one transaction."""
@@ -558,7 +550,7 @@ class FencedRun:
                 left = run.outcome.autocommitted
                 left += [name for name in run._step_revisions if name not in left]
                 assert run._calls is not None
-                run._calls.claim(run.settings.resource, run.settings.token)
+                run._calls.claim(run.claimant.resource, run.claimant.token)
                 yield
 
         around_autocommit_blocks(context, fenced_autocommit_block)

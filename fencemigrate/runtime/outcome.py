@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .applied_downgrades import AppliedText
-from .request import TokenSource
+from .request import ScriptLease
 
 if TYPE_CHECKING:
     from ..fence.adoption import Adoption
@@ -62,8 +62,9 @@ class RunOutcome:
     command: str
     resource: str
     holder: str
-    tokens: TokenSource = field(repr=False, compare=False)
+    token: int | None = None  # None: no lease taken because nothing was left to do (no_lease says why)
     offline: bool = False
+    script_lease: ScriptLease | None = None  # the lease a script written without a token takes when it runs
     steps: list[StepOutcome] = field(default_factory=list)
     heads: list[str] | None = None
     installed_fence_schema: bool = False
@@ -76,11 +77,6 @@ class RunOutcome:
     autocommitted: list[str] = field(default_factory=list)  # revisions whose autocommit block ran
     adopted: Adoption | None = None  # what the version table applied before this run fenced it
     script_heads: list[str] | None = None  # the heads a script that takes its own lease requires when it runs
-
-    @property
-    def token(self) -> int | None:
-        """The run's token; None for a run that took no lease because nothing was left to do (no_lease says why)."""
-        return self.tokens.token
 
     def as_json(self) -> dict[str, Any]:
         """JSON form of the run, printed by ``--json``."""

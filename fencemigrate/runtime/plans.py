@@ -41,7 +41,7 @@ from ..errors import (
     refuse_token,
 )
 from ..fence.ledger import covered, purge_steps, read_applied_source
-from .request import FenceSettings, Planner
+from .request import Claimant, Identity, Planner
 from .revisions import declared_heads, has_revision_files
 
 if TYPE_CHECKING:
@@ -72,40 +72,43 @@ class FencedStep:
 
 
 def plan_or_fenced(
-    planner: Planner, settings: FenceSettings, heads: tuple[str, ...], context: MigrationContext
+    planner: Planner, claimant: Claimant, heads: tuple[str, ...], context: MigrationContext
 ) -> tuple[list[Any], list[str]]:
     """``planner``'s steps; when it refuses the command, FENCED instead if a token newer than the
     run's has written to its resource (read only: the refusal rolls the transaction back anyway).
     FENCED before planning when the run's relative target was resolved from other heads."""
-    settings.require_resolved_heads(heads)
+    claimant.require_resolved_heads(heads)
     try:
         return planner(heads, context)
     except TokenRequired:
         raise  # no token at all: the run's placeholder token says nothing about staleness
     except UsageError:
-        refuse_if_superseded(settings, context)
+        refuse_if_superseded(claimant.identity, claimant.token, context)
         raise
 
 
-def refuse_if_superseded(settings: FenceSettings, context: MigrationContext) -> None:
-    """FENCED when a token newer than the run's has written to its resource, or when the run's token
-    is above the fence of a resource whose lease service never issued it (as the claim refuses it);
-    reads only (also with nothing to do, so that a stale or forged token is told so without writing)."""
+def refuse_if_superseded(identity: Identity, token: int | None, context: MigrationContext) -> None:
+    """FENCED when a token newer than the run's ``token`` has written to its resource, or when that
+    token is above the fence of a resource whose lease service never issued it (as the claim refuses
+    it); reads only (also with nothing to do, so that a stale or forged token is told so without writing)."""
     connection = context.connection
-    if settings.tokens.token is None or context.as_sql or connection is None:
+    if token is None or context.as_sql or connection is None:
         return  # a token not known yet is the run's own, newest grant; a script cannot read the fence
-    quoted_schema = context.dialect.identifier_preparer.quote(settings.schema)
+    quoted_schema = context.dialect.identifier_preparer.quote(identity.schema)
     version = installed_version(connection, quoted_schema)
     if version is None:
         return
     clause = statement("fence_source", quoted_schema, connection.dialect.name)
-    row = connection.execute(clause, {"resource": settings.resource}).one_or_none()
+    row = connection.execute(clause, {"resource": identity.resource}).one_or_none()
     if row is not None:
-        refuse_token(settings.resource, settings.token, int(row.token), row.token_source)
+        refuse_token(identity.resource, token, int(row.token), row.token_source)
 
 
-def refusing_missing_heads(plan: Planner, script: ScriptDirectory, settings: FenceSettings) -> Planner:
-    """``plan``, with a refusal of heads the revision files do not have turned into DatabaseAhead.
+def refusing_missing_heads(
+    plan: Planner, script: ScriptDirectory, identity: Identity, token: Callable[[], int | None]
+) -> Planner:
+    """``plan``, with a refusal of heads the revision files do not have turned into DatabaseAhead
+    (naming the run's ``token()``; None: not known yet).
     Checked only once ``plan`` has refused (Alembic cannot plan from a revision it cannot locate), so
     a plan that needs no revision map still loads none."""
 
@@ -116,8 +119,8 @@ def refusing_missing_heads(plan: Planner, script: ScriptDirectory, settings: Fen
             missing = [head for head in heads if not _in_files(script, head)]
             if not missing:
                 raise
-            applied = _applied_by(context, settings.schema, missing)
-            raise DatabaseAhead(settings.resource, settings.tokens.token, applied) from None
+            applied = _applied_by(context, identity.schema, missing)
+            raise DatabaseAhead(identity.resource, token(), applied) from None
 
     return planner
 

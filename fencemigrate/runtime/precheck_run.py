@@ -21,10 +21,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
+from sqlalchemy import Connection
 
-from ..dialects import dialect_for, ensure_installed, installed_version
+from ..dialects import dialect_for, ensure_installed
 from ..dialects.waits import NamedLock, WaitBound
-from ..errors import FencemigrateError, HeadsMoved, RevisionFailed
+from ..errors import FencemigrateError, RevisionFailed
 from ..fence.adoption import adopt_applied_history
 from ..fence.guard import guard_first_write, guard_version_table
 from ..fence.ledger import Ledger, ledger_change, refuse_if_dirty, version_table_name
@@ -34,7 +35,7 @@ from .environment import describe, guard_refusal, locate
 from .fenced_run import step_direction, step_start
 from .outcome import RunOutcome, StepOutcome
 from .plans import FencedStep, plan_or_fenced, refuse_if_superseded
-from .request import FenceSettings, Planner
+from .request import Claimant, Planner
 
 
 class PrecheckRun:
@@ -42,18 +43,21 @@ class PrecheckRun:
 
     def __init__(
         self,
-        settings: FenceSettings,
+        claimant: Claimant,
         planner: Planner,
         outcome: RunOutcome,
         waits: WaitBound,
+        renew_lease: Callable[[Connection | None], None],
         progress: Progress = SILENT,
     ) -> None:
-        """``waits``: how the run waits for the named lock (``--wait``, ``--preempt``, reports)."""
-        self.settings = settings
+        """``waits``: how the run waits for the named lock (``--wait``, ``--preempt``, reports);
+        ``renew_lease`` after each step: the runner's lease, when it renews one."""
+        self.claimant = claimant
         self.planner = planner
         self.outcome = outcome
         self._progress = progress
         self._waits = waits
+        self._renew_lease = renew_lease
         self._lock: NamedLock | None = None
         self._quoted_schema = ""
         self._context: MigrationContext | None = None
@@ -62,13 +66,6 @@ class PrecheckRun:
         self._next_step: Any = None  # the step after the one running
         self._premarked: Any = None  # a step whose mark the previous step's transaction wrote
         self._guarded = False  # the version table's guard is on (or was allowed off on purpose)
-        self._idle = False  # nothing to do when env.py connected (see expect_nothing_to_do)
-
-    def expect_nothing_to_do(self, context: MigrationContext) -> None:
-        """The heads read when env.py connected left nothing to do: no fence schema, named lock or
-        claim; the run writes nothing."""
-        self._idle = True
-        context.opts["dont_mutate"] = True  # nor does Alembic create its version table if there is none
 
     # -- once env.py has connected, before Alembic touches the database -----------------------
 
@@ -77,14 +74,7 @@ class PrecheckRun:
         their own."""
         connection = context.connection
         assert connection is not None
-        self._quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
-        if self._idle:
-            # Nothing to do, so nothing written; but a dirty revision is never "nothing to do" (a read).
-            if dialect_for(context).tracks_dirty and installed_version(connection, self._quoted_schema) is not None:
-                refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
-            return
-        if self.settings.tokens.token is None:
-            return  # another runner finished the work while this one waited for the lease
+        self._quoted_schema = context.dialect.identifier_preparer.quote(self.claimant.schema)
         self._external = connection.in_transaction()
         # Installed first: the named lock is a function of the fence schema on PostgreSQL. Concurrent
         # first runs install it once (an install lock of its own on both databases).
@@ -93,25 +83,25 @@ class PrecheckRun:
             # With the version table, guarded: a first revision that fails leaves plain alembic refused.
             guard_first_write(context, self._quoted_schema)
             dialect_for(context).register_resource(
-                connection, self._quoted_schema, self.settings.resource, self._waits, self.settings.token
+                connection, self._quoted_schema, self.claimant.resource, self._waits, self.claimant.token
             )
             connection.commit()  # the install, and its lock, are not held while waiting below
-        lock = NamedLock(connection, self._quoted_schema, self.settings.resource)
-        lock.take(self._waits, self.settings.token)
+        lock = NamedLock(connection, self._quoted_schema, self.claimant.resource)
+        lock.take(self._waits, self.claimant.token)
         self._lock = lock
-        refuse_if_dirty(connection, self._quoted_schema, self.settings.resource)
+        refuse_if_dirty(connection, self._quoted_schema, self.claimant.resource)
         # Committed with the claim below: what the version table applied before fencing, adopted.
         self.outcome.adopted = adopt_applied_history(
-            context, self._quoted_schema, self.settings.resource, self.settings.holder
+            context, self._quoted_schema, self.claimant.resource, self.claimant.holder
         )
         calls = dialect_for(context).fence_calls(context, self._quoted_schema)
-        _, reapplied = plan_or_fenced(self.planner, self.settings, tuple(context.get_current_heads()), context)
+        _, reapplied = plan_or_fenced(self.planner, self.claimant, tuple(context.get_current_heads()), context)
         if reapplied:  # before the claim: a refused reapply leaves the fence as it was
-            calls.check_reapply(version_table_name(context), self.settings.resource, reapplied, self.settings.token)
-        calls.claim(self.settings.resource, self.settings.token)
+            calls.check_reapply(version_table_name(context), self.claimant.resource, reapplied, self.claimant.token)
+        calls.claim(self.claimant.resource, self.claimant.token)
         # In the claim's transaction, under the named lock: no fenced writer moves the heads now.
-        self.settings.require_expected_heads(context.get_current_heads())
-        self._ledger = Ledger(context, self._quoted_schema, calls, self.settings.resource, self.settings.holder)
+        self.claimant.require_expected_heads(context.get_current_heads())
+        self._ledger = Ledger(context, self._quoted_schema, calls, self.claimant.resource, self.claimant.holder)
         if not self._external:
             connection.commit()
 
@@ -125,11 +115,12 @@ class PrecheckRun:
 
     def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> Iterator[Any]:
         """Plan the steps; each is checked and marked before Alembic begins it."""
-        steps, _ = plan_or_fenced(self.planner, self.settings, heads, context)
-        if steps and (self.settings.tokens.token is None or self._idle):
-            raise HeadsMoved("the database changed since this run found nothing to do; nothing was applied")
+        claimant = self.claimant
+        steps, _ = plan_or_fenced(self.planner, claimant, heads, context)
         if not steps:
-            refuse_if_superseded(self.settings, context)  # a stale token learns it, with nothing written
+            refuse_if_superseded(
+                claimant.identity, claimant.token, context
+            )  # a stale token learns it, with nothing written
         self.outcome.heads = sorted(heads)
         self._context = context
         context.on_version_apply_callbacks = (*context.on_version_apply_callbacks, self._note_heads)
@@ -142,7 +133,7 @@ class PrecheckRun:
         for index, step in enumerate(steps):
             self._before_step(step)
             if not context.as_sql:  # checked and marked: the step's own code starts now
-                self._progress.step_started(step_start(step, index + 1, len(steps), self.settings.token))
+                self._progress.step_started(step_start(step, index + 1, len(steps), self.claimant.token))
             self._next_step = steps[index + 1] if index + 1 < len(steps) else None
             yield FencedStep(step, self)
 
@@ -151,7 +142,7 @@ class PrecheckRun:
         (unless the previous step's transaction marked it already)."""
         if isinstance(step, RevisionStep) and self._premarked is not step:
             assert self._ledger is not None
-            self._ledger.mark_or_fenced(step, self.settings.token, rollback_detail(step))
+            self._ledger.mark_or_fenced(step, self.claimant.token, rollback_detail(step))
             connection = self._ledger.connection
             if not self._external and not dialect_for(connection).commits_ddl:
                 # PostgreSQL: the mark commits before the DDL (on MySQL the first DDL statement commits it).
@@ -174,28 +165,28 @@ class PrecheckRun:
             if not isinstance(step, RevisionStep):
                 raise
             raise self._failure(step, error) from error
-        context, ledger, settings = self._context, self._ledger, self.settings
+        context, ledger, claimant = self._context, self._ledger, self.claimant
         assert context is not None and ledger is not None and context.script is not None
         detail = rollback_detail(step)
         change = ledger_change(context.script, step, detail)
         if isinstance(step, RevisionStep):
-            ledger.settle(step, settings.token, detail)
+            ledger.settle(step, claimant.token, detail)
         else:  # a stamp: no DDL, nothing to mark
-            ledger.record(ledger.rows(change), settings.token)
+            ledger.record(ledger.rows(change), claimant.token)
         self.outcome.steps.append(
             StepOutcome(
                 revisions=change.added or change.removed,
                 direction=step_direction(step, change),
-                token=settings.token,
+                token=claimant.token,
                 atomic=not isinstance(step, RevisionStep),
                 applied_text=applied_text_of(step),
             )
         )
         following = self._next_step
-        if isinstance(following, RevisionStep) and ledger.mark(following, settings.token, rollback_detail(following)):
+        if isinstance(following, RevisionStep) and ledger.mark(following, claimant.token, rollback_detail(following)):
             # The next revision's mark commits with this step's version row: one commit, not two.
             self._premarked = following
-        self.settings.tokens.heartbeat(context.connection)
+        self._renew_lease(context.connection)
 
     def _failure(self, step: RevisionStep, error: Exception) -> FencemigrateError:
         """A revision failing in pre-check mode: part of its DDL may be committed; it is now dirty.
@@ -208,8 +199,8 @@ class PrecheckRun:
             f"Compare the schema with the revision, finish or undo it by hand, then run "
             f"`fencemigrate resolve {revision} --token N --as applied|rolled-back`"
         )
-        settings = self.settings
-        refused = guard_refusal(error, revision, path, settings.resource, settings.token, lambda: aftermath)
+        claimant = self.claimant
+        refused = guard_refusal(error, revision, path, claimant.resource, claimant.token, lambda: aftermath)
         if refused is not None:
             return refused
         return RevisionFailed(revision, locate(error, path), describe(error), aftermath, how=" in pre-check mode")

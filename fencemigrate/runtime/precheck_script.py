@@ -31,7 +31,7 @@ from .environment import create_version_table_if_missing
 from .fenced_run import step_direction
 from .outcome import RunOutcome, StepOutcome
 from .plans import FencedStep, plan_or_fenced
-from .request import FenceSettings, Planner, listed
+from .request import Claimant, Planner, listed
 
 _CLIENT = (
     "run it with the mysql or mariadb client in batch mode (mariadb DB < script), which stops at the first "
@@ -42,8 +42,8 @@ _CLIENT = (
 class PrecheckScript:
     """Writes a pre-check ``--sql`` script (see the module's docstring)."""
 
-    def __init__(self, settings: FenceSettings, planner: Planner, outcome: RunOutcome, waits: WaitBound) -> None:
-        self.settings = settings
+    def __init__(self, claimant: Claimant, planner: Planner, outcome: RunOutcome, waits: WaitBound) -> None:
+        self.claimant = claimant
         self.planner = planner
         self.outcome = outcome
         self._waits = waits
@@ -51,9 +51,6 @@ class PrecheckScript:
         self._context: MigrationContext | None = None
         self._written: list[tuple[Any, LedgerChange]] = []  # steps whose DDL is written, not yet settled
         self._steps_left = 0
-
-    def expect_nothing_to_do(self, context: MigrationContext) -> None:
-        """Never called: a script is written offline, without a connection."""
 
     def connected(self, context: MigrationContext) -> None:
         """Never called: a script is written offline, without a connection."""
@@ -66,14 +63,14 @@ class PrecheckScript:
     def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> list[Any]:
         """Plan the steps; write the script's checks, locks and grant (or claim) ahead of every
         statement Alembic writes, its version table's ``CREATE TABLE`` from base included."""
-        steps, reapplied = plan_or_fenced(self.planner, self.settings, heads, context)
+        steps, reapplied = plan_or_fenced(self.planner, self.claimant, heads, context)
         if reapplied:
             raise UsageError("reapply cannot be written as a --sql script on MySQL/MariaDB (nothing was written)")
         self.outcome.heads = sorted(heads)
         if not steps:
             return []
         self._context = context
-        quoted_schema = context.dialect.identifier_preparer.quote(self.settings.schema)
+        quoted_schema = context.dialect.identifier_preparer.quote(self.claimant.schema)
         self._calls = MysqlScriptCalls(context, quoted_schema)
         self._steps_left = len(steps)
         self._open(context, self._calls, sorted(heads))
@@ -83,15 +80,15 @@ class PrecheckScript:
         return [FencedStep(step, self) for step in steps]
 
     def _open(self, context: MigrationContext, calls: MysqlScriptCalls, heads: list[str]) -> None:
-        settings = self.settings
-        grant = settings.tokens.script_grant
-        resource = settings.resource
+        claimant = self.claimant
+        grant = claimant.script_lease
+        resource = claimant.resource
         if grant is None:
-            what = f"fenced by token {settings.token} on resource {resource!r}"
+            what = f"fenced by token {claimant.token} on resource {resource!r}"
         else:
             what = (
                 f"when it runs, this script takes its own lease of resource {resource!r} from the database's "
-                f"lease service, as {settings.holder!r}, and is fenced by the token it is granted; it refuses to "
+                f"lease service, as {claimant.holder!r}, and is fenced by the token it is granted; it refuses to "
                 f"run unless the heads are {listed(heads)}"
             )
         from ..dialects.mysql_schema import VERSION as MYSQL_SCHEMA_VERSION  # noqa: PLC0415 (MySQL's, loaded for it)
@@ -107,9 +104,9 @@ class PrecheckScript:
             calls.write_check("script_lease_lock", resource=resource, wait_s=wait_s)
         calls.write_check("script_named_lock", resource=resource, wait_s=wait_s)
         if grant is None:
-            calls.write_statement("claim", resource=resource, token=settings.token)
-            calls.write_statement("seed_fence", resource=resource, token=settings.token)
-            calls.write_check("script_claim_check", resource=resource, token=settings.token)
+            calls.write_statement("claim", resource=resource, token=claimant.token)
+            calls.write_statement("seed_fence", resource=resource, token=claimant.token)
+            calls.write_check("script_claim_check", resource=resource, token=claimant.token)
             return
         self.outcome.script_heads = heads
         calls.write_statement(
@@ -118,7 +115,7 @@ class PrecheckScript:
             version_table_name=context.version_table,
             version_table=_quoted_version_table(context),
         )
-        said = {"resource": resource, "holder": settings.holder}
+        said = {"resource": resource, "holder": claimant.holder}
         calls.write_check("script_grant_check", **said, heads=",".join(heads))
         calls.write_statement("script_grant", **said, ttl_ms=grant.ttl_ms)
 
@@ -128,29 +125,29 @@ class PrecheckScript:
         """Before the step's DDL: its checks and its mark; the DDL; settled after the version write."""
         calls, context = self._calls, self._context
         assert calls is not None and context is not None and context.script is not None
-        settings = self.settings
-        token = settings.token
+        claimant = self.claimant
+        token = claimant.token
         where = {"version_table": version_table_name(context)}
         change = ledger_change(context.script, step)
         if isinstance(step, RevisionStep):
             revision = step.revision.revision
-            identity = {**where, "revision": revision, "resource": settings.resource, "token": token}
+            identity = {**where, "revision": revision, "resource": claimant.resource, "token": token}
             if step.is_upgrade:
                 assert step.revision.path is not None
                 file = read_revision_file(step.revision.path)
                 calls.write_statement(
-                    "begin_apply", **identity, holder=settings.holder, script_sha256=file.sha256, source=file.text
+                    "begin_apply", **identity, holder=claimant.holder, script_sha256=file.sha256, source=file.text
                 )
                 state = "applying"
             else:
                 assert step.revision.path is not None
                 sha256 = read_revision_file(step.revision.path).sha256
                 calls.write_check("script_applied_file_check", **where, revision=revision, script_sha256=sha256)
-                calls.write_statement("begin_rollback", **identity, holder=settings.holder)
+                calls.write_statement("begin_rollback", **identity, holder=claimant.holder)
                 state = "rolling_back"
             calls.write_check("script_mark_check", **identity, state=state)
         else:  # a stamp: no DDL, nothing to mark; its rows go in after the version write
-            calls.write_check("script_fence_check", resource=settings.resource, token=token)
+            calls.write_check("script_fence_check", resource=claimant.resource, token=token)
         migration_fn(**kw)
         self._written.append((step, change))
 
@@ -159,8 +156,8 @@ class PrecheckScript:
         calls, context = self._calls, self._context
         assert calls is not None and context is not None and context.script is not None
         step, change = self._written.pop(0)
-        settings = self.settings
-        token = settings.token
+        claimant = self.claimant
+        token = claimant.token
         where = {"version_table": version_table_name(context)}
         if isinstance(step, RevisionStep):
             revision = step.revision.revision
@@ -181,16 +178,16 @@ class PrecheckScript:
         )
         self._steps_left -= 1
         if not self._steps_left:
-            if settings.tokens.script_grant is not None:
-                calls.write_statement("script_release", resource=settings.resource, holder=settings.holder)
-            calls.write_statement("script_unlock", resource=settings.resource)
+            if claimant.script_lease is not None:
+                calls.write_statement("script_release", resource=claimant.resource, holder=claimant.holder)
+            calls.write_statement("script_unlock", resource=claimant.resource)
 
     def _record_stamp(self, calls: MysqlScriptCalls, change: LedgerChange, where: dict[str, str]) -> None:
         """A stamp's ledger rows and events, as a pre-check run records them."""
         context = self._context
         assert context is not None and context.script is not None
-        settings = self.settings
-        who = {"resource": settings.resource, "holder": settings.holder, "token": settings.token}
+        claimant = self.claimant
+        who = {"resource": claimant.resource, "holder": claimant.holder, "token": claimant.token}
         for revision in change.removed:
             calls.write_statement("record_rollback", **where, revision=revision)
             calls.write_statement("log_event", at=None, kind="UNSTAMP", revision=revision, detail=None, **who)

@@ -1,11 +1,13 @@
 """A fenced run's request: the API's typed options, checked in one place, and the frozen request
 built from them before the database is touched.
 
-The request names what to plan (command, destination), who writes (holder, resource, fence schema),
-how the mode is chosen (:class:`RunChoice`: transactional or pre-check, from the database env.py
-connected to and ``--mode``) and the one source of the run's token (:class:`TokenSource`): given
-(``--token``), granted to the lease the run holds, or, for an offline script written without a
-token, granted to the script itself when it runs.
+The request names what to plan (command, destination), who writes (:class:`Identity`: holder,
+resource, fence schema), how the mode is chosen (:class:`RunChoice`: transactional or pre-check,
+from the database env.py connected to and ``--mode``) and where the run's token comes from (its
+:data:`TokenPlan`): given (``--token``), a grant its caller holds, the lease the run takes itself,
+or, for an offline script written without a token, the lease the script takes when it runs. The
+token itself is known only once that lease is granted: the runner then builds the
+:class:`Claimant` (who claims, with which token) that the run of each mode writes under.
 
 ``--expect-heads`` (:class:`ExpectedHeads`): the heads a writer planned from, which the database
 must have when it claims. The claim's transaction reads them again (one SELECT of the version
@@ -18,8 +20,8 @@ given as full ids or unique prefixes, resolved against the revision files as Ale
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any, Protocol, Required, TypedDict
+from dataclasses import dataclass, fields
+from typing import Any, Required, TypedDict
 
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -37,18 +39,14 @@ from ..config import (
     parse_wait_ms,
 )
 from ..dialects import MODES, PRECHECK, dialect_for
-from ..dialects.fence_calls import SCRIPT_TOKEN
-from ..errors import Fenced, FencemigrateError, TokenRequired, UsageError
+from ..errors import Fenced, UsageError
 from ..leases import (
     DEFAULT_RUN_WAIT,
     DEFAULT_TTL,
     Grant,
-    HeldLease,
     LeaseRequest,
-    RunnerLease,
     check_lease_url,
     lease_engine,
-    open_backend,
 )
 from ..progress import SILENT, Progress
 from .revisions import declared_revisions, relative_to_heads, require_known, script_directory
@@ -69,21 +67,6 @@ class ExpectedHeads:
         if found != self.revisions:
             reason = f"heads are {listed(found)}, you planned from {listed(self.revisions)}"
             raise Fenced(resource, token, None, reason)
-
-
-class ResolvedFrom:
-    """The heads a revision relative to the database's own (``-1``, ``+2``, ``main@-1``) was
-    resolved from, read before the run's lease or lock; the run writes only from those heads
-    (FENCED otherwise, as with ``--expect-heads``): the same words from other heads would name
-    another revision. Kept across the run's attempts: the first resolution is the one the caller made."""
-
-    def __init__(self) -> None:
-        self.heads: ExpectedHeads | None = None
-
-    def pin(self, heads: Iterable[str]) -> None:
-        """Resolved from ``heads`` (once: a later attempt keeps the first)."""
-        if self.heads is None:
-            self.heads = ExpectedHeads(frozenset(heads))
 
 
 def listed(revisions: Iterable[str]) -> str:
@@ -158,108 +141,78 @@ Planner = Callable[[tuple[str, ...], MigrationContext], tuple[list[Any], list[st
 
 
 @dataclass(frozen=True)
-class ScriptGrant:
+class Identity:
+    """Who writes: the holder, the resource whose fence it claims, and the fence schema."""
+
+    holder: str
+    resource: str
+    schema: str
+
+
+@dataclass(frozen=True)
+class GivenToken:
+    """``--token N``: the run writes under N, a token the caller's own lease service issued."""
+
+    token: int
+
+
+@dataclass(frozen=True)
+class HeldGrant:
+    """``held_lease``: the run writes under the token of a grant its caller holds (an MCP server's),
+    renews it between revisions as a run renews its own lease, and leaves it held."""
+
+    grant: Grant
+    lease_url: str | None
+
+
+@dataclass(frozen=True)
+class OwnLease:
+    """No token: the run takes a lease itself once env.py has connected, renews it while it works
+    and releases it at the end (``--ttl``, ``--wait``, ``--preempt``, ``--lease-url``)."""
+
+    request: LeaseRequest
+    lease_url: str | None
+
+
+@dataclass(frozen=True)
+class ScriptLease:
     """The lease an offline (``--sql``) script without ``--token`` takes itself when it runs, from the
     database's own lease service: its TTL, and how long the script waits for a live holder or a
-    migration in flight (``--ttl``, ``--wait``)."""
+    migration in flight (``--ttl``, ``--wait``). The script writes under :data:`SCRIPT_TOKEN`, the
+    token it will be granted."""
 
     ttl_ms: int
     wait_ms: int
 
 
-class RunLease(Protocol):
-    """The lease a run takes itself when it is given no token (:class:`..leases.run_lease.RunnerLease`),
-    or one its caller holds and lends it with the token (:class:`..leases.run_lease.HeldLease`)."""
-
-    renewals: int
-
-    def acquire(self, engine: Engine, stop_waiting: Callable[[], bool]) -> int | None:
-        """The granted token, or None when ``stop_waiting()`` turned true while another holder had it."""
-        ...
-
-    def heartbeat(self, migration: Connection | None) -> None:
-        """Renew while the run makes progress; LeaseLost when someone else was granted it."""
-        ...
-
-    def release(self) -> FencemigrateError | None:
-        """Release the lease; what went wrong is returned, not raised."""
-        ...
-
-
-class TokenSource:
-    """Where the run's token comes from; everything that writes under it reads it here."""
-
-    def __init__(
-        self, token: int | None = None, lease: RunLease | None = None, script_grant: ScriptGrant | None = None
-    ) -> None:
-        """``token``: the token to write under. ``lease`` without it: the run's own lease, acquired
-        once env.py has connected; with it: the lease its caller holds with that token, which the
-        run renews while it makes progress and leaves held. ``script_grant`` (alone): the offline
-        script being written takes its own lease when it runs."""
-        self._token = token
-        self.lease = lease
-        self.script_grant = script_grant
-        self._takes_lease = lease is not None and token is None
-
-    @property
-    def takes_lease(self) -> bool:
-        """The run takes a lease itself (it was given no token)."""
-        return self._takes_lease
-
-    @property
-    def token(self) -> int | None:
-        """The token, or None while the run's own lease is not granted (or none was given)."""
-        return self._token
-
-    def required(self) -> int:
-        """The token to write under; no step is written before it is known. An offline script that
-        takes its own lease writes under :data:`SCRIPT_TOKEN`, the token it will be granted."""
-        if self._token is None and self.script_grant is not None:
-            return SCRIPT_TOKEN
-        if self._token is None:
-            raise TokenRequired("no fencing token is known yet: nothing can be written")
-        return self._token
-
-    def acquire(self, engine: Engine, stop_waiting: Callable[[], bool]) -> bool:
-        """Acquire the run's own lease through ``engine``'s database (once); False when
-        ``stop_waiting()`` turned true while another holder had it."""
-        assert self.lease is not None
-        token = self.lease.acquire(engine, stop_waiting)
-        if token is not None:
-            self._token = token
-        return token is not None
-
-    def heartbeat(self, migration: Connection | None) -> None:
-        """Renew the run's own lease when it is due (after each revision, with its connection)."""
-        if self.lease is not None:
-            self.lease.heartbeat(migration)
-
-    @property
-    def renewals(self) -> int:
-        """How often the run's own lease was renewed."""
-        return self.lease.renewals if self.lease is not None else 0
-
-    def release(self) -> FencemigrateError | None:
-        """Release the run's own lease, if it holds one (a lent lease stays held); what went wrong
-        is returned, not raised."""
-        return self.lease.release() if self.lease is not None else None
+TokenPlan = GivenToken | HeldGrant | OwnLease | ScriptLease
+"""Where a run's token comes from: given, a held grant, the run's own lease, or the script's own lease."""
 
 
 @dataclass(frozen=True)
-class FenceSettings:
-    """The identity a fenced run claims the resource with (and ``--expect-heads``, if given)."""
+class Claimant:
+    """Who claims the fence and the token it claims with (known once the lease is granted), with the
+    heads it must find when it claims: ``--expect-heads``, and the heads a target relative to the
+    database's own was resolved from. ``script_lease``: an offline script that takes its own lease
+    when it runs (its token is :data:`SCRIPT_TOKEN`)."""
 
-    holder: str
-    resource: str
-    schema: str
-    tokens: TokenSource
+    identity: Identity
+    token: int
     expected_heads: ExpectedHeads | None = None
-    resolved_from: ResolvedFrom = field(default_factory=ResolvedFrom)
+    resolved_from: ExpectedHeads | None = None
+    script_lease: ScriptLease | None = None
 
     @property
-    def token(self) -> int:
-        """The token to write under (:meth:`TokenSource.required`)."""
-        return self.tokens.required()
+    def holder(self) -> str:
+        return self.identity.holder
+
+    @property
+    def resource(self) -> str:
+        return self.identity.resource
+
+    @property
+    def schema(self) -> str:
+        return self.identity.schema
 
     def require_expected_heads(self, heads: Iterable[str]) -> None:
         """FENCED unless ``heads`` (read in the claiming transaction) are the ones the run was told
@@ -270,9 +223,10 @@ class FenceSettings:
 
     def require_resolved_heads(self, heads: Iterable[str]) -> None:
         """FENCED unless ``heads`` are the ones a target relative to the database's heads was
-        resolved from (:class:`.ResolvedFrom`); nothing to check for any other target."""
-        if self.resolved_from.heads is not None and self.tokens.token is not None:
-            self.resolved_from.heads.require(heads, self.resource, self.tokens.token)
+        resolved from (read before the run's lease or lock: the same words from other heads would
+        name another revision); nothing to check for any other target."""
+        if self.resolved_from is not None:
+            self.resolved_from.require(heads, self.resource, self.token)
 
 
 @dataclass(frozen=True)
@@ -284,7 +238,9 @@ class RunRequest:
     command: str
     destination: str | tuple[str, ...]  # a stamp's are a tuple
     plan_for: Callable[[ScriptDirectory, Any], Planner]
-    settings: FenceSettings
+    identity: Identity
+    token_plan: TokenPlan
+    expected_heads: ExpectedHeads | None
     choice: RunChoice
     own_engine: Callable[[Engine], Engine]  # the engine of the run's own connections (synchronous)
     start: str | None = None  # --sql's FROM
@@ -300,7 +256,7 @@ class RunRequest:
     @property
     def relative_to_heads(self) -> bool:
         """The destination counts from the database's heads (``-1``): resolved from the heads read
-        before the lease, the run writes only from those (:class:`.ResolvedFrom`)."""
+        before the lease, the run writes only from those (:attr:`Claimant.resolved_from`)."""
         return relative_to_heads(self.destination)
 
 
@@ -337,11 +293,10 @@ class ReapplyKeywords(TypedDict, total=False):
     """The keywords of ``reapply``: its command's options (None: the default).
 
     ``held_lease`` (no CLI option): a grant you hold, from :func:`..api.lease_acquire`, instead of
-    ``token``: the run writes under its token, renews it between revisions as a run renews its own
+    a ``token``: the run writes under its token, renews it between revisions as a run renews its own
     lease, and leaves it held (an MCP server's grant: :mod:`..agent_server`).
     """
 
-    token: int | str | None
     held_lease: Grant | None
     holder: str | None
     resource: str | None
@@ -362,9 +317,8 @@ class RunKeywords(ReapplyKeywords, total=False):
 
 
 class ResolveKeywords(TypedDict, total=False):
-    """The keywords of ``resolve``: its command's options (None: the default)."""
+    """The keywords of ``resolve`` besides its token: its command's options (None: the default)."""
 
-    token: Required[int | str | None]
     resolved_as: Required[str]
     holder: str | None
     resource: str | None
@@ -484,10 +438,9 @@ class LeaseOptions:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """What every fenced command takes: ``--token``, ``--holder``, ``--resource``, ``--sql``,
+    """What every fenced command takes besides its token: ``--holder``, ``--resource``, ``--sql``,
     ``--tag``, ``--mode`` (``--expect-heads``: :func:`_expected_heads`)."""
 
-    token: int | str | None = None
     holder: str | None = None
     resource: str | None = None
     sql: bool = False
@@ -505,19 +458,20 @@ def fenced_request(
     command: str,
     target: tuple[str | None, str | tuple[str, ...]],
     plan_for: Callable[[ScriptDirectory, Any], Planner],
+    token: int | str | None,
     options: Mapping[str, Any],
     known: frozenset[str] = RUN_KEYWORDS,
     single_transaction: bool = False,
 ) -> RunRequest:
     """``command`` from ``target`` (the --sql starting revision or None, the destination) with the
-    command's ``options`` (``known``: their names; :class:`RunKeywords`'s unless told), checked
-    before the database is touched: identity, mode, the expected heads, the token or the run's own
-    lease, revisions."""
+    command's ``token`` (None: not given) and ``options`` (``known``: their names; :class:`RunKeywords`'s
+    unless told), checked before the database is touched: identity, mode, the expected heads, the
+    token or the run's own lease, revisions."""
     reject_unknown(options, known)
     run, lease, progress = RunOptions.of(options), LeaseOptions.of(options), options.get("progress", SILENT)
     held = options.get("held_lease")
-    holder = check_holder(run.holder if held is None else _held_identity(held, run, lease))
-    if run.sql and run.token is None and held is None:
+    holder = check_holder(run.holder if held is None else _held_identity(held, token, run, lease))
+    if run.sql and token is None and held is None:
         holder = check_holder(f"{holder}{SCRIPT_HOLDER_SUFFIX}")  # the lease is the script's own
     resource = checked_resource(config, run.resource if held is None else held.lease.resource)
     schema = fence_schema(config)
@@ -525,9 +479,9 @@ def fenced_request(
     script = script_directory(config)
     expected = _expected_heads(script, options.get("expect_heads"), run.sql)
     if held is not None:
-        tokens = _held_token_source(config, held, lease, schema, run.sql)
+        token_plan = _held_token_plan(config, held, lease, run.sql)
     else:
-        tokens = _token_source(config, run, lease, resource, holder, schema, progress)
+        token_plan = _token_plan(config, token, run, lease, resource, holder)
     start, destination = target
     for revision in (destination if isinstance(destination, tuple) else (destination,)) + (start,):
         require_known(script, revision, stamp=command == "stamp")
@@ -537,7 +491,9 @@ def fenced_request(
         command,
         destination,
         plan_for,
-        FenceSettings(holder, resource, schema, tokens, expected),
+        Identity(holder, resource, schema),
+        token_plan,
+        expected,
         choice,
         own_engine=lease_engine,
         start=start,
@@ -547,32 +503,30 @@ def fenced_request(
     )
 
 
-def resolve_settings(config: Config, options: ResolveKeywords) -> tuple[FenceSettings, str, int]:
+def resolve_claimant(config: Config, token: int | str | None, options: ResolveKeywords) -> tuple[Claimant, str, int]:
     """What ``resolve`` writes under, the outcome it settles, and how long it waits for the named
     lock; checked before anything is touched."""
-    token = options.get("token")
     if token is None:
         raise UsageError(_TOKEN_REQUIRED["resolve"])
     resolved_as = options.get("resolved_as")
     if resolved_as not in RESOLVE_AS:
         raise UsageError(f"--as must be {' or '.join(RESOLVE_AS)}, not {resolved_as!r}")
     reject_unknown(options, frozenset(ResolveKeywords.__annotations__))
-    tokens = TokenSource(token=parse_token(token))
     holder, resource = check_holder(options.get("holder")), checked_resource(config, options.get("resource"))
-    settings = FenceSettings(holder, resource, fence_schema(config), tokens)
-    return settings, resolved_as, LeaseOptions(wait=options.get("wait")).wait_ms()
+    claimant = Claimant(Identity(holder, resource, fence_schema(config)), parse_token(token))
+    return claimant, resolved_as, LeaseOptions(wait=options.get("wait")).wait_ms()
 
 
-def _held_identity(held: Grant, run: RunOptions, lease: LeaseOptions) -> str:
+def _held_identity(held: Grant, token: int | str | None, run: RunOptions, lease: LeaseOptions) -> str:
     """The holder of the ``held`` grant, which the run writes as; a UsageError for options that
-    contradict it (another token, holder or resource, or a lease of the run's own)."""
+    contradict it (another ``token``, holder or resource, or a lease of the run's own)."""
     grant = held.lease
     if grant.holder is None or grant.ttl_ms is None:
         raise UsageError("held_lease must be a grant (from lease_acquire or lease_renew): it names no holder or TTL")
     clashes = [
         name
         for name, clash in (
-            ("token", run.token is not None and str(run.token) != str(held.token)),
+            ("token", token is not None and str(token) != str(held.token)),
             ("holder", run.holder is not None and run.holder != grant.holder),
             ("resource", run.resource is not None and run.resource != grant.resource),
             *((name, True) for name in lease.given() if name not in ("wait", "lease_url")),
@@ -584,17 +538,15 @@ def _held_identity(held: Grant, run: RunOptions, lease: LeaseOptions) -> str:
     return grant.holder
 
 
-def _held_token_source(config: Config, held: Grant, lease: LeaseOptions, schema: str, sql: bool) -> TokenSource:
+def _held_token_plan(config: Config, held: Grant, lease: LeaseOptions, sql: bool) -> TokenPlan:
     """The token of the grant the caller holds, with that lease lent to the run for its renewals
     (an offline script, ``sql``, renews nothing: it runs later, if ever)."""
     if sql:
-        return TokenSource(token=held.token)
-    lease_url = check_lease_url(lease.lease_url or configured_lease_url(config))
-    lent = HeldLease(held, lambda engine: open_backend(lease_engine(engine), schema, lease_url))
-    return TokenSource(token=held.token, lease=lent)
+        return GivenToken(held.token)
+    return HeldGrant(held, check_lease_url(lease.lease_url or configured_lease_url(config)))
 
 
-def _script_grant(config: Config, lease: LeaseOptions) -> ScriptGrant:
+def _script_lease(config: Config, lease: LeaseOptions) -> ScriptLease:
     """The lease an offline script without a token takes when it runs: from the database's own lease
     service, for ``--ttl``, waiting at most ``--wait``; a UsageError for what a script cannot do."""
     if lease.preempt:
@@ -608,7 +560,7 @@ def _script_grant(config: Config, lease: LeaseOptions) -> ScriptGrant:
             "not from Redis (--lease-url or fencemigrate.lease_url): take a Redis grant and pass its "
             "token with --token N; nothing was written"
         )
-    return ScriptGrant(ttl_ms=parse_ttl_ms(DEFAULT_TTL if lease.ttl is None else lease.ttl), wait_ms=lease.wait_ms())
+    return ScriptLease(ttl_ms=parse_ttl_ms(DEFAULT_TTL if lease.ttl is None else lease.ttl), wait_ms=lease.wait_ms())
 
 
 def _expected_heads(script: ScriptDirectory, given: Sequence[str] | None, sql: bool) -> ExpectedHeads | None:
@@ -623,20 +575,20 @@ def _expected_heads(script: ScriptDirectory, given: Sequence[str] | None, sql: b
     return expected_heads(script, given)
 
 
-def _token_source(
-    config: Config, run: RunOptions, lease: LeaseOptions, resource: str, holder: str, schema: str, progress: Progress
-) -> TokenSource:
-    """The given token, or the lease the run takes itself when it has none."""
-    if run.token is not None:
+def _token_plan(
+    config: Config, token: int | str | None, run: RunOptions, lease: LeaseOptions, resource: str, holder: str
+) -> TokenPlan:
+    """The given ``token``, or the lease the run (or its script) takes itself when it has none."""
+    if token is not None:
         lease_only = [name for name in lease.given() if name not in ("wait", "preempt")]
         if lease_only:
             raise UsageError(
                 f"--{lease_only[0].replace('_', '-')} applies only when fencemigrate takes the lease "
                 "itself; with --token your own lease service issued the token"
             )
-        return TokenSource(token=parse_token(run.token))
+        return GivenToken(parse_token(token))
     if run.sql:
-        return TokenSource(script_grant=_script_grant(config, lease))
+        return _script_lease(config, lease)
     request = LeaseRequest(
         resource=resource,
         holder=holder,
@@ -644,8 +596,4 @@ def _token_source(
         wait_ms=lease.wait_ms(),
         preempt=lease.preempt,
     )
-    lease_url = check_lease_url(lease.lease_url or configured_lease_url(config))
-    own = RunnerLease(
-        request, lambda engine: open_backend(engine, schema, lease_url, request.preempt, request.wait_ms), progress
-    )
-    return TokenSource(lease=own)
+    return OwnLease(request, check_lease_url(lease.lease_url or configured_lease_url(config)))

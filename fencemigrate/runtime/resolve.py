@@ -21,7 +21,7 @@ from ..errors import FencemigrateError, UsageError
 from ..fence.events import log_event
 from ..fence.ledger import Ledger, Unsettled, unsettled_revisions, version_table_name
 from .environment import FENCED_RUN_ATTRIBUTE, run_env
-from .request import APPLIED, ROLLED_BACK, FenceSettings
+from .request import APPLIED, ROLLED_BACK, Claimant
 from .revisions import RELATIVE, require_known, script_directory
 
 
@@ -47,8 +47,8 @@ class ResolveRun:
     """Alembic's migration function for ``resolve``: it changes the ledger and the version table itself
     and hands Alembic no steps."""
 
-    def __init__(self, settings: FenceSettings, revision: str, resolved_as: str, lock_wait_ms: int) -> None:
-        self.settings = settings
+    def __init__(self, claimant: Claimant, revision: str, resolved_as: str, lock_wait_ms: int) -> None:
+        self.claimant = claimant
         self.revision = revision
         self.resolved_as = resolved_as
         self.lock_wait_ms = lock_wait_ms
@@ -65,20 +65,20 @@ class ResolveRun:
         """Lock, claim, settle the dirty row and the version table, log RESOLVE, commit."""
         connection = context.connection
         assert connection is not None and context.script is not None
-        settings = self.settings
-        quoted = context.dialect.identifier_preparer.quote(settings.schema)
+        claimant = self.claimant
+        quoted = context.dialect.identifier_preparer.quote(claimant.schema)
         if not (dialect_for(context).tracks_dirty and installed_version(connection, quoted) is not None):
             raise UsageError(
                 f"{self.revision} is not dirty: only pre-check mode (MySQL/MariaDB, or --mode precheck "
                 "on PostgreSQL) marks revisions dirty, and this database has none (nothing was changed)"
             )
-        lock = NamedLock(connection, quoted, settings.resource)
+        lock = NamedLock(connection, quoted, claimant.resource)
         lock.take(WaitBound(self.lock_wait_ms))
         self._lock = lock
-        dirty = self._dirty_row(unsettled_revisions(connection, quoted, settings.resource), context)
-        claim_fence(connection, quoted, settings.resource, settings.token)
+        dirty = self._dirty_row(unsettled_revisions(connection, quoted, claimant.resource), context)
+        claim_fence(connection, quoted, claimant.resource, claimant.token)
         ledger = Ledger(
-            context, quoted, dialect_for(context).fence_calls(context, quoted), settings.resource, settings.holder
+            context, quoted, dialect_for(context).fence_calls(context, quoted), claimant.resource, claimant.holder
         )
         if dirty.token == 0:  # left by a refused write without a token: no ledger row was marked
             self._settle_tokenless(context, quoted, ledger, dirty)
@@ -90,10 +90,10 @@ class ResolveRun:
         log_event(
             connection,
             quoted,
-            resource=settings.resource,
+            resource=claimant.resource,
             kind="RESOLVE",
-            holder=settings.holder,
-            token=settings.token,
+            holder=claimant.holder,
+            token=claimant.token,
             revision=self.revision,
             detail={
                 "as": self.resolved_as,
@@ -105,10 +105,10 @@ class ResolveRun:
         if not self._external:
             connection.commit()
         self.outcome = ResolveOutcome(
-            settings.resource,
+            claimant.resource,
             self.revision,
-            settings.token,
-            settings.holder,
+            claimant.token,
+            claimant.holder,
             self.resolved_as,
             dirty.state,
             dirty.token,
@@ -129,7 +129,7 @@ class ResolveRun:
                 return row
         listed = ", ".join(row.revision for row in dirty) or "none"
         raise UsageError(
-            f"{self.revision} is not dirty on {self.settings.resource} (dirty revisions: {listed}); nothing was changed"
+            f"{self.revision} is not dirty on {self.claimant.resource} (dirty revisions: {listed}); nothing was changed"
         )
 
     def _settle_tokenless(self, context: MigrationContext, quoted: str, ledger: Ledger, dirty: Unsettled) -> None:
@@ -141,7 +141,7 @@ class ResolveRun:
         if dirty.state == "applying" and self.resolved_as == APPLIED:
             revision = context.script.get_revision(self.revision)
             assert revision is not None and revision.path is not None
-            ledger.adopt(self.revision, revision.path, self.settings.token)
+            ledger.adopt(self.revision, revision.path, self.claimant.token)
         elif dirty.state == "rolling_back" and self.resolved_as == ROLLED_BACK:
             ledger.forget(self.revision)
         params = {"version_table": dirty.version_table, "revision": self.revision}
@@ -170,23 +170,23 @@ class ResolveRun:
 
 
 def resolve_dirty(
-    config: Config, revision: str, resolved_as: str, settings: FenceSettings, lock_wait_ms: int
+    config: Config, revision: str, resolved_as: str, claimant: Claimant, lock_wait_ms: int
 ) -> ResolveOutcome:
-    """Settle the dirty ``revision`` as ``resolved_as`` under ``settings``; the revision must be a
+    """Settle the dirty ``revision`` as ``resolved_as`` under ``claimant``; the revision must be a
     known id (not ``head`` or a relative one), checked before the database is touched."""
     script = script_directory(config)
     if revision in ("base", "head", "heads") or RELATIVE.search(revision):
         raise UsageError(f"resolve takes the id of the dirty revision, not {revision!r}")
     require_known(script, revision)
-    run = ResolveRun(settings, revision, resolved_as, lock_wait_ms)
+    run = ResolveRun(claimant, revision, resolved_as, lock_wait_ms)
     config.attributes[FENCED_RUN_ATTRIBUTE] = run
     try:
         run_env(
             config,
             script,
             run.migrations_fn,
-            resource=settings.resource,
-            tokens=settings.tokens,
+            resource=claimant.resource,
+            token=lambda: claimant.token,
             writes=True,
             on_connection=run.connected,
             dont_mutate=True,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine
 
-from ..errors import DatabaseError, UsageError, refused_step
+from ..errors import DatabaseError, UsageError, refused_step, register_error_reader
 from .waits import WaitBound
 
 if TYPE_CHECKING:
@@ -171,11 +171,31 @@ class Dialect(ABC):
         if "__dialect__" in vars(cls):
             for name in (cls.__dialect__, *cls.aliases):
                 _registry[name] = cls
+            register_error_reader(cls)
 
     @property
     def name(self) -> str:
         """The SQLAlchemy dialect name (``mysql`` for MariaDB too)."""
         return self.__dialect__
+
+    # -- its driver's errors (read by :mod:`fencemigrate.errors`) ----------------------------
+
+    @classmethod
+    def read_only_reason(cls, error: BaseException) -> str | None:
+        """Why this database refused ``error``'s write as read-only (:func:`~fencemigrate.errors.read_only_words`);
+        None when it is another error."""
+        return None
+
+    @classmethod
+    def is_lock_contention(cls, error: BaseException) -> bool:
+        """Whether ``error`` is this database's lock wait running out or deadlock broken."""
+        return False
+
+    @classmethod
+    def refusal_words(cls, error: BaseException) -> tuple[str | None, str | None]:
+        """The message and DETAIL of a refusal this database's driver raised (``error``, the driver's
+        own), where the driver keeps them apart from its text; (None, None) elsewhere."""
+        return None, None
 
     # -- the fence schema ------------------------------------------------------------------
 

@@ -289,7 +289,7 @@ class MysqlScriptCalls:
         self.write_statement("script_stop")
 
 
-_LOCK_NOT_AVAILABLE = "55P03"
+LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL: a lock_timeout ran out
 
 
 class PostgresFenceCalls(FenceCalls):
@@ -403,7 +403,7 @@ def wait_in_lock_timeout_slices(
             scalar_on_driver(connection, statement("lock_timeout", quoted_schema), {"timeout_ms": str(slice_ms)})
             action()
         except Exception as error:
-            if sqlstate_of(error) != _LOCK_NOT_AVAILABLE:
+            if sqlstate_of(error) != LOCK_NOT_AVAILABLE:
                 raise  # FENCED, a lost session...: the transaction is doomed, as after a claim
             rowcount_on_driver(connection, statement("fence_wait_rollback", quoted_schema), {})
             return False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine
@@ -12,11 +12,22 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..connections import own_connection
+from ..errors import read_only_words
 from . import mysql_schema
 from .base import PRECHECK, TRANSACTIONAL, SchemaScripts
 from .fence_calls import FenceCalls, PlainStatementCalls
 from .prefixed import PrefixedDialect
 from .statements import statement
+
+_SIGNAL = 1644  # the error number of SIGNAL SQLSTATE '...'
+_READ_ONLY_ERRORS = {1290, 1792, 1836}  # --read-only / super_read_only, READ ONLY transaction, read-only mode
+_CONTENDED_ERRORS = {1205, 1213}  # lock wait timeout exceeded, deadlock found
+
+
+def _numbered(error: BaseException) -> tuple[int, str] | None:
+    """A MySQL driver's error as its number and message (its two arguments), else None."""
+    args: tuple[Any, ...] = tuple(getattr(getattr(error, "orig", error), "args", ()))
+    return (args[0], args[1]) if len(args) == 2 and isinstance(args[0], int) and isinstance(args[1], str) else None
 
 
 class MysqlDialect(PrefixedDialect):
@@ -38,6 +49,25 @@ class MysqlDialect(PrefixedDialect):
     commits_ddl = True
     records_tokenless_writes = True
     writes_precheck_scripts = True
+
+    @classmethod
+    def read_only_reason(cls, error: BaseException) -> str | None:
+        numbered = _numbered(error)
+        if numbered is None or numbered[0] not in _READ_ONLY_ERRORS:
+            return None
+        hint = "the server runs with read_only (or super_read_only), or the transaction is READ ONLY"
+        return read_only_words(error, numbered[1], hint)
+
+    @classmethod
+    def is_lock_contention(cls, error: BaseException) -> bool:
+        args: tuple[Any, ...] = tuple(getattr(getattr(error, "orig", error), "args", ()))
+        return len(args) > 0 and args[0] in _CONTENDED_ERRORS
+
+    @classmethod
+    def refusal_words(cls, error: BaseException) -> tuple[str | None, str | None]:
+        """A ``SIGNAL``'s message: the second argument of error 1644 (PyMySQL's text is ``(1644, '...')``)."""
+        numbered = _numbered(error)
+        return (numbered[1] if numbered is not None and numbered[0] == _SIGNAL else None), None
 
     def schema_scripts(self) -> SchemaScripts:
         return mysql_schema.shipped_scripts()

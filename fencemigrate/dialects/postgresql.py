@@ -10,11 +10,15 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 from sqlalchemy.dialects import postgresql
 
+from ..errors import read_only_words, sqlstate_of
 from . import postgresql_schema
 from .base import Dialect, FenceObject, GuardedTable, SchemaScripts
-from .fence_calls import FenceCalls, PostgresFenceCalls, wait_in_lock_timeout_slices
+from .fence_calls import LOCK_NOT_AVAILABLE, FenceCalls, PostgresFenceCalls, wait_in_lock_timeout_slices
 from .statements import scalar_on_driver, statement
 from .waits import WaitBound
+
+READ_ONLY_SQLSTATE = "25006"  # read_only_sql_transaction (also on a hot standby)
+_CONTENDED_SQLSTATES = {LOCK_NOT_AVAILABLE, "40P01"}  # lock_not_available, deadlock_detected
 
 
 class PostgresqlDialect(Dialect):
@@ -27,6 +31,28 @@ class PostgresqlDialect(Dialect):
     replication_known = True
     returning_updates = True
     grants_to_roles = True
+
+    @classmethod
+    def read_only_reason(cls, error: BaseException) -> str | None:
+        """SQLSTATE 25006. MySQL's error 1792 carries it too (PyMySQL): its first argument is the
+        error number, which no PostgreSQL driver's is."""
+        args: tuple[Any, ...] = tuple(getattr(getattr(error, "orig", error), "args", ()))
+        if sqlstate_of(error) != READ_ONLY_SQLSTATE or (args and isinstance(args[0], int)):
+            return None
+        hint = "default_transaction_read_only is on for this role or database, or the server is a hot standby"
+        return read_only_words(error, args[0] if args else getattr(error, "orig", error), hint)
+
+    @classmethod
+    def is_lock_contention(cls, error: BaseException) -> bool:
+        return sqlstate_of(error) in _CONTENDED_SQLSTATES
+
+    @classmethod
+    def refusal_words(cls, error: BaseException) -> tuple[str | None, str | None]:
+        """The server's primary message and DETAIL (psycopg's ``diag``; ``detail``, asyncpg's)."""
+        diag = getattr(error, "diag", None)
+        message = getattr(diag, "message_primary", None) or None
+        detail = getattr(diag, "message_detail", None) or getattr(error, "detail", None)
+        return message, detail if isinstance(detail, str) else None
 
     def schema_scripts(self) -> SchemaScripts:
         return postgresql_schema.shipped_scripts()

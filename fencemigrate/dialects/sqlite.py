@@ -11,6 +11,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 from sqlalchemy.dialects import sqlite
 
+from ..errors import read_only_words
 from . import sqlite_schema
 from .base import PRECHECK, SchemaScripts
 from .fence_calls import FenceCalls, SqliteFenceCalls, SqliteScriptCalls
@@ -40,6 +41,18 @@ class SqliteDialect(PrefixedDialect):
     context_options: ClassVar[dict[str, Any]] = {
         "transactional_ddl": True  # Alembic's SQLiteImpl assumes pysqlite's autocommit
     }
+
+    @classmethod
+    def read_only_reason(cls, error: BaseException) -> str | None:
+        """SQLITE_READONLY ("attempt to write a readonly database"), told by its code or its text."""
+        original = getattr(error, "orig", error)
+        if getattr(original, "sqlite_errorcode", None) != sqlite3.SQLITE_READONLY and "readonly database" not in str(
+            original
+        ):
+            return None
+        args: tuple[Any, ...] = tuple(getattr(original, "args", ()))
+        hint = "this process may not write the database file or its directory, or the URL opens it with mode=ro"
+        return read_only_words(error, args[0] if args else original, hint)
 
     def schema_scripts(self) -> SchemaScripts:
         return sqlite_schema.shipped_scripts()

@@ -7,7 +7,7 @@ its own parameter on as the name (``self._run("lease_peek")``). This test reads 
 source (``ast``), finds those functions and every call of them, and the statement names each call
 can load (a string, either string of a conditional, a local variable set to those, the default of
 the parameter). A call with a literal dialect runs there; a call with the connection's dialect runs
-where its code is for (a module ``sqlite.py``, a class ``SqliteFenceOnGrant``), else on every
+where its code is for (a module ``sqlite.py``, a class ``SqliteGrantLocks``), else on every
 database, unless ``RUNS_ONLY_ON`` says which ones the code around it serves.
 
 The advisory-lock keys: ``sql/advisory_locks.conf`` names them, the PostgreSQL statements use the

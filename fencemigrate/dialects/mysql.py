@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, RootTransaction
 from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..connections import own_connection
 from ..errors import read_only_words
 from . import mysql_schema
-from .base import PRECHECK, TRANSACTIONAL, SchemaScripts
+from .base import (
+    IN_FLIGHT,
+    LEASE_ROW_WAIT_MS,
+    PRECHECK,
+    PREEMPT_GRACE_MS,
+    STUCK_LEASE_TRANSACTION_MS,
+    TRANSACTIONAL,
+    GrantLocks,
+    SchemaScripts,
+    ensure_installed,
+)
 from .fence_calls import FenceCalls, PlainStatementCalls
 from .prefixed import PrefixedDialect
 from .statements import statement
+from .waits import NamedLock, WaitBound, describe_holders
 
 _SIGNAL = 1644  # the error number of SIGNAL SQLSTATE '...'
 _READ_ONLY_ERRORS = {1290, 1792, 1836}  # --read-only / super_read_only, READ ONLY transaction, read-only mode
@@ -87,6 +99,9 @@ class MysqlDialect(PrefixedDialect):
     def install_statements(self, quoted_schema: str, version: str) -> list[str]:
         return mysql_schema.install_statements(quoted_schema, version)
 
+    def grant_locks(self, connection: Connection, quoted_schema: str) -> GrantLocks:
+        return MysqlGrantLocks(connection, quoted_schema)
+
     def online_fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
         """The plain statements as they are: DDL commits on its own, so no transaction id is compared."""
         return PlainStatementCalls(context, quoted_schema)
@@ -115,3 +130,80 @@ class MysqlDialect(PrefixedDialect):
     def time_param(self, moment: datetime) -> datetime:
         """MySQL's DATETIME columns hold UTC without a zone."""
         return moment.astimezone(UTC).replace(tzinfo=None)
+
+
+class MysqlGrantLocks(GrantLocks):
+    """The resource's named lock, held by every pre-check writer for its whole run; ``--preempt``
+    kills the session holding it."""
+
+    def __init__(self, connection: Connection, quoted_schema: str) -> None:
+        super().__init__(connection, quoted_schema)
+        self._lock: NamedLock | None = None
+        self._lease_lock: NamedLock | None = None
+
+    def install(self) -> None:
+        ensure_installed(self._connection, self._schema)
+        self._connection.commit()
+
+    @contextmanager
+    def transaction(self, resource: str, wait_ms: int | None = None) -> Iterator[RootTransaction]:
+        """A transaction whose row lock waits are bounded from its first statement (``wait_ms``, what
+        is left of ``--wait``, else :data:`LEASE_ROW_WAIT_MS`, in whole seconds); the named lock a
+        grant took in it, and the lease lock of :meth:`enter_lease`, are released once it has ended
+        (or with the connection, when it dies)."""
+        try:
+            with self._connection.begin() as transaction:
+                wait = LEASE_ROW_WAIT_MS if wait_ms is None else wait_ms
+                self._run("lock_timeout", timeout_s=max(1, -(-wait // 1000)))
+                yield transaction
+        finally:
+            for lock in (self._lock, self._lease_lock):
+                if lock is not None:
+                    lock.release()
+            self._lock = self._lease_lock = None
+
+    def enter_lease(self, resource: str, remaining_ms: int, preempt: bool) -> tuple[int, ...] | None:
+        """Take the resource's lease lock (``lease_lock_name.sql``), at most ``remaining_ms``, before
+        the writers' named lock: every lease transaction holds it, so ``IS_USED_LOCK`` names the
+        session inside one. With ``preempt``, that session is killed first when it has been idle for
+        1 s and the lease has no live holder (``stuck_lease_session.sql``)."""
+        lock = NamedLock(self._connection, self._schema, resource, "lease_lock_name")
+        killed: tuple[int, ...] = ()
+        wait_ms = remaining_ms
+        if preempt:
+            stuck = self._run(
+                "stuck_lease_session",
+                lock_name=lock.name,
+                resource=resource,
+                idle_s=STUCK_LEASE_TRANSACTION_MS // 1000,
+            ).scalar()
+            if stuck is not None:
+                self._run("preempt_writer", connection_id=int(stuck))
+                killed = (int(stuck),)
+                wait_ms = max(remaining_ms, PREEMPT_GRACE_MS)  # the server ends the killed session
+        if not lock.acquire(wait_ms):
+            return None
+        self._lease_lock = lock
+        return killed
+
+    def serialise_grants(self, resource: str, remaining_ms: int) -> None:
+        """Nothing to do: :meth:`lock_fence` takes the resource's named lock, which every grant takes."""
+
+    def lock_fence(self, resource: str, remaining_ms: int, preempt: bool) -> tuple[int | None, tuple[int, ...]]:
+        lock = NamedLock(self._connection, self._schema, resource)
+        preempted: tuple[int, ...] = ()
+        wait_ms = remaining_ms
+        if preempt:
+            writer = lock.holder()
+            if writer is not None:
+                self._run("preempt_writer", connection_id=writer)
+                preempted = (writer,)
+                wait_ms = max(remaining_ms, PREEMPT_GRACE_MS)  # the server ends the killed session
+        lock.take(
+            WaitBound(wait_ms, progress=self.progress),
+            busy=lambda holders: IN_FLIGHT + (f" (held by {describe_holders(holders)})" if holders else ""),
+        )
+        self._lock = lock
+        self._run("lock_timeout", timeout_s=max(1, -(-remaining_ms // 1000)))
+        token = self._run("fence_lock", resource=resource).scalar()
+        return (None if token is None else int(token)), preempted

@@ -4,18 +4,35 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection
+from sqlalchemy import Connection, RootTransaction
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.exc import DBAPIError
 
-from ..errors import read_only_words, sqlstate_of
+from ..errors import LeaseBusy, read_only_words, sqlstate_of
 from . import postgresql_schema
-from .base import Dialect, FenceObject, GuardedTable, SchemaScripts
+from .base import (
+    IN_FLIGHT,
+    LEASE_ROW_WAIT_MS,
+    PREEMPT_GRACE_MS,
+    STUCK_LEASE_TRANSACTION_MS,
+    SYNCHRONOUS_WAIT_FLOOR_MS,
+    Dialect,
+    FenceObject,
+    GrantLocks,
+    GuardedTable,
+    SchemaScripts,
+    ensure_installed,
+)
 from .fence_calls import LOCK_NOT_AVAILABLE, FenceCalls, PostgresFenceCalls, wait_in_lock_timeout_slices
 from .statements import scalar_on_driver, statement
-from .waits import WaitBound
+from .waits import WaitBound, describe_holders, fence_holders, wait_in_slices
 
 READ_ONLY_SQLSTATE = "25006"  # read_only_sql_transaction (also on a hot standby)
 _CONTENDED_SQLSTATES = {LOCK_NOT_AVAILABLE, "40P01"}  # lock_not_available, deadlock_detected
@@ -137,6 +154,9 @@ class PostgresqlDialect(Dialect):
             return None  # psycopg2, asyncpg, pg8000: no notification wait here, poll
         return driver
 
+    def grant_locks(self, connection: Connection, quoted_schema: str) -> GrantLocks:
+        return PostgresGrantLocks(connection, quoted_schema)
+
     def fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
         """The fence schema's functions, called online or written to a --sql script."""
         return PostgresFenceCalls(context, quoted_schema)
@@ -170,3 +190,150 @@ class PostgresqlDialect(Dialect):
         return context.connection.execute(
             statement(name, quoted_schema), {"version_table": table.name, "relation": table.relation(context)}
         )
+
+
+class PostgresGrantLocks(GrantLocks):
+    """Row and advisory locks, bounded by ``lock_timeout``; ``--preempt`` terminates stale writers."""
+
+    def install(self) -> None:
+        with self._connection.begin():
+            ensure_installed(self._connection, self._schema)
+
+    @contextmanager
+    def transaction(self, resource: str, wait_ms: int | None = None) -> Iterator[RootTransaction]:
+        """A transaction whose every lock wait is bounded from its first statement: ``wait_ms``
+        (what is left of ``--wait``), else :data:`LEASE_ROW_WAIT_MS`; and its COMMIT's wait for a
+        synchronous standby too (at least :data:`SYNCHRONOUS_WAIT_FLOOR_MS`), which
+        :attr:`commit_cut_short` then reports."""
+        bound_ms = LEASE_ROW_WAIT_MS if wait_ms is None else wait_ms
+        watch = CommitWatch(self._connection)
+        try:
+            with self._connection.begin() as transaction:
+                self._run("lock_timeout", timeout_ms=str(max(bound_ms, 1)))
+                yield transaction
+                if transaction.is_active:
+                    watch.arm(max(bound_ms, SYNCHRONOUS_WAIT_FLOOR_MS))
+        finally:
+            watch.disarm()
+            self.commit_cut_short = watch.cut_short
+
+    def record_redis_grant(self, resource: str, token: int) -> None:
+        """Nothing: the fence advance itself (``advance_fence()``) records the Redis grant."""
+
+    def cancel_stuck_lease_transactions(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
+        rows = self._run(
+            "preempt_lease_transactions",
+            resource=resource,
+            idle_ms=STUCK_LEASE_TRANSACTION_MS,
+            wait_ms=max(remaining_ms, PREEMPT_GRACE_MS),
+        )
+        return tuple(int(row.pid) for row in rows if row.terminated)
+
+    def cancel_stuck_grants(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
+        rows = self._run(
+            "preempt_grant_transactions",
+            resource=resource,
+            idle_ms=STUCK_LEASE_TRANSACTION_MS,
+            wait_ms=max(remaining_ms, PREEMPT_GRACE_MS),
+        )
+        return tuple(int(row.pid) for row in rows if row.terminated)
+
+    def serialise_grants(self, resource: str, remaining_ms: int) -> None:
+        self._run("lock_timeout", timeout_ms=str(max(remaining_ms, 1)))
+        try:
+            self._run("grant_lock", resource=resource)
+        except DBAPIError as error:
+            if sqlstate_of(error) == LOCK_NOT_AVAILABLE:
+                raise LeaseBusy(resource, None, "another grant of this resource is in progress") from None
+            raise
+
+    def lock_fence(self, resource: str, remaining_ms: int, preempt: bool) -> tuple[int | None, tuple[int, ...]]:
+        self._run("lock_timeout", timeout_ms=str(max(remaining_ms, 1)))
+        preempted: tuple[int, ...] = ()
+        if preempt:
+            grace = max(remaining_ms, PREEMPT_GRACE_MS)
+            rows = self._run("preempt_writers", resource=resource, wait_ms=grace)
+            preempted = tuple(int(row.pid) for row in rows if row.terminated)
+
+        started = time.monotonic()
+        wait_in_slices(
+            resource,
+            "the fence",
+            WaitBound(remaining_ms, progress=self.progress),
+            lambda slice_ms: self._lock_fence_within(resource, slice_ms),
+            lambda: fence_holders(self._connection, self._schema, resource),
+            busy=lambda holders: f"{IN_FLIGHT} (held by {describe_holders(holders)})",
+        )
+        left_ms = remaining_ms - round((time.monotonic() - started) * 1000)
+        self._run("lock_timeout", timeout_ms=str(max(left_ms, 1)))  # the slices' own ended with them
+        token = self._run("fence_lock", resource=resource).scalar()
+        return (None if token is None else int(token)), preempted
+
+    def _lock_fence_within(self, resource: str, slice_ms: int) -> bool:
+        """One slice of :meth:`lock_fence`, in a savepoint: every claim holds the claim lock (shared)
+        until its transaction ends; waiting for it exclusively covers a resource whose fence row does
+        not exist yet, and keeps new claims out until the grant has advanced the fence. False when
+        it was still held after ``slice_ms``."""
+        self._run("fence_wait_savepoint")
+        try:
+            self._run("lock_timeout", timeout_ms=str(slice_ms))
+            self._run("claim_lock", resource=resource)
+            self._run("fence_lock", resource=resource)
+        except DBAPIError as error:
+            if sqlstate_of(error) != LOCK_NOT_AVAILABLE:
+                raise
+            self._run("fence_wait_rollback")
+            return False
+        self._run("fence_wait_release")
+        return True
+
+
+class CommitWatch:
+    """Around one transaction: :meth:`arm` right before its COMMIT; after it, :attr:`cut_short`."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._driver: Any = connection.connection.driver_connection
+        self._listening = False
+        self._timer: threading.Timer | None = None
+        self._notices_before = 0
+        self.cut_short = False
+        """Whether the COMMIT's wait for a standby may have been cut short: the server sent a
+        WARNING during it, or the bound ran out before it returned."""
+
+    def arm(self, limit_ms: int) -> None:
+        """Listen for WARNINGs from now on, and cancel the statement in flight (the COMMIT) after
+        ``limit_ms``. A cancel that arrives after the COMMIT finds the session idle and does nothing
+        (the COMMIT then counts as cut short all the same: the safe side)."""
+        if hasattr(self._driver, "add_notice_handler"):
+            self._driver.add_notice_handler(self._on_notice)
+            self._listening = True
+        elif hasattr(self._driver, "notices"):
+            self._notices_before = len(self._driver.notices)
+        self._timer = threading.Timer(limit_ms / 1000, self._cancel)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def disarm(self) -> None:
+        """After the COMMIT: stop the timer (waiting for a cancel already being sent, so that it is
+        not sent during a later statement) and the listener; :attr:`cut_short` is final."""
+        if self._timer is None:
+            return
+        self._timer.cancel()
+        self._timer.join()
+        self._timer = None
+        if self._listening:
+            self._driver.remove_notice_handler(self._on_notice)
+            self._listening = False
+        elif hasattr(self._driver, "notices") and len(self._driver.notices) > self._notices_before:
+            self.cut_short = True  # psycopg2 keeps notices as localised text: any one means cut short
+
+    def _on_notice(self, diagnostic: Any) -> None:
+        if getattr(diagnostic, "severity_nonlocalized", None) == "WARNING":
+            self.cut_short = True
+
+    def _cancel(self) -> None:
+        self.cut_short = True  # the bound ran out: whatever the COMMIT says, no standby confirmed it in time
+        try:
+            self._driver.cancel()
+        except Exception:  # noqa: BLE001 - the session may be gone; the COMMIT's own outcome decides
+            return

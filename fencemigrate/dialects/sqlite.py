@@ -3,22 +3,40 @@
 from __future__ import annotations
 
 import sqlite3
-from contextlib import AbstractContextManager
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection
+from sqlalchemy import Connection, RootTransaction
 from sqlalchemy.dialects import sqlite
+from sqlalchemy.exc import OperationalError
 
-from ..errors import read_only_words
+from ..errors import ImplausibleClock, LeaseBusy, read_only_words
 from . import sqlite_schema
-from .base import PRECHECK, SchemaScripts
+from .base import PRECHECK, GrantLocks, SchemaScripts, ensure_installed
 from .fence_calls import FenceCalls, SqliteFenceCalls, SqliteScriptCalls
 from .prefixed import PrefixedDialect
-from .sqlite_transactions import manages, sqlite_transactions, waiting_at_begins
+from .sqlite_transactions import (
+    WRITE_LOCK,
+    busy_timeout_statement,
+    is_busy,
+    manages,
+    sqlite_transactions,
+    waiting_at_begins,
+)
 from .statements import statement
-from .waits import WaitBound
+from .waits import SLICE_MS, WAIT_REPORT_INTERVAL_S, LockWait, WaitBound
+
+_LARGEST_CLOCK_LEAD_DAYS = 366  # a grant this long after the newest logged event is a clock set wrong
+_UNCONTENDED_BEGIN_S = 0.01  # an uncontended BEGIN IMMEDIATE takes well under a millisecond
+_BUSY_SLICE_MS = 250  # a grant waits for SQLite's write lock in slices this long (signals between)
+_WRITER_IN_FLIGHT = (
+    "another writer holds the SQLite database (a migration in flight, or another grant); "
+    "wait for it with a longer --wait (--preempt is not available on SQLite)"
+)
 
 
 class SqliteDialect(PrefixedDialect):
@@ -69,6 +87,9 @@ class SqliteDialect(PrefixedDialect):
     def install_statements(self, quoted_schema: str, version: str) -> list[str]:
         return sqlite_schema.install_statements(quoted_schema, version)
 
+    def grant_locks(self, connection: Connection, quoted_schema: str) -> GrantLocks:
+        return SqliteGrantLocks(connection, quoted_schema)
+
     def online_fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
         return SqliteFenceCalls(context, quoted_schema)
 
@@ -110,3 +131,81 @@ class SqliteDialect(PrefixedDialect):
         ``strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`` (``2026-11-29T14:26:00.123Z``), so times sort as text."""
         utc = moment.astimezone(UTC)
         return f"{utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z"
+
+
+class SqliteGrantLocks(GrantLocks):
+    """One writer at a time: every transaction is ``BEGIN IMMEDIATE``; a grant's waits for it are bounded."""
+
+    def install(self) -> None:
+        """Nothing at open: on SQLite every transaction takes the write lock, so installing now would
+        wait for a migration in flight beyond ``--wait``. Each :meth:`transaction` installs instead."""
+
+    @contextmanager
+    def transaction(self, resource: str, wait_ms: int | None = None) -> Iterator[RootTransaction]:
+        """``BEGIN IMMEDIATE``, waiting at most ``wait_ms`` for the write lock (else the connection's
+        busy timeout), then the fence schema installed unless current, in the same transaction."""
+        with self._begin(resource, wait_ms) as transaction:
+            ensure_installed(self._connection, self._schema)
+            yield transaction
+
+    def check_before_grant(self, resource: str, check: Callable[[Connection], None]) -> None:
+        """Nothing before the grant: its ``BEGIN IMMEDIATE`` waits for the only writer (which a run
+        queued behind another must see, :attr:`waited_for_writer`), and ``--preempt`` is refused on
+        SQLite, so the check the grant makes under that lock is the first to matter."""
+
+    def check_clock(self) -> None:  # noqa: B027 (a hook: most dialects have nothing to check)
+        """SQLite's clock is the clock of whichever machine writes the file: refuse to grant when it
+        reads more than :data:`_LARGEST_CLOCK_LEAD_DAYS` after the newest event in the fence event
+        log, as a clock set years ahead does (its lease would look live to everyone until then)."""
+        row = self._run("clock_lead").one()
+        if row.days_ahead is not None and row.days_ahead > _LARGEST_CLOCK_LEAD_DAYS:
+            raise ImplausibleClock(
+                f"grant refused: SQLite's clock ({row.now}, this machine's) is {int(row.days_ahead)} days ahead "
+                f"of the newest event in the fence event log ({row.newest}): a lease granted by it would look "
+                "live to every other client until then. Fix this machine's clock; nothing was changed"
+            )
+
+    def serialise_grants(self, resource: str, remaining_ms: int) -> None:
+        """Nothing to do: the grant's ``BEGIN IMMEDIATE`` already made every other grant wait."""
+
+    def lock_fence(self, resource: str, remaining_ms: int, preempt: bool) -> tuple[int | None, tuple[int, ...]]:
+        """The fence token: the grant's ``BEGIN IMMEDIATE`` already waited for the in-flight migration."""
+        assert not preempt, "check_preempt refuses --preempt on SQLite before a grant starts"
+        token = self._run("fence_lock", resource=resource).scalar()
+        return (None if token is None else int(token)), ()
+
+    def _begin(self, resource: str, wait_ms: int | None) -> RootTransaction:
+        """Begin, waiting at most ``wait_ms`` for the write lock (COMMIT may still wait for readers
+        as usual). SQLite waits inside its busy handler, where no Python signal handler runs, so the
+        wait is taken in slices of :data:`_BUSY_SLICE_MS`: a SIGTERM stops it within one slice.
+        PRAGMAs go to the driver: through SQLAlchemy they would BEGIN first."""
+        if wait_ms is None:
+            return self._connection.begin()
+        driver = self._connection.connection.driver_connection
+        assert isinstance(driver, sqlite3.Connection)
+        (usual,) = driver.execute(str(statement("busy_timeout", self._schema, "sqlite"))).fetchone()
+        started = time.monotonic()
+        deadline = started + wait_ms / 1000
+        next_report = started + SLICE_MS / 1000
+        try:
+            while True:
+                left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+                driver.execute(busy_timeout_statement(self._connection, min(left_ms, _BUSY_SLICE_MS)))
+                try:
+                    transaction = self._connection.begin()
+                except OperationalError as error:
+                    if not is_busy(error):
+                        raise
+                    if left_ms <= _BUSY_SLICE_MS:
+                        raise LeaseBusy(resource, None, _WRITER_IN_FLIGHT) from None
+                    if (now := time.monotonic()) >= next_report:
+                        waited_ms, remaining_ms = round((now - started) * 1000), round((deadline - now) * 1000)
+                        self.progress.waiting_for_lock(
+                            LockWait(resource, WRITE_LOCK, (), waited_ms, max(remaining_ms, 0))
+                        )
+                        next_report = now + WAIT_REPORT_INTERVAL_S
+                    continue
+                self.waited_for_writer = time.monotonic() - started > _UNCONTENDED_BEGIN_S
+                return transaction
+        finally:
+            driver.execute(busy_timeout_statement(self._connection, int(usual)))

@@ -95,7 +95,7 @@ class SqliteDialect(PrefixedDialect):
 
     def script_fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
         """A --sql script for the sqlite3 shell: its claims are TEMP triggers of its own session."""
-        return SqliteScriptCalls(context, quoted_schema)
+        return SqliteScriptCalls(context, quoted_schema, self.schema_version())
 
     def autocommits(self, connection: Connection) -> bool:
         """Unless :mod:`.sqlite_transactions` manages it: pysqlite's own transaction control commits

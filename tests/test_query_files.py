@@ -386,6 +386,7 @@ def test_the_extension_scripts_take_only_the_named_advisory_locks() -> None:
 # (fence_calls.py: SqliteScriptCalls).
 FILLED_BY_THE_LOADER = {
     "schema",
+    "database",  # the demo's scratch databases (dialects/postgresql.py)
     "version_table",
     "version_table_name",
     "insert_guard",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, Engine, RootTransaction
+from sqlalchemy import URL, Connection, Engine, RootTransaction
 
 from ..errors import DatabaseError, UsageError, refused_step, register_error_reader
 from .statements import statement
@@ -276,6 +276,11 @@ class Dialect(ABC):
         otherwise run it to the end, DDL included, after the run has gone (``session_id``: what
         :meth:`session_id` read before). Nothing by default: psycopg cancels its own on PostgreSQL;
         SQLite runs in-process."""
+
+    def scratch_database(self, server: URL, name: str) -> AbstractContextManager[str] | None:
+        """A database ``name`` of its own on the server at ``server``, made empty and dropped after
+        (``fencemigrate demo --url``), as the URL of it; None where fencemigrate makes none."""
+        return None
 
     # -- the version table's guard ---------------------------------------------------------
 

@@ -11,10 +11,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, RootTransaction
+from sqlalchemy import URL, Connection, RootTransaction, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import DBAPIError
 
+from ..connections import one_off_connection
 from ..errors import LeaseBusy, read_only_words, sqlstate_of
 from . import postgresql_schema
 from .base import (
@@ -156,6 +157,22 @@ class PostgresqlDialect(Dialect):
 
     def grant_locks(self, connection: Connection, quoted_schema: str) -> GrantLocks:
         return PostgresGrantLocks(connection, quoted_schema)
+
+    @contextmanager
+    def scratch_database(self, server: URL, name: str) -> Iterator[str]:
+        """Made and dropped on an autocommit connection to ``server``'s own database."""
+        quoted = self._quote(name)
+        try:
+            with one_off_connection(server, autocommit=True) as admin:
+                admin.execute(text(statement("create_scratch_database", "").text.replace("{database}", quoted)))
+            yield server.set(database=name).render_as_string(hide_password=False)
+        finally:
+            with one_off_connection(server, autocommit=True) as admin:
+                admin.execute(text(statement("drop_scratch_database", "").text.replace("{database}", quoted)))
+
+    @staticmethod
+    def _quote(name: str) -> str:
+        return postgresql.dialect().identifier_preparer.quote_identifier(name)  # type: ignore[no-untyped-call]
 
     def fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
         """The fence schema's functions, called online or written to a --sql script."""

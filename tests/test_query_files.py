@@ -27,7 +27,7 @@ import pytest
 import fencemigrate
 from fencemigrate.config import sql_dir
 from fencemigrate.dialects import dialect_for
-from fencemigrate.dialects.postgresql_schema import default_version
+from fencemigrate.dialects.postgresql import default_version
 from fencemigrate.dialects.statements import advisory_lock_keys, sections, statements_of
 
 PACKAGE = Path(fencemigrate.__file__).resolve().parent

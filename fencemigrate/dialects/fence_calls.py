@@ -32,7 +32,6 @@ from sqlalchemy import BindParameter, Connection, CursorResult, Dialect, bindpar
 from sqlalchemy.types import UserDefinedType
 
 from ..errors import Fenced, UsageError, refuse_token, sqlstate_of
-from .postgresql_schema import default_version
 from .sqlite_transactions import transaction_number
 from .statements import rowcount_on_driver, scalar_on_driver, statement
 from .waits import WaitBound, claimant_name, fence_holders, terminate_older, wait_in_slices
@@ -367,6 +366,11 @@ class PostgresFenceCalls(FenceCalls):
     :meth:`call` also runs the ledger functions for :class:`~fencemigrate.fence.ledger.Ledger` (online or offline).
     """
 
+    def __init__(self, context: MigrationContext, quoted_schema: str, schema_version: str) -> None:
+        """``schema_version``: the fence schema version a script's own grant checks for."""
+        super().__init__(context, quoted_schema)
+        self._schema_version = schema_version
+
     def call(self, name: str, **params: Any) -> Any:
         """Run the statement and return its single value; offline, write it out and return None."""
         clause = statement(name, self._schema)
@@ -433,7 +437,7 @@ class PostgresFenceCalls(FenceCalls):
             wait_ms=wait_ms,
             version_table=version_table,
             heads=text_array(heads),
-            schema_version=default_version(),
+            schema_version=self._schema_version,
         )
 
     def release_for_script(self) -> None:

@@ -1,4 +1,7 @@
-"""MySQL and MariaDB: DDL commits on its own, so runs are pre-check runs under a named lock."""
+"""MySQL and MariaDB: DDL commits on its own, so runs are pre-check runs under a named lock.
+
+Install the fence schema on MySQL and MariaDB from ``sql/mysql/``: prefixed tables, guard triggers.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +15,9 @@ from sqlalchemy import Connection, Engine, RootTransaction
 from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..config import sql_dir
 from ..connections import own_connection
-from ..errors import read_only_words
-from . import mysql_schema
+from ..errors import DatabaseError, read_only_words
 from .base import (
     IN_FLIGHT,
     LEASE_ROW_WAIT_MS,
@@ -27,9 +30,97 @@ from .base import (
     ensure_installed,
 )
 from .fence_calls import FenceCalls, PlainStatementCalls
-from .prefixed import PrefixedDialect
-from .statements import statement
+from .prefixed import VERSION, PrefixedDialect, installed_version, run_install
+from .statements import statement, with_fence_names
 from .waits import NamedLock, WaitBound, describe_holders
+
+_INSTALL_WAIT_S = 60
+
+
+def shipped_scripts() -> SchemaScripts:
+    """The scripts in ``sql/mysql/``."""
+    return SchemaScripts(sql_dir() / "mysql", VERSION)
+
+
+def install_script(
+    quoted_schema: str, version: str | None = None, start: str | None = None, scripts: SchemaScripts | None = None
+) -> str:
+    """The script that brings the MySQL fence schema from ``start`` (None: nothing) to ``version`` (the
+    scripts' version), to run by hand with the mysql (or mariadb) client, ``DELIMITER`` lines included.
+
+    Raises FileNotFoundError when there is no such path.
+    """
+    texts = (scripts or shipped_scripts()).texts(start, version)
+    if texts is None:
+        raise FileNotFoundError(f"no MySQL fence schema script leads from {start} to {version}")
+    return with_fence_names("\n".join(texts), "@extschema@", quoted_schema, "mysql")
+
+
+def install_statements(
+    quoted_schema: str, version: str | None = None, start: str | None = None, scripts: SchemaScripts | None = None
+) -> list[str]:
+    """The statements of :func:`install_script`, one by one.
+
+    Split as the mysql client does: at the current delimiter (``;``, or what a ``DELIMITER`` line sets).
+    """
+    body = install_script(quoted_schema, version, start, scripts)
+    statements: list[str] = []
+    delimiter, pending = ";", ""
+    for line in body.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith("--") or (not stripped and not pending):
+            continue
+        if stripped.upper().startswith("DELIMITER "):
+            delimiter = stripped.split(None, 1)[1]
+            continue
+        pending += line
+        if stripped.endswith(delimiter):
+            statements.append(pending.rstrip()[: -len(delimiter)].strip())
+            pending = ""
+    assert not pending.strip(), f"incomplete statement at the end of the MySQL install script: {pending!r}"
+    return statements
+
+
+def install_or_update(connection: Connection, quoted_schema: str, scripts: SchemaScripts | None = None) -> bool:
+    """Install the fence schema unless present. True if installed now.
+
+    MySQL commits each DDL statement on its own, so concurrent first runs take turns on a named
+    lock (the ``install_lock`` statement): otherwise one could read the version table another has just
+    created, before its row is in.
+    """
+    # A plain read first: a locking one would hold the version row while this run waits for the
+    # install lock, and the installer's version UPDATE would wait for this run (a deadlock that
+    # only the lock timeouts end). A stale snapshot only means taking the install lock for nothing.
+    scripts = scripts or shipped_scripts()
+    if installed_version(connection, quoted_schema, "schema_version_unlocked") == scripts.version:
+        return False
+    with install_turns(connection, quoted_schema):
+        found = installed_version(connection, quoted_schema)
+        if found == scripts.version:
+            return False
+        run_install(connection, quoted_schema, found, scripts, install_statements)
+        # MySQL has committed every DDL statement of the install on its own: commit the version row
+        # with them, or a rollback of the caller's transaction would leave an update's DDL in at the
+        # old version, and the next run would run that update again (ADD COLUMN is not idempotent).
+        connection.exec_driver_sql("COMMIT")
+        return True
+
+
+@contextmanager
+def install_turns(connection: Connection, quoted_schema: str) -> Iterator[None]:
+    """Hold the install lock (the ``install_lock`` statement), waited for at most a minute: concurrent first
+    runs take turns installing the fence schema and guarding the version table (whose triggers are
+    DDL; information_schema refuses to read a table under another session's DDL, error 1684)."""
+    taken = connection.execute(statement("install_lock", quoted_schema, "mysql"), {"timeout_s": _INSTALL_WAIT_S})
+    if taken.scalar() != 1:
+        raise DatabaseError(
+            f"could not install the fence schema: another run held the install lock for {_INSTALL_WAIT_S} s"
+        )
+    try:
+        yield
+    finally:
+        connection.execute(statement("install_unlock", quoted_schema, "mysql"))
+
 
 _SIGNAL = 1644  # the error number of SIGNAL SQLSTATE '...'
 _READ_ONLY_ERRORS = {1290, 1792, 1836}  # --read-only / super_read_only, READ ONLY transaction, read-only mode
@@ -82,22 +173,22 @@ class MysqlDialect(PrefixedDialect):
         return (numbered[1] if numbered is not None and numbered[0] == _SIGNAL else None), None
 
     def schema_scripts(self) -> SchemaScripts:
-        return mysql_schema.shipped_scripts()
+        return shipped_scripts()
 
     def ensure_installed(
         self, connection: Connection, quoted_schema: str, scripts: SchemaScripts | None = None
     ) -> bool:
-        return mysql_schema.ensure_installed(connection, quoted_schema, scripts)
+        return install_or_update(connection, quoted_schema, scripts)
 
     def guarding_turns(self, connection: Connection, quoted_schema: str) -> AbstractContextManager[None]:
-        return mysql_schema.install_turns(connection, quoted_schema)
+        return install_turns(connection, quoted_schema)
 
     def offline_install_script(self, schema: str) -> str:
         """For the mysql (or mariadb) client, ``DELIMITER`` lines included."""
-        return mysql_schema.install_script(mysql.dialect().identifier_preparer.quote(schema))
+        return install_script(mysql.dialect().identifier_preparer.quote(schema))
 
     def install_statements(self, quoted_schema: str, version: str) -> list[str]:
-        return mysql_schema.install_statements(quoted_schema, version)
+        return install_statements(quoted_schema, version)
 
     def grant_locks(self, connection: Connection, quoted_schema: str) -> GrantLocks:
         return MysqlGrantLocks(connection, quoted_schema)

@@ -1,4 +1,7 @@
-"""SQLite: one file, one writer at a time, transactional DDL once pysqlite is told so."""
+"""SQLite: one file, one writer at a time, transactional DDL once pysqlite is told so.
+
+Install the fence schema on SQLite from ``sql/sqlite/``: prefixed tables, no stored functions.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +17,11 @@ from sqlalchemy import Connection, RootTransaction
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import OperationalError
 
+from ..config import sql_dir
 from ..errors import ImplausibleClock, LeaseBusy, read_only_words
-from . import sqlite_schema
 from .base import PRECHECK, GrantLocks, SchemaScripts, ensure_installed
 from .fence_calls import FenceCalls, SqliteFenceCalls, SqliteScriptCalls
-from .prefixed import PrefixedDialect
+from .prefixed import VERSION, PrefixedDialect, installed_version, run_install
 from .sqlite_transactions import (
     WRITE_LOCK,
     busy_timeout_statement,
@@ -27,8 +30,58 @@ from .sqlite_transactions import (
     sqlite_transactions,
     waiting_at_begins,
 )
-from .statements import statement
+from .statements import statement, with_fence_names
 from .waits import SLICE_MS, WAIT_REPORT_INTERVAL_S, LockWait, WaitBound
+
+
+def shipped_scripts() -> SchemaScripts:
+    """The scripts in ``sql/sqlite/``."""
+    return SchemaScripts(sql_dir() / "sqlite", VERSION)
+
+
+def install_statements(
+    quoted_schema: str, version: str | None = None, start: str | None = None, scripts: SchemaScripts | None = None
+) -> list[str]:
+    """The statements that bring the SQLite fence schema from ``start`` (None: nothing) to ``version``
+    (the scripts' version).
+
+    pysqlite runs one statement per call (its ``executescript`` would COMMIT first). Raises
+    FileNotFoundError when there is no such path.
+    """
+    texts = (scripts or shipped_scripts()).texts(start, version)
+    if texts is None:
+        raise FileNotFoundError(f"no SQLite fence schema script leads from {start} to {version}")
+    statements: list[str] = []
+    for source in texts:
+        body = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("--"))
+        pending = ""
+        for line in with_fence_names(body, "@extschema@", quoted_schema, "sqlite").splitlines(keepends=True):
+            pending += line
+            if sqlite3.complete_statement(pending):  # a trigger body's own semicolons do not end it
+                statements.append(pending.strip())
+                pending = ""
+        assert not pending.strip(), f"incomplete statement at the end of a SQLite fence script: {pending!r}"
+    return statements
+
+
+def install_script(quoted_schema: str) -> str:
+    """The install script to run by hand (the ``sqlite3`` shell), in one transaction."""
+    return "\n".join(["BEGIN IMMEDIATE;", *install_statements(quoted_schema), "COMMIT;"])
+
+
+def install_or_update(connection: Connection, quoted_schema: str, scripts: SchemaScripts | None = None) -> bool:
+    """Install (or update) the fence schema inside the caller's transaction unless current. True if it ran.
+
+    SQLite lets one writer at a time in (fenced runs begin with ``BEGIN IMMEDIATE``), so
+    concurrent first runs install it once, one after the other.
+    """
+    scripts = scripts or shipped_scripts()
+    found = installed_version(connection, quoted_schema)
+    if found == scripts.version:
+        return False
+    run_install(connection, quoted_schema, found, scripts, install_statements)
+    return True
+
 
 _LARGEST_CLOCK_LEAD_DAYS = 366  # a grant this long after the newest logged event is a clock set wrong
 _UNCONTENDED_BEGIN_S = 0.01  # an uncontended BEGIN IMMEDIATE takes well under a millisecond
@@ -73,19 +126,19 @@ class SqliteDialect(PrefixedDialect):
         return read_only_words(error, args[0] if args else original, hint)
 
     def schema_scripts(self) -> SchemaScripts:
-        return sqlite_schema.shipped_scripts()
+        return shipped_scripts()
 
     def ensure_installed(
         self, connection: Connection, quoted_schema: str, scripts: SchemaScripts | None = None
     ) -> bool:
-        return sqlite_schema.ensure_installed(connection, quoted_schema, scripts)
+        return install_or_update(connection, quoted_schema, scripts)
 
     def offline_install_script(self, schema: str) -> str:
         """For the ``sqlite3`` shell."""
-        return sqlite_schema.install_script(sqlite.dialect().identifier_preparer.quote(schema))
+        return install_script(sqlite.dialect().identifier_preparer.quote(schema))
 
     def install_statements(self, quoted_schema: str, version: str) -> list[str]:
-        return sqlite_schema.install_statements(quoted_schema, version)
+        return install_statements(quoted_schema, version)
 
     def grant_locks(self, connection: Connection, quoted_schema: str) -> GrantLocks:
         return SqliteGrantLocks(connection, quoted_schema)

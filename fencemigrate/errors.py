@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, TypedDict, Unpack
+from typing import Any, ClassVar, Protocol, TypedDict, Unpack
 
 from .scrub import json_text, scrub_secrets
 
@@ -68,7 +68,6 @@ EXIT_STATUSES = (
 )
 
 LEASE_GUARD_PREFIX = "lease guard: "  # how the lease guard's messages start on every database
-_MYSQL_SIGNAL = 1644  # MySQL's error number for SIGNAL SQLSTATE '...'
 
 _BY_SQLSTATE: dict[str, type[FencemigrateError]] = {}
 
@@ -166,31 +165,48 @@ class ReadOnlyDatabase(DatabaseError):
         return {**super().as_json(), "step": self.step, "reason": self.reason}
 
 
-_READ_ONLY_SQLSTATE = "25006"  # PostgreSQL: read_only_sql_transaction (also on a hot standby)
-_READ_ONLY_MYSQL_ERRORS = {1290, 1792, 1836}  # --read-only / super_read_only, READ ONLY transaction, read-only mode
-_SQLITE_READONLY = 8  # SQLITE_READONLY: "attempt to write a readonly database"
-_READ_ONLY_HINTS = {
-    "postgresql": "default_transaction_read_only is on for this role or database, or the server is a hot standby",
-    "mysql": "the server runs with read_only (or super_read_only), or the transaction is READ ONLY",
-    "sqlite": "this process may not write the database file or its directory, or the URL opens it with mode=ro",
-}
+class ErrorReader(Protocol):
+    """How one database's driver errors say what happened: a dialect class of
+    :mod:`fencemigrate.dialects`, registered when it is defined (:func:`register_error_reader`), so
+    that this module knows no database and imports nothing above it. A driver's error only arrives
+    once its dialect's module is loaded: :func:`~fencemigrate.dialects.dialect_for` loads it before
+    fencemigrate does anything on such a database."""
+
+    def read_only_reason(self, error: BaseException) -> str | None:
+        """What :func:`read_only_reason` says of ``error`` when this database refused it as read-only, else None."""
+
+    def is_lock_contention(self, error: BaseException) -> bool:
+        """Whether ``error`` is this database's lock wait running out or deadlock broken."""
+
+    def refusal_words(self, error: BaseException) -> tuple[str | None, str | None]:
+        """The message and DETAIL of ``error`` (a driver's own) as this database's driver gives them
+        apart from its text, each None when it does not (:func:`refusal_of`)."""
+
+
+_READERS: list[ErrorReader] = []
+
+
+def register_error_reader(reader: ErrorReader) -> None:
+    """Read driver errors with ``reader`` too (a dialect class, when it is defined)."""
+    _READERS.append(reader)
 
 
 def read_only_reason(error: BaseException) -> str | None:
     """Why the database refused a write as read-only (its first line, and what makes it so), or
     None when ``error`` is another error."""
+    for reader in _READERS:
+        reason = reader.read_only_reason(error)
+        if reason is not None:
+            return reason
+    return None
+
+
+def read_only_words(error: BaseException, said: object, hint: str) -> str:
+    """A read-only refusal's reason (:func:`read_only_reason`): the first line of what the database
+    ``said`` (the driver's error's name when it said nothing), then ``hint``, what makes it read-only."""
     original = getattr(error, "orig", error)
-    args: tuple[Any, ...] = tuple(getattr(original, "args", ()))
-    if sqlstate_of(error) == _READ_ONLY_SQLSTATE:
-        database = "postgresql"
-    elif len(args) == 2 and args[0] in _READ_ONLY_MYSQL_ERRORS and isinstance(args[1], str):
-        database, args = "mysql", (args[1],)
-    elif getattr(original, "sqlite_errorcode", None) == _SQLITE_READONLY or "readonly database" in str(original):
-        database = "sqlite"
-    else:
-        return None
-    lines = str(args[0] if args else original).strip().splitlines()
-    return f"{lines[0] if lines else type(original).__name__} ({_READ_ONLY_HINTS[database]})"
+    lines = str(said).strip().splitlines()
+    return f"{lines[0] if lines else type(original).__name__} ({hint})"
 
 
 @contextmanager
@@ -889,16 +905,9 @@ def sqlstate_of(error: BaseException) -> str | None:
     return None
 
 
-_CONTENDED_SQLSTATES = {"55P03", "40P01"}  # PostgreSQL: lock_not_available, deadlock_detected
-_CONTENDED_MYSQL_ERRORS = {1205, 1213}  # MySQL: lock wait timeout exceeded, deadlock found
-
-
 def is_lock_contention(error: BaseException) -> bool:
     """True when a lock wait ran out or a deadlock was broken: another writer got there first."""
-    if sqlstate_of(error) in _CONTENDED_SQLSTATES:
-        return True
-    args: tuple[Any, ...] = tuple(getattr(getattr(error, "orig", error), "args", ()))
-    return len(args) > 0 and args[0] in _CONTENDED_MYSQL_ERRORS
+    return any(reader.is_lock_contention(error) for reader in _READERS)
 
 
 def lookup(sqlstate: str) -> type[FencemigrateError]:
@@ -908,25 +917,23 @@ def lookup(sqlstate: str) -> type[FencemigrateError]:
 
 def refusal_of(error: BaseException) -> Refusal | None:
     """What fencemigrate's own SQL said, if ``error`` is one of its refusals: told by its SQLSTATE
-    (PostgreSQL), else by how its message starts (a MySQL ``SIGNAL``, a SQLite ``RAISE``)."""
+    (PostgreSQL), else by how its message starts (a MySQL ``SIGNAL``, a SQLite ``RAISE``). The
+    message and DETAIL are the driver's own where it keeps them apart (:meth:`ErrorReader.refusal_words`),
+    else the error's text."""
     original = getattr(error, "orig", error)
+    message, detail = next(
+        (words for reader in _READERS if (words := reader.refusal_words(original)) != (None, None)), (None, None)
+    )
     sqlstate = sqlstate_of(error)
-    args: tuple[Any, ...] = tuple(getattr(original, "args", ()))
-    signalled = len(args) == 2 and args[0] == _MYSQL_SIGNAL and isinstance(args[1], str)
     if sqlstate is not None:
         if sqlstate not in _BY_SQLSTATE:
             return None
-        diag = getattr(original, "diag", None)
-        # PyMySQL 1.2 gives its errors a sqlstate too: their message is the second argument.
-        message = getattr(diag, "message_primary", None) or (args[1] if signalled else str(original))
-        detail = getattr(diag, "message_detail", None) or getattr(original, "detail", None)
-        return Refusal(sqlstate, message, detail if isinstance(detail, str) else None)
-    if signalled:
-        message = args[1]
-    elif len(args) == 1 and isinstance(args[0], str):
+        return Refusal(sqlstate, str(original) if message is None else message, detail)
+    if message is None:
+        args: tuple[Any, ...] = tuple(getattr(original, "args", ()))
+        if len(args) != 1 or not isinstance(args[0], str):
+            return None
         message = args[0]
-    else:
-        return None
     for sqlstate, outcome in _BY_SQLSTATE.items():
         if outcome.message_prefixes and message.startswith(outcome.message_prefixes):
             return Refusal(sqlstate, message)

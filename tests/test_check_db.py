@@ -24,7 +24,7 @@ from support.project import MakeProject, Project, Result
 from support.sqlite_rows import make_sqlite_project, snapshot
 
 from fencemigrate.dialects import dialect_for
-from fencemigrate.dialects.postgresql_schema import default_version
+from fencemigrate.dialects.postgresql import default_version
 
 NO_MODELS = "; model comparison: env.py has no target_metadata"  # the generic env.py: FM408 says so
 NOT_COMPARED = "; --no-db: neither the database nor the models compared (FM408, what alembic check does)"

@@ -142,7 +142,7 @@ def test_the_checks_see_what_they_look_for() -> None:
     assert private_uses(near_private) == []
 
 
-MAX_MODULES = 86
+MAX_MODULES = 83
 """Modules in the package (issue 26: at most 90). A ratchet: lower it as modules merge, never raise it."""
 MAX_ROOT_MODULES = 11
 """Modules at the package's root: the API, the CLI's entry, errors and the few shared below them."""

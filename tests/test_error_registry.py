@@ -24,6 +24,7 @@ from support.in_process import run_in_process
 from support.mysql_server import mysql_rows
 from support.project import Project, Result
 
+from fencemigrate.dialects import dialect_for
 from fencemigrate.dialects.statements import sections
 from fencemigrate.errors import (
     Fenced,
@@ -145,7 +146,9 @@ def test_each_code_raised_on_postgresql_maps_to_its_class_by_sqlstate(pg_conn: p
 
 
 def test_mysql_signals_are_told_by_the_start_of_their_message() -> None:
-    """Every ``SIGNAL SQLSTATE 'FM...'`` message starts with one of its class's prefixes, and maps to it."""
+    """Every ``SIGNAL SQLSTATE 'FM...'`` message starts with one of its class's prefixes, and maps to it
+    (read by MySQL's dialect, loaded before any MySQL error can arrive)."""
+    dialect_for("mysql")
     signals = [match for path in SQL_FILES for match in MYSQL_SIGNAL.findall(path.read_text())]
     assert {code for code, _ in signals} == {"FM002", "FM005", "FM006"}, signals
     for code, message in signals:

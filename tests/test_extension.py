@@ -29,7 +29,7 @@ from support.project import MakeProject, Project
 from fencemigrate.config import sql_dir
 from fencemigrate.dialects import dialect_for
 from fencemigrate.dialects.base import SchemaScripts
-from fencemigrate.dialects.postgresql_schema import install_script
+from fencemigrate.dialects.postgresql import install_script
 
 PG_VERSION = dialect_for("postgresql").schema_version()
 

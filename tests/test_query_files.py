@@ -7,7 +7,7 @@ its own parameter on as the name (``self._run("lease_peek")``). This test reads 
 source (``ast``), finds those functions and every call of them, and the statement names each call
 can load (a string, either string of a conditional, a local variable set to those, the default of
 the parameter). A call with a literal dialect runs there; a call with the connection's dialect runs
-where its code is for (a module ``sqlite.py``, a class ``SqliteFenceOnGrant``), else on every
+where its code is for (a module ``sqlite.py``, a class ``SqliteGrantLocks``), else on every
 database, unless ``RUNS_ONLY_ON`` says which ones the code around it serves.
 
 The advisory-lock keys: ``sql/advisory_locks.conf`` names them, the PostgreSQL statements use the
@@ -27,7 +27,7 @@ import pytest
 import fencemigrate
 from fencemigrate.config import sql_dir
 from fencemigrate.dialects import dialect_for
-from fencemigrate.dialects.postgresql_schema import default_version
+from fencemigrate.dialects.postgresql import default_version
 from fencemigrate.dialects.statements import advisory_lock_keys, sections, statements_of
 
 PACKAGE = Path(fencemigrate.__file__).resolve().parent
@@ -386,6 +386,7 @@ def test_the_extension_scripts_take_only_the_named_advisory_locks() -> None:
 # (fence_calls.py: SqliteScriptCalls).
 FILLED_BY_THE_LOADER = {
     "schema",
+    "database",  # the demo's scratch databases (dialects/postgresql.py)
     "version_table",
     "version_table_name",
     "insert_guard",

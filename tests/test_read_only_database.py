@@ -13,8 +13,12 @@ from typing import Any
 import pytest
 from support.db import alembic_versions, execute, query, table_exists
 from support.fence_rows import stderr_lines
+from support.mysql_server import mysql_rows
 from support.project import MakeProject, Project, Result
 from support.sqlite_rows import make_sqlite_project, snapshot
+
+from fencemigrate.dialects import dialect_for
+from fencemigrate.errors import read_only_reason
 
 PG_READ_ONLY = (
     "cannot execute {statement} in a read-only transaction (default_transaction_read_only is on for this "
@@ -114,3 +118,22 @@ def test_sqlite_opened_read_only_names_the_grant_the_release_and_the_claim(tmp_p
     refused(project.run_cli("lease", "release", "--holder", "agent-A"), "the lease release", SQLITE_READ_ONLY)
     refused(project.run_cli("upgrade", "head", "--token", "1"), "the fence claim", SQLITE_READ_ONLY)
     assert snapshot(database) == before
+
+
+def test_mysql_refusals_read_as_read_only_by_their_error_number(mysql_url: str) -> None:
+    """MySQL's read-only errors, raised by the server through PyMySQL: ``--read-only`` is not needed to
+    tell them; a READ ONLY transaction's (1792) carries SQLSTATE 25006, PostgreSQL's read-only code,
+    and is MySQL's all the same. Another error is none."""
+    import pymysql
+
+    dialect_for("mysql"), dialect_for("postgresql")  # both readers loaded: they must not overlap
+    hint = "the server runs with read_only (or super_read_only), or the transaction is READ ONLY"
+    with pytest.raises(pymysql.err.MySQLError) as raised:
+        mysql_rows(
+            mysql_url, "BEGIN NOT ATOMIC SIGNAL SQLSTATE '25006' SET MYSQL_ERRNO = 1792, MESSAGE_TEXT = 'no'; END"
+        )
+    assert raised.value.args == (1792, "no") and raised.value.sqlstate == "25006"
+    assert read_only_reason(raised.value) == f"no ({hint})"
+    with pytest.raises(pymysql.err.MySQLError) as other:
+        mysql_rows(mysql_url, "SELECT * FROM no_such_table")
+    assert read_only_reason(other.value) is None

@@ -24,9 +24,9 @@ from support.paused import paused_holder, stopped_redis_grant
 from support.project import Project
 from support.redis_server import PrivateRedis
 
+from fencemigrate.dialects.base import IN_FLIGHT
 from fencemigrate.errors import DatabaseError, LeaseBusy, LeaseLost, TokensExhausted
 from fencemigrate.leases import Grant, LeaseRequest, open_backend
-from fencemigrate.leases.fence_on_grant import IN_FLIGHT
 from fencemigrate.leases.redis import RedisLeases
 
 LEASE_KEY = f"fencemigrate:lease:{RESOURCE}"

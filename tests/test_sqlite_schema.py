@@ -26,7 +26,7 @@ from support.sqlite_rows import (
 
 import fencemigrate
 import fencemigrate.api
-from fencemigrate.dialects import sqlite_schema
+from fencemigrate.dialects.prefixed import VERSION
 
 
 def test_install_is_idempotent_and_the_first_run_installs_in_its_transaction(tmp_path: Path) -> None:
@@ -39,7 +39,7 @@ def test_install_is_idempotent_and_the_first_run_installs_in_its_transaction(tmp
     assert project.run_cli("install").check(0).stdout == "installed\n"
     assert table_names(db) == sorted(["alembic_version", *(f"fencemigrate_{table}" for table in FENCE_TABLES)])
     assert query(db, "SELECT version_num FROM alembic_version") == []
-    assert query(db, "SELECT one_row, version FROM fencemigrate_schema_version") == [(1, sqlite_schema.VERSION)]
+    assert query(db, "SELECT one_row, version FROM fencemigrate_schema_version") == [(1, VERSION)]
     installed = snapshot(db)
     assert project.run_cli("install").check(0).stdout == "already installed\n"
     assert snapshot(db) == installed
@@ -61,7 +61,7 @@ def test_fence_schema_option_is_the_table_prefix(tmp_path: Path) -> None:
     assert not fence_installed(db)  # nothing under the default prefix
     assert query(db, 'SELECT resource, token FROM "ops ""fence""_agent_fence"') == [("db/migrations", 4)]
     assert project.run_cli("install").check(0).stdout == "already installed\n"
-    assert f'"fence_schema_version": "{sqlite_schema.VERSION}"' in project.run_cli("state", "--json").check(0).stdout
+    assert f'"fence_schema_version": "{VERSION}"' in project.run_cli("state", "--json").check(0).stdout
 
 
 GUARDED_WRITES = {
@@ -166,7 +166,7 @@ def test_a_database_at_an_unknown_version_is_refused(tmp_path: Path) -> None:
     result = project.run_cli("upgrade", "head", "--token", "4").check(1)
     assert result.stderr.splitlines()[-1] == (
         "fencemigrate: error: fence schema fencemigrate is at version 9.9, but this "
-        f"fencemigrate needs {sqlite_schema.VERSION} and has no upgrade path from it on this database"
+        f"fencemigrate needs {VERSION} and has no upgrade path from it on this database"
     )
     assert snapshot(db) == before
 

@@ -10,7 +10,8 @@ first time a database of its kind is met (:data:`_MODULES`): a run on PostgreSQL
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -19,10 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, Engine
+from sqlalchemy import URL, Connection, Engine, RootTransaction
 
-from ..errors import DatabaseError, UsageError, refused_step
-from .waits import WaitBound
+from ..errors import DatabaseError, UsageError, refused_step, register_error_reader
+from .statements import statement
+from .waits import UNHEARD, LockProgress, WaitBound
 
 if TYPE_CHECKING:
     from .fence_calls import FenceCalls
@@ -171,11 +173,31 @@ class Dialect(ABC):
         if "__dialect__" in vars(cls):
             for name in (cls.__dialect__, *cls.aliases):
                 _registry[name] = cls
+            register_error_reader(cls)
 
     @property
     def name(self) -> str:
         """The SQLAlchemy dialect name (``mysql`` for MariaDB too)."""
         return self.__dialect__
+
+    # -- its driver's errors (read by :mod:`fencemigrate.errors`) ----------------------------
+
+    @classmethod
+    def read_only_reason(cls, error: BaseException) -> str | None:
+        """Why this database refused ``error``'s write as read-only (:func:`~fencemigrate.errors.read_only_words`);
+        None when it is another error."""
+        return None
+
+    @classmethod
+    def is_lock_contention(cls, error: BaseException) -> bool:
+        """Whether ``error`` is this database's lock wait running out or deadlock broken."""
+        return False
+
+    @classmethod
+    def refusal_words(cls, error: BaseException) -> tuple[str | None, str | None]:
+        """The message and DETAIL of a refusal this database's driver raised (``error``, the driver's
+        own), where the driver keeps them apart from its text; (None, None) elsewhere."""
+        return None, None
 
     # -- the fence schema ------------------------------------------------------------------
 
@@ -217,6 +239,10 @@ class Dialect(ABC):
     # -- runs ------------------------------------------------------------------------------
 
     @abstractmethod
+    def grant_locks(self, connection: Connection, quoted_schema: str) -> GrantLocks:
+        """The transactions and waits of a lease service's grants on its own ``connection``."""
+
+    @abstractmethod
     def fence_calls(self, context: MigrationContext, quoted_schema: str) -> FenceCalls:
         """The claim, re-apply check and ledger writes for a run on ``context``."""
 
@@ -250,6 +276,11 @@ class Dialect(ABC):
         otherwise run it to the end, DDL included, after the run has gone (``session_id``: what
         :meth:`session_id` read before). Nothing by default: psycopg cancels its own on PostgreSQL;
         SQLite runs in-process."""
+
+    def scratch_database(self, server: URL, name: str) -> AbstractContextManager[str] | None:
+        """A database ``name`` of its own on the server at ``server``, made empty and dropped after
+        (``fencemigrate demo --url``), as the URL of it; None where fencemigrate makes none."""
+        return None
 
     # -- the version table's guard ---------------------------------------------------------
 
@@ -308,6 +339,112 @@ class Dialect(ABC):
     def time_param(self, moment: datetime) -> datetime | str:
         """``moment`` as a statement parameter compared with (or stored as) this database's times."""
         return moment
+
+
+LEASE_ROW_WAIT_MS = 5000
+"""How long ``lease renew``, ``release`` and ``status`` (no ``--wait`` of their own) wait for a lock
+held by another lease transaction (PostgreSQL, MySQL): then busy."""
+PREEMPT_GRACE_MS = 5000
+"""With ``--preempt``, how long a grant waits at least for the sessions it ended to be gone."""
+STUCK_LEASE_TRANSACTION_MS = 1000
+"""Idle this long inside a lease transaction: its process is not running (``--preempt`` ends it)."""
+SYNCHRONOUS_WAIT_FLOOR_MS = 5000
+"""A lease transaction's COMMIT waits at least this long for a synchronous standby."""
+IN_FLIGHT = (
+    "a migration under an older token is still in flight (its holder's lease has expired); "
+    "wait for it, or pass --preempt to cancel it"
+)
+
+
+class GrantLocks(ABC):
+    """A lease service's transactions on its own connection, and the waits of its grants: for
+    in-flight writers, for other grants, for a stuck lease transaction. One subclass per dialect
+    (:meth:`Dialect.grant_locks`); what a grant does in them is the lease service's
+    (``fencemigrate.leases``)."""
+
+    def __init__(self, connection: Connection, quoted_schema: str) -> None:
+        self._connection = connection
+        self._schema = quoted_schema
+        self.waited_for_writer = False
+        """Whether the last :meth:`transaction` began only after another writer finished (SQLite):
+        that writer may have done what the grant's caller came to do."""
+        self.commit_cut_short = False
+        """Whether the last :meth:`transaction`'s COMMIT stopped waiting for a synchronous standby
+        before one confirmed it (PostgreSQL): committed on the primary only."""
+        self.progress: LockProgress = UNHEARD
+        """Hears a grant's wait for an in-flight writer (:meth:`lock_fence`, SQLite's BEGIN): set by
+        the lease service for the grant it makes."""
+
+    @abstractmethod
+    def install(self) -> None:
+        """When the lease service opens: install the fence schema unless it is current."""
+
+    @abstractmethod
+    def transaction(self, resource: str, wait_ms: int | None = None) -> AbstractContextManager[RootTransaction]:
+        """A transaction of the lease connection. A grant passes ``wait_ms``, what is left of
+        ``--wait``: LeaseBusy when another writer holds the database longer (SQLite)."""
+
+    @contextmanager
+    def in_transaction(self, resource: str, within: Connection | None = None) -> Iterator[Connection]:
+        """The connection for a lease operation, in a transaction: ``within``, in its owner's open
+        transaction (which its owner commits), or else the lease connection in one of its own."""
+        if within is not None:
+            yield within
+            return
+        with self.transaction(resource):
+            yield self._connection
+
+    def enter_lease(self, resource: str, remaining_ms: int, preempt: bool) -> tuple[int, ...] | None:
+        """Before a grant, renew or release touches the lease row: with ``preempt``, end the lease
+        transactions stuck on it (:meth:`cancel_stuck_lease_transactions`); their session ids.
+        None when another lease transaction keeps the lease longer than ``remaining_ms`` (MySQL)."""
+        return self.cancel_stuck_lease_transactions(resource, remaining_ms) if preempt else ()
+
+    def cancel_stuck_lease_transactions(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
+        """``--preempt``: end the lease transactions stuck on ``resource`` (their process paused with the
+        lease row changed or locked) while the lease has no live holder; their backend pids.
+
+        PostgreSQL here; MySQL in :meth:`enter_lease` (by the lease lock); SQLite refuses ``--preempt``.
+        """
+        return ()
+
+    def cancel_stuck_grants(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
+        """``--preempt`` by a grant holding the Redis lease key (no other lease on ``resource`` is
+        live): end the other grants' transactions stuck in :meth:`serialise_grants` (their process
+        paused); their backend pids. PostgreSQL; on MySQL :meth:`lock_fence` kills whoever holds the
+        resource's named lock, a stuck grant too; SQLite refuses ``--preempt``."""
+        return ()
+
+    def check_before_grant(self, resource: str, check: Callable[[Connection], None]) -> None:
+        """Run ``check`` (a refusal by the resource's token source) in a short transaction of its
+        own before a grant's, so that a grant it refuses waits for no migration and preempts nobody.
+        The grant checks again once it has locked the fence (``fence.tokens.recorded_source``)."""
+        with self.transaction(resource):
+            check(self._connection)
+
+    def check_clock(self) -> None:  # noqa: B027 (a hook: most dialects have nothing to check)
+        """Before the built-in service grants on this database's clock: ImplausibleClock when that
+        clock cannot be trusted. A server's clock (PostgreSQL, MySQL) is everyone's: nothing to check."""
+
+    @abstractmethod
+    def serialise_grants(self, resource: str, remaining_ms: int) -> None:
+        """Make other grants of ``resource`` wait until this transaction ends (a lease service
+        with no lease row to lock: Redis). LeaseBusy after ``remaining_ms``."""
+
+    @abstractmethod
+    def lock_fence(self, resource: str, remaining_ms: int, preempt: bool) -> tuple[int | None, tuple[int, ...]]:
+        """Wait for the in-flight migration on ``resource``; returns the fence token (None before the
+        first claim) and the backend pids of the stale writers cancelled. LeaseBusy when the wait
+        runs out."""
+
+    def record_redis_grant(self, resource: str, token: int) -> None:
+        """Before a Redis grant's fence advance, in its transaction: record ``token`` as the last token
+        Redis issued for ``resource`` (the ``record_redis_grant`` statement, never lowered), which the
+        lease guard holds a Redis-sourced fence to."""
+        self._run("record_redis_grant", resource=resource, token=token)
+
+    def _run(self, name: str, **params: Any) -> Any:
+        return self._connection.execute(statement(name, self._schema, self._connection.dialect.name), params)
 
 
 def dialect_named(name: str | None) -> Dialect | None:

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import BindParameter, Connection, CursorResult, Dialect, bindparam
 from sqlalchemy.types import UserDefinedType
 
 from ..errors import Fenced, UsageError, refuse_token, sqlstate_of
-from .postgresql_schema import default_version
 from .sqlite_transactions import transaction_number
 from .statements import rowcount_on_driver, scalar_on_driver, statement
 from .waits import WaitBound, claimant_name, fence_holders, terminate_older, wait_in_slices
@@ -97,6 +96,67 @@ class FenceCalls(ABC):
     def check_reapply(self, version_table: str, resource: str, revisions: list[str], token: int) -> None:
         """FENCED unless the fence and every revision's applied token allow ``token`` to re-apply."""
 
+    @abstractmethod
+    def ledger_writes(self, writers: LedgerWriters[_Writes]) -> _Writes:
+        """How the ledger writes its rows through these calls: the one of ``writers`` for them."""
+
+    # -- a --sql script: by default it claims as a run does online; what else it writes, and --
+    # -- when, is the dialect's (a database whose scripts cannot do it refuses)               --
+
+    def open_script(self, resource: str, version_table: str | None, heads: Sequence[str]) -> bool:
+        """Start a --sql script with the objects of its own session, before anything else in it; with
+        ``version_table`` (quoted: the script takes its own lease) its grant's, which refuses unless
+        the version table holds exactly ``heads``. True when the script's grant and first claim go
+        into its first step's transaction (:meth:`grant_in_first_step`); False (here): nothing to
+        start, the run writes them now."""
+        return False
+
+    def grant_in_first_step(self, resource: str, holder: str, ttl_ms: int, heads: Sequence[str]) -> None:  # noqa: B027 (a hook)
+        """Write the script's own grant at the start of its first step's transaction, when
+        :meth:`open_script` left it there (nothing here)."""
+
+    def grant_for_script(
+        self, resource: str, holder: str, grant: tuple[int, int], version_table: str, heads: Sequence[str]
+    ) -> None:
+        """Write the script's own grant as it opens (``grant``: TTL and wait, in ms), which refuses
+        unless ``version_table`` holds exactly ``heads`` when the script runs."""
+        raise UsageError("a --sql script cannot take its own lease on this database (nothing was written)")
+
+    def claim_version_write(self, resource: str, token: int) -> bool:
+        """Offline, before a step's ledger and version rows: write the claim that also lets the version
+        write through the version table's guard (cleared after it: :meth:`clear_version_write`). True
+        when written; False (here): the run claims again as it does online."""
+        return False
+
+    def clear_version_write(self) -> None:  # noqa: B027 (a hook)
+        """Offline, after Alembic's version write: tokenless writes are refused again (nothing here)."""
+
+    def release_for_script(self) -> None:
+        """Write the release of the lease the script was granted, after its last version write."""
+        raise UsageError("a --sql script cannot take its own lease on this database (nothing was written)")
+
+    def require_applied_file(self, version_table: str, revision: str, script_sha256: str) -> None:
+        """A --sql script's downgrade: write the check that the database applied the file whose
+        downgrade() the script holds (or recorded no sha256 of it); else it stops there."""
+        raise UsageError("a downgrade cannot be written as a --sql script on this database (nothing was written)")
+
+
+_Writes = TypeVar("_Writes")
+_Written = TypeVar("_Written", covariant=True)
+
+
+class LedgerWriters(Protocol[_Written]):
+    """The ledger's ways of writing its rows (``fence.ledger``), one per kind of fence calls."""
+
+    def by_functions(self, calls: PostgresFenceCalls) -> _Written:
+        """Calls of the fence schema's functions, online or in a --sql script (PostgreSQL)."""
+
+    def by_statements(self, calls: PlainStatementCalls) -> _Written:
+        """Plain statements in the run's transaction (online SQLite, MySQL)."""
+
+    def by_script(self, calls: SqliteScriptCalls) -> _Written:
+        """Rows written by the triggers of a SQLite --sql script's own session."""
+
 
 class PlainStatementCalls(FenceCalls):
     """Runs statements of ``sql/queries/<dialect>.sql`` in the current transaction; FENCED is raised here.
@@ -146,6 +206,9 @@ class PlainStatementCalls(FenceCalls):
         """The id of the current transaction, where the dialect has one to compare (None: MySQL)."""
         return None
 
+    def ledger_writes(self, writers: LedgerWriters[_Writes]) -> _Writes:
+        return writers.by_statements(self)
+
     def _run(self, name: str, **params: Any) -> CursorResult[Any]:
         connection = self._connection()
         return connection.execute(statement(name, self._schema, connection.dialect.name), params)
@@ -192,22 +255,28 @@ class SqliteScriptCalls(FenceCalls):
         )
         self._context.impl.static_output(str(compiled) + self._context.impl.command_terminator)
 
-    def open_script(self, resource: str, grant: tuple[str, Sequence[str], str] | None) -> None:
-        """The script's TEMP objects: the claim's and the downgrade check's; with ``grant``
-        (version table, heads, fence schema version) the grant's too."""
+    def __init__(self, context: MigrationContext, quoted_schema: str, schema_version: str) -> None:
+        """``schema_version``: the fence schema version the script needs, which its grant checks."""
+        super().__init__(context, quoted_schema)
+        self._schema_version = schema_version
+
+    def open_script(self, resource: str, version_table: str | None, heads: Sequence[str]) -> bool:
+        """The script's TEMP objects: the claim's and the downgrade check's; with ``version_table``
+        the grant's too. The grant reads the version table, which Alembic creates (from base) in the
+        first step's transaction: it goes there, with the first claim."""
         said = {"resource": resource}
         self._objects("script_objects", said)
-        if grant is not None:
-            version_table, heads, schema_version = grant
-            said |= {"heads": ", ".join(heads) or "base", "schema_version": schema_version}
+        if version_table is not None:
+            said |= {"heads": ", ".join(heads) or "base", "schema_version": self._schema_version}
             self._objects("script_grant_objects", said, version_table)
+        return True
 
-    def grant(self, resource: str, holder: str, ttl_ms: int, heads: Sequence[str], schema_version: str) -> None:
+    def grant_in_first_step(self, resource: str, holder: str, ttl_ms: int, heads: Sequence[str]) -> None:
         """The script's own grant, refused unless the version table holds exactly ``heads``."""
         self.write(
             "script_grant",
             fence_table=_unquoted(self._schema) + "_schema_version",
-            schema_version=schema_version,
+            schema_version=self._schema_version,
             resource=resource,
             holder=holder,
             ttl_ms=ttl_ms,
@@ -219,22 +288,21 @@ class SqliteScriptCalls(FenceCalls):
         self.write("script_claim", resource=resource, token=token, marks_version_write=0)
         return None
 
-    def claim_version_write(self, resource: str, token: int) -> None:
-        """The claim before a step's ledger and version rows, which lets the version write through
-        the version table's guard (cleared after it: :meth:`clear_version_write`)."""
+    def claim_version_write(self, resource: str, token: int) -> bool:
         self.write("script_claim", resource=resource, token=token, marks_version_write=1)
+        return True
 
     def clear_version_write(self) -> None:
-        """After Alembic's version write: tokenless writes are refused again."""
         self.write("clear_version_write")
 
-    def release(self) -> None:
-        """The release of the lease the script was granted, after its last version write."""
+    def release_for_script(self) -> None:
         self.write("script_release")
 
     def require_applied_file(self, version_table: str, revision: str, script_sha256: str) -> None:
-        """A downgrade's check that the database applied the file the script rolls back with."""
         self.write("script_applied_file", version_table=version_table, revision=revision, script_sha256=script_sha256)
+
+    def ledger_writes(self, writers: LedgerWriters[_Writes]) -> _Writes:
+        return writers.by_script(self)
 
     def check_reapply(self, version_table: str, resource: str, revisions: list[str], token: int) -> None:
         """``reapply`` is never written as a script."""
@@ -289,7 +357,7 @@ class MysqlScriptCalls:
         self.write_statement("script_stop")
 
 
-_LOCK_NOT_AVAILABLE = "55P03"
+LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL: a lock_timeout ran out
 
 
 class PostgresFenceCalls(FenceCalls):
@@ -297,6 +365,11 @@ class PostgresFenceCalls(FenceCalls):
 
     :meth:`call` also runs the ledger functions for :class:`~fencemigrate.fence.ledger.Ledger` (online or offline).
     """
+
+    def __init__(self, context: MigrationContext, quoted_schema: str, schema_version: str) -> None:
+        """``schema_version``: the fence schema version a script's own grant checks for."""
+        super().__init__(context, quoted_schema)
+        self._schema_version = schema_version
 
     def call(self, name: str, **params: Any) -> Any:
         """Run the statement and return its single value; offline, write it out and return None."""
@@ -368,12 +441,18 @@ class PostgresFenceCalls(FenceCalls):
             wait_ms=wait_ms,
             version_table=version_table,
             heads=text_array(heads),
-            schema_version=default_version(),
+            schema_version=self._schema_version,
         )
 
     def release_for_script(self) -> None:
         """Offline: write the release of the lease the script was granted (the ``script_release`` statement)."""
         self.call("script_release")
+
+    def require_applied_file(self, version_table: str, revision: str, script_sha256: str) -> None:
+        self.call("require_applied_file", version_table=version_table, revision=revision, script_sha256=script_sha256)
+
+    def ledger_writes(self, writers: LedgerWriters[_Writes]) -> _Writes:
+        return writers.by_functions(self)
 
     def check_reapply(self, version_table: str, resource: str, revisions: list[str], token: int) -> None:
         """Raise FM001 unless the fence and every revision's applied token allow ``token`` to re-apply."""
@@ -407,7 +486,7 @@ def wait_in_lock_timeout_slices(
             scalar_on_driver(connection, statement("lock_timeout", quoted_schema), {"timeout_ms": str(slice_ms)})
             action()
         except Exception as error:
-            if sqlstate_of(error) != _LOCK_NOT_AVAILABLE:
+            if sqlstate_of(error) != LOCK_NOT_AVAILABLE:
                 raise  # FENCED, a lost session...: the transaction is doomed, as after a claim
             rowcount_on_driver(connection, statement("fence_wait_rollback", quoted_schema), {})
             return False

@@ -116,11 +116,11 @@ def _begin_in_slices(connection: Connection, resource: str, bound: WaitBound) ->
     (usual,) = driver.execute(str(statement("busy_timeout", "", "sqlite"))).fetchone()
 
     def attempt(slice_ms: int) -> bool:
-        driver.execute(_busy_timeout_statement(connection, slice_ms))
+        driver.execute(busy_timeout_statement(connection, slice_ms))
         try:
             driver.execute(_BEGIN)
         except sqlite3.OperationalError as error:
-            if error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+            if is_busy(error):
                 return False
             raise
         return True
@@ -128,10 +128,17 @@ def _begin_in_slices(connection: Connection, resource: str, bound: WaitBound) ->
     try:
         wait_in_slices(resource, WRITE_LOCK, bound, attempt, lambda: ())
     finally:
-        driver.execute(_busy_timeout_statement(connection, int(usual)))
+        driver.execute(busy_timeout_statement(connection, int(usual)))
 
 
-def _busy_timeout_statement(connection: Connection, milliseconds: int) -> str:
+def is_busy(error: BaseException) -> bool:
+    """Whether ``error`` (the driver's, or SQLAlchemy's around it) is SQLITE_BUSY: another writer
+    held the write lock for the whole busy timeout."""
+    code = getattr(getattr(error, "orig", error), "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_BUSY
+
+
+def busy_timeout_statement(connection: Connection, milliseconds: int) -> str:
     """The ``lock_timeout`` statement with the value written in (PRAGMA takes no bound parameters)."""
     clause = statement("lock_timeout", "", "sqlite").bindparams(timeout_ms=int(milliseconds))
     return str(clause.compile(dialect=connection.dialect, compile_kwargs={"literal_binds": True}))

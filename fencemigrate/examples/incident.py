@@ -26,13 +26,14 @@ from pathlib import Path
 
 from alembic import command as alembic_command
 from alembic.config import Config
-from sqlalchemy import inspect, text
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy import inspect
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from .. import api
 from ..config import load_config
 from ..connections import one_off_connection
+from ..dialects import dialect_named
 from ..errors import Fenced, UsageError
 from ..fence.state import State
 from ..fence.timeline import timeline_lines
@@ -284,24 +285,13 @@ def _databases(url: str | None, workdir: Path) -> Iterator[tuple[str, str]]:
         base = make_url(url)
     except ArgumentError:
         base = None
-    if base is None or not base.drivername.startswith("postgresql"):
+    dialect = None if base is None else dialect_named(base.get_backend_name())
+    suffix = f"{os.getpid()}"
+    fenced = None if base is None or dialect is None else dialect.scratch_database(base, f"fm_demo_fenced_{suffix}")
+    control = None if base is None or dialect is None else dialect.scratch_database(base, f"fm_demo_control_{suffix}")
+    if fenced is None or control is None:
         raise UsageError(
             "--url must name a PostgreSQL server (postgresql+psycopg://...); leave it out to run on fresh SQLite files"
         )
-    suffix = f"{os.getpid()}"
-    with (
-        _scratch_database(base, f"fm_demo_fenced_{suffix}") as fenced,
-        _scratch_database(base, f"fm_demo_control_{suffix}") as control,
-    ):
-        yield fenced, control
-
-
-@contextmanager
-def _scratch_database(base: URL, name: str) -> Iterator[str]:
-    try:
-        with one_off_connection(base, autocommit=True) as admin:
-            admin.execute(text(f'CREATE DATABASE "{name}"'))
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with one_off_connection(base, autocommit=True) as admin:
-            admin.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with fenced as fenced_url, control as control_url:
+        yield fenced_url, control_url

@@ -182,14 +182,7 @@ class Ledger:
         self._schema = quoted_schema
         self.resource = resource
         self.holder = holder
-        self._writes: _FunctionWrites | _StatementWrites | _ScriptWrites
-        if isinstance(calls, PostgresFenceCalls):
-            self._writes = _FunctionWrites(self, calls)
-        elif isinstance(calls, SqliteScriptCalls):
-            self._writes = _ScriptWrites(self, calls)
-        else:
-            assert isinstance(calls, PlainStatementCalls)
-            self._writes = _StatementWrites(self, calls)
+        self._writes = calls.ledger_writes(_Writers(self))
         self._pending: list[LedgerChange] = []
         self._files: dict[str, RevisionFile] = {}
 
@@ -372,6 +365,22 @@ class Ledger:
         return path
 
 
+class _Writers:
+    """The ledger's writes for each kind of fence calls (:meth:`FenceCalls.ledger_writes` picks one)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    def by_functions(self, calls: PostgresFenceCalls) -> _Writes:
+        return _FunctionWrites(self._ledger, calls)
+
+    def by_statements(self, calls: PlainStatementCalls) -> _Writes:
+        return _StatementWrites(self._ledger, calls)
+
+    def by_script(self, calls: SqliteScriptCalls) -> _Writes:
+        return _ScriptWrites(self._ledger, calls)
+
+
 class _FunctionWrites:
     """PostgreSQL: the fence schema's ledger functions (which log the events themselves); offline,
     one readable call per revision in the script."""
@@ -523,6 +532,9 @@ class _ScriptWrites:
 
     def settle(self, row: LedgerWrite, token: int) -> None:
         self.record([row], token)
+
+
+_Writes = _FunctionWrites | _StatementWrites | _ScriptWrites
 
 
 @dataclass(frozen=True)

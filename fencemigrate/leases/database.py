@@ -29,15 +29,16 @@ from sqlalchemy.exc import DBAPIError
 
 from ..config import format_duration
 from ..dialects import Dialect, dialect_for
+from ..dialects.base import LEASE_ROW_WAIT_MS, SYNCHRONOUS_WAIT_FLOOR_MS
 from ..dialects.statements import statement
 from ..errors import LEASE_SERVICE, REDIS, GrantNotReplicated, LeaseBusy, LeaseLost, is_lock_contention, refused_step
 from ..fence.events import log_event
-from ..fence.tokens import recorded_source, redis_only, superseded_by
+from ..fence.tokens import advance_fence, recorded_source, redis_only, superseded_by
 from ..progress import SILENT, LeaseWait, Progress
 from .epochs import next_token, read_incarnation
-from .fence_on_grant import LEASE_ROW_WAIT_MS, LEASE_TRANSACTION_IN_PROGRESS, fence_on_grant, lease_connection
+from .fence_on_grant import LEASE_TRANSACTION_IN_PROGRESS, detach, fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus, StoppedWaiting, poll_for_grant
-from .standby_waits import SYNCHRONOUS_WAIT_FLOOR_MS, force_synchronous_commit
+from .standby_waits import force_synchronous_commit
 
 
 class DatabaseLeases:
@@ -162,7 +163,7 @@ class DatabaseLeases:
             self._refuse_redis(self._connection, resource, locked=True, call="detach")
             return self._peek(self._connection, resource)
 
-        return self._fence.detach(resource, lease_now)
+        return detach(self._fence, self._connection, self._schema, resource, lease_now)
 
     # -- a grant ---------------------------------------------------------------------------
 
@@ -240,7 +241,7 @@ class DatabaseLeases:
                 ttl_ms=request.ttl_ms,
                 replication=_replication(connection, synchronous),
             )
-            self._fence.advance(resource, token, LEASE_SERVICE, incarnation.current)
+            advance_fence(self._connection, self._schema, resource, token, LEASE_SERVICE, incarnation.current)
             previous = locked.holder if locked.holder not in (None, holder) else None
             if previous is not None and locked.implausible:  # logged now: its expiry lies in the future
                 self._log(
@@ -274,9 +275,10 @@ class DatabaseLeases:
             raise redis_only(resource, call)
 
     def _enter_lease(self, resource: str, within: Connection | None) -> None:
-        """A renew or release on the lease connection enters the lease first (:meth:`FenceOnGrant.enter_lease`);
-        busy after :data:`LEASE_ROW_WAIT_MS`. One ``within`` a run's transaction does not (that
-        session is the run's, which ``--preempt`` ends by the writers' lock)."""
+        """A renew or release on the lease connection enters the lease first
+        (:meth:`~fencemigrate.dialects.base.GrantLocks.enter_lease`); busy after :data:`LEASE_ROW_WAIT_MS`.
+        One ``within`` a run's transaction does not (that session is the run's, which ``--preempt``
+        ends by the writers' lock)."""
         if within is None and self._fence.enter_lease(resource, LEASE_ROW_WAIT_MS, False) is None:
             raise LeaseBusy(
                 resource, None, f"{LEASE_TRANSACTION_IN_PROGRESS}; waited {format_duration(LEASE_ROW_WAIT_MS)} for it"

@@ -43,17 +43,18 @@ import redis
 from sqlalchemy import Connection, Engine
 
 from ..config import format_duration
+from ..dialects.base import SYNCHRONOUS_WAIT_FLOOR_MS
 from ..dialects.statements import statement
 from ..errors import LEASE_SERVICE, REDIS, DatabaseError, GrantNotReplicated, LeaseBusy, LeaseLost, UsageError
 from ..fence.events import log_event
-from ..fence.tokens import check_room, recorded_source, superseded_by
+from ..fence.tokens import advance_fence, check_room, recorded_source, superseded_by
 from ..progress import SILENT, LeaseWait, Progress
 from ..scrub import scrub_secrets
 from .database import builtin_lease
 from .epochs import Incarnation, next_token, read_incarnation
-from .fence_on_grant import fence_on_grant, lease_connection
+from .fence_on_grant import detach, fence_on_grant, lease_connection
 from .model import Grant, LeaseRequest, LeaseStatus, poll_for_grant
-from .standby_waits import SYNCHRONOUS_WAIT_FLOOR_MS, force_synchronous_commit
+from .standby_waits import force_synchronous_commit
 
 _LUA = files("fencemigrate.leases") / "lua"
 # How long a call waits for Redis (``?socket_timeout=`` in the URL wins): a grant what is left of
@@ -409,7 +410,7 @@ class RedisLeases:
             self._refuse_builtin_live(self._connection, resource, locked=True)
             return self._status(self._connection, resource)
 
-        return self._fence.detach(resource, lease_now)
+        return detach(self._fence, self._connection, self._schema, resource, lease_now)
 
     # -- a grant ---------------------------------------------------------------------------
 
@@ -440,7 +441,7 @@ class RedisLeases:
                 issued = outcome
                 check_room(resource, issued.token - 1)  # Redis's counter may have been above the fence
                 self._fence.record_redis_grant(resource, issued.token)
-                self._fence.advance(resource, issued.token, REDIS, incarnation.current)
+                advance_fence(self._connection, self._schema, resource, issued.token, REDIS, incarnation.current)
                 previous = self._log_grant(request, issued, fence_token, preempted, incarnation)
                 synchronous = force_synchronous_commit(self._connection, self._schema)
         except BaseException:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
 
-from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls, SqliteScriptCalls
+from ..dialects.fence_calls import FenceCalls
 from ..errors import AppliedTextAltered, AppliedTextNotRecorded, RevisionFailed
 from ..fence.ledger import AppliedSource, read_applied_sources, read_revision_file, version_table_name
 from .environment import describe, locate
@@ -178,8 +178,4 @@ def require_applied_file(calls: FenceCalls, context: MigrationContext, step: Rev
     assert step.revision.path is not None
     where = {"version_table": version_table_name(context), "revision": step.revision.revision}
     sha256 = read_revision_file(step.revision.path).sha256
-    if isinstance(calls, SqliteScriptCalls):
-        calls.require_applied_file(where["version_table"], where["revision"], sha256)
-        return
-    assert isinstance(calls, PostgresFenceCalls)  # MySQL writes no scripts
-    calls.call("require_applied_file", **where, script_sha256=sha256)
+    calls.require_applied_file(where["version_table"], where["revision"], sha256)

@@ -17,8 +17,7 @@ from sqlalchemy import Connection, event
 
 from ..alembic_internals import BlockFactory, around_autocommit_blocks, rewrite_offline_output
 from ..dialects import dialect_for, ensure_installed
-from ..dialects.fence_calls import FenceCalls, PostgresFenceCalls, SqliteScriptCalls
-from ..dialects.sqlite_schema import VERSION as SQLITE_SCHEMA_VERSION
+from ..dialects.fence_calls import FenceCalls
 from ..dialects.waits import WaitBound
 from ..errors import HeadsMoved, NotTransactional
 from ..fence.adoption import adopt_applied_history
@@ -215,15 +214,10 @@ class FencedRun:
         self._require_transaction(context)
         claimant = self.claimant
         grant = claimant.script_lease
-        if isinstance(calls, SqliteScriptCalls):
-            # The grant reads the version table, which Alembic creates (from base) in the first step's
-            # transaction: it goes there, with the first claim (:meth:`_grant_in_script`).
-            version_table = context.dialect.identifier_preparer.quote(context.version_table)
+        version_table = context.dialect.identifier_preparer.quote(context.version_table)
+        if calls.open_script(claimant.resource, None if grant is None else version_table, self._planned_heads):
+            # The grant and the first claim go into the first step's transaction (:meth:`_grant_in_script`).
             self.outcome.script_heads = self._planned_heads if grant is not None else None
-            calls.open_script(
-                claimant.resource,
-                None if grant is None else (version_table, self._planned_heads, SQLITE_SCHEMA_VERSION),
-            )
             return
         if grant is None:
             context.impl.static_output(
@@ -231,7 +225,6 @@ class FencedRun:
                 "fence schema (fencemigrate install, or CREATE EXTENSION fencemigrate)"
             )
         else:
-            assert isinstance(calls, PostgresFenceCalls)  # MySQL writes its scripts in pre-check mode (PrecheckScript)
             context.impl.static_output(
                 f"-- fencemigrate: when it runs, this script takes its own lease of resource {claimant.resource!r} "
                 f"from the database's lease service, as {claimant.holder!r}, and is fenced by the token it is "
@@ -251,15 +244,12 @@ class FencedRun:
     def _note_heads(self, *, heads: set[str], **_: Any) -> None:
         self.outcome.heads = sorted(heads)
         context = self._context
-        if context is not None and context.as_sql and isinstance(self._calls, SqliteScriptCalls):
+        if context is not None and context.as_sql and self._calls is not None:
             self._calls.clear_version_write()
         if context is not None and context.as_sql and self.claimant.script_lease and not self._steps_left:
             # The last version write of a script that takes its own lease: release it in that transaction.
-            if isinstance(self._calls, SqliteScriptCalls):
-                self._calls.release()
-            else:
-                assert isinstance(self._calls, PostgresFenceCalls)
-                self._calls.release_for_script()
+            assert self._calls is not None
+            self._calls.release_for_script()
         if self._marks_version_writes(self._context):
             assert self._context is not None and self._context.connection is not None
             dialect_for(self._context).clear_version_write(self._context.connection, self._quoted_schema)
@@ -361,9 +351,7 @@ class FencedRun:
             # Offline, psql may run the rest of the step outside the claim's transaction in
             # ways no script text shows: always claim again before the ledger and version rows
             # (a repeated claim under the same token changes nothing).
-            if isinstance(calls, SqliteScriptCalls):
-                calls.claim_version_write(claimant.resource, claimant.token)
-            else:
+            if not calls.claim_version_write(claimant.resource, claimant.token):
                 claim_xact = self._claim_again(calls)
         self._unverified.append(len(self.outcome.steps))
         self.outcome.steps.append(
@@ -393,9 +381,9 @@ class FencedRun:
         """A SQLite script that takes its own lease: the grant, at the start of the first step's
         transaction, after Alembic's ``CREATE TABLE IF NOT EXISTS`` of its version table (from base)."""
         grant = self.claimant.script_lease
-        if context.as_sql and grant is not None and isinstance(calls, SqliteScriptCalls):
+        if context.as_sql and grant is not None:
             claimant = self.claimant
-            calls.grant(claimant.resource, claimant.holder, grant.ttl_ms, self._planned_heads, SQLITE_SCHEMA_VERSION)
+            calls.grant_in_first_step(claimant.resource, claimant.holder, grant.ttl_ms, self._planned_heads)
 
     def _aftermath(self, context: MigrationContext) -> str:
         """What a revision failing now leaves behind: its transaction rolls back, and with it the

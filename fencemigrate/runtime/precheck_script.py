@@ -23,6 +23,7 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext, RevisionStep
 
+from ..dialects import dialect_for
 from ..dialects.fence_calls import MysqlScriptCalls, ScriptToken
 from ..dialects.waits import WaitBound
 from ..errors import UsageError
@@ -91,13 +92,11 @@ class PrecheckScript:
                 f"lease service, as {claimant.holder!r}, and is fenced by the token it is granted; it refuses to "
                 f"run unless the heads are {listed(heads)}"
             )
-        from ..dialects.mysql_schema import VERSION as MYSQL_SCHEMA_VERSION  # noqa: PLC0415 (MySQL's, loaded for it)
-
+        version = dialect_for(context).schema_version()
         context.impl.static_output(
-            f"-- fencemigrate: {what}; needs the fence schema {MYSQL_SCHEMA_VERSION} or later (fencemigrate "
-            f"install); {_CLIENT}"
+            f"-- fencemigrate: {what}; needs the fence schema {version} or later (fencemigrate install); {_CLIENT}"
         )
-        major, minor = (int(part) for part in MYSQL_SCHEMA_VERSION.split("."))
+        major, minor = (int(part) for part in version.split("."))
         calls.write_check("script_schema_check", major=major, minor=minor)
         wait_s = math.ceil((grant.wait_ms if grant is not None else self._waits.wait_ms) / 1000)
         if grant is not None:

@@ -139,6 +139,11 @@ SELECT pg_advisory_xact_lock({claim_lock_class}, {schema}.resource_key(:resource
 -- 63 bytes. Both are local to the transaction: they end with it.
 SELECT set_config('lock_timeout', :lock_timeout, true), set_config('application_name', :application_name, true)
 
+-- name: create_scratch_database
+-- `fencemigrate demo --url`: an empty database of the demo's own on that server ({database}: its
+-- quoted name). CREATE DATABASE runs outside any transaction: on an autocommit connection.
+CREATE DATABASE {database}
+
 -- name: current_lock_timeout
 -- This session's lock_timeout now, restored after a wait for the fence set its own slices.
 SELECT current_setting('lock_timeout')
@@ -147,6 +152,11 @@ SELECT current_setting('lock_timeout')
 -- `lease detach`: :resource takes external tokens (--token) above its fence token from now on.
 -- 0 rows: it has no fence row.
 UPDATE {schema}.agent_fence SET token_source = 'external' WHERE resource = :resource
+
+-- name: drop_scratch_database
+-- `fencemigrate demo --url`, when it is done: its database dropped, with whatever is still
+-- connected to it ({database}: its quoted name; WITH (FORCE): PostgreSQL 13 or later).
+DROP DATABASE IF EXISTS {database} WITH (FORCE)
 
 -- name: enable_trigger_statements
 -- For `fencemigrate install`: the statements that make the disabled triggers of the fence schema

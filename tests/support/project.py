@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from support import zygote
+
 #: Seconds after which a command is killed: a fenced migration waiting on a lock
 #: must fail the test, not hang CI.
 DEFAULT_TIMEOUT = 120.0
@@ -110,12 +112,18 @@ def run_command(
     """Run ``argv`` in ``cwd`` (see :func:`subprocess_env` for ``env``) and capture its output.
 
     ``input`` is fed to stdin (otherwise stdin is empty). A timeout raises
-    :class:`subprocess.TimeoutExpired` after killing the process.
+    :class:`subprocess.TimeoutExpired` after killing the process. This environment's ``alembic``
+    and ``fencemigrate`` console scripts are started by fork from a process that imported their
+    libraries already (:mod:`support.zygote`), other programs as usual.
     """
+    full_env = subprocess_env(env)
+    forked = zygote.run(argv, cwd, full_env, input or "", timeout, base_env=subprocess_env())
+    if forked is not None:
+        return Result(tuple(argv), *forked)
     completed = subprocess.run(
         list(argv),
         cwd=cwd,
-        env=subprocess_env(env),
+        env=full_env,
         input=input if input is not None else "",
         capture_output=True,
         text=True,

@@ -1,0 +1,264 @@
+"""The ``alembic`` and ``fencemigrate`` console scripts started by fork from a process that imported
+their libraries already: what :func:`support.project.run_command` runs them with.
+
+A Python process spends most of a CPU second importing SQLAlchemy, Alembic and fencemigrate before it
+does anything; the suite starts hundreds. ``python tests/support/zygote.py FD MODULE...`` imports the
+MODULEs once, then forks a child for each request: the child takes the request's working directory,
+environment, argv and standard streams (files of the caller's), and becomes the console script
+(``alembic.config:main``, ``fencemigrate.cli:run``): its exit status, atexit handlers and teardown
+are the program's own. Nothing is connected or configured before the fork, only imported. There is
+one zygote per program and test process: plain ``alembic``'s imports only Alembic, SQLAlchemy and
+the drivers, never fencemigrate (the control stays plain).
+
+What is fixed when an interpreter starts cannot differ from the zygote's: a request whose
+environment changes a ``PYTHON*``, ``LD_*``, ``LC_*``, ``LANG`` or ``TZ`` variable (a hash seed, a
+search path, a preloaded library) gets a process of its own (:func:`fork_safe`). This module uses
+the standard library only: it is the zygote's script too.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: What plain ``alembic`` imports first: Alembic, SQLAlchemy and the drivers of the test databases.
+_ALEMBIC_IMPORTS = (
+    "sqlalchemy",
+    "sqlalchemy.dialects.postgresql.psycopg",
+    "sqlalchemy.dialects.mysql.pymysql",
+    "sqlalchemy.dialects.sqlite.pysqlite",
+    "psycopg",
+    "pymysql",
+    "alembic.config",
+    "alembic.command",
+    "alembic.runtime.environment",
+    "alembic.runtime.migration",
+    "alembic.autogenerate",
+)
+#: The console script -> the function it calls, and what its zygote imports before forking.
+PROGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "alembic": ("alembic.config:main", _ALEMBIC_IMPORTS),
+    "fencemigrate": ("fencemigrate.cli:run", (*_ALEMBIC_IMPORTS, "redis", "fencemigrate.cli")),
+}
+
+#: Environment variables an interpreter reads when it starts (by prefix or name).
+_STARTUP_PREFIXES = ("PYTHON", "LD_", "LC_")
+_STARTUP_NAMES = ("LANG", "LANGUAGE", "TZ")
+_HEADER = struct.Struct("!I")
+
+
+def program(argv: Sequence[str]) -> str | None:
+    """The console script of this environment that ``argv`` runs (a key of :data:`PROGRAMS`), or None."""
+    if not argv:
+        return None
+    path = Path(argv[0])
+    if path.name in PROGRAMS and path.parent == Path(sys.executable).parent:
+        return path.name
+    return None
+
+
+def fork_safe(env: Mapping[str, str], started: Mapping[str, str]) -> bool:
+    """True when ``env`` sets every variable an interpreter reads at start-up as ``started`` (the
+    zygote's) does."""
+    names = {name for name in {*env, *started} if name.startswith(_STARTUP_PREFIXES) or name in _STARTUP_NAMES}
+    return all(env.get(name) == started.get(name) for name in names)
+
+
+def _send(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
+    data = json.dumps(message).encode()
+    payload = _HEADER.pack(len(data)) + data
+    if fds:
+        socket.send_fds(sock, [payload], list(fds))
+    else:
+        sock.sendall(payload)
+
+
+def _receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    """One message and the descriptors sent with it; (None, []) when the other end has closed."""
+    head, fds, _, _ = socket.recv_fds(sock, _HEADER.size, 3)
+    if not head:
+        return None, []
+    while len(head) < _HEADER.size:
+        head += sock.recv(_HEADER.size - len(head))
+    (size,) = _HEADER.unpack(head)
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            return None, fds
+        data += chunk
+    return json.loads(data), fds
+
+
+# -- the caller's side ----------------------------------------------------------------------------------
+
+
+class Zygote:
+    """A test process's connection to the zygote of one program."""
+
+    def __init__(self, name: str, env: Mapping[str, str]) -> None:
+        self.name = name
+        self.env = dict(env)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, str(theirs.fileno()), name],
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL,
+            cwd="/",
+            env=self.env,
+        )
+        theirs.close()
+        self.sock = ours
+        self.lock = threading.Lock()  # one request or read of exits at a time
+        self.exits: dict[int, int] = {}
+
+    def run(
+        self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], input: str, timeout: float
+    ) -> tuple[int, str, str]:
+        """Run ``argv`` as :func:`subprocess.run` would (stdin ``input``, text output, killed and
+        :class:`subprocess.TimeoutExpired` after ``timeout`` seconds): its exit status, stdout, stderr."""
+        with (
+            tempfile.TemporaryFile() as stdin,
+            tempfile.TemporaryFile() as stdout,
+            tempfile.TemporaryFile() as stderr,
+        ):
+            stdin.write(input.encode())
+            stdin.seek(0)
+            request = {"argv": list(argv), "cwd": str(cwd), "env": dict(env)}
+            with self.lock:
+                _send(self.sock, request, [stdin.fileno(), stdout.fileno(), stderr.fileno()])
+                pid = self._started()
+            status = self._wait(pid, time.monotonic() + timeout)
+            outputs = []
+            for stream in (stdout, stderr):
+                stream.seek(0)
+                outputs.append(stream.read().decode().replace("\r\n", "\n").replace("\r", "\n"))
+        if status is None:
+            raise subprocess.TimeoutExpired(list(argv), timeout, outputs[0], outputs[1])
+        return status, outputs[0], outputs[1]
+
+    def _started(self) -> int:
+        """Read messages until the pid of the child just asked for (exits that come first are kept)."""
+        while True:
+            message, _ = _receive(self.sock)
+            if message is None:
+                raise RuntimeError(f"the {self.name} zygote exited (status {self.process.poll()})")
+            if "started" in message:
+                return int(message["started"])
+            self.exits[int(message["exited"])] = int(message["status"])
+
+    def _wait(self, pid: int, deadline: float) -> int | None:
+        """The child's exit status (negative for a signal); None if it was killed at ``deadline``."""
+        killed = False
+        while True:
+            with self.lock:
+                if pid in self.exits:
+                    status = self.exits.pop(pid)
+                    return None if killed else status
+                if select.select([self.sock], [], [], 0.05)[0]:
+                    message, _ = _receive(self.sock)
+                    if message is None:
+                        raise RuntimeError(f"the {self.name} zygote exited (status {self.process.poll()})")
+                    self.exits[int(message["exited"])] = int(message["status"])
+            if not killed and time.monotonic() >= deadline:
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+
+    def close(self) -> None:
+        """Close the connection: the zygote exits."""
+        self.sock.close()
+        self.process.wait(timeout=30)
+
+
+_zygotes: dict[str, Zygote] = {}
+_zygotes_lock = threading.Lock()
+
+
+def run(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str], input: str, timeout: float, base_env: Mapping[str, str]
+) -> tuple[int, str, str] | None:
+    """Run console script ``argv`` through its zygote (started on first use with ``base_env``): its
+    exit status, stdout and stderr; None when ``argv`` is no console script of :data:`PROGRAMS` or
+    ``env`` needs an interpreter start of its own."""
+    name = program(argv)
+    if name is None:
+        return None
+    with _zygotes_lock:
+        zygote = _zygotes.get(name)
+        if zygote is None:
+            zygote = _zygotes[name] = Zygote(name, base_env)
+            atexit.register(zygote.close)
+    if not fork_safe(env, zygote.env):
+        return None
+    return zygote.run(argv, cwd, env, input, timeout)
+
+
+# -- the zygote's side ----------------------------------------------------------------------------------
+
+
+def serve(sock: socket.socket) -> dict[str, Any] | None:
+    """Fork a child per request; report its pid and, once reaped, its exit status (as Popen's
+    returncode). Returns in a child: its request. None when the caller has gone."""
+    children: set[int] = set()
+    while True:
+        readable = select.select([sock], [], [], 0.01)[0]
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            children.discard(pid)
+            _send(sock, {"exited": pid, "status": os.waitstatus_to_exitcode(status)})
+        if not readable:
+            continue
+        request, fds = _receive(sock)
+        if request is None:
+            return None
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+                os.close(fd)
+            return request
+        for fd in fds:
+            os.close(fd)
+        children.add(pid)
+        _send(sock, {"started": pid})
+
+
+def main() -> None:
+    """``python zygote.py FD PROGRAM``: import what PROGRAM imports, then serve the caller on socket FD
+    until it goes; in a child, become PROGRAM."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the test run's to handle
+    function, preload = PROGRAMS[sys.argv[2]]
+    for module in preload:
+        importlib.import_module(module)
+    request = serve(socket.socket(fileno=int(sys.argv[1])))
+    if request is None:
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = request["argv"]
+    sys.path[0] = str(Path(sys.argv[0]).parent)  # as the console script's own start puts it
+    module, name = function.split(":")
+    sys.exit(getattr(importlib.import_module(module), name)())
+
+
+if __name__ == "__main__":
+    main()

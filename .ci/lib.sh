@@ -40,6 +40,23 @@ start_postgres() {
     trap 'exit 143' TERM
 }
 
+# Run initdb once for every PostgreSQL server of the run: export PG_INITDB_COPY (which .ci/postgres
+# `start` copies, also for the servers tests start of their own) and delete it on exit. Call it
+# from the main shell after start_postgres, like start_server.
+make_initdb_copy() {
+    local output previous
+    output=$(bash .ci/postgres initdb)
+    PG_INITDB_COPY=$(printf '%s\n' "$output" | sed -n 's/^PGDATA=//p')
+    if [ -z "$PG_INITDB_COPY" ]; then
+        echo "unexpected output from .ci/postgres initdb: $output" >&2
+        return 1
+    fi
+    export PG_INITDB_COPY
+    previous=$(trap -p EXIT | sed -e "s/^trap -- //" -e "s/ EXIT\$//")
+    eval "previous=$previous"
+    trap "bash .ci/postgres stop '$PG_INITDB_COPY'${previous:+; $previous}" EXIT
+}
+
 # Start a throwaway server with .ci/SCRIPT, whose `start` prints exactly KEY_PORT=<port> and
 # KEY_DIR=<dir>; stop it on exit (after whatever the EXIT trap already does) and set the variables
 # named PORT_VAR and DIR_VAR. Like start_postgres, call it from the main shell.

@@ -1,9 +1,11 @@
 # Shared helpers for .ci/test and .ci/demo (sourced, not executed).
 # Both scripts cd to the repository root before sourcing this file.
 
-# Create .venv with python3 (or reuse a working one) and `pip install -e SPEC` into it.
+# Create .venv with python3 (or reuse a working one) and `pip install -e SPEC` into it; nothing when
+# FENCEMIGRATE_VENV_READY is set (.ci/run did it before starting .ci/lint and .ci/test side by side).
 ensure_venv() {
     local spec=$1
+    [ -z "${FENCEMIGRATE_VENV_READY:-}" ] || return 0
     if ! .venv/bin/python -c 'import sys' >/dev/null 2>&1; then
         rm -rf .venv
         if ! python3 -m venv .venv; then

@@ -133,14 +133,15 @@ def run_command(
     return Result(tuple(argv), completed.returncode, completed.stdout, completed.stderr)
 
 
+def start_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str | None] | None = None) -> zygote.Process:
+    """Start ``argv`` in ``cwd`` in the background (see :func:`subprocess_env` for ``env``), stdin empty,
+    stdout and stderr into text pipes; this environment's console scripts by fork (:mod:`support.zygote`)."""
+    return zygote.popen(argv, cwd, subprocess_env(env), base_env=subprocess_env())
+
+
 def run_all_at_once(cwd: Path, argv: Sequence[Sequence[str]], timeout: float = 300.0) -> list[tuple[int, str]]:
     """Start every command line of ``argv`` in ``cwd`` at once; their ``(exit status, stderr)``."""
-    processes = [
-        subprocess.Popen(
-            list(args), cwd=cwd, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        for args in argv
-    ]
+    processes = [start_process(args, cwd) for args in argv]
     results = []
     for process in processes:
         _, stderr = process.communicate(timeout=timeout)

@@ -138,10 +138,7 @@ class Zygote:
         ):
             stdin.write(input.encode())
             stdin.seek(0)
-            request = {"argv": list(argv), "cwd": str(cwd), "env": dict(env)}
-            with self.lock:
-                _send(self.sock, request, [stdin.fileno(), stdout.fileno(), stderr.fileno()])
-                pid = self._started()
+            pid = self._start(argv, cwd, env, [stdin.fileno(), stdout.fileno(), stderr.fileno()])
             status = self._wait(pid, time.monotonic() + timeout)
             outputs = []
             for stream in (stdout, stderr):
@@ -150,6 +147,24 @@ class Zygote:
         if status is None:
             raise subprocess.TimeoutExpired(list(argv), timeout, outputs[0], outputs[1])
         return status, outputs[0], outputs[1]
+
+    def popen(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> ForkedPopen:
+        """Start ``argv`` with stdin empty and stdout and stderr into pipes of the caller's."""
+        stdout, stdout_child = os.pipe()
+        stderr, stderr_child = os.pipe()
+        stdin = os.open(os.devnull, os.O_RDONLY)
+        try:
+            pid = self._start(argv, cwd, env, [stdin, stdout_child, stderr_child])
+        finally:
+            for fd in (stdin, stdout_child, stderr_child):
+                os.close(fd)
+        return ForkedPopen(self, list(argv), pid, stdout, stderr)
+
+    def _start(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], fds: list[int]) -> int:
+        """Ask for a child with standard streams ``fds``: its pid."""
+        with self.lock:
+            _send(self.sock, {"argv": list(argv), "cwd": str(cwd), "env": dict(env)}, fds)
+            return self._started()
 
     def _started(self) -> int:
         """Read messages until the pid of the child just asked for (exits that come first are kept)."""
@@ -164,19 +179,24 @@ class Zygote:
     def _wait(self, pid: int, deadline: float) -> int | None:
         """The child's exit status (negative for a signal); None if it was killed at ``deadline``."""
         killed = False
-        while True:
-            with self.lock:
-                if pid in self.exits:
-                    status = self.exits.pop(pid)
-                    return None if killed else status
-                if select.select([self.sock], [], [], 0.05)[0]:
-                    message, _ = _receive(self.sock)
-                    if message is None:
-                        raise RuntimeError(f"the {self.name} zygote exited (status {self.process.poll()})")
-                    self.exits[int(message["exited"])] = int(message["status"])
+        while (status := self.exit_status(pid, 0.05)) is None:
             if not killed and time.monotonic() >= deadline:
                 os.kill(pid, signal.SIGKILL)
                 killed = True
+        return None if killed else status
+
+    def exit_status(self, pid: int, timeout: float) -> int | None:
+        """Child ``pid``'s exit status once the zygote has reported it, waiting at most ``timeout``
+        seconds for a report; None before."""
+        with self.lock:
+            wait = timeout
+            while pid not in self.exits and select.select([self.sock], [], [], wait)[0]:
+                message, _ = _receive(self.sock)
+                if message is None:
+                    raise RuntimeError(f"the {self.name} zygote exited (status {self.process.poll()})")
+                self.exits[int(message["exited"])] = int(message["status"])
+                wait = 0
+            return self.exits.pop(pid, None)
 
     def close(self) -> None:
         """Close the connection: the zygote exits."""
@@ -184,16 +204,82 @@ class Zygote:
         self.process.wait(timeout=30)
 
 
+class ForkedPopen:
+    """What the tests use of ``subprocess.Popen(argv, stdout=PIPE, stderr=PIPE, text=True)``, for a child
+    of a zygote (stdin empty): the zygote reaps it and reports its exit status."""
+
+    def __init__(self, zygote: Zygote, args: list[str], pid: int, stdout: int, stderr: int) -> None:
+        self.zygote, self.args, self.pid = zygote, args, pid
+        self.returncode: int | None = None
+        self.stdout = open(stdout, encoding="utf-8")  # noqa: SIM115 (closed by communicate)
+        self.stderr = open(stderr, encoding="utf-8")  # noqa: SIM115
+        self._read: dict[int, list[bytes]] = {stdout: [], stderr: []}
+
+    def poll(self) -> int | None:
+        """The exit status once the child has exited, else None."""
+        if self.returncode is None:
+            self.returncode = self.zygote.exit_status(self.pid, 0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit status; :class:`subprocess.TimeoutExpired` after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            self.returncode = self.zygote.exit_status(self.pid, 0.05)
+        return self.returncode
+
+    def communicate(self, input: None = None, timeout: float | None = None) -> tuple[str, str]:
+        """stdout and stderr once the child has exited (:class:`subprocess.TimeoutExpired` after
+        ``timeout`` seconds; call again for the rest), as ``Popen.communicate`` reads them."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        open_fds = [stream.fileno() for stream in (self.stdout, self.stderr) if not stream.closed]
+        while open_fds:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = select.select(open_fds, [], [], left)[0]
+            if not ready:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            for fd in ready:
+                chunk = os.read(fd, 65536)
+                if chunk:
+                    self._read[fd].append(chunk)
+                else:
+                    open_fds.remove(fd)
+        outputs = []
+        for stream in (self.stdout, self.stderr):
+            if not stream.closed:
+                data = b"".join(self._read[stream.fileno()])
+                outputs.append(data.decode().replace("\r\n", "\n").replace("\r", "\n"))
+                stream.close()
+            else:
+                outputs.append("")
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return outputs[0], outputs[1]
+
+    def send_signal(self, signum: int) -> None:
+        """Send ``signum`` to the child unless it has exited."""
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+Process = subprocess.Popen[str] | ForkedPopen
+"""A process :func:`popen` started."""
+
+
 _zygotes: dict[str, Zygote] = {}
 _zygotes_lock = threading.Lock()
 
 
-def run(
-    argv: Sequence[str], cwd: Path, env: Mapping[str, str], input: str, timeout: float, base_env: Mapping[str, str]
-) -> tuple[int, str, str] | None:
-    """Run console script ``argv`` through its zygote (started on first use with ``base_env``): its
-    exit status, stdout and stderr; None when ``argv`` is no console script of :data:`PROGRAMS` or
-    ``env`` needs an interpreter start of its own."""
+def _zygote_for(argv: Sequence[str], env: Mapping[str, str], base_env: Mapping[str, str]) -> Zygote | None:
+    """The zygote of console script ``argv`` (started on first use with ``base_env``); None when
+    ``argv`` is no console script of :data:`PROGRAMS` or ``env`` needs an interpreter start of its own."""
     name = program(argv)
     if name is None:
         return None
@@ -202,9 +288,34 @@ def run(
         if zygote is None:
             zygote = _zygotes[name] = Zygote(name, base_env)
             atexit.register(zygote.close)
-    if not fork_safe(env, zygote.env):
-        return None
-    return zygote.run(argv, cwd, env, input, timeout)
+    return zygote if fork_safe(env, zygote.env) else None
+
+
+def run(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str], input: str, timeout: float, base_env: Mapping[str, str]
+) -> tuple[int, str, str] | None:
+    """Run console script ``argv`` through its zygote (see :meth:`Zygote.run`): its exit status, stdout
+    and stderr; None when it needs a process of its own (see :func:`_zygote_for`)."""
+    zygote = _zygote_for(argv, env, base_env)
+    return None if zygote is None else zygote.run(argv, cwd, env, input, timeout)
+
+
+def popen(argv: Sequence[str], cwd: Path, env: Mapping[str, str], base_env: Mapping[str, str]) -> Process:
+    """Start ``argv`` in the background as ``subprocess.Popen(argv, stdout=PIPE, stderr=PIPE,
+    text=True)`` would (stdin empty): through its zygote when it is a console script of
+    :data:`PROGRAMS` and ``env`` allows (see :func:`_zygote_for`)."""
+    zygote = _zygote_for(argv, env, base_env)
+    if zygote is not None:
+        return zygote.popen(argv, cwd, env)
+    return subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 # -- the zygote's side ----------------------------------------------------------------------------------

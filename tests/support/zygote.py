@@ -355,6 +355,7 @@ def main() -> None:
     """``python zygote.py FD PROGRAM``: import what PROGRAM imports, then serve the caller on socket FD
     until it goes; in a child, become PROGRAM."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the test run's to handle
+    sys.path[0] = str(Path(sys.executable).parent)  # as a console script's own start puts it, not this directory
     function, preload = PROGRAMS[sys.argv[2]]
     for module in preload:
         importlib.import_module(module)
@@ -366,7 +367,6 @@ def main() -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = request["argv"]
-    sys.path[0] = str(Path(sys.argv[0]).parent)  # as the console script's own start puts it
     module, name = function.split(":")
     sys.exit(getattr(importlib.import_module(module), name)())
 

@@ -10,6 +10,12 @@ are the program's own. Nothing is connected or configured before the fork, only 
 one zygote per program and test process: plain ``alembic``'s imports only Alembic, SQLAlchemy and
 the drivers, never fencemigrate (the control stays plain).
 
+A program another program starts (the MCP SDK's ``stdio_client`` starting ``fencemigrate mcp``) goes
+through the zygote too: :meth:`Zygote.launcher` is a command, ``python zygote.py launch SOCKET
+ARGV...``, that hands its own working directory, environment and standard streams to the zygote on
+its launch socket, forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to the forked child, and exits as
+the child did (its status, or the signal that ended it).
+
 What is fixed when an interpreter starts cannot differ from the zygote's: a request whose
 environment changes a ``PYTHON*``, ``LD_*``, ``LC_*``, ``LANG`` or ``TZ`` variable (a hash seed, a
 search path, a preloaded library) gets a process of its own (:func:`fork_safe`). This module uses
@@ -52,13 +58,18 @@ _ALEMBIC_IMPORTS = (
 #: The console script -> the function it calls, and what its zygote imports before forking.
 PROGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "alembic": ("alembic.config:main", _ALEMBIC_IMPORTS),
-    "fencemigrate": ("fencemigrate.cli:run", (*_ALEMBIC_IMPORTS, "redis", "fencemigrate.cli")),
+    "fencemigrate": (
+        "fencemigrate.cli:run",
+        (*_ALEMBIC_IMPORTS, "redis", "fencemigrate.cli", "fencemigrate.agent_server.server"),
+    ),
 }
 
 #: Environment variables an interpreter reads when it starts (by prefix or name).
 _STARTUP_PREFIXES = ("PYTHON", "LD_", "LC_")
 _STARTUP_NAMES = ("LANG", "LANGUAGE", "TZ")
 _HEADER = struct.Struct("!I")
+#: The signals a launcher passes on to its child.
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
 def program(argv: Sequence[str]) -> str | None:
@@ -114,14 +125,20 @@ class Zygote:
         self.name = name
         self.env = dict(env)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.directory = tempfile.mkdtemp(prefix="zygote-")
+        self.address = os.path.join(self.directory, "launch")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(self.address)
+        listener.listen(64)
         self.process = subprocess.Popen(
-            [sys.executable, __file__, str(theirs.fileno()), name],
-            pass_fds=[theirs.fileno()],
+            [sys.executable, __file__, str(theirs.fileno()), name, str(listener.fileno())],
+            pass_fds=[theirs.fileno(), listener.fileno()],
             stdin=subprocess.DEVNULL,
             cwd="/",
             env=self.env,
         )
         theirs.close()
+        listener.close()
         self.sock = ours
         self.lock = threading.Lock()  # one request or read of exits at a time
         self.exits: dict[int, int] = {}
@@ -159,6 +176,12 @@ class Zygote:
             for fd in (stdin, stdout_child, stderr_child):
                 os.close(fd)
         return ForkedPopen(self, list(argv), pid, stdout, stderr)
+
+    def launcher(self, argv: Sequence[str]) -> list[str]:
+        """A command that runs ``argv`` (this zygote's program) as a child of the zygote, on the
+        command's own working directory, environment and standard streams; a process of its own when
+        that environment changes what an interpreter reads at start-up."""
+        return [sys.executable, "-I", __file__, "launch", self.address, *argv]
 
     def _start(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], fds: list[int]) -> int:
         """Ask for a child with standard streams ``fds``: its pid."""
@@ -202,6 +225,8 @@ class Zygote:
         """Close the connection: the zygote exits."""
         self.sock.close()
         self.process.wait(timeout=30)
+        os.unlink(self.address)
+        os.rmdir(self.directory)
 
 
 class ForkedPopen:
@@ -291,6 +316,13 @@ def _zygote_for(argv: Sequence[str], env: Mapping[str, str], base_env: Mapping[s
     return zygote if fork_safe(env, zygote.env) else None
 
 
+def launcher(argv: Sequence[str], base_env: Mapping[str, str]) -> list[str]:
+    """A command that runs console script ``argv`` through its zygote (see :meth:`Zygote.launcher`)
+    for a program that starts it; ``argv`` itself when it is no console script of :data:`PROGRAMS`."""
+    zygote = _zygote_for(argv, base_env, base_env)
+    return list(argv) if zygote is None else zygote.launcher(argv)
+
+
 def run(
     argv: Sequence[str], cwd: Path, env: Mapping[str, str], input: str, timeout: float, base_env: Mapping[str, str]
 ) -> tuple[int, str, str] | None:
@@ -321,45 +353,108 @@ def popen(argv: Sequence[str], cwd: Path, env: Mapping[str, str], base_env: Mapp
 # -- the zygote's side ----------------------------------------------------------------------------------
 
 
-def serve(sock: socket.socket) -> dict[str, Any] | None:
-    """Fork a child per request; report its pid and, once reaped, its exit status (as Popen's
-    returncode). Returns in a child: its request. None when the caller has gone."""
-    children: set[int] = set()
+def serve(sock: socket.socket, listener: socket.socket) -> dict[str, Any] | None:
+    """Fork a child per request, from the caller on ``sock`` or a launcher connecting to ``listener``;
+    report its pid and, once reaped, its exit status (as Popen's returncode) to whoever asked. Returns
+    in a child: its request. None when the caller has gone."""
+    started = dict(os.environ)
+    children: dict[int, socket.socket] = {}
     while True:
-        readable = select.select([sock], [], [], 0.01)[0]
+        readable = select.select([sock, listener], [], [], 0.01)[0]
         while children:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 break
-            children.discard(pid)
-            _send(sock, {"exited": pid, "status": os.waitstatus_to_exitcode(status)})
-        if not readable:
-            continue
-        request, fds = _receive(sock)
-        if request is None:
-            return None
-        pid = os.fork()
-        if pid == 0:
-            sock.close()
-            for target, fd in enumerate(fds):
-                os.dup2(fd, target)
+            _report(children.pop(pid), {"exited": pid, "status": os.waitstatus_to_exitcode(status)}, sock)
+        for ready in readable:
+            asker = ready if ready is sock else listener.accept()[0]
+            request, fds = _receive(asker)
+            if request is None:
+                if asker is sock:
+                    return None
+                asker.close()
+                continue
+            if asker is not sock and not fork_safe(request["env"], started):
+                _report(asker, {"refused": True}, sock)
+                for fd in fds:
+                    os.close(fd)
+                continue
+            pid = os.fork()
+            if pid == 0:
+                for held in {sock, listener, asker, *children.values()}:
+                    held.close()
+                for target, fd in enumerate(fds):
+                    os.dup2(fd, target)
+                    os.close(fd)
+                return request
+            for fd in fds:
                 os.close(fd)
-            return request
-        for fd in fds:
-            os.close(fd)
-        children.add(pid)
-        _send(sock, {"started": pid})
+            children[pid] = asker
+            _send(asker, {"started": pid})
+
+
+def _report(asker: socket.socket, message: dict[str, Any], sock: socket.socket) -> None:
+    """Send ``message`` to the caller or to a launcher (which then goes: a launcher that has gone
+    already is no error)."""
+    if asker is sock:
+        _send(sock, message)
+        return
+    try:
+        _send(asker, message)
+    except OSError:
+        pass
+    asker.close()
+
+
+def launch(address: str, argv: list[str]) -> None:
+    """``python zygote.py launch SOCKET ARGV...``: run ARGV as a child of the zygote listening on
+    SOCKET, with this process's working directory, environment and standard streams; pass on the
+    signals of :data:`_FORWARDED`; exit as the child did. ARGV runs in this process instead when the
+    zygote refuses (an environment that changes what an interpreter reads at start-up)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(address)
+    _send(sock, {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}, [0, 1, 2])
+    message, _ = _receive(sock)
+    if message is None:
+        raise SystemExit(f"the zygote at {address} went before starting {argv}")
+    if "refused" in message:
+        sock.close()
+        os.execv(argv[0], argv)
+    pid = int(message["started"])
+
+    def forward(signum: int, _frame: object) -> None:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in _FORWARDED:
+        signal.signal(signum, forward)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # the child's ends only: its stdout's reader sees the end when the child goes
+        os.dup2(null, fd)
+    os.close(null)
+    message, _ = _receive(sock)
+    status = 1 if message is None else int(message["status"])
+    if status < 0:
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    sys.exit(status)
 
 
 def main() -> None:
-    """``python zygote.py FD PROGRAM``: import what PROGRAM imports, then serve the caller on socket FD
-    until it goes; in a child, become PROGRAM."""
+    """``python zygote.py FD PROGRAM LISTENER``: import what PROGRAM imports, then serve the caller on
+    socket FD and launchers on listening socket LISTENER until the caller goes; in a child, become
+    PROGRAM. ``python zygote.py launch ...``: see :func:`launch`."""
+    if sys.argv[1] == "launch":
+        launch(sys.argv[2], sys.argv[3:])
+        return
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the test run's to handle
     sys.path[0] = str(Path(sys.executable).parent)  # as a console script's own start puts it, not this directory
     function, preload = PROGRAMS[sys.argv[2]]
     for module in preload:
         importlib.import_module(module)
-    request = serve(socket.socket(fileno=int(sys.argv[1])))
+    request = serve(socket.socket(fileno=int(sys.argv[1])), socket.socket(fileno=int(sys.argv[3])))
     if request is None:
         return
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -1,9 +1,11 @@
 # Shared helpers for .ci/test and .ci/demo (sourced, not executed).
 # Both scripts cd to the repository root before sourcing this file.
 
-# Create .venv with python3 (or reuse a working one) and `pip install -e SPEC` into it.
+# Create .venv with python3 (or reuse a working one) and `pip install -e SPEC` into it; nothing when
+# FENCEMIGRATE_VENV_READY is set (.ci/run did it before starting .ci/lint and .ci/test side by side).
 ensure_venv() {
     local spec=$1
+    [ -z "${FENCEMIGRATE_VENV_READY:-}" ] || return 0
     if ! .venv/bin/python -c 'import sys' >/dev/null 2>&1; then
         rm -rf .venv
         if ! python3 -m venv .venv; then
@@ -38,6 +40,23 @@ start_postgres() {
     # Make sure Ctrl-C / SIGTERM still run the EXIT trap.
     trap 'exit 130' INT
     trap 'exit 143' TERM
+}
+
+# Run initdb once for every PostgreSQL server of the run: export PG_INITDB_COPY (which .ci/postgres
+# `start` copies, also for the servers tests start of their own) and delete it on exit. Call it
+# from the main shell after start_postgres, like start_server.
+make_initdb_copy() {
+    local output previous
+    output=$(bash .ci/postgres initdb)
+    PG_INITDB_COPY=$(printf '%s\n' "$output" | sed -n 's/^PGDATA=//p')
+    if [ -z "$PG_INITDB_COPY" ]; then
+        echo "unexpected output from .ci/postgres initdb: $output" >&2
+        return 1
+    fi
+    export PG_INITDB_COPY
+    previous=$(trap -p EXIT | sed -e "s/^trap -- //" -e "s/ EXIT\$//")
+    eval "previous=$previous"
+    trap "bash .ci/postgres stop '$PG_INITDB_COPY'${previous:+; $previous}" EXIT
 }
 
 # Start a throwaway server with .ci/SCRIPT, whose `start` prints exactly KEY_PORT=<port> and

@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 from support.db import alembic_versions, query
 from support.fence_rows import assert_fenced, fence_token, ledger, snapshot
-from support.project import MakeProject, Project, Result, run_command, script_command, subprocess_env
+from support.project import MakeProject, Project, Result, run_command, script_command, start_process, subprocess_env
 from support.replication import StreamingPair, streaming_pair, wait_for
+from support.zygote import Process
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -72,20 +73,12 @@ def setup_grant(project: Project, pair: StreamingPair) -> None:
     assert ledger(pair.url())["r01"].applied_token == 1
 
 
-def start_acquire(project: Project, holder: str, *args: str) -> subprocess.Popen[str]:
+def start_acquire(project: Project, holder: str, *args: str) -> Process:
     """``fencemigrate lease acquire`` in the background (its grant will wait for the standby)."""
-    return subprocess.Popen(
-        [*script_command("fencemigrate"), "lease", "acquire", "--holder", holder, *args],
-        cwd=project.path,
-        env=subprocess_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_process([*script_command("fencemigrate"), "lease", "acquire", "--holder", holder, *args], project.path)
 
 
-def finish(process: subprocess.Popen[str], timeout: float = COMMAND_TIMEOUT) -> Result:
+def finish(process: Process, timeout: float = COMMAND_TIMEOUT) -> Result:
     """Wait (at most ``timeout``) for a background command; the test fails if it is still running."""
     try:
         stdout, stderr = process.communicate(timeout=timeout)
@@ -108,7 +101,7 @@ def waiting_for_standby(url: str) -> list[int]:
     return [int(row[0]) for row in query(url, "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'")]
 
 
-def wait_until_commit_waits(pair: StreamingPair, process: subprocess.Popen[str]) -> int:
+def wait_until_commit_waits(pair: StreamingPair, process: Process) -> int:
     """The pid of the backend whose commit waits for the standby, once there is one."""
     wait_for(
         lambda: bool(waiting_for_standby(pair.url())) or process.poll() is not None,

@@ -19,7 +19,16 @@ from support.db import alembic_versions, execute, query, table_names
 from support.fence_rows import assert_fenced, fence_token, ledger, scratch_database, snapshot, stderr_lines
 from support.paused import paused_holder, stopped_lease_call
 from support.pg import PgServer
-from support.project import MakeProject, Project, Result, run_all_at_once, run_command, script_command, subprocess_env
+from support.project import (
+    MakeProject,
+    Project,
+    Result,
+    run_all_at_once,
+    run_command,
+    script_command,
+    start_process,
+)
+from support.zygote import Process
 
 REPO = Path(__file__).resolve().parent.parent
 LOST = "LEASE LOST: you no longer own db/migrations"
@@ -188,15 +197,8 @@ def test_token_counter_survives_a_database_restart(make_project: MakeProject, tm
         subprocess.run(["bash", str(REPO / ".ci/postgres"), "stop", settings["PGDATA"]], check=False)
 
 
-def _start(project: Project, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [*script_command("fencemigrate"), *args],
-        cwd=project.path,
-        env=subprocess_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def _start(project: Project, *args: str) -> Process:
+    return start_process([*script_command("fencemigrate"), *args], project.path)
 
 
 def _wait_for_backend(url: str, condition: str, what: str, timeout: float = 30.0) -> None:

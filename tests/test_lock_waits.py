@@ -27,9 +27,10 @@ from support.background_runs import lock_holder, wait_for
 from support.db import libpq_url, query, table_names
 from support.fence_rows import fence_token, ledger
 from support.in_process import run_in_process
-from support.project import MakeProject, Project, script_command, subprocess_env
+from support.project import MakeProject, Project, script_command, start_process
 from support.sqlite_rows import make_sqlite_project
 from support.sqlite_rows import query as sqlite_query
+from support.zygote import Process
 
 from fencemigrate.dialects.sqlite_transactions import sqlite_transactions, waiting_at_begins
 from fencemigrate.dialects.waits import LockWait, WaitBound
@@ -50,18 +51,15 @@ def sleeping_backend(url: str) -> int | None:
 
 
 @contextmanager
-def paused_writer(project: Project, url: str, *args: str, token: str | None = "5") -> Iterator[subprocess.Popen[str]]:
+def paused_writer(project: Project, url: str, *args: str, token: str | None = "5") -> Iterator[Process]:
     """``fencemigrate upgrade head --token TOKEN --holder agent-A ARGS`` (its revision sleeps: SLOW
     set; no --token when ``token`` is None), stopped (SIGSTOP) once it sleeps inside it; killed at the
     end (its transaction rolls back)."""
     given = [] if token is None else ["--token", token]
-    process = subprocess.Popen(
+    process = start_process(
         [*script_command("fencemigrate"), "upgrade", "head", *given, "--holder", "agent-A", *args],
-        cwd=project.path,
-        env=subprocess_env({"SLOW": "1"}),
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        project.path,
+        {"SLOW": "1"},
     )
     try:
         wait_for(lambda: sleeping_backend(url) is not None or process.poll() is not None, timeout=180)
@@ -270,14 +268,11 @@ def test_a_claim_after_an_autocommit_block_waits_in_reported_slices(
     project.add_revision("a1", None, (), slug="t1", extra_upgrade_code=AUTOCOMMIT_THEN_WAIT)
     files = {"A_IN_BLOCK": str(tmp_path / "a-in-block"), "B_INSIDE": str(tmp_path / "b-inside")}
 
-    def start(role: str, token: str, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
+    def start(role: str, token: str, *args: str) -> Process:
+        return start_process(
             [*script_command("fencemigrate"), "upgrade", "head", "--token", token, "--holder", f"agent-{role}", *args],
-            cwd=project.path,
-            env=subprocess_env({"ROLE": role, **files}),
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            project.path,
+            {"ROLE": role, **files},
         )
 
     writer_a = start("A", "5", "--wait", "4s")
@@ -314,17 +309,14 @@ if os.environ.get('SLOW'):
 
 
 @contextmanager
-def paused_inside_revision(project: Project, inside: Path) -> Iterator[subprocess.Popen[str]]:
+def paused_inside_revision(project: Project, inside: Path) -> Iterator[Process]:
     """``fencemigrate upgrade head --token 5 --holder agent-A``, stopped (SIGSTOP) inside its revision
     once the revision has touched ``inside`` (SQLite: its transaction, and the write lock, open; MySQL:
     the named lock held); killed at the end."""
-    process = subprocess.Popen(
+    process = start_process(
         [*script_command("fencemigrate"), "upgrade", "head", "--token", "5", "--holder", "agent-A"],
-        cwd=project.path,
-        env=subprocess_env({"SLOW": "1", "INSIDE": str(inside)}),
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        project.path,
+        {"SLOW": "1", "INSIDE": str(inside)},
     )
     try:
         wait_for(lambda: inside.exists() or process.poll() is not None, timeout=180)

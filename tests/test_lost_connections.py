@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -26,7 +25,8 @@ import sqlalchemy as sa
 from support.fence_rows import without_progress
 from support.mysql_server import connect, mysql_rows
 from support.pg import PgServer
-from support.project import MakeProject, Project, script_command, subprocess_env
+from support.project import MakeProject, Project, script_command, start_process
+from support.zygote import Process
 
 RESOURCE = "db/migrations"
 
@@ -34,19 +34,12 @@ RESOURCE = "db/migrations"
 # -- running a command and reading what it said ---------------------------------------------------
 
 
-def start(project: Project, *args: str) -> subprocess.Popen[str]:
+def start(project: Project, *args: str) -> Process:
     """``fencemigrate ARGS`` in the background."""
-    return subprocess.Popen(
-        [*script_command("fencemigrate"), *args],
-        cwd=project.path,
-        env=subprocess_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_process([*script_command("fencemigrate"), *args], project.path)
 
 
-def wait_for(condition: Callable[[], object], process: subprocess.Popen[str], what: str, timeout: float = 60.0) -> Any:
+def wait_for(condition: Callable[[], object], process: Process, what: str, timeout: float = 60.0) -> Any:
     """Poll ``condition`` until it is truthy (its value); fail if ``process`` exits first."""
     deadline = time.monotonic() + timeout
     while not (value := condition()):
@@ -56,7 +49,7 @@ def wait_for(condition: Callable[[], object], process: subprocess.Popen[str], wh
     return value
 
 
-def finish(process: subprocess.Popen[str], timeout: float = 60.0) -> tuple[int, str, str]:
+def finish(process: Process, timeout: float = 60.0) -> tuple[int, str, str]:
     """Exit status, stdout and stderr of ``process`` (killed if it outlives ``timeout``)."""
     try:
         stdout, stderr = process.communicate(timeout=timeout)

@@ -16,7 +16,6 @@ import hashlib
 import json
 import shutil
 import sqlite3
-import subprocess
 import time
 from collections.abc import Callable
 from contextlib import closing
@@ -28,9 +27,18 @@ import pytest
 from support.db import schema_names
 from support.fence_rows import assert_fenced, stderr_lines
 from support.mysql_server import mysql_table_names
-from support.project import MakeProject, Project, Result, run_command, script_command, sqlite_url, subprocess_env
+from support.project import (
+    MakeProject,
+    Project,
+    Result,
+    run_command,
+    script_command,
+    sqlite_url,
+    start_process,
+)
 from support.sqlite_rows import events as sqlite_events
 from support.sqlite_rows import fence_installed as sqlite_fence_installed
+from support.zygote import Process
 
 HOLDER = "agent-A"
 NO_LEASE = "  no lease taken: there was nothing to do"
@@ -258,7 +266,7 @@ _PAUSE = """\
 """
 
 
-def wait_for(path: Path, process: subprocess.Popen[str]) -> None:
+def wait_for(path: Path, process: Process) -> None:
     """Wait until ``process`` creates ``path`` (failing if it exits first, or after 60 s)."""
     deadline = time.monotonic() + 60
     while not path.exists():
@@ -277,13 +285,10 @@ def test_work_that_appears_after_nothing_to_do_is_done_under_a_lease(tmp_path: P
     project.edit_env("        with context.begin_transaction():\n", _PAUSE)
     project.run_cli("upgrade", "head", "--holder", HOLDER).check(0)
     pause = tmp_path / "b"
-    runner_b = subprocess.Popen(
+    runner_b = start_process(
         [*script_command("fencemigrate"), "upgrade", "head", "--holder", "agent-B", "--json"],
-        cwd=project.path,
-        env=subprocess_env({"FM_TEST_PAUSE": str(pause)}),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        project.path,
+        {"FM_TEST_PAUSE": str(pause)},
     )
     try:
         wait_for(Path(f"{pause}.inside"), runner_b)

@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 from support.db import alembic_versions, connect, query, table_exists
 from support.fence_rows import fence_token, ledger_tokens, stderr_lines
-from support.project import Project, script_command, subprocess_env
+from support.project import Project, script_command, start_process
+from support.zygote import Process
 
 GATE_KEY = 4242
 LOW, HIGH = 33, 34
@@ -49,7 +50,7 @@ class Run:
     """One racing ``fencemigrate upgrade head --json`` process and, once finished, its outcome."""
 
     token: int
-    process: subprocess.Popen[str]
+    process: Process
     code: int | None = None
     stdout: str = ""
     stderr: str = ""
@@ -110,15 +111,7 @@ def start(project: Project, token: int) -> Run:
         f"racer-{token}",
         "--json",
     ]
-    process = subprocess.Popen(
-        argv,
-        cwd=project.path,
-        env=subprocess_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_process(argv, project.path)
     run = Run(token, process)
     _started.append(run)
     return run

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
 import time
 from contextlib import closing
 from pathlib import Path
@@ -23,11 +22,12 @@ from support.fence_rows import ledger, stderr_lines, user_tables
 from support.mysql_rows import ledger as mysql_ledger
 from support.mysql_rows import versions as mysql_versions
 from support.mysql_server import mysql_rows
-from support.project import MakeProject, Project, script_command, subprocess_env
+from support.project import MakeProject, Project, script_command, start_process
 from support.sqlite_rows import alembic_versions as sqlite_versions
 from support.sqlite_rows import ledger as sqlite_ledger
 from support.sqlite_rows import make_sqlite_project
 from support.sqlite_rows import user_tables as sqlite_user_tables
+from support.zygote import Process
 
 # Each test bounds how long a stopped run takes to exit: run alone, not beside other tests.
 pytestmark = pytest.mark.serial
@@ -35,19 +35,12 @@ pytestmark = pytest.mark.serial
 EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}
 
 
-def start(project: Project, *args: str) -> subprocess.Popen[str]:
+def start(project: Project, *args: str) -> Process:
     """``fencemigrate -q *args`` in the background: without progress lines, stderr is the outcome alone."""
-    return subprocess.Popen(
-        [*script_command("fencemigrate"), "-q", *args],
-        cwd=project.path,
-        env=subprocess_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_process([*script_command("fencemigrate"), "-q", *args], project.path)
 
 
-def wait_for(condition: Any, process: subprocess.Popen[str], what: str, timeout: float = 60.0) -> None:
+def wait_for(condition: Any, process: Process, what: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert process.poll() is None, process.communicate()
@@ -55,7 +48,7 @@ def wait_for(condition: Any, process: subprocess.Popen[str], what: str, timeout:
         time.sleep(0.05)
 
 
-def stop(process: subprocess.Popen[str], signum: int, timeout: float = 20.0) -> tuple[float, str, str]:
+def stop(process: Process, signum: int, timeout: float = 20.0) -> tuple[float, str, str]:
     """Send ``signum``; seconds until the process exited, and its output."""
     sent = time.monotonic()
     process.send_signal(signum)

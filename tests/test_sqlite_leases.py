@@ -13,7 +13,6 @@ import json
 import re
 import shutil
 import sqlite3
-import subprocess
 import time
 from contextlib import closing
 from datetime import datetime
@@ -23,7 +22,7 @@ from typing import Any
 import pytest
 from support.fence_rows import assert_fenced, stderr_lines
 from support.paused import paused_holder, renewal_script
-from support.project import Project, Result, run_command, script_command, subprocess_env
+from support.project import Project, Result, run_command, script_command, start_process
 from support.sqlite_rows import (
     EVENTS,
     PREFIX,
@@ -37,6 +36,7 @@ from support.sqlite_rows import (
     table_names,
     user_tables,
 )
+from support.zygote import Process
 
 LOST = "LEASE LOST: you no longer own db/migrations"
 LEASE = f"{PREFIX}lease"
@@ -138,24 +138,12 @@ def chain(project: Project, count: int, code: str = "") -> None:
         add_table(project, f"r{number:02d}", f"r{number - 1:02d}" if number > 1 else None, f"t{number:02d}", code=code)
 
 
-def start(project: Project, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [*script_command("fencemigrate"), *args],
-        cwd=project.path,
-        env=subprocess_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def start(project: Project, *args: str) -> Process:
+    return start_process([*script_command("fencemigrate"), *args], project.path)
 
 
 def all_at_once(project: Project, argv: list[list[str]]) -> list[tuple[int, str]]:
-    processes = [
-        subprocess.Popen(
-            args, cwd=project.path, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        for args in argv
-    ]
+    processes = [start_process(args, project.path) for args in argv]
     results = []
     for process in processes:
         _, stderr = process.communicate(timeout=300)
@@ -163,7 +151,7 @@ def all_at_once(project: Project, argv: list[list[str]]) -> list[tuple[int, str]
     return results
 
 
-def wait_for_file(path: Path, process: subprocess.Popen[str], timeout: float = 60.0) -> None:
+def wait_for_file(path: Path, process: Process, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
         assert process.poll() is None, process.communicate()
@@ -562,13 +550,10 @@ def test_a_run_queued_behind_a_migration_in_flight_leaves_without_the_lease(tmp_
     runner_b = None
     try:
         wait_for_file(inside, runner_a)
-        runner_b = subprocess.Popen(
+        runner_b = start_process(
             [*script_command("fencemigrate"), "upgrade", "head", "--holder", "agent-B"],
-            cwd=project.path,
-            env=subprocess_env({"FENCEMIGRATE_TEST_CONNECTED": str(connected)}),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            project.path,
+            {"FENCEMIGRATE_TEST_CONNECTED": str(connected)},
         )
         wait_for_file(connected, runner_b)
         time.sleep(1.0)  # B's grant is now waiting for the write lock

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-import subprocess
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import create_engine
-from support.project import script_command, sqlite_url, subprocess_env
+from support.project import script_command, sqlite_url, start_process
 from support.sqlite_rows import (
     FENCE_TABLES,
     alembic_versions,
@@ -109,12 +108,7 @@ def test_concurrent_first_runs_install_once_and_apply_once(tmp_path: Path) -> No
     )
     db = tmp_path / "db.sqlite"
     argv = script_command("fencemigrate") + ["upgrade", "head", "--token", "5", "--holder", "racer"]
-    runs = [
-        subprocess.Popen(
-            argv, cwd=project.path, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        for _ in range(3)
-    ]
+    runs = [start_process(argv, project.path) for _ in range(3)]
     outputs = [run.communicate(timeout=120) for run in runs]
     assert [run.returncode for run in runs] == [0, 0, 0], outputs
     stdouts = [stdout for stdout, _ in outputs]

@@ -20,7 +20,6 @@ where it used to count again from the new heads and roll back a revision its cal
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from support.in_process import run_in_process
-from support.project import MakeProject, Project, Result, script_command, sqlite_url, subprocess_env
+from support.project import MakeProject, Project, Result, script_command, sqlite_url, start_process
 
 import fencemigrate
 from fencemigrate.errors import UsageError
@@ -239,13 +238,8 @@ def test_a_relative_revision_is_not_resolved_again_from_heads_that_moved(
     project.add_chain(3)
     cli(project, "upgrade", "r02").check(0)
     granted = json.loads(cli(project, "lease", "acquire", "--holder", "A", "--ttl", "2m", "--json").check(0).stdout)
-    b = subprocess.Popen(
-        [*script_command("fencemigrate"), "downgrade", "-1", "--holder", "B", "--wait", "2m"],
-        cwd=project.path,
-        env=subprocess_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    b = start_process(
+        [*script_command("fencemigrate"), "downgrade", "-1", "--holder", "B", "--wait", "2m"], project.path
     )
     try:
         assert b.stderr is not None

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +29,7 @@ from faults import project
 from faults.backends import Backend
 from faults.checker import Violation, double_applies, stale_commits
 from faults.execute import BENCH, SQL_POINTS, is_stopped, parse_token
+from faults.zygote import Process, spawn
 
 TTL_S = 1.0
 CALL = project.Revision("r07", None, "c07", "t07")
@@ -193,7 +193,7 @@ class TraceRun:
         self.tokens: dict[str, int] = {}
         self.last_token = 0
         self.expires = 0.0
-        self.pending: dict[str, tuple[subprocess.Popen[str], Op]] = {}
+        self.pending: dict[str, tuple[Process, Op]] = {}
         self.log: list[str] = []
 
     def env(self, holder: str, token: int | None, stop: str | None) -> dict[str, str]:
@@ -238,17 +238,13 @@ class TraceRun:
             return [*base, "--ttl", str(TTL_S), "--wait", str(op.wait_s), "--acquire-only"]
         return [*base, "--token", str(token), "--command", op.command]
 
-    def run(self, args: list[str], holder: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "faults.launch", *args],
-            cwd=self.checkout,
-            env=self.env(holder, None, None),
-            capture_output=True,
-            text=True,
-            timeout=120,
+    def run(self, args: list[str], holder: str) -> None:
+        """``python -m faults.launch ARGS``, to its end."""
+        spawn([sys.executable, "-m", "faults.launch", *args], self.checkout, self.env(holder, None, None)).communicate(
+            timeout=120
         )
 
-    def start(self, op: Op) -> subprocess.Popen[str]:
+    def start(self, op: Op) -> Process:
         token = None
         if op.kind == "write":
             token = self.last_token + 1 if op.forge else self.tokens.get(op.holder)
@@ -256,17 +252,9 @@ class TraceRun:
         env = self.env(op.holder, token, op.stop)
         if op.kind == "tokenless":
             env["FAULTS_TOKEN"] = "none"
-        return subprocess.Popen(
-            argv,
-            cwd=self.checkout,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
+        return spawn(argv, self.checkout, env)
 
-    def finish(self, process: subprocess.Popen[str], op: Op) -> None:
+    def finish(self, process: Process, op: Op) -> None:
         output, _ = process.communicate(timeout=120)
         self.log.append(
             f"{op.kind} {op.holder} {op.command} -> {process.returncode}: "
@@ -300,7 +288,7 @@ class TraceRun:
             self.finish(self.start(op), op)
 
     @staticmethod
-    def await_stop(process: subprocess.Popen[str]) -> bool:
+    def await_stop(process: Process) -> bool:
         """Wait (at most 60 s) until ``process`` has stopped itself; False if it ended instead."""
         deadline = time.monotonic() + 60
         while process.poll() is None and time.monotonic() < deadline:

@@ -11,6 +11,8 @@ Modules:
 * :mod:`support.project` -- real Alembic projects on disk, and running the
   ``fencemigrate`` / ``alembic`` command lines against them.
 * :mod:`support.in_process` -- ``fencemigrate`` run inside the test process (``Project.run_cli``'s default).
+* :mod:`support.zygote` -- the ``alembic`` / ``fencemigrate`` processes of ``run_command``, forked
+  from one that imported their libraries already.
 * :mod:`support.replication` -- a primary and its streaming standby, and the faults of a
   failover (WAL held back, immediate stop, promotion).
 * :mod:`support.fence_rows`, :mod:`support.sqlite_rows`, :mod:`support.mysql_rows`,

@@ -3,26 +3,18 @@ tests of two writers at once (``test_mysql_precheck``, ``test_mysql_leases``, ``
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 
 from support.mysql_server import mysql_rows
-from support.project import Project, Result, script_command
+from support.project import Project, Result, script_command, start_process
+from support.zygote import Process
 
 SLOW_UPGRADE = "import time\ntime.sleep({seconds})\nop.execute('CREATE TABLE {table} (id int PRIMARY KEY)')"
 
 
-def start(project: Project, *args: str) -> subprocess.Popen[str]:
+def start(project: Project, *args: str) -> Process:
     """``fencemigrate ARGS`` in the background."""
-    return subprocess.Popen(
-        script_command("fencemigrate") + list(args),
-        cwd=project.path,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )
+    return start_process(script_command("fencemigrate") + list(args), project.path)
 
 
 def lock_holder(url: str, resource: str = "db/migrations") -> int | None:
@@ -39,6 +31,6 @@ def wait_for(condition: object, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-def finish(process: subprocess.Popen[str]) -> Result:
+def finish(process: Process) -> Result:
     stdout, stderr = process.communicate(timeout=120)
     return Result(tuple(process.args), process.returncode, stdout, stderr)  # type: ignore[arg-type]

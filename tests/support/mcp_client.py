@@ -1,4 +1,5 @@
-"""A ``fencemigrate mcp`` server process per agent, driven by the MCP SDK's own stdio client."""
+"""A ``fencemigrate mcp`` server process per agent, driven by the MCP SDK's own stdio client (the
+server forks from the test process's fencemigrate zygote through a launcher, :func:`support.zygote.launcher`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, InitializeResult, TextContent
 
+from support import zygote
 from support.project import Project, script_command, subprocess_env
 
 
@@ -60,9 +62,13 @@ async def mcp_agent(
 ) -> AsyncIterator[Agent]:
     """``fencemigrate -c alembic.ini mcp --holder HOLDER OPTIONS`` in ``project``, with a client
     session (``env``: variables added to the server's environment)."""
+    command = zygote.launcher(
+        [*script_command("fencemigrate"), "-c", str(project.ini), "mcp", "--holder", holder, *options],
+        base_env=subprocess_env(),
+    )
     params = StdioServerParameters(
-        command=script_command("fencemigrate")[0],
-        args=["-c", str(project.ini), "mcp", "--holder", holder, *options],
+        command=command[0],
+        args=command[1:],
         cwd=project.path,
         env=subprocess_env(env),
     )

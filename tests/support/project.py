@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from support import zygote
+
 #: Seconds after which a command is killed: a fenced migration waiting on a lock
 #: must fail the test, not hang CI.
 DEFAULT_TIMEOUT = 120.0
@@ -110,12 +112,18 @@ def run_command(
     """Run ``argv`` in ``cwd`` (see :func:`subprocess_env` for ``env``) and capture its output.
 
     ``input`` is fed to stdin (otherwise stdin is empty). A timeout raises
-    :class:`subprocess.TimeoutExpired` after killing the process.
+    :class:`subprocess.TimeoutExpired` after killing the process. This environment's ``alembic``
+    and ``fencemigrate`` console scripts are started by fork from a process that imported their
+    libraries already (:mod:`support.zygote`), other programs as usual.
     """
+    full_env = subprocess_env(env)
+    forked = zygote.run(argv, cwd, full_env, input or "", timeout, base_env=subprocess_env())
+    if forked is not None:
+        return Result(tuple(argv), *forked)
     completed = subprocess.run(
         list(argv),
         cwd=cwd,
-        env=subprocess_env(env),
+        env=full_env,
         input=input if input is not None else "",
         capture_output=True,
         text=True,
@@ -125,14 +133,15 @@ def run_command(
     return Result(tuple(argv), completed.returncode, completed.stdout, completed.stderr)
 
 
+def start_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str | None] | None = None) -> zygote.Process:
+    """Start ``argv`` in ``cwd`` in the background (see :func:`subprocess_env` for ``env``), stdin empty,
+    stdout and stderr into text pipes; this environment's console scripts by fork (:mod:`support.zygote`)."""
+    return zygote.popen(argv, cwd, subprocess_env(env), base_env=subprocess_env())
+
+
 def run_all_at_once(cwd: Path, argv: Sequence[Sequence[str]], timeout: float = 300.0) -> list[tuple[int, str]]:
     """Start every command line of ``argv`` in ``cwd`` at once; their ``(exit status, stderr)``."""
-    processes = [
-        subprocess.Popen(
-            list(args), cwd=cwd, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        for args in argv
-    ]
+    processes = [start_process(args, cwd) for args in argv]
     results = []
     for process in processes:
         _, stderr = process.communicate(timeout=timeout)

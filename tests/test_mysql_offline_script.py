@@ -101,7 +101,7 @@ def dump(url: str) -> dict[str, Any]:
     for name, sql in (
         ("events", "SELECT * FROM fencemigrate_fence_event ORDER BY id"),
         ("tokenless", "SELECT * FROM fencemigrate_tokenless_write ORDER BY id"),
-        ("triggers", "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE()"),
+        ("triggers", "SELECT trigger_name FROM information_schema.triggers WHERE event_object_schema = DATABASE()"),
     ):
         state[name] = mysql_rows(url, sql) if "fencemigrate_fence_event" in mysql_table_names(url) else None
     return state

@@ -366,7 +366,7 @@ def _fence_objects(url: str) -> dict[str, list[tuple[Any, ...]]]:
         "triggers": mysql_rows(
             url,
             "SELECT trigger_name, event_object_table, action_timing, event_manipulation, action_statement "
-            "FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+            "FROM information_schema.triggers WHERE event_object_schema = DATABASE() "
             "AND event_object_table LIKE 'fencemigrate\\_%' ORDER BY trigger_name",  # not the version table's guard
         ),
         "version": mysql_rows(url, "SELECT * FROM fencemigrate_schema_version"),

@@ -23,12 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sqlalchemy import TextClause, create_engine, text
+from sqlalchemy.pool import NullPool
+from support.project import MakeProject
 
 import fencemigrate
 from fencemigrate.config import sql_dir
 from fencemigrate.dialects import dialect_for
 from fencemigrate.dialects.postgresql import default_version
-from fencemigrate.dialects.statements import advisory_lock_keys, sections, statements_of
+from fencemigrate.dialects.statements import advisory_lock_keys, sections, statement, statements_of
 
 PACKAGE = Path(fencemigrate.__file__).resolve().parent
 QUERIES = sql_dir() / "queries"
@@ -406,3 +409,52 @@ def test_every_advisory_lock_key_is_used_and_every_placeholder_is_known() -> Non
     assert keys <= placeholders
     assert sorted(placeholders - keys - FILLED_BY_THE_LOADER) == []
     assert not keys & FILLED_BY_THE_LOADER
+
+
+# -- information_schema on MariaDB --------------------------------------------------------------
+
+_CATALOG_TABLE = re.compile(r"\binformation_schema\.(\w+)", re.IGNORECASE)
+
+
+def catalog_reads() -> list[str]:
+    """The MySQL statements that read an information_schema table other than PROCESSLIST."""
+    return sorted(
+        name
+        for name, text in statements_of("mysql").items()
+        if any(table.lower() != "processlist" for table in _CATALOG_TABLE.findall(text))
+    )
+
+
+def test_mariadb_reads_the_catalog_of_the_current_database_only(make_project: MakeProject, mysql_url: str) -> None:
+    """Each information_schema read filters on a column MariaDB looks up (EXPLAIN: "Scanned 1
+    database" or fewer). Filtering triggers on TRIGGER_SCHEMA has MariaDB open every database's
+    triggers: slow on a server of many databases, and meanwhile PROCESSLIST shows the session in
+    each of them (a control below)."""
+    make_project(url=mysql_url).run_cli("install").check()
+    names = catalog_reads()
+    assert {"check_fence_objects", "version_guard_state"} <= set(names)
+    engine = create_engine(mysql_url, poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+
+            def scans(sql: TextClause) -> list[str]:
+                """The "Scanned" notes of EXPLAIN for each part of ``sql`` that reads the catalog (a
+                script's ``SET @v = expr`` as ``SELECT expr``)."""
+                extras: list[str] = []
+                for part in sql.text.split(";\n"):
+                    if _CATALOG_TABLE.search(part):
+                        query = text("EXPLAIN " + re.sub(r"^SET @\w+ = ", "SELECT ", part.strip()))
+                        params = {name: "x" for name in query.compile(dialect=connection.dialect).params}
+                        rows = connection.execute(query, params).all()
+                        extras += [str(row.Extra) for row in rows if "Scanned" in str(row.Extra)]
+                return extras
+
+            found = {name: scans(statement(name, "`fencemigrate`", "mysql")) for name in names}
+            control = scans(
+                text("SELECT 1 FROM information_schema.triggers WHERE trigger_schema = DATABASE() AND trigger_name = :n")
+            )
+    finally:
+        engine.dispose()
+    assert [extra for extra in control if "Scanned all databases" in extra] != []
+    assert all(extras for extras in found.values()), found
+    assert {name: extras for name, extras in found.items() if any("all databases" in e for e in extras)} == {}

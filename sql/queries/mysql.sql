@@ -65,7 +65,9 @@ ON DUPLICATE KEY UPDATE
 -- for `fencemigrate check --db`, which compares them with the install script. A trigger's
 -- definition is put together from its timing, event, table and body (ACTION_STATEMENT keeps the
 -- body as it was written); MySQL has no disabled triggers. :prefix is the fence schema's name
--- and an underscore. One row per object.
+-- and an underscore. One row per object. Triggers are looked up by EVENT_OBJECT_SCHEMA, the
+-- column MariaDB can look up (their schema is their table's): a TRIGGER_SCHEMA filter has it open
+-- the triggers of every database on the server.
 SELECT 'table' AS kind, table_name AS name, NULL AS definition, 1 AS enabled
   FROM information_schema.tables
  WHERE table_schema = DATABASE()
@@ -77,7 +79,7 @@ SELECT 'trigger', trigger_name,
               ' ON ', event_object_table, ' FOR EACH ', action_orientation, ' ', action_statement),
        1
   FROM information_schema.triggers
- WHERE trigger_schema = DATABASE()
+ WHERE event_object_schema = DATABASE()
    AND LEFT(trigger_name, CHAR_LENGTH(:prefix)) = :prefix
  ORDER BY 1, 2
 
@@ -728,10 +730,12 @@ SELECT version_table, revision, state, state_token, state_holder, state_since
 -- name: version_guard_state
 -- How writes without a token are treated on the version table :table_name (ledger name
 -- :version_table): allowed (opted out, since when), guarded (its insert trigger :trigger_name is
--- there), and whether the version table exists, in the current database.
+-- there), and whether the version table exists, in the current database (looked up by the
+-- columns MariaDB can look up, as check_fence_objects).
 SELECT (SELECT a.allowed_at FROM {schema}_tokenless_writes_allowed a
          WHERE a.version_table = :version_table) AS allowed_at,
        EXISTS (SELECT 1 FROM information_schema.triggers t
-                WHERE t.trigger_schema = DATABASE() AND t.trigger_name = :trigger_name) AS guarded,
+                WHERE t.event_object_schema = DATABASE() AND t.event_object_table = :table_name
+                  AND t.trigger_name = :trigger_name) AS guarded,
        EXISTS (SELECT 1 FROM information_schema.tables t
                 WHERE t.table_schema = DATABASE() AND t.table_name = :table_name) AS table_exists

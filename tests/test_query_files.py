@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sqlalchemy import TextClause, create_engine, text
+import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 from support.project import MakeProject
 
@@ -433,17 +433,17 @@ def test_mariadb_reads_the_catalog_of_the_current_database_only(make_project: Ma
     make_project(url=mysql_url).run_cli("install").check()
     names = catalog_reads()
     assert {"check_fence_objects", "version_guard_state"} <= set(names)
-    engine = create_engine(mysql_url, poolclass=NullPool)
+    engine = sa.create_engine(mysql_url, poolclass=NullPool)
     try:
         with engine.connect() as connection:
 
-            def scans(sql: TextClause) -> list[str]:
+            def scans(sql: sa.TextClause) -> list[str]:
                 """The "Scanned" notes of EXPLAIN for each part of ``sql`` that reads the catalog (a
                 script's ``SET @v = expr`` as ``SELECT expr``)."""
                 extras: list[str] = []
                 for part in sql.text.split(";\n"):
                     if _CATALOG_TABLE.search(part):
-                        query = text("EXPLAIN " + re.sub(r"^SET @\w+ = ", "SELECT ", part.strip()))
+                        query = sa.text("EXPLAIN " + re.sub(r"^SET @\w+ = ", "SELECT ", part.strip()))
                         params = {name: "x" for name in query.compile(dialect=connection.dialect).params}
                         rows = connection.execute(query, params).all()
                         extras += [str(row.Extra) for row in rows if "Scanned" in str(row.Extra)]
@@ -451,7 +451,9 @@ def test_mariadb_reads_the_catalog_of_the_current_database_only(make_project: Ma
 
             found = {name: scans(statement(name, "`fencemigrate`", "mysql")) for name in names}
             control = scans(
-                text("SELECT 1 FROM information_schema.triggers WHERE trigger_schema = DATABASE() AND trigger_name = :n")
+                sa.text(
+                    "SELECT 1 FROM information_schema.triggers WHERE trigger_schema = DATABASE() AND trigger_name = :n"
+                )
             )
     finally:
         engine.dispose()

@@ -333,20 +333,16 @@ class PostgresGrantLocks(GrantLocks):
         """Nothing: the fence advance itself (``advance_fence()``) records the Redis grant."""
 
     def cancel_stuck_lease_transactions(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
-        rows = self._run(
-            "preempt_lease_transactions",
-            resource=resource,
-            idle_ms=STUCK_LEASE_TRANSACTION_MS,
-            wait_ms=max(remaining_ms, PREEMPT_GRACE_MS),
-        )
-        return tuple(int(row.pid) for row in rows if row.terminated)
+        return self._terminate_stuck("preempt_lease_transactions", resource, remaining_ms)
 
     def cancel_stuck_grants(self, resource: str, remaining_ms: int) -> tuple[int, ...]:
+        return self._terminate_stuck("preempt_grant_transactions", resource, remaining_ms)
+
+    def _terminate_stuck(self, name: str, resource: str, remaining_ms: int) -> tuple[int, ...]:
+        """Run the ``preempt_*`` statement ``name`` on sessions idle for :data:`STUCK_LEASE_TRANSACTION_MS`;
+        the pids it terminated."""
         rows = self._run(
-            "preempt_grant_transactions",
-            resource=resource,
-            idle_ms=STUCK_LEASE_TRANSACTION_MS,
-            wait_ms=max(remaining_ms, PREEMPT_GRACE_MS),
+            name, resource=resource, idle_ms=STUCK_LEASE_TRANSACTION_MS, wait_ms=max(remaining_ms, PREEMPT_GRACE_MS)
         )
         return tuple(int(row.pid) for row in rows if row.terminated)
 

@@ -89,6 +89,7 @@ def test_the_sql_files_name_the_ledger_writes() -> None:
         "begin_apply": {"mysql", "postgresql"},
         "begin_rollback": {"mysql", "postgresql"},
         "claim_and_record": {"postgresql"},
+        "claim_and_record_now": {"postgresql"},
         "forget_revision": {"mysql", "postgresql"},
         "record_adopted": {"mysql", "postgresql", "sqlite"},
         "record_apply": {"mysql", "postgresql", "sqlite"},

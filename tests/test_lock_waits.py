@@ -25,7 +25,7 @@ import pytest
 import sqlalchemy as sa
 from support.background_runs import lock_holder, wait_for
 from support.db import libpq_url, query, table_names
-from support.fence_rows import fence_token, ledger
+from support.fence_rows import fence_token, ledger, ledger_tokens
 from support.in_process import run_in_process
 from support.project import MakeProject, Project, script_command, start_process
 from support.sqlite_rows import make_sqlite_project
@@ -296,6 +296,34 @@ def test_a_claim_after_an_autocommit_block_waits_in_reported_slices(
     assert stderr.splitlines()[-1].startswith(
         f"fencemigrate: busy: lease on db/migrations is busy: the fence is held by pid {holder} (agent-B, token 6)"
     ), stderr
+
+
+def test_a_transaction_per_migration_claim_waits_for_a_held_fence_in_reported_slices(
+    project: Project, pg_url: str
+) -> None:
+    """transaction_per_migration=True: a step claims and writes its ledger row in one statement when
+    no other transaction holds the fence (test_environments counts the claims); when one does, the
+    claim waits in reported slices, naming it, then claims and records as usual."""
+    project.set_env_option("transaction_per_migration", True)
+    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
+    project.add_revision("b2", "a1", "CREATE TABLE t2 (id int)", "DROP TABLE t2", slug="t2")
+    project.run_cli("upgrade", "a1", "--token", "5").check(0)  # the fence row and its lock key exist
+    with psycopg.connect(libpq_url(pg_url)) as holder:
+        holder.execute("SELECT fencemigrate.claim('db/migrations', 5)")
+        release = threading.Timer(2.5, holder.commit)
+        release.start()
+        try:
+            result = run_in_process(
+                project.path, "upgrade", "head", "--token", "5", "--holder", "agent-B", "--wait", "30s"
+            )
+        finally:
+            release.join()
+        pid = holder.info.backend_pid
+    result.check(0)
+    lines = wait_lines(result.stderr)
+    assert lines and all(f"held by pid {pid} " in line for line in lines), result.stderr
+    assert ledger_tokens(pg_url) == {"a1": 5, "b2": 5}
+    assert table_names(pg_url) == ["alembic_version", "t1", "t2"]
 
 
 # -- SQLite ------------------------------------------------------------------------------------------

@@ -244,11 +244,13 @@ class Ledger:
         self._pending = []
         return self.record([row for item in changes for row in self.rows(item)], token)
 
-    def record_with_claim(self, row: LedgerWrite, token: int) -> int | None:
+    def record_with_claim(self, row: LedgerWrite, token: int, claimant: str | None = None) -> int | None:
         """Claim the resource, write ``row`` and have COMMIT prove Alembic's version row, in one call
-        (:attr:`records_with_claim` only). Returns the transaction id."""
+        (:attr:`records_with_claim` only). Returns the transaction id. With ``claimant`` (the name
+        waiters see), only if no other transaction holds the claim's locks now: None (nothing
+        written) when one does."""
         assert isinstance(self._writes, _FunctionWrites)
-        return self._writes.record_with_claim(row, token)
+        return self._writes.record_with_claim(row, token, claimant)
 
     def undo_with_claim(self, revision: str) -> None:
         """Take back what :meth:`record_with_claim` wrote (the claim stays)."""
@@ -422,7 +424,7 @@ class _FunctionWrites:
     def settle(self, row: LedgerWrite, token: int) -> None:
         self.record([row], token)
 
-    def record_with_claim(self, row: LedgerWrite, token: int) -> int | None:
+    def record_with_claim(self, row: LedgerWrite, token: int, claimant: str | None) -> int | None:
         ledger = self._ledger
         context = ledger.context
         preparer = context.dialect.identifier_preparer
@@ -430,7 +432,8 @@ class _FunctionWrites:
             preparer.quote(part) for part in (context.version_table_schema, context.version_table) if part
         )
         return self._calls.call_for_xact(
-            "claim_and_record",
+            "claim_and_record" if claimant is None else "claim_and_record_now",
+            **({} if claimant is None else {"application_name": claimant}),
             resource=ledger.resource,
             token=token,
             version_table=ledger.version_table,

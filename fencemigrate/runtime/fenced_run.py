@@ -18,7 +18,7 @@ from sqlalchemy import Connection, event
 from ..alembic_internals import BlockFactory, around_autocommit_blocks, rewrite_offline_output
 from ..dialects import dialect_for, ensure_installed
 from ..dialects.fence_calls import FenceCalls
-from ..dialects.waits import WaitBound
+from ..dialects.waits import WaitBound, claimant_name
 from ..errors import HeadsMoved, NotTransactional
 from ..fence.adoption import adopt_applied_history
 from ..fence.guard import VersionTable, guard_first_write, guard_version_table
@@ -301,11 +301,11 @@ class FencedRun:
         if self._first_step:
             self._grant_in_script(context, calls)
         claim_xact = self._held_claim(context)
-        if claim_xact is None and self._waits is not None and not context.as_sql:
-            calls.wait_for_fence(claimant.resource, claimant.token, claimant.holder, self._waits)
         if claim_xact is None and self._records_with_claim(context, step):
-            claim_xact = self._claim_and_record(change)
+            claim_xact = self._claim_and_record(change, calls)
         elif claim_xact is None:
+            if self._waits is not None and not context.as_sql:
+                calls.wait_for_fence(claimant.resource, claimant.token, claimant.holder, self._waits)
             claim_xact = calls.claim(claimant.resource, claimant.token)
         if self._first_step and not context.as_sql:
             self._require_unmoved_heads(context)
@@ -416,10 +416,19 @@ class FencedRun:
             and step.is_upgrade
         )
 
-    def _claim_and_record(self, change: LedgerChange) -> int | None:
+    def _claim_and_record(self, change: LedgerChange, calls: FenceCalls) -> int | None:
+        """Claim and write the step's ledger row in one statement; with ``--wait``, at once when the
+        claim's locks are free (the usual case), else after waiting for them in slices."""
         assert self._ledger is not None
         (row,) = self._ledger.rows(change)
-        xact = self._ledger.record_with_claim(row, self.claimant.token)
+        claimant = self.claimant
+        xact = None
+        if self._waits is not None:
+            xact = self._ledger.record_with_claim(row, claimant.token, claimant_name(claimant.holder, claimant.token))
+            if xact is None:
+                calls.wait_for_fence(claimant.resource, claimant.token, claimant.holder, self._waits)
+        if xact is None:
+            xact = self._ledger.record_with_claim(row, claimant.token)
         self._early = change
         return xact
 

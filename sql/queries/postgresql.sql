@@ -112,6 +112,22 @@ SELECT {schema}.claim(:resource, :token)
 -- Claim, write the ledger row of the revision about to run and ask for the check at COMMIT.
 SELECT {schema}.claim_and_record(:resource, :token, :version_table, to_regclass(:version_relation), :revision, :holder, :script_sha256, :source)
 
+-- name: claim_and_record_now
+-- claim_locks_now and claim_and_record in one round trip, the usual case of a transaction per
+-- revision: when no other transaction holds the claim's locks, take them, name this transaction,
+-- claim, write the ledger row and ask for the check at COMMIT; the transaction id. NULL (another
+-- transaction holds a lock) or no row (:resource has no lock key yet): nothing claimed or written;
+-- the caller waits for the locks in slices, then runs claim_and_record.
+SELECT CASE WHEN NOT pg_try_advisory_xact_lock_shared({claim_lock_class}, k.key) THEN NULL
+            WHEN NOT EXISTS (SELECT 1 FROM {schema}.agent_fence f WHERE f.resource = k.resource FOR UPDATE SKIP LOCKED)
+                THEN NULL
+            WHEN set_config('application_name', :application_name, true) IS NULL THEN NULL
+            ELSE {schema}.claim_and_record(:resource, :token, :version_table, to_regclass(:version_relation),
+                                           :revision, :holder, :script_sha256, :source)
+       END
+  FROM {schema}.resource_lock_key k
+ WHERE k.resource = :resource
+
 -- name: claim_locks_now
 -- Take now, without waiting, the locks a claim of :resource waits for (the claim lock, shared, then the
 -- fence row, in the claim's order); once both are held, name this transaction as the claimant statement

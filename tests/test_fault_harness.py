@@ -22,6 +22,7 @@ from support.replication import Server, own_server
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from faults.__main__ import make_backend, parse_args, run_harness  # noqa: E402
+from faults.project import SCRIPT_DIR, alembic_template, chain, checkout  # noqa: E402
 from faults.schedule import generate  # noqa: E402
 
 SEED = 12
@@ -77,6 +78,34 @@ def test_a_failover_is_scheduled_once_and_never_beside_a_restart() -> None:
     assert any("failover" in plan for plan in kinds)
     assert all(plan.count("failover") <= 1 and not {"failover", "restart"} <= set(plan) for plan in kinds)
     assert all("failover" not in [f.kind for f in generate(SEED, index, **options).faults] for index in range(200))
+
+
+def test_half_the_schedules_run_a_transaction_per_revision(tmp_path: Path) -> None:
+    """``per_migration`` comes from a random stream of its own (the rest of each schedule stays what
+    it was without it) and holds for about half the schedules; their checkouts' env.py runs each
+    revision in a transaction of its own, the others' the whole chain in one."""
+    options = {"preempt": True, "kill_connections": True, "restart": True, "autocommit_block": True, "tokenless": True}
+    plans = [generate(SEED, index, **options) for index in range(200)]
+    assert 60 <= sum(plan.per_migration for plan in plans) <= 140
+    template = alembic_template(tmp_path)
+    env_py = {
+        per_migration: (
+            checkout(
+                template,
+                tmp_path / str(per_migration),
+                "sqlite:///unused.db",
+                "db/migrations",
+                chain((0.0, 0.0, 0.0), autocommit_block=False),
+                "fencemigrate_agent_fence",
+                per_migration=per_migration,
+            )
+            / SCRIPT_DIR
+            / "env.py"
+        ).read_text()
+        for per_migration in (True, False)
+    }
+    assert "target_metadata=target_metadata, transaction_per_migration=True" in env_py[True]
+    assert "transaction_per_migration" not in env_py[False]
 
 
 def test_fencemigrate_survives_a_failover_to_a_standby_that_missed_a_grant(harness_postgres: Server) -> None:

@@ -170,7 +170,8 @@ def run_harness(args: argparse.Namespace, backends: list[Backend]) -> Summary:
             )
             line = [
                 f"#{index} {backend.name} ttl={plan.ttl_s:g}s follow-up={plan.follow_up} "
-                f"faults={','.join(f.kind + (':' + f.point if f.point else '') for f in plan.faults)}"
+                + ("per-migration " if plan.per_migration else "")
+                + f"faults={','.join(f.kind + (':' + f.point if f.point else '') for f in plan.faults)}"
                 + (f" element={plan.element.kind}:{plan.element.variant}" if plan.element else "")
             ]
             for system in ("fencemigrate", "control"):

@@ -159,12 +159,17 @@ class ScheduleRun:
         self.copy = project.renumbered_copy(self.chain[1], "r04", "r03")
         lease_url = backend.lease_url if system == "fencemigrate" else None
         self.checkouts = {
-            "main": project.checkout(
-                template, self.workdir / "main", self.url, self.resource, self.chain, backend.fence_table, lease_url
-            ),
-            "S": project.checkout(
-                template, self.workdir / "agent-S", self.url, self.resource, self.chain, backend.fence_table, lease_url
-            ),
+            name: project.checkout(
+                template,
+                self.workdir / directory,
+                self.url,
+                self.resource,
+                self.chain,
+                backend.fence_table,
+                lease_url,
+                schedule.per_migration,
+            )
+            for name, directory in (("main", "main"), ("S", "agent-S"))
         }
         backend.prepare(self.url, self.resource)
         if system == "fencemigrate":

@@ -148,9 +148,17 @@ def checkout(
     revisions: list[Revision],
     fence_table: str,
     lease_url: str | None = None,
+    per_migration: bool = False,
 ) -> Path:
-    """A copy of the template at ``target`` pointing at ``url``, with ``revisions`` written."""
+    """A copy of the template at ``target`` pointing at ``url``, with ``revisions`` written; with
+    ``per_migration``, env.py runs each revision in a transaction of its own."""
     shutil.copytree(template, target)
+    if per_migration:
+        env_py = target / SCRIPT_DIR / "env.py"
+        configure = "connection=connection, target_metadata=target_metadata"
+        text = env_py.read_text()
+        assert text.count(configure) == 1, f"{configure!r} not found once in {env_py}: the generic template changed"
+        env_py.write_text(text.replace(configure, configure + ", transaction_per_migration=True"))
     ini = target / "alembic.ini"
     settings = [f"sqlalchemy.url = {url.replace('%', '%%')}", f"fencemigrate_resource = {resource}"]
     if lease_url:

@@ -12,7 +12,9 @@ itself: inside a revision's DDL transaction (right after the claim, before the D
 inside an ``autocommit_block()``, inside a lease grant's transaction. A ``failover`` (PostgreSQL,
 at most one per schedule, never with a restart) holds back the primary's WAL for ``duration_s``
 before ``at_s``, then stops the primary immediately and promotes its streaming standby: what
-committed in that window is lost, and the schedule goes on on the promoted server.
+committed in that window is lost, and the schedule goes on on the promoted server. Half the
+schedules run the chain with ``transaction_per_migration=True`` (``per_migration``): each revision
+claims and commits in a transaction of its own.
 
 With ``elements`` the schedule also draws one **element** (:mod:`faults.elements`), from a random
 stream of its own so that the rest of the schedule stays what it was without elements: MCP servers
@@ -104,6 +106,7 @@ class Schedule:
     steps: tuple[Step, ...]
     faults: tuple[Fault, ...]
     element: Element | None = None
+    per_migration: bool = False
 
 
 def generate(
@@ -168,7 +171,11 @@ def generate(
         if not clashes(fault, faults):
             faults.append(fault)
     element = draw_element(seed, index, elements)
-    return Schedule(index, seed, ttl, wait, sleeps, autocommit_block, follow_up, tuple(steps), tuple(faults), element)
+    # From a stream of its own too: the schedules of a seed stay what they were before it was drawn.
+    per_migration = random.Random(f"{seed}:{index}:env").random() < 0.5
+    return Schedule(
+        index, seed, ttl, wait, sleeps, autocommit_block, follow_up, tuple(steps), tuple(faults), element, per_migration
+    )
 
 
 def draw_element(seed: int, index: int, elements: tuple[str, ...]) -> Element | None:

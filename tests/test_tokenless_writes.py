@@ -10,6 +10,7 @@ version table with the ledger.
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 from support.db import alembic_versions, table_names
@@ -17,6 +18,7 @@ from support.incident_story import fm
 from support.mysql_rows import app_tables
 from support.mysql_rows import ledger as mysql_ledger
 from support.mysql_rows import versions as mysql_versions
+from support.mysql_server import mysql_rows
 from support.project import MakeProject, Project, Result
 from support.sqlite_rows import alembic_versions as sqlite_versions
 from support.sqlite_rows import ledger as sqlite_ledger
@@ -352,3 +354,70 @@ def test_a_failed_first_run_in_precheck_mode_leaves_the_version_table_guarded(pr
     assert failed.code != 0 and "division by zero" in failed.stderr, str(failed)
     assert_refused(project.run_alembic("stamp", "head"))
     assert alembic_versions(project.url) == []
+
+
+# -- A renamed version table keeps its guards' names -------------------------------------------------
+# SQLite and MySQL name triggers per database: a version table renamed (or copied with its triggers)
+# keeps the names the new version table's guards need, and CREATE TRIGGER IF NOT EXISTS would do
+# nothing. Runs refuse, naming the table that holds them, until they are dropped.
+
+NAMES_TAKEN = (
+    "fencemigrate: error: cannot guard the version table alembic_version: table av_old has a trigger named "
+    "as one of its guards (alembic_version_no_tokenless_insert, alembic_version_no_tokenless_update, "
+    "alembic_version_no_tokenless_delete)"
+)
+OLD_GUARDS = [f"alembic_version_no_tokenless_{op}" for op in ("insert", "update", "delete")]
+
+
+def test_a_renamed_version_table_on_sqlite_leaves_a_new_one_unguarded_and_runs_refuse(tmp_path: Path) -> None:
+    project = three_revisions(make_sqlite_project(tmp_path))
+    database = tmp_path / "db.sqlite"
+    fm(project, "upgrade", "0001", token=5, holder="agent").check()
+    with sqlite3.connect(database) as connection:
+        connection.executescript(
+            "ALTER TABLE alembic_version RENAME TO av_old;"
+            "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY);"
+            "INSERT INTO alembic_version SELECT version_num FROM av_old;"
+        )
+    assert state_json(project)["tokenless_writes"] == {"status": "unguarded", "allowed_at": None}
+
+    refused = fm(project, "upgrade", "0002", token=5, holder="agent").check(1)
+    assert refused.stderr.splitlines()[-1].startswith(NAMES_TAKEN), str(refused)
+    assert sqlite_versions(database) == ["0001"] and "t2" not in sqlite_tables(database)
+    assert set(sqlite_ledger(database)) == {"0001"}
+    # Control: nothing guards the new version table, so plain alembic writes through.
+    project.run_alembic("upgrade", "0002").check()
+    assert sqlite_versions(database) == ["0002"]
+
+    with sqlite3.connect(database) as connection:
+        connection.executescript("".join(f"DROP TRIGGER {name};" for name in OLD_GUARDS))
+    fm(project, "upgrade", "head", token=5, holder="agent").check()
+    assert state_json(project)["tokenless_writes"] == {"status": "refused", "allowed_at": None}
+    assert_refused(project.run_alembic("downgrade", "-1"))
+    assert sqlite_versions(database) == ["0003"]
+
+
+def test_a_renamed_version_table_on_mariadb_leaves_a_new_one_unguarded_and_runs_refuse(
+    make_project: MakeProject, mysql_url: str
+) -> None:
+    project = three_revisions(make_project(url=mysql_url))
+    fm(project, "upgrade", "0001", token=5, holder="agent").check()
+    mysql_rows(mysql_url, "RENAME TABLE alembic_version TO av_old")
+    mysql_rows(mysql_url, "CREATE TABLE alembic_version (version_num varchar(32) NOT NULL PRIMARY KEY)")
+    mysql_rows(mysql_url, "INSERT INTO alembic_version SELECT version_num FROM av_old")
+    assert state_json(project)["tokenless_writes"] == {"status": "unguarded", "allowed_at": None}
+
+    refused = fm(project, "upgrade", "0002", token=5, holder="agent").check(1)
+    assert refused.stderr.splitlines()[-1].startswith(NAMES_TAKEN), str(refused)
+    assert mysql_versions(mysql_url) == ["0001"] and "t2" not in app_tables(mysql_url)
+    assert set(mysql_ledger(mysql_url)) == {"0001"}
+    # Control: nothing guards the new version table, so plain alembic writes through.
+    project.run_alembic("upgrade", "0002").check()
+    assert mysql_versions(mysql_url) == ["0002"]
+
+    for name in OLD_GUARDS:
+        mysql_rows(mysql_url, f"DROP TRIGGER {name}")
+    fm(project, "upgrade", "head", token=5, holder="agent").check()
+    assert state_json(project)["tokenless_writes"] == {"status": "refused", "allowed_at": None}
+    assert_mysql_refused(project.run_alembic("downgrade", "-1"))
+    assert mysql_versions(mysql_url) == ["0003"]

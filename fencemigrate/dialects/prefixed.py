@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection
 
-from ..errors import DatabaseError, UsageError
+from ..errors import DatabaseError, FencemigrateError, UsageError
 from .base import Dialect, FenceObject, GuardedTable, SchemaScripts, refuse_pre_release
 from .fence_calls import FenceCalls
 from .statements import prefixed_table_name, statement
@@ -137,7 +137,16 @@ class PrefixedDialect(Dialect):
         connection = context.connection
         assert connection is not None
         state = self._guard_row(connection, quoted_schema, table)
-        if state["table_exists"] and state["allowed_at"] is None and not state["guarded"]:
+        if state["allowed_at"] is not None or state["guarded"]:
+            return
+        if state["names_taken_by"] is not None:
+            names = ", ".join(_trigger_names(table).values())
+            raise FencemigrateError(
+                f"cannot guard the version table {table.table}: table {state['names_taken_by']} has a trigger "
+                f"named as one of its guards ({names}); a version table renamed or copied keeps its triggers. "
+                "Drop or rename that trigger, then run again (no revision was applied)"
+            )
+        if state["table_exists"]:
             self.run_script(connection, self._trigger_script("guard_version_table", quoted_schema, table, context))
 
     def allow_tokenless_writes(self, context: MigrationContext, quoted_schema: str, table: GuardedTable) -> None:
@@ -169,7 +178,7 @@ class PrefixedDialect(Dialect):
             {
                 "version_table": table.name,
                 "table_name": table.table,
-                "trigger_name": _trigger_names(table)["insert_guard"],
+                **{f"{op}_trigger": _trigger_names(table)[f"{op}_guard"] for op in ("insert", "update", "delete")},
             },
         ).one()
         return dict(row._mapping)

@@ -729,13 +729,18 @@ SELECT version_table, revision, state, state_token, state_holder, state_since
 
 -- name: version_guard_state
 -- How writes without a token are treated on the version table :table_name (ledger name
--- :version_table): allowed (opted out, since when), guarded (its insert trigger :trigger_name is
--- there), and whether the version table exists, in the current database (looked up by the
--- columns MariaDB can look up, as check_fence_objects).
+-- :version_table): allowed (opted out, since when), guarded (its insert trigger :insert_trigger is
+-- on it), whether the version table exists, and the other table that holds a trigger named as one
+-- of its guards (:insert_trigger, :update_trigger, :delete_trigger), if any: a version table
+-- renamed or copied keeps its triggers, and their names then cannot guard the new one. In the
+-- current database, looked up by the columns MariaDB can look up (as check_fence_objects).
 SELECT (SELECT a.allowed_at FROM {schema}_tokenless_writes_allowed a
          WHERE a.version_table = :version_table) AS allowed_at,
        EXISTS (SELECT 1 FROM information_schema.triggers t
                 WHERE t.event_object_schema = DATABASE() AND t.event_object_table = :table_name
-                  AND t.trigger_name = :trigger_name) AS guarded,
+                  AND t.trigger_name = :insert_trigger) AS guarded,
        EXISTS (SELECT 1 FROM information_schema.tables t
-                WHERE t.table_schema = DATABASE() AND t.table_name = :table_name) AS table_exists
+                WHERE t.table_schema = DATABASE() AND t.table_name = :table_name) AS table_exists,
+       (SELECT MIN(t.event_object_table) FROM information_schema.triggers t
+         WHERE t.event_object_schema = DATABASE() AND t.event_object_table <> :table_name
+           AND t.trigger_name IN (:insert_trigger, :update_trigger, :delete_trigger)) AS names_taken_by

@@ -495,9 +495,15 @@ DROP TRIGGER IF EXISTS {delete_guard};
 
 -- name: version_guard_state
 -- How writes without a token are treated on the version table :table_name (ledger name
--- :version_table): allowed (opted out, since when), guarded (its insert trigger :trigger_name is
--- there), and whether the version table exists.
+-- :version_table): allowed (opted out, since when), guarded (its insert trigger :insert_trigger is
+-- on it), whether the version table exists, and the other table that holds a trigger named as one
+-- of its guards (:insert_trigger, :update_trigger, :delete_trigger), if any: a version table
+-- renamed keeps its triggers, and their names then cannot guard the new one.
 SELECT (SELECT a.allowed_at FROM {schema}_tokenless_writes_allowed a
          WHERE a.version_table = :version_table) AS allowed_at,
-       EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = :trigger_name) AS guarded,
-       EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :table_name) AS table_exists
+       EXISTS (SELECT 1 FROM sqlite_master
+                WHERE type = 'trigger' AND name = :insert_trigger AND tbl_name = :table_name) AS guarded,
+       EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :table_name) AS table_exists,
+       (SELECT MIN(tbl_name) FROM sqlite_master
+         WHERE type = 'trigger' AND tbl_name <> :table_name
+           AND name IN (:insert_trigger, :update_trigger, :delete_trigger)) AS names_taken_by

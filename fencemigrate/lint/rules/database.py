@@ -111,7 +111,9 @@ class UnguardedVersionTable(Rule):
     )
     fix = (
         "find out who removed the guard and what was written without a token (FM407); `fencemigrate install` "
-        "puts it back; with two roles the fence's owner owns the version table (`install --grant-to ROLE`)"
+        "puts it back (on SQLite and MySQL, once no other table holds triggers of the guard's names: a version "
+        "table renamed keeps them, and runs refuse until they are dropped); with two roles the fence's owner owns "
+        "the version table (`install --grant-to ROLE`)"
     )
     needs_database = True
 

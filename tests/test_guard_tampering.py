@@ -367,8 +367,9 @@ def test_two_roles_every_command_works_as_the_migration_role(
     project.run_cli("upgrade", "0004", "--token", "7", "--holder", "agent-C", "--mode", "precheck").check(1)
     assert state_json(project)["dirty"][0]["revision"] == "0004"
     project.run_cli("resolve", "0004", "--token", "7", "--as", "applied", "--holder", "agent-C").check(0)
-    project.set_env_option("transaction_per_migration", True)  # a claim recorded with the revision, taken back
-    project.run_cli("upgrade", "0005", "--token", "7", "--holder", "agent-C").check(0)
+    # A claim recorded with the revision (in one statement with its locks: --wait), then taken back.
+    project.set_env_option("transaction_per_migration", True)
+    project.run_cli("upgrade", "0005", "--token", "7", "--holder", "agent-C", "--wait", "10s").check(0)
 
     assert query(url, "SELECT revision, applied_token FROM fencemigrate.applied_revision ORDER BY 1") == [
         ("0001", 2),

@@ -27,7 +27,7 @@ from support.background_runs import lock_holder, wait_for
 from support.db import libpq_url, query, table_names
 from support.fence_rows import fence_token, ledger, ledger_tokens
 from support.in_process import run_in_process
-from support.project import MakeProject, Project, script_command, start_process
+from support.project import MakeProject, Project, Result, script_command, start_process
 from support.sqlite_rows import make_sqlite_project
 from support.sqlite_rows import query as sqlite_query
 from support.zygote import Process
@@ -298,32 +298,86 @@ def test_a_claim_after_an_autocommit_block_waits_in_reported_slices(
     ), stderr
 
 
+def per_migration_chain(project: Project) -> None:
+    """``a1``, ``b2``, ``c3`` with ``transaction_per_migration=True``; ``a1`` applied under token 5
+    (the fence row and its lock key exist)."""
+    project.set_env_option("transaction_per_migration", True)
+    for rev, down, table in (("a1", None, "t1"), ("b2", "a1", "t2"), ("c3", "b2", "t3")):
+        project.add_revision(rev, down, f"CREATE TABLE {table} (id int)", f"DROP TABLE {table}", slug=table)
+    project.run_cli("upgrade", "a1", "--token", "5").check(0)
+
+
+def upgrade_behind(pg_url: str, project: Project, claim_sql: str, release_after_s: float | None, wait: str) -> Result:
+    """``upgrade head --token 5 --wait WAIT`` while another session holds what ``claim_sql`` takes,
+    committed after ``release_after_s`` (None: rolled back once the run has ended)."""
+    with psycopg.connect(libpq_url(pg_url)) as holder:
+        holder.execute(claim_sql)
+        release = threading.Timer(release_after_s, holder.commit) if release_after_s is not None else None
+        if release is not None:
+            release.start()
+        try:
+            return run_in_process(
+                project.path, "upgrade", "head", "--token", "5", "--holder", "agent-B", "--wait", wait
+            )
+        finally:
+            if release is not None:
+                release.join()
+            holder.rollback()
+
+
 def test_a_transaction_per_migration_claim_waits_for_a_held_fence_in_reported_slices(
     project: Project, pg_url: str
 ) -> None:
     """transaction_per_migration=True: a step claims and writes its ledger row in one statement when
     no other transaction holds the fence (test_environments counts the claims); when one does, the
     claim waits in reported slices, naming it, then claims and records as usual."""
-    project.set_env_option("transaction_per_migration", True)
-    project.add_revision("a1", None, "CREATE TABLE t1 (id int)", "DROP TABLE t1", slug="t1")
-    project.add_revision("b2", "a1", "CREATE TABLE t2 (id int)", "DROP TABLE t2", slug="t2")
-    project.run_cli("upgrade", "a1", "--token", "5").check(0)  # the fence row and its lock key exist
-    with psycopg.connect(libpq_url(pg_url)) as holder:
-        holder.execute("SELECT fencemigrate.claim('db/migrations', 5)")
-        release = threading.Timer(2.5, holder.commit)
-        release.start()
-        try:
-            result = run_in_process(
-                project.path, "upgrade", "head", "--token", "5", "--holder", "agent-B", "--wait", "30s"
-            )
-        finally:
-            release.join()
-        pid = holder.info.backend_pid
+    per_migration_chain(project)
+    result = upgrade_behind(pg_url, project, "SELECT fencemigrate.claim('db/migrations', 5)", 2.5, "30s")
     result.check(0)
     lines = wait_lines(result.stderr)
-    assert lines and all(f"held by pid {pid} " in line for line in lines), result.stderr
-    assert ledger_tokens(pg_url) == {"a1": 5, "b2": 5}
-    assert table_names(pg_url) == ["alembic_version", "t1", "t2"]
+    assert lines and all(re.search(r"held by pid \d+ ", line) for line in lines), result.stderr
+    assert ledger_tokens(pg_url) == {"a1": 5, "b2": 5, "c3": 5}
+    assert table_names(pg_url) == ["alembic_version", "t1", "t2", "t3"]
+
+
+def test_a_stale_per_migration_claim_behind_a_newer_writer_is_fenced_once_it_commits(
+    project: Project, pg_url: str
+) -> None:
+    """A transaction claiming token 6 holds the fence row: the one-statement claim finds it busy and
+    the run waits in slices; once token 6 commits, the claim of token 5 is FENCED and nothing of the
+    run is written (no table, no version, no ledger row, no APPLY event)."""
+    per_migration_chain(project)
+    events = query(pg_url, "SELECT count(*) FROM fencemigrate.fence_event WHERE kind = 'APPLY'")
+    result = upgrade_behind(pg_url, project, "SELECT fencemigrate.claim('db/migrations', 6)", 2.5, "30s")
+    result.check(3)
+    assert wait_lines(result.stderr), result.stderr
+    assert ledger_tokens(pg_url) == {"a1": 5} and fence_token(pg_url) == 6
+    assert table_names(pg_url) == ["alembic_version", "t1"]
+    assert query(pg_url, "SELECT count(*) FROM fencemigrate.fence_event WHERE kind = 'APPLY'") == events
+
+
+@pytest.mark.parametrize(
+    "claim_sql",
+    [
+        "SELECT fencemigrate.claim('db/migrations', 5)",
+        "SELECT pg_advisory_xact_lock(1718503789, fencemigrate.resource_key('db/migrations'))",
+    ],
+    ids=["fence row", "claim lock"],
+)
+def test_a_per_migration_claim_held_past_wait_is_busy_and_writes_nothing(
+    project: Project, pg_url: str, claim_sql: str
+) -> None:
+    """The fence row, or the claim lock (exclusive, as a grant takes it), held past ``--wait 3s``: busy
+    (exit 4) within the bound, the wait reported, nothing written."""
+    per_migration_chain(project)
+    started = time.monotonic()
+    result = upgrade_behind(pg_url, project, claim_sql, None, "3s")
+    elapsed = time.monotonic() - started
+    result.check(4)
+    assert 3 <= elapsed < 20, elapsed
+    assert wait_lines(result.stderr), result.stderr
+    assert ledger_tokens(pg_url) == {"a1": 5}
+    assert table_names(pg_url) == ["alembic_version", "t1"]
 
 
 # -- SQLite ------------------------------------------------------------------------------------------

@@ -10,15 +10,16 @@ version table with the ledger.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
+import pytest
+import sqlalchemy as sa
+from support.backend_rows import plain_sql, table
 from support.db import alembic_versions, table_names
 from support.incident_story import fm
 from support.mysql_rows import app_tables
 from support.mysql_rows import ledger as mysql_ledger
 from support.mysql_rows import versions as mysql_versions
-from support.mysql_server import mysql_rows
 from support.project import MakeProject, Project, Result
 from support.sqlite_rows import alembic_versions as sqlite_versions
 from support.sqlite_rows import ledger as sqlite_ledger
@@ -369,55 +370,54 @@ NAMES_TAKEN = (
 OLD_GUARDS = [f"alembic_version_no_tokenless_{op}" for op in ("insert", "update", "delete")]
 
 
-def test_a_renamed_version_table_on_sqlite_leaves_a_new_one_unguarded_and_runs_refuse(tmp_path: Path) -> None:
-    project = three_revisions(make_sqlite_project(tmp_path))
-    database = tmp_path / "db.sqlite"
-    fm(project, "upgrade", "0001", token=5, holder="agent").check()
-    with sqlite3.connect(database) as connection:
-        connection.executescript(
-            "ALTER TABLE alembic_version RENAME TO av_old;"
-            "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY);"
-            "INSERT INTO alembic_version SELECT version_num FROM av_old;"
-        )
-    assert state_json(project)["tokenless_writes"] == {"status": "unguarded", "allowed_at": None}
-
-    refused = fm(project, "upgrade", "0002", token=5, holder="agent").check(1)
-    assert refused.stderr.splitlines()[-1].startswith(NAMES_TAKEN), str(refused)
-    assert sqlite_versions(database) == ["0001"] and "t2" not in sqlite_tables(database)
-    assert set(sqlite_ledger(database)) == {"0001"}
-    # Control: nothing guards the new version table, so plain alembic writes through.
-    project.run_alembic("upgrade", "0002").check()
-    assert sqlite_versions(database) == ["0002"]
-
-    with sqlite3.connect(database) as connection:
-        connection.executescript("".join(f"DROP TRIGGER {name};" for name in OLD_GUARDS))
-    fm(project, "upgrade", "head", token=5, holder="agent").check()
-    assert state_json(project)["tokenless_writes"] == {"status": "refused", "allowed_at": None}
-    assert_refused(project.run_alembic("downgrade", "-1"))
-    assert sqlite_versions(database) == ["0003"]
+RENAMES = {
+    "sqlite": "ALTER TABLE alembic_version RENAME TO av_old",
+    "mysql": "RENAME TABLE alembic_version TO av_old",
+}
 
 
-def test_a_renamed_version_table_on_mariadb_leaves_a_new_one_unguarded_and_runs_refuse(
-    make_project: MakeProject, mysql_url: str
+def plain_rows(url: str, sql: str | None) -> list[str]:
+    """The first column of ``sql``'s rows (None: the names of the tables)."""
+    engine = sa.create_engine(url, poolclass=sa.NullPool)
+    try:
+        with engine.connect() as connection:
+            if sql is None:
+                return sa.inspect(connection).get_table_names()
+            return [str(value) for value in connection.execute(sa.text(sql)).scalars()]
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "mysql"], indirect=True)
+def test_a_renamed_version_table_leaves_a_new_one_unguarded_and_runs_refuse(
+    backend: str, backend_url: str, make_project: MakeProject
 ) -> None:
-    project = three_revisions(make_project(url=mysql_url))
+    project = three_revisions(make_project(url=backend_url))
+
+    def versions() -> list[str]:
+        return plain_rows(backend_url, "SELECT version_num FROM alembic_version")
+
     fm(project, "upgrade", "0001", token=5, holder="agent").check()
-    mysql_rows(mysql_url, "RENAME TABLE alembic_version TO av_old")
-    mysql_rows(mysql_url, "CREATE TABLE alembic_version (version_num varchar(32) NOT NULL PRIMARY KEY)")
-    mysql_rows(mysql_url, "INSERT INTO alembic_version SELECT version_num FROM av_old")
+    for sql in (
+        RENAMES[backend],
+        "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)",
+        "INSERT INTO alembic_version SELECT version_num FROM av_old",
+    ):
+        plain_sql(backend, backend_url, sql)
     assert state_json(project)["tokenless_writes"] == {"status": "unguarded", "allowed_at": None}
 
     refused = fm(project, "upgrade", "0002", token=5, holder="agent").check(1)
     assert refused.stderr.splitlines()[-1].startswith(NAMES_TAKEN), str(refused)
-    assert mysql_versions(mysql_url) == ["0001"] and "t2" not in app_tables(mysql_url)
-    assert set(mysql_ledger(mysql_url)) == {"0001"}
+    assert versions() == ["0001"] and "t2" not in plain_rows(backend_url, None)
+    assert plain_rows(backend_url, f"SELECT revision FROM {table(backend, 'applied_revision')}") == ["0001"]
     # Control: nothing guards the new version table, so plain alembic writes through.
     project.run_alembic("upgrade", "0002").check()
-    assert mysql_versions(mysql_url) == ["0002"]
+    assert versions() == ["0002"]
 
     for name in OLD_GUARDS:
-        mysql_rows(mysql_url, f"DROP TRIGGER {name}")
+        plain_sql(backend, backend_url, f"DROP TRIGGER {name}")
     fm(project, "upgrade", "head", token=5, holder="agent").check()
     assert state_json(project)["tokenless_writes"] == {"status": "refused", "allowed_at": None}
-    assert_mysql_refused(project.run_alembic("downgrade", "-1"))
-    assert mysql_versions(mysql_url) == ["0003"]
+    downgrade = project.run_alembic("downgrade", "-1")
+    (assert_refused if backend == "sqlite" else assert_mysql_refused)(downgrade)
+    assert versions() == ["0003"]

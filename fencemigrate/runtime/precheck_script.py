@@ -56,9 +56,6 @@ class PrecheckScript:
     def connected(self, context: MigrationContext) -> None:
         """Never called: a script is written offline, without a connection."""
 
-    def finish(self) -> None:
-        """Nothing is held while a script is written."""
-
     # -- the function Alembic calls with the heads the script starts from ----------------------
 
     def migrations_fn(self, heads: tuple[str, ...], context: MigrationContext) -> list[Any]:

@@ -282,9 +282,6 @@ class NothingToDo:
         self._outcome.heads = sorted(heads)
         return []
 
-    def finish(self) -> None:
-        """Nothing is held."""
-
 
 ModeRun = FencedRun | PrecheckRun | PrecheckScript | NothingToDo
 
